@@ -1,0 +1,551 @@
+// allreduce_bench: collectives::Allreduce over the TCP transport, in the style of nccl-tests'
+// all_reduce_perf. No negotiation, fusion or background thread: this is the ceiling the engine
+// can reach, to be compared with memcpy and the reduction kernel on the same machine.
+//
+//   allreduce_bench -np 4 [-b 4K] [-e 256M] [-f 2] [-t float32] [-o sum] [--iters auto|N]
+//                   [--warmup N] [--check 1]
+//
+// Without HVD_SIZE in the environment it forks -np rank processes that meet through a file store
+// in a fresh temp directory; with HVD_SIZE/HVD_RANK/HVD_RENDEZVOUS set (e.g. under hvdrun) it is
+// one rank. busbw = algbw * 2(N-1)/N is what a ring moves per link, so it is comparable across N.
+// Exit status: 0 ok, 1 wrong results, 2 bad arguments, 3 a rank failed.
+#include <sched.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "collectives/reduce.h"
+#include "hvd/status.h"
+#include "hvd/types.h"
+#include "rendezvous/store.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace hvd::bench {
+namespace {
+
+using runtime::collectives::Comm;
+using Clock = std::chrono::steady_clock;
+namespace coll = runtime::collectives;
+
+constexpr int kExitWrong = 1, kExitUsage = 2, kExitFailed = 3;
+constexpr double kTargetSeconds = 0.3;  // each timed loop lasts at least this long...
+constexpr int kMaxIters = 1000;         // ...unless it would take more iterations than this
+constexpr double kRefSeconds = 0.1;     // per memory-bandwidth reference measurement
+
+struct Options {
+  int np = 2;
+  bool np_given = false;
+  size_t min_bytes = 4 << 10, max_bytes = 256 << 20, factor = 2;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int iters = 0;  // 0: auto
+  int warmup = 5;
+  bool check = true;
+};
+
+struct Ref {
+  double memcpy_gbs = 0, reduce_gbs = 0;
+};
+
+[[noreturn]] void Usage(const std::string& error) {
+  if (!error.empty()) std::fprintf(stderr, "allreduce_bench: %s\n", error.c_str());
+  std::fprintf(error.empty() ? stdout : stderr,
+               "usage: allreduce_bench -np N [-b 4K] [-e 256M] [-f 2] [-t float32] [-o sum]\n"
+               "                       [--iters auto|N] [--warmup N] [--check 0|1]\n"
+               "  -np      ranks to fork (1..64); under HVD_SIZE it must match or be left out\n"
+               "  -b, -e   smallest, largest buffer in bytes; suffix K, M or G (x1024)\n"
+               "  -f       size multiplier between rows (integer >= 2)\n"
+               "  -t       float32 float64 float16 bfloat16 int8 uint8 int32 int64\n"
+               "  -o       sum average min max product\n");
+  std::exit(error.empty() ? 0 : kExitUsage);
+}
+
+bool ParseInt(const char* s, long long lo, long long hi, long long* out) {
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(s, &end, 10);
+  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// "4096", "4K", "256M", "1G" (binary multiples).
+bool ParseBytes(std::string s, size_t* out) {
+  size_t shift = 0;
+  if (!s.empty()) {
+    size_t unit = std::string_view("kmg").find(static_cast<char>(std::tolower(s.back())));
+    if (unit != std::string_view::npos) {
+      shift = 10 * (unit + 1);
+      s.pop_back();
+    }
+  }
+  long long v;
+  if (!ParseInt(s.c_str(), 1, (1ll << 40) >> shift, &v)) return false;
+  *out = static_cast<size_t>(v) << shift;
+  return true;
+}
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") Usage("");
+    if (i + 1 >= argc) Usage(flag + ": missing value (see usage)");
+    const char* v = argv[++i];
+    auto bad = [&](const char* form) { Usage(flag + ": expected " + form + ", got '" + v + "'"); };
+    long long n;
+    if (flag == "-np") {
+      if (!ParseInt(v, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
+      o.np = static_cast<int>(n);
+      o.np_given = true;
+    } else if (flag == "-b" || flag == "--minbytes") {
+      if (!ParseBytes(v, &o.min_bytes)) bad("a size like 4096, 4K, 1M or 1G");
+    } else if (flag == "-e" || flag == "--maxbytes") {
+      if (!ParseBytes(v, &o.max_bytes)) bad("a size like 4096, 4K, 256M or 1G");
+    } else if (flag == "-f" || flag == "--stepfactor") {
+      if (!ParseInt(v, 2, 1024, &n)) bad("an integer factor >= 2, e.g. -f 2");
+      o.factor = static_cast<size_t>(n);
+    } else if (flag == "-t" || flag == "--datatype") {
+      int t = 0;
+      while (t < kNumDataTypes && DataTypeName(static_cast<DataType>(t)) != v) ++t;
+      if (t == kNumDataTypes) bad("one of float32 float64 float16 bfloat16 int8 uint8 int32 int64");
+      o.dtype = static_cast<DataType>(t);
+    } else if (flag == "-o" || flag == "--op") {
+      int p = 0;
+      while (p < kNumReduceOps && ReduceOpName(static_cast<ReduceOp>(p)) != v) ++p;
+      if (p == kNumReduceOps) bad("one of sum average min max product");
+      o.op = static_cast<ReduceOp>(p);
+    } else if (flag == "--iters" || flag == "-n") {
+      if (std::string(v) == "auto") {
+        o.iters = 0;
+      } else if (!ParseInt(v, 1, 1000000, &n)) {
+        bad("'auto' or an iteration count 1..1000000");
+      } else {
+        o.iters = static_cast<int>(n);
+      }
+    } else if (flag == "--warmup" || flag == "-w") {
+      if (!ParseInt(v, 0, 1000000, &n)) bad("a warmup iteration count >= 0");
+      o.warmup = static_cast<int>(n);
+    } else if (flag == "--check" || flag == "-c") {
+      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
+      o.check = n == 1;
+    } else {
+      Usage("unknown flag '" + flag + "'");
+    }
+  }
+  if (o.min_bytes > o.max_bytes) Usage("-b: must not exceed -e");
+  return o;
+}
+
+std::vector<size_t> Sizes(const Options& o) {
+  std::vector<size_t> sizes;
+  for (size_t b = o.min_bytes; b <= o.max_bytes; b *= o.factor) {
+    sizes.push_back(b);
+    if (b > o.max_bytes / o.factor) break;  // the next step would overflow or pass -e anyway
+  }
+  return sizes;
+}
+
+// ---- Element access: every type through double, with exact small-integer test patterns. ----
+
+template <typename T>
+double Load(const void* p, size_t i) {
+  return static_cast<double>(static_cast<const T*>(p)[i]);
+}
+template <typename T>
+void Store(void* p, size_t i, double v) {
+  static_cast<T*>(p)[i] = std::is_integral_v<T> ? static_cast<T>(std::llround(v)) : T(v);
+}
+double LoadF16(const void* p, size_t i) {
+  return coll::HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+}
+void StoreF16(void* p, size_t i, double v) {
+  static_cast<uint16_t*>(p)[i] = coll::FloatToHalf(v);
+}
+double LoadBF16(const void* p, size_t i) {
+  return coll::BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
+}
+void StoreBF16(void* p, size_t i, double v) {
+  static_cast<uint16_t*>(p)[i] = coll::FloatToBFloat16(v);
+}
+
+struct Codec {
+  double (*get)(const void*, size_t);
+  void (*put)(void*, size_t, double);
+};
+
+// Indexed by DataType, whose values are fixed by the C ABI.
+const Codec& CodecFor(DataType t) {
+  static const Codec kCodecs[kNumDataTypes] = {
+      {Load<float>, Store<float>},
+      {Load<double>, Store<double>},
+      {LoadF16, StoreF16},
+      {LoadBF16, StoreBF16},
+      {Load<int8_t>, Store<int8_t>},
+      {Load<uint8_t>, Store<uint8_t>},
+      {Load<int32_t>, Store<int32_t>},
+      {Load<int64_t>, Store<int64_t>},
+  };
+  return kCodecs[static_cast<int>(t)];
+}
+
+// The largest integer every partial result must stay within to be exact in type `t`.
+double MaxExact(DataType t) {
+  // float32 float64 float16 bfloat16 int8 uint8 int32 int64, as DataType numbers them.
+  static const double kMaxExact[kNumDataTypes] = {1 << 24, 1 << 24, 2048,    256,
+                                                  127,     255,     1 << 24, 1 << 24};
+  return kMaxExact[static_cast<int>(t)];
+}
+
+// Rank `r`'s element `i`. Sums stay within MaxExact; a product has exactly k factors of 2.
+double Pattern(ReduceOp op, DataType t, int r, int np, size_t i) {
+  if (op == ReduceOp::kProduct) {
+    int k = std::min<int>(np, static_cast<int>(std::log2(MaxExact(t))) - 1);
+    return (i + r) % np < static_cast<size_t>(k) ? 2 : 1;
+  }
+  if (op == ReduceOp::kMin || op == ReduceOp::kMax) return (i * 7 + r * 13) % 16;
+  size_t m = std::clamp<size_t>(static_cast<size_t>(MaxExact(t) / np) + 1, 2, 8);
+  return (i * 7 + r * 3 + 1) % m;
+}
+
+void Fill(void* buf, size_t count, const Options& o, int rank, int np) {
+  const Codec& c = CodecFor(o.dtype);
+  for (size_t i = 0; i < count; ++i) c.put(buf, i, Pattern(o.op, o.dtype, rank, np, i));
+}
+
+int64_t CountWrong(const void* buf, size_t count, const Options& o, int np) {
+  // Averages are scaled in floating point (relative error) or rounded to an integer (absolute).
+  double tol = 0;
+  const bool relative = static_cast<int>(o.dtype) < static_cast<int>(DataType::kInt8);
+  if (o.op == ReduceOp::kAverage) {
+    // float32 float64 float16 bfloat16 int8 uint8 int32 int64
+    static const double kTolerance[kNumDataTypes] = {1e-6, 1e-6, 1e-2, 1e-2, 0.5, 0.5, 0.5, 0.5};
+    tol = kTolerance[static_cast<int>(o.dtype)];
+  }
+  const Codec& c = CodecFor(o.dtype);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double e = Pattern(o.op, o.dtype, 0, np, i);
+    for (int r = 1; r < np; ++r) {
+      double v = Pattern(o.op, o.dtype, r, np, i);
+      e = o.op == ReduceOp::kMin       ? std::min(e, v)
+          : o.op == ReduceOp::kMax     ? std::max(e, v)
+          : o.op == ReduceOp::kProduct ? e * v
+                                       : e + v;  // sum, average
+    }
+    if (o.op == ReduceOp::kAverage) e /= np;
+    double got = c.get(buf, i);
+    double bound = relative ? tol * std::max(1.0, std::fabs(e)) : tol;
+    if (!(std::fabs(got - e) <= bound)) ++wrong;
+  }
+  return wrong;
+}
+
+// ---- Single-process memory references. ----
+
+// Seconds per call of `fn`, doubling the repetitions until a loop lasts `min_seconds`.
+double TimePerCall(const std::function<void()>& fn, double min_seconds) {
+  for (long n = 1;; n *= 2) {
+    auto t0 = Clock::now();
+    for (long i = 0; i < n; ++i) fn();
+    double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s >= min_seconds || n >= (1l << 24)) return s / n;
+  }
+}
+
+// memcpy of `bytes`, and a float32 sum-reduce of `bytes` (the collectives' own kernel) split
+// over two threads, as a single-process ceiling for algbw at that size.
+Ref MeasureReference(size_t bytes) {
+  size_t n = bytes / sizeof(float);
+  std::vector<float> a(n, 1.0f), b(n, 0.5f);
+  Ref ref;
+  ref.memcpy_gbs =
+      bytes /
+      TimePerCall(
+          [&] {
+            std::memcpy(a.data(), b.data(), n * sizeof(float));
+            asm volatile("" ::: "memory");  // keep the copy: nothing reads `a` in the loop
+          },
+          kRefSeconds) /
+      1e9;
+
+  size_t half = n / 2;
+  std::barrier sync(2);
+  bool stop = false;  // written before a barrier phase, read after it
+  std::thread helper([&] {
+    for (;;) {
+      sync.arrive_and_wait();
+      if (stop) return;
+      coll::ReduceInto(a.data() + half, b.data() + half, n - half, DataType::kFloat32,
+                       ReduceOp::kSum);
+      sync.arrive_and_wait();
+    }
+  });
+  ref.reduce_gbs =
+      bytes /
+      TimePerCall(
+          [&] {
+            sync.arrive_and_wait();
+            coll::ReduceInto(a.data(), b.data(), half, DataType::kFloat32, ReduceOp::kSum);
+            sync.arrive_and_wait();
+          },
+          kRefSeconds) /
+      1e9;
+  stop = true;
+  sync.arrive_and_wait();
+  helper.join();
+  return ref;
+}
+
+std::string MachineLine() {
+  std::string cpu = "unknown CPU";
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  cpu_set_t set;
+  int nproc = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : -1;
+  utsname u{};
+  uname(&u);
+  return cpu + ", nproc " + std::to_string(nproc) + ", " + u.sysname + " " + u.release + " " +
+         u.machine;
+}
+
+// ---- One rank. ----
+
+double MaxAcrossRanks(const Comm& comm, double v, Status* s) {
+  if (s->ok()) *s = coll::Allreduce(comm, &v, 1, DataType::kFloat64, ReduceOp::kMax);
+  return v;
+}
+
+// Times `iters` allreduces; returns the slowest rank's seconds.
+double TimedLoop(const Comm& comm, void* buf, size_t count, const Options& o, int iters,
+                 Status* s) {
+  if (s->ok()) *s = coll::Barrier(comm);
+  auto t0 = Clock::now();
+  for (int i = 0; i < iters && s->ok(); ++i) *s = coll::Allreduce(comm, buf, count, o.dtype, o.op);
+  return MaxAcrossRanks(comm, std::chrono::duration<double>(Clock::now() - t0).count(), s);
+}
+
+// Every rank runs this with the same sizes; iteration counts are derived from max-reduced times,
+// so all ranks agree on them without talking about it. `refs` (one per size) only on rank 0.
+Status RunSizes(const Comm& comm, const Options& o, const std::vector<Ref>& refs, int64_t* wrong) {
+  const int rank = comm.rank(), np = comm.size();
+  const size_t esize = DataTypeSize(o.dtype);
+  std::unique_ptr<char[]> buf(new char[o.max_bytes]);
+  if (rank == 0) {
+    std::printf("# %10s %11s %8s %7s %7s %11s %12s %12s %8s %13s %14s\n", "size(B)", "count",
+                "type", "redop", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
+                "memcpy(GB/s)", "reduce2t(GB/s)");
+  }
+  Status s;
+  std::vector<size_t> sizes = Sizes(o);
+  for (size_t k = 0; k < sizes.size() && s.ok(); ++k) {
+    size_t count = sizes[k] / esize, bytes = count * esize;
+    if (count == 0) continue;
+    Fill(buf.get(), count, o, rank, np);
+    for (int i = 0; i < o.warmup && s.ok(); ++i) {
+      s = coll::Allreduce(comm, buf.get(), count, o.dtype, o.op);
+    }
+    int iters = o.iters;
+    if (iters == 0) {
+      // Grow a probe loop to >= 1/10 of the target, then extrapolate.
+      int n = 1;
+      double t = TimedLoop(comm, buf.get(), count, o, n, &s);
+      while (s.ok() && t < kTargetSeconds / 10 && n < kMaxIters) {
+        n = std::min(kMaxIters, n * 4);
+        t = TimedLoop(comm, buf.get(), count, o, n, &s);
+      }
+      iters = std::clamp(static_cast<int>(std::ceil(kTargetSeconds * n / std::max(t, 1e-9))), 1,
+                         kMaxIters);
+    }
+    double seconds = TimedLoop(comm, buf.get(), count, o, iters, &s);
+    int64_t size_wrong = 0;
+    if (o.check && s.ok()) {
+      Fill(buf.get(), count, o, rank, np);
+      s = coll::Allreduce(comm, buf.get(), count, o.dtype, o.op);
+      size_wrong = s.ok() ? CountWrong(buf.get(), count, o, np) : 0;
+      if (s.ok()) s = coll::Allreduce(comm, &size_wrong, 1, DataType::kInt64, ReduceOp::kSum);
+    }
+    if (!s.ok()) break;
+    *wrong += size_wrong;
+    if (rank == 0) {
+      double per_op = seconds / iters;
+      double algbw = bytes / per_op / 1e9;
+      double busbw = algbw * 2.0 * (np - 1) / np;
+      std::string wrong_text = o.check ? std::to_string(size_wrong) : "N/A";
+      std::printf("  %10zu %11zu %8s %7s %7d %11.1f %12.3f %12.3f %8s %13.2f %14.2f\n", bytes,
+                  count, std::string(DataTypeName(o.dtype)).c_str(),
+                  std::string(ReduceOpName(o.op)).c_str(), iters, per_op * 1e6, algbw, busbw,
+                  wrong_text.c_str(), refs[k].memcpy_gbs, refs[k].reduce_gbs);
+      std::fflush(stdout);
+    }
+  }
+  return s;
+}
+
+// `store_dir` (forked ranks) or `store_url` (HVD_RENDEZVOUS) locates the rendezvous store.
+int RunRank(const Options& o, int rank, int np, const std::string& store_dir,
+            const std::string& store_url, std::vector<Ref> refs) {
+  auto fail = [&](const Status& s) {
+    std::fprintf(stderr, "allreduce_bench: rank %d: %s\n", rank, s.ToString().c_str());
+    return kExitFailed;
+  };
+  signal(SIGPIPE, SIG_IGN);  // a dead peer must be an error status, not a silent exit
+  if (rank == 0 && refs.empty()) {
+    // Launched externally: measure before meeting the others, while they idle in rendezvous.
+    for (size_t bytes : Sizes(o)) refs.push_back(MeasureReference(bytes));
+  }
+  std::unique_ptr<runtime::rendezvous::Store> store;
+  Status s = store_url.empty() ? runtime::rendezvous::NewFileStore(store_dir, &store)
+                               : runtime::rendezvous::OpenStore(store_url, &store);
+  if (!s.ok()) return fail(s);
+  runtime::transport::tcp::TcpOptions topts;
+  topts.scope = "bench";
+  topts.connect_timeout = std::chrono::seconds(120);
+  std::unique_ptr<runtime::transport::Transport> transport;
+  s = runtime::transport::tcp::Connect(*store, rank, np, topts, &transport);
+  if (!s.ok()) return fail(s);
+  Comm comm{transport.get()};
+  if (rank == 0) {
+    std::printf("# allreduce_bench: collectives::Allreduce over TCP 127.0.0.1, %d ranks\n", np);
+    std::printf("# machine: %s\n", MachineLine().c_str());
+    std::printf(
+        "# warmup %d, iters %s, check %s; busbw = algbw * 2(N-1)/N; time is the slowest"
+        " rank's\n# memcpy, reduce2t: one process, same size (reduce2t: 2 threads of"
+        " the float32 sum kernel, a[i] += b[i])\n",
+        o.warmup, o.iters ? std::to_string(o.iters).c_str() : "auto (>= 0.3 s, <= 1000)",
+        o.check ? "on" : "off");
+  }
+  int64_t wrong = 0;
+  s = RunSizes(comm, o, refs, &wrong);
+  if (!s.ok()) return fail(s);
+  if (rank == 0) std::printf("# wrong values: %lld\n", static_cast<long long>(wrong));
+  std::fflush(stdout);
+  return wrong == 0 ? 0 : kExitWrong;
+}
+
+// ---- The launcher: fork np ranks, reap them all, kill the rest on the first failure. ----
+
+volatile sig_atomic_t g_signal = 0;
+
+int LaunchAll(const Options& o) {
+  std::vector<Ref> refs;  // measured before forking, while nothing else runs
+  for (size_t bytes : Sizes(o)) refs.push_back(MeasureReference(bytes));
+
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/hvd-bench-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    std::fprintf(stderr, "allreduce_bench: mkdtemp %s: %s\n", tmpl.c_str(), std::strerror(errno));
+    return kExitFailed;
+  }
+  std::fflush(nullptr);  // children must not re-flush the parent's buffered output
+  const pid_t parent = getpid();
+  std::vector<pid_t> pids(o.np, 0);  // by rank; 0 once reaped (or never started)
+  int result = 0, running = 0;
+  for (int r = 0; r < o.np; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      // Die with the launcher; it may have died before prctl took effect.
+      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(kExitFailed);
+      _exit(RunRank(o, r, o.np, tmpl, "", r == 0 ? refs : std::vector<Ref>()));
+    }
+    if (pid < 0) {
+      std::fprintf(stderr, "allreduce_bench: fork: %s\n", std::strerror(errno));
+      result = kExitFailed;
+      break;
+    }
+    pids[r] = pid;
+    ++running;
+  }
+  // A rank that died mid-run leaves the others waiting on it until their idle timeout.
+  auto kill_rest = [&] {
+    for (pid_t p : pids) {
+      if (p != 0) kill(p, SIGKILL);
+    }
+  };
+  if (result != 0) kill_rest();
+  // Ctrl-C or a SIGTERM to the launcher alone: stop the ranks, reap them, remove the temp dir.
+  // No SA_RESTART, so waitpid returns EINTR. Installed after forking: ranks keep the defaults.
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) { g_signal = sig; };
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  while (running > 0) {
+    int st = 0;
+    pid_t pid = waitpid(-1, &st, 0);
+    if (pid < 0) {
+      if (errno != EINTR) break;  // ECHILD: nothing left to reap
+      if (g_signal != 0 && result != kExitFailed) {
+        std::fprintf(stderr, "allreduce_bench: %s, stopping the ranks\n", strsignal(g_signal));
+        kill_rest();
+        result = kExitFailed;
+      }
+      continue;
+    }
+    auto it = std::find(pids.begin(), pids.end(), pid);
+    if (it == pids.end()) continue;
+    *it = 0;
+    --running;
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : kExitFailed;
+    if (code == 0 || code == kExitWrong) {
+      result = std::max(result, code);
+      continue;
+    }
+    if (result != kExitFailed && WIFSIGNALED(st)) {  // exit codes: the rank said why itself
+      std::fprintf(stderr, "allreduce_bench: rank %d (pid %d) killed by signal %d (%s)\n",
+                   static_cast<int>(it - pids.begin()), pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
+    }
+    if (result != kExitFailed) kill_rest();
+    result = kExitFailed;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(tmpl, ec);
+  return result;
+}
+
+}  // namespace
+}  // namespace hvd::bench
+
+int main(int argc, char** argv) {
+  using namespace hvd::bench;
+  Options o = ParseArgs(argc, argv);
+  const char* size_env = std::getenv("HVD_SIZE");
+  if (size_env == nullptr || *size_env == '\0') return LaunchAll(o);
+
+  long long size, rank;
+  const char* rank_env = std::getenv("HVD_RANK");
+  const char* url = std::getenv("HVD_RENDEZVOUS");
+  if (!ParseInt(size_env, 1, 1 << 20, &size)) Usage("HVD_SIZE: expected a rank count >= 1");
+  if (!rank_env || !ParseInt(rank_env, 0, size - 1, &rank)) {
+    Usage("HVD_RANK: expected 0..HVD_SIZE-1 when HVD_SIZE is set");
+  }
+  if (!url || !*url) Usage("HVD_RENDEZVOUS: expected file:///dir when HVD_SIZE is set");
+  if (o.np_given && o.np != size) Usage("-np: disagrees with HVD_SIZE=" + std::to_string(size));
+  return RunRank(o, static_cast<int>(rank), static_cast<int>(size), "", url, {});
+}

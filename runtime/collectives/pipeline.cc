@@ -1,0 +1,198 @@
+// The streaming engine: see pipeline.h for the vocabulary.
+//
+// Loop (one thread, no blocking I/O):
+//   1. receive up to kMaxIoBytes of the current receive step (into place, or into the scratch
+//      ring), then reduce every whole element that has arrived;
+//   2. send up to kMaxIoBytes of the current send step, never past its gate's processed prefix;
+//   3. if neither moved a byte, WaitReady on the directions that could move, until
+//      last_progress + idle_timeout.
+// A step with 0 bytes completes at once, so segments of 0 elements need no special case.
+//
+// The scratch ring holds at most one partial element plus one chunk, because every chunk is
+// reduced right after it is received; its size is a multiple of every element size, so an element
+// never straddles the wrap.
+#include "collectives/pipeline.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "collectives/reduce.h"
+
+namespace hvd::runtime::collectives::internal {
+namespace {
+
+using transport::Clock;
+using transport::Link;
+using transport::WaitItem;
+
+constexpr size_t kScratchBytes = 2 * kMaxIoBytes;
+
+// Per-thread scratch, kept between calls so a training loop does not fault in fresh pages for
+// every collective. At most kScratchBytes per thread that runs collectives.
+char* ThreadScratch(size_t bytes) {
+  thread_local std::unique_ptr<char[]> buf;
+  thread_local size_t capacity = 0;
+  if (capacity < bytes) {
+    buf.reset(new char[bytes]);
+    capacity = bytes;
+  }
+  return buf.get();
+}
+
+std::string Progress(const char* verb, size_t done, size_t total) {
+  return std::string(verb) + " " + std::to_string(done) + " of " + std::to_string(total) + " bytes";
+}
+
+}  // namespace
+
+std::vector<size_t> SplitEvenly(size_t count, int parts) {
+  std::vector<size_t> off(static_cast<size_t>(parts) + 1, 0);
+  const size_t base = count / static_cast<size_t>(parts);
+  const size_t extra = count % static_cast<size_t>(parts);
+  for (size_t i = 0; i < static_cast<size_t>(parts); ++i) {
+    off[i + 1] = off[i] + base + (i < extra ? 1 : 0);
+  }
+  return off;
+}
+
+std::string PeerName(const Comm& comm, int peer, const Status* error) {
+  if (peer == comm.rank()) return "rank " + std::to_string(peer) + " (self)";
+  const std::string& description = comm.transport->link(peer)->description();
+  if (error != nullptr && error->message().find(description) != std::string::npos) {
+    return "rank " + std::to_string(peer);
+  }
+  return description;
+}
+
+Status RunPipeline(const Comm& comm, const Pipeline& plan) {
+  transport::Transport* t = comm.transport;
+  const size_t ns = plan.sends.size();
+  const size_t nr = plan.recvs.size();
+  Link* out = ns > 0 ? t->link(plan.send_peer) : nullptr;
+  Link* in = nr > 0 ? t->link(plan.recv_peer) : nullptr;
+  const size_t es = DataTypeSize(plan.dtype);
+
+  size_t max_reduce = 0;
+  for (const RecvStep& r : plan.recvs) {
+    if (r.reduce) max_reduce = std::max(max_reduce, r.bytes);
+  }
+  // kScratchBytes is a multiple of 8, and max_reduce a multiple of es: both keep elements whole.
+  const size_t scratch_bytes = std::min(kScratchBytes, max_reduce);
+  char* scratch = scratch_bytes > 0 ? ThreadScratch(scratch_bytes) : nullptr;
+
+  size_t ri = 0, received = 0, processed = 0;  // current receive step and its progress
+  size_t si = 0, sent = 0;                     // current send step and its progress
+
+  auto step_name = [&](bool recv) {
+    const size_t k = recv ? ri : si;
+    const size_t n = recv ? nr : ns;
+    return std::string(plan.algorithm) + " step " + std::to_string(k + 1) + "/" + std::to_string(n);
+  };
+  // Transport errors usually name the link already; then the short "rank N" avoids repeating it.
+  auto peer = [&](const Link* link, const Status& s) { return PeerName(comm, link->peer(), &s); };
+  auto recv_context = [&](const Status& s) {
+    return step_name(true) + ": recv from " + peer(in, s);
+  };
+  auto send_context = [&](const Status& s) {
+    return step_name(false) + ": send to " + peer(out, s);
+  };
+
+  // How many bytes of the current send step may be sent now.
+  auto send_limit = [&]() -> size_t {
+    const SendStep& s = plan.sends[si];
+    if (s.gate < 0 || static_cast<size_t>(s.gate) < ri) return s.bytes;
+    if (static_cast<size_t>(s.gate) > ri) return 0;
+    return std::min(s.bytes, processed);
+  };
+
+  Clock::time_point last_progress = Clock::now();
+  for (;;) {
+    while (ri < nr && processed == plan.recvs[ri].bytes) {
+      ++ri;
+      received = processed = 0;
+    }
+    while (si < ns && sent == plan.sends[si].bytes) {
+      ++si;
+      sent = 0;
+    }
+    if (ri == nr && si == ns) return Status::OK();
+
+    bool progress = false;
+    if (ri < nr) {
+      const RecvStep& step = plan.recvs[ri];
+      size_t moved = 0;
+      if (!step.reduce) {
+        const size_t want = std::min(kMaxIoBytes, step.bytes - received);
+        Status s = in->TryRecv(step.dst + received, want, &moved);
+        if (!s.ok()) return s.WithContext(recv_context(s));
+        received += moved;
+        processed = received;
+      } else {
+        const size_t pos = received % scratch_bytes;
+        const size_t want = std::min({kMaxIoBytes, step.bytes - received, scratch_bytes - pos,
+                                      scratch_bytes - (received - processed)});
+        if (want > 0) {
+          Status s = in->TryRecv(scratch + pos, want, &moved);
+          if (!s.ok()) return s.WithContext(recv_context(s));
+          received += moved;
+        }
+        // Reduce every whole element that has arrived (in at most two pieces around the wrap).
+        while (received - processed >= es) {
+          const size_t ppos = processed % scratch_bytes;
+          const size_t n = std::min((received - processed) / es * es, scratch_bytes - ppos);
+          ReduceInto(step.dst + processed, scratch + ppos, n / es, plan.dtype, plan.op);
+          processed += n;
+        }
+      }
+      progress |= moved > 0;
+    }
+    if (si < ns) {
+      const size_t limit = send_limit();
+      if (limit > sent) {
+        size_t moved = 0;
+        const size_t want = std::min(kMaxIoBytes, limit - sent);
+        Status s = out->TrySend(plan.sends[si].data + sent, want, &moved);
+        if (!s.ok()) return s.WithContext(send_context(s));
+        sent += moved;
+        progress |= moved > 0;
+      }
+    }
+    if (progress) {
+      last_progress = Clock::now();
+      continue;
+    }
+
+    // Nothing moved: sleep until a direction that could move is ready.
+    const bool wait_recv = ri < nr;
+    const bool wait_send = si < ns && send_limit() > sent;
+    std::vector<WaitItem> items;
+    items.reserve(2);
+    if (wait_recv && wait_send && in == out) {
+      items.push_back({in, true, true});
+    } else {
+      if (wait_recv) items.push_back({in, false, true});
+      if (wait_send) items.push_back({out, true, false});
+    }
+    if (items.empty()) {
+      return Internal(step_name(false) + ": send step gated on a receive step that never comes");
+    }
+    Status s = t->WaitReady(items, last_progress + comm.idle_timeout);
+    if (!s.ok()) {
+      std::string what = step_name(wait_recv) + ": ";
+      if (s.code() == StatusCode::kDeadlineExceeded) {
+        what += "no progress for " + std::to_string(comm.idle_timeout.count()) + " ms, ";
+      }
+      if (wait_recv) {
+        what += "waiting to recv from " + peer(in, s) + " (" +
+                Progress("received", received, plan.recvs[ri].bytes) + ")";
+      }
+      if (wait_send) {
+        what += std::string(wait_recv ? " and " : "") + "waiting to send to " + peer(out, s) +
+                " (" + Progress("sent", sent, plan.sends[si].bytes) + ")";
+      }
+      return s.WithContext(what);
+    }
+  }
+}
+
+}  // namespace hvd::runtime::collectives::internal

@@ -1,0 +1,72 @@
+// The streaming engine shared by the ring and chain algorithms (ring allreduce, reducescatter,
+// allgather, pipelined broadcast). Internal to collectives/.
+//
+// Vocabulary:
+//   send stream  - the sequence of send steps S_0, S_1, ... this rank writes to one peer, in order.
+//   recv stream  - the sequence of receive steps R_0, R_1, ... it reads from one peer, in order.
+//   placed step  - a receive step whose bytes land directly at their destination.
+//   reduce step  - a receive step whose bytes land in a private scratch ring and are reduced into
+//                  the destination (dst op= received) as soon as whole elements have arrived.
+//   processed    - for a placed step, the bytes received; for a reduce step, the bytes reduced.
+//   gate         - a send step may name a receive step: it may only send its first k bytes once
+//                  k bytes of that receive step are processed. This is what pipelines a ring: the
+//                  segment received (and reduced) at step j is forwarded at step j+1 while its
+//                  tail is still arriving.
+//
+// Both streams are driven from one loop with non-blocking TrySend/TryRecv; each call moves at most
+// kMaxIoBytes so reductions interleave with I/O, and the loop sleeps in Transport::WaitReady only
+// when neither direction can move. Going comm.idle_timeout without moving a byte is an error that
+// names the peer(s) waited on.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "hvd/status.h"
+#include "hvd/types.h"
+
+namespace hvd::runtime::collectives::internal {
+
+// Largest single TrySend/TryRecv: small enough that reducing one chunk stays in L2 and the other
+// direction is serviced often, large enough to amortize syscalls.
+inline constexpr size_t kMaxIoBytes = 512 << 10;
+
+struct SendStep {
+  const char* data = nullptr;
+  size_t bytes = 0;
+  int gate = -1;  // index of the receive step whose processed prefix bounds this step; -1: none
+};
+
+struct RecvStep {
+  char* dst = nullptr;
+  size_t bytes = 0;  // a multiple of the element size for reduce steps
+  bool reduce = false;
+};
+
+struct Pipeline {
+  const char* algorithm = "";  // "ring allreduce": the first word of every error
+  int send_peer = -1;          // -1: no send stream
+  int recv_peer = -1;          // -1: no receive stream
+  std::vector<SendStep> sends;
+  std::vector<RecvStep> recvs;
+  DataType dtype = DataType::kUInt8;  // for reduce steps
+  ReduceOp op = ReduceOp::kSum;       // for reduce steps; never kAverage
+};
+
+// Runs both streams to completion. Errors read "<algorithm> step k/n: recv from <link>: ...".
+// REQUIRES: a gate names an earlier-or-equal receive step index and the gated send step is no
+// longer than that receive step; the plan is deadlock-free across ranks (every rank always
+// receives, so every send eventually drains).
+Status RunPipeline(const Comm& comm, const Pipeline& plan);
+
+// Splits `count` elements into `parts` contiguous segments of whole elements, the first
+// count % parts one element longer. Returns parts + 1 element offsets.
+std::vector<size_t> SplitEvenly(size_t count, int parts);
+
+// "rank 2 (127.0.0.1:40113)" for error messages; just "rank 2" when `error` (if given) already
+// names the link, so context does not repeat the address.
+std::string PeerName(const Comm& comm, int peer, const Status* error = nullptr);
+
+}  // namespace hvd::runtime::collectives::internal

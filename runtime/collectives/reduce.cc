@@ -1,0 +1,398 @@
+// Element-wise reduction kernels: ReduceInto (dst op= src) and Scale (buf *= factor).
+//
+// Vocabulary:
+//   wrap      - integer sum and product are computed modulo 2^bits (in unsigned arithmetic, so
+//               signed overflow is defined); the result is independent of reduction order.
+//   NaN-propagating min/max - if either operand is NaN the result is NaN (torch.minimum's rule),
+//               so the result does not depend on which rank's value arrives first.
+//   half      - float16 and bfloat16: widened to float32 (exact), combined in float32, rounded
+//               back to nearest-even. NaN stays NaN (quieted, payload truncated as F16C does) and
+//               overflow rounds to Inf.
+//
+// Performance: this file is compiled at -O3. float32/float64/integer loops are simple loops over
+// __restrict pointers, cloned for AVX2 and baseline x86-64 (target_clones: the loader picks one
+// through an ifunc), so the compiler vectorizes each clone for its ISA. float16 uses F16C
+// (vcvtph2ps/vcvtps2ph, 8 lanes) when the CPU has it, else a bit-exact scalar path; bfloat16
+// conversions are integer arithmetic that the compiler vectorizes.
+#include "collectives/reduce.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HVD_X86 1
+#define HVD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define HVD_X86 0
+#define HVD_CLONES
+#endif
+
+#define HVD_ALWAYS_INLINE inline __attribute__((always_inline))
+
+namespace hvd::runtime::collectives {
+namespace {
+
+// ---- Operators ---------------------------------------------------------------------------------
+
+template <typename T>
+HVD_ALWAYS_INLINE T WrapAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+HVD_ALWAYS_INLINE T WrapMul(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    // uint8_t promotes to int (255 * 255 fits); wider types multiply in their unsigned type.
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
+struct Sum {
+  template <typename T>
+  HVD_ALWAYS_INLINE T operator()(T a, T b) const {
+    return WrapAdd(a, b);
+  }
+};
+struct Product {
+  template <typename T>
+  HVD_ALWAYS_INLINE T operator()(T a, T b) const {
+    return WrapMul(a, b);
+  }
+};
+// `(b < a) ? b : a` keeps a when a is NaN; the second select returns b when b is NaN. For integers
+// `b != b` folds to false. Vectorized, this is minps/maxps plus a blend.
+struct Min {
+  template <typename T>
+  HVD_ALWAYS_INLINE T operator()(T a, T b) const {
+    T r = (b < a) ? b : a;
+    return (b != b) ? b : r;
+  }
+};
+struct Max {
+  template <typename T>
+  HVD_ALWAYS_INLINE T operator()(T a, T b) const {
+    T r = (a < b) ? b : a;
+    return (b != b) ? b : r;
+  }
+};
+
+template <typename T, typename Op>
+HVD_ALWAYS_INLINE void Loop(T* __restrict dst, const T* __restrict src, size_t n, Op op) {
+  for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], src[i]);
+}
+
+template <typename T>
+HVD_ALWAYS_INLINE void Dispatch(T* __restrict dst, const T* __restrict src, size_t n, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:  // callers scale afterwards; summing is the useful fallback
+      Loop(dst, src, n, Sum{});
+      return;
+    case ReduceOp::kProduct:
+      Loop(dst, src, n, Product{});
+      return;
+    case ReduceOp::kMin:
+      Loop(dst, src, n, Min{});
+      return;
+    case ReduceOp::kMax:
+      Loop(dst, src, n, Max{});
+      return;
+  }
+}
+
+// One cloned entry point per element type (target_clones does not mix well with templates).
+#define HVD_DEFINE_REDUCE(NAME, T)                                                          \
+  HVD_CLONES void NAME(T* __restrict dst, const T* __restrict src, size_t n, ReduceOp op) { \
+    Dispatch(dst, src, n, op);                                                              \
+  }
+HVD_DEFINE_REDUCE(ReduceF32, float)
+HVD_DEFINE_REDUCE(ReduceF64, double)
+HVD_DEFINE_REDUCE(ReduceI8, int8_t)
+HVD_DEFINE_REDUCE(ReduceU8, uint8_t)
+HVD_DEFINE_REDUCE(ReduceI32, int32_t)
+HVD_DEFINE_REDUCE(ReduceI64, int64_t)
+#undef HVD_DEFINE_REDUCE
+
+HVD_CLONES void ScaleF32(float* __restrict buf, size_t n, float f) {
+  for (size_t i = 0; i < n; ++i) buf[i] *= f;
+}
+HVD_CLONES void ScaleF64(double* __restrict buf, size_t n, double f) {
+  for (size_t i = 0; i < n; ++i) buf[i] *= f;
+}
+
+// Integers: the nearest integer to x * factor, ties away from zero, saturated to the type's range
+// (NaN factor gives 0). Computed in long double, whose 64-bit mantissa holds every int64 exactly.
+// Not vectorized: averaging integer tensors is rare and correctness matters more here.
+template <typename T>
+void ScaleInt(T* buf, size_t n, double factor) {
+  const long double f = factor;
+  constexpr long double lo = static_cast<long double>(std::numeric_limits<T>::min());
+  constexpr long double hi = static_cast<long double>(std::numeric_limits<T>::max());
+  for (size_t i = 0; i < n; ++i) {
+    long double v = std::round(static_cast<long double>(buf[i]) * f);
+    if (std::isnan(v)) {
+      buf[i] = 0;
+    } else if (v <= lo) {
+      buf[i] = std::numeric_limits<T>::min();
+    } else if (v >= hi) {
+      buf[i] = std::numeric_limits<T>::max();
+    } else {
+      buf[i] = static_cast<T>(v);
+    }
+  }
+}
+
+// ---- Half conversions (bit-exact with F16C) ---------------------------------------------------
+
+HVD_ALWAYS_INLINE float HalfBitsToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    // Inf, or NaN quieted (vcvtph2ps sets the quiet bit too).
+    bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0u);
+  } else if (exp != 0) {
+    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {
+    // Subnormal half: normalize. The value is mant * 2^-24; shift the leading 1 to bit 10.
+    int e = 127 - 15 + 1;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --e;
+    }
+    bits = sign | (static_cast<uint32_t>(e) << 23) | ((mant & 0x3ffu) << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+HVD_ALWAYS_INLINE uint16_t FloatToHalfBits(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) {  // Inf, or NaN: quiet it, keep the top payload bits
+    return sign | (a == 0x7f800000u ? 0x7c00u : (0x7e00u | ((a >> 13) & 0x3ffu)));
+  }
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 = halfway past 65504: Inf (tie->even)
+  if (a >= 0x38800000u) {                       // >= 2^-14: normal half
+    const uint32_t r = a - ((127u - 15u) << 23);
+    return sign | static_cast<uint16_t>((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
+  }
+  if (a <= 0x33000000u) return sign;  // <= 2^-25 (half the smallest subnormal, a tie): zero
+  // Subnormal half: value / 2^-24 rounded to nearest even. The carry into 0x400 yields the
+  // smallest normal, which is the correct encoding.
+  const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+  const uint32_t shift = 126u - (a >> 23);  // in [14, 24]
+  uint32_t r = mant >> shift;
+  const uint32_t rem = mant & ((1u << shift) - 1u);
+  const uint32_t halfway = 1u << (shift - 1u);
+  if (rem > halfway || (rem == halfway && (r & 1u))) ++r;
+  return sign | static_cast<uint16_t>(r);
+}
+
+HVD_ALWAYS_INLINE float BF16BitsToFloat(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
+
+HVD_ALWAYS_INLINE uint16_t FloatToBF16Bits(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;  // overflow rounds to Inf
+  const uint32_t quiet = (x >> 16) | 0x40u;
+  return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
+}
+
+template <typename Op>
+HVD_ALWAYS_INLINE void HalfLoopScalar(uint16_t* __restrict dst, const uint16_t* __restrict src,
+                                      size_t n, Op op) {
+  for (size_t i = 0; i < n; ++i) {
+    dst[i] = FloatToHalfBits(op(HalfBitsToFloat(dst[i]), HalfBitsToFloat(src[i])));
+  }
+}
+
+template <typename Op>
+HVD_ALWAYS_INLINE void BF16Loop(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t n,
+                                Op op) {
+  for (size_t i = 0; i < n; ++i) {
+    dst[i] = FloatToBF16Bits(op(BF16BitsToFloat(dst[i]), BF16BitsToFloat(src[i])));
+  }
+}
+
+template <typename Loop>
+HVD_ALWAYS_INLINE void DispatchOp(ReduceOp op, Loop loop) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      loop(Sum{});
+      return;
+    case ReduceOp::kProduct:
+      loop(Product{});
+      return;
+    case ReduceOp::kMin:
+      loop(Min{});
+      return;
+    case ReduceOp::kMax:
+      loop(Max{});
+      return;
+  }
+}
+
+void ReduceHalfScalar(uint16_t* dst, const uint16_t* src, size_t n, ReduceOp op) {
+  DispatchOp(op, [&](auto o) { HalfLoopScalar(dst, src, n, o); });
+}
+
+HVD_CLONES void ReduceBF16(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t n,
+                           ReduceOp op) {
+  DispatchOp(op, [&](auto o) { BF16Loop(dst, src, n, o); });
+}
+
+HVD_CLONES void ScaleBF16(uint16_t* __restrict buf, size_t n, float f) {
+  for (size_t i = 0; i < n; ++i) buf[i] = FloatToBF16Bits(BF16BitsToFloat(buf[i]) * f);
+}
+
+#if HVD_X86
+// F16C: 8 halves per step through __m256. vcvtps2ph with round-to-nearest-even matches
+// FloatToHalfBits bit for bit, and VecOp matches the scalar operators (same select order for
+// min/max), so the scalar tail and the vector body agree.
+#define HVD_F16C __attribute__((target("avx,f16c")))
+
+HVD_F16C HVD_ALWAYS_INLINE __m256 VecOp(Sum, __m256 a, __m256 b) {
+  return _mm256_add_ps(a, b);
+}
+HVD_F16C HVD_ALWAYS_INLINE __m256 VecOp(Product, __m256 a, __m256 b) {
+  return _mm256_mul_ps(a, b);
+}
+HVD_F16C HVD_ALWAYS_INLINE __m256 VecOp(Min, __m256 a, __m256 b) {
+  __m256 r = _mm256_min_ps(b, a);  // (b < a) ? b : a
+  return _mm256_blendv_ps(r, b, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+}
+HVD_F16C HVD_ALWAYS_INLINE __m256 VecOp(Max, __m256 a, __m256 b) {
+  __m256 r = _mm256_max_ps(b, a);  // (b > a) ? b : a
+  return _mm256_blendv_ps(r, b, _mm256_cmp_ps(b, b, _CMP_UNORD_Q));
+}
+
+template <typename Op>
+HVD_F16C HVD_ALWAYS_INLINE void HalfLoopF16C(uint16_t* dst, const uint16_t* src, size_t n, Op op) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dst + i)));
+    __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    __m256 r = VecOp(op, a, b);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  HalfLoopScalar(dst + i, src + i, n - i, op);
+}
+
+HVD_F16C void ReduceHalfF16C(uint16_t* dst, const uint16_t* src, size_t n, ReduceOp op) {
+  DispatchOp(op, [&](auto o) HVD_F16C { HalfLoopF16C(dst, src, n, o); });
+}
+
+HVD_F16C void ScaleHalfF16C(uint16_t* buf, size_t n, float f) {
+  const __m256 fv = _mm256_set1_ps(f);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(buf + i)));
+    _mm_storeu_si128(
+        reinterpret_cast<__m128i*>(buf + i),
+        _mm256_cvtps_ph(_mm256_mul_ps(a, fv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  for (; i < n; ++i) buf[i] = FloatToHalfBits(HalfBitsToFloat(buf[i]) * f);
+}
+
+bool HaveF16C() {
+  static const bool have = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  }();
+  return have;
+}
+#endif  // HVD_X86
+
+void ReduceHalf(uint16_t* dst, const uint16_t* src, size_t n, ReduceOp op) {
+#if HVD_X86
+  if (HaveF16C()) return ReduceHalfF16C(dst, src, n, op);
+#endif
+  ReduceHalfScalar(dst, src, n, op);
+}
+
+void ScaleHalf(uint16_t* buf, size_t n, float f) {
+#if HVD_X86
+  if (HaveF16C()) return ScaleHalfF16C(buf, n, f);
+#endif
+  for (size_t i = 0; i < n; ++i) buf[i] = FloatToHalfBits(HalfBitsToFloat(buf[i]) * f);
+}
+
+}  // namespace
+
+void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
+  if (count == 0) return;
+  switch (dtype) {
+    case DataType::kFloat32:
+      return ReduceF32(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
+    case DataType::kFloat64:
+      return ReduceF64(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
+    case DataType::kFloat16:
+      return ReduceHalf(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+    case DataType::kBFloat16:
+      return ReduceBF16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+    case DataType::kInt8:
+      return ReduceI8(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, op);
+    case DataType::kUInt8:
+      return ReduceU8(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
+    case DataType::kInt32:
+      return ReduceI32(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count, op);
+    case DataType::kInt64:
+      return ReduceI64(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count, op);
+  }
+}
+
+void Scale(void* buf, size_t count, DataType dtype, double factor) {
+  if (count == 0) return;
+  switch (dtype) {
+    case DataType::kFloat32:
+      return ScaleF32(static_cast<float*>(buf), count, static_cast<float>(factor));
+    case DataType::kFloat64:
+      return ScaleF64(static_cast<double*>(buf), count, factor);
+    case DataType::kFloat16:
+      return ScaleHalf(static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
+    case DataType::kBFloat16:
+      return ScaleBF16(static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
+    case DataType::kInt8:
+      return ScaleInt(static_cast<int8_t*>(buf), count, factor);
+    case DataType::kUInt8:
+      return ScaleInt(static_cast<uint8_t*>(buf), count, factor);
+    case DataType::kInt32:
+      return ScaleInt(static_cast<int32_t*>(buf), count, factor);
+    case DataType::kInt64:
+      return ScaleInt(static_cast<int64_t*>(buf), count, factor);
+  }
+}
+
+float HalfToFloat(uint16_t h) {
+  return HalfBitsToFloat(h);
+}
+uint16_t FloatToHalf(float f) {
+  return FloatToHalfBits(f);
+}
+float BFloat16ToFloat(uint16_t b) {
+  return BF16BitsToFloat(b);
+}
+uint16_t FloatToBFloat16(float f) {
+  return FloatToBF16Bits(f);
+}
+
+}  // namespace hvd::runtime::collectives

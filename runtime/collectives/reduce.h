@@ -1,0 +1,32 @@
+// Element-wise kernels used by the collectives and the fusion buffer. Vectorized: float types and
+// integers by the compiler at -O3 over restrict pointers; float16/bfloat16 go through float32.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "hvd/types.h"
+
+namespace hvd::runtime::collectives {
+
+// dst[i] = dst[i] op src[i] for i < count. Integer sum and product wrap modulo 2^bits; float
+// min/max propagate NaN (either operand NaN gives NaN); half types are combined in float32 and
+// rounded to nearest even. REQUIRES: dst and src do not overlap; op != kAverage (callers sum,
+// then scale; kAverage is treated as kSum).
+void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
+
+// buf[i] *= factor. float32: x * (float)factor; float64: x * factor; half types: widened to
+// float32, multiplied by (float)factor, rounded to nearest even. Integers: the nearest integer to
+// x * factor computed in long double, ties away from zero, saturated to the type's range (NaN
+// gives 0). Collectives scale by 1.0 / size for kAverage.
+void Scale(void* buf, size_t count, DataType dtype, double factor);
+
+// IEEE half <-> float32 (round to nearest even); bfloat16 <-> float32 (round to nearest even).
+// Exact widening; narrowing overflows to Inf, keeps subnormals, and turns NaN into a quiet NaN
+// of the same sign (bit-exact with x86 F16C for half).
+float HalfToFloat(uint16_t h);
+uint16_t FloatToHalf(float f);
+float BFloat16ToFloat(uint16_t b);
+uint16_t FloatToBFloat16(float f);
+
+}  // namespace hvd::runtime::collectives

@@ -1,0 +1,305 @@
+// The public C++ API (hvd/hvd.h): validates the caller's arguments, turns each call into an
+// internal::Operation and hands it to the engine.
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/context.h"
+#include "hvd/hvd.h"
+
+namespace hvd {
+namespace {
+
+using runtime::core::Context;
+using runtime::fusion::OpType;
+using runtime::fusion::Request;
+using runtime::fusion::TensorSpec;
+
+std::mutex g_mu;
+std::shared_ptr<Context> g_ctx;  // GUARDED_BY(g_mu)
+std::atomic<uint64_t> g_noname{0};
+bool g_atexit_registered = false;
+
+std::shared_ptr<Context> Current() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_ctx;
+}
+
+Status CheckTensor(const char* what, const Tensor& t) {
+  if (!IsValid(t.dtype)) {
+    return InvalidArgument(std::string(what) + ": invalid dtype " +
+                           std::to_string(static_cast<int>(t.dtype)));
+  }
+  for (int64_t d : t.shape) {
+    if (d < 0) {
+      return InvalidArgument(std::string(what) + ": negative dimension in shape " +
+                             runtime::fusion::ShapeString(t.shape));
+    }
+  }
+  if (t.data == nullptr && t.num_elements() > 0) {
+    return InvalidArgument(std::string(what) + ": data is null for a tensor of shape " +
+                           runtime::fusion::ShapeString(t.shape));
+  }
+  return Status::OK();
+}
+
+std::string Name(std::string_view given, OpType type) {
+  if (!given.empty()) return std::string(given);
+  return std::string(runtime::fusion::OpTypeName(type)) + ".noname." +
+         std::to_string(g_noname.fetch_add(1));
+}
+
+TensorSpec Spec(const std::string& name, const Tensor& t) {
+  return {name, t.dtype, t.shape};
+}
+
+// Submits `op`, or completes it at once with `error`.
+Handle Submit(std::shared_ptr<internal::Operation> op, const Status& error = Status::OK()) {
+  if (!error.ok()) {
+    op->Complete(error.WithContext(std::string(runtime::fusion::OpTypeName(op->request.type)) +
+                                   " '" + op->request.key + "'"));
+    return Handle(op);
+  }
+  std::shared_ptr<Context> ctx = Current();
+  if (!ctx) {
+    op->Complete(FailedPrecondition(std::string(runtime::fusion::OpTypeName(op->request.type)) +
+                                    " '" + op->request.key +
+                                    "': hvd is not initialized; call hvd::Init() first"));
+    return Handle(op);
+  }
+  ctx->engine().Enqueue(op);
+  return Handle(op);
+}
+
+std::shared_ptr<internal::Operation> NewOp(OpType type, std::string key, Callback cb) {
+  auto op = std::make_shared<internal::Operation>();
+  op->request.type = type;
+  op->request.key = std::move(key);
+  op->callback = std::move(cb);
+  return op;
+}
+
+void SetReduce(Request& r, const AllreduceOptions& o) {
+  r.reduce_op = o.op;
+  r.prescale = o.prescale;
+  r.postscale = o.postscale;
+}
+
+Status CheckReduce(const AllreduceOptions& o) {
+  if (!IsValid(o.op)) {
+    return InvalidArgument("invalid reduce op " + std::to_string(static_cast<int>(o.op)));
+  }
+  return Status::OK();
+}
+
+Status CheckPair(const Tensor& in, const Tensor& out) {
+  HVD_RETURN_IF_ERROR(CheckTensor("input", in));
+  HVD_RETURN_IF_ERROR(CheckTensor("output", out));
+  if (in.dtype != out.dtype || in.num_elements() != out.num_elements()) {
+    return InvalidArgument("output (" + std::string(DataTypeName(out.dtype)) + " " +
+                           runtime::fusion::ShapeString(out.shape) +
+                           ") must have the input's dtype and element count (" +
+                           std::string(DataTypeName(in.dtype)) + " " +
+                           runtime::fusion::ShapeString(in.shape) + ")");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+}  // namespace hvd
+
+namespace hvd::runtime::core {
+EngineStats CurrentEngineStats() {
+  auto ctx = Current();
+  return ctx ? ctx->engine().stats() : EngineStats{};
+}
+}  // namespace hvd::runtime::core
+
+namespace hvd {
+
+Status Init() {
+  return Init(InitOptions{});
+}
+
+Status Init(const InitOptions& options) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_ctx) {
+    return FailedPrecondition("hvd::Init() called twice; call hvd::Shutdown() first");
+  }
+  std::unique_ptr<Context> ctx;
+  HVD_RETURN_IF_ERROR_CTX(Context::Create(options, &ctx), "hvd::Init");
+  g_ctx = std::move(ctx);
+  if (!g_atexit_registered) {
+    // A process that returns from main() without Shutdown() must not leave a thread running
+    // into static destruction.
+    std::atexit([] { Shutdown(); });
+    g_atexit_registered = true;
+  }
+  return Status::OK();
+}
+
+Status Shutdown() {
+  std::shared_ptr<Context> ctx;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    ctx = std::move(g_ctx);
+  }
+  if (!ctx) return Status::OK();
+  return ctx->Shutdown();
+}
+
+bool IsInitialized() {
+  return Current() != nullptr;
+}
+
+#define HVD_TOPOLOGY_GETTER(Fn, field)       \
+  int Fn() {                                 \
+    auto ctx = Current();                    \
+    return ctx ? ctx->topology().field : -1; \
+  }
+HVD_TOPOLOGY_GETTER(Rank, rank)
+HVD_TOPOLOGY_GETTER(Size, size)
+HVD_TOPOLOGY_GETTER(LocalRank, local_rank)
+HVD_TOPOLOGY_GETTER(LocalSize, local_size)
+HVD_TOPOLOGY_GETTER(CrossRank, cross_rank)
+HVD_TOPOLOGY_GETTER(CrossSize, cross_size)
+#undef HVD_TOPOLOGY_GETTER
+
+Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& output,
+                      const AllreduceOptions& options) {
+  auto op = NewOp(OpType::kAllreduce, Name(name, OpType::kAllreduce), options.callback);
+  SetReduce(op->request, options);
+  op->request.tensors.push_back(Spec(op->request.key, input));
+  op->inputs = {input};
+  op->outputs = {output};
+  Status s = CheckReduce(options);
+  if (s.ok()) s = CheckPair(input, output);
+  return Submit(op, s);
+}
+
+Status Allreduce(std::string_view name, const Tensor& input, const Tensor& output,
+                 const AllreduceOptions& options) {
+  return AllreduceAsync(name, input, output, options).Wait();
+}
+
+Handle GroupedAllreduceAsync(std::string_view group_name, const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>& outputs, const AllreduceOptions& options) {
+  const std::string group = Name(group_name, OpType::kAllreduce);
+  auto op = NewOp(OpType::kAllreduce, "group:" + group, options.callback);
+  SetReduce(op->request, options);
+  op->inputs = inputs;
+  op->outputs = outputs;
+  Status s = CheckReduce(options);
+  if (s.ok() && inputs.size() != outputs.size()) {
+    s = InvalidArgument(std::to_string(inputs.size()) + " inputs but " +
+                        std::to_string(outputs.size()) + " outputs; give one output per input");
+  }
+  if (s.ok() && inputs.empty())
+    s = InvalidArgument("a grouped allreduce needs at least one tensor");
+  for (size_t i = 0; s.ok() && i < inputs.size(); ++i) {
+    s = CheckPair(inputs[i], outputs[i]).WithContext("tensor " + std::to_string(i));
+    op->request.tensors.push_back(Spec(group + "." + std::to_string(i), inputs[i]));
+  }
+  return Submit(op, s);
+}
+
+Status GroupedAllreduce(std::string_view group_name, const std::vector<Tensor>& inputs,
+                        const std::vector<Tensor>& outputs, const AllreduceOptions& options) {
+  return GroupedAllreduceAsync(group_name, inputs, outputs, options).Wait();
+}
+
+Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb) {
+  auto op = NewOp(OpType::kAllgather, Name(name, OpType::kAllgather), std::move(cb));
+  op->request.tensors.push_back(Spec(op->request.key, input));
+  op->inputs = {input};
+  Status s = CheckTensor("input", input);
+  if (s.ok() && input.shape.empty()) {
+    s = InvalidArgument("allgather needs a tensor with a first dimension, not a scalar");
+  }
+  return Submit(op, s);
+}
+
+Handle BroadcastAsync(std::string_view name, const Tensor& tensor, int root, Callback cb) {
+  auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast), std::move(cb));
+  op->request.tensors.push_back(Spec(op->request.key, tensor));
+  op->request.root = root;
+  op->inputs = {tensor};
+  op->outputs = {tensor};
+  Status s = CheckTensor("tensor", tensor);
+  const int size = Size();
+  if (s.ok() && size > 0 && (root < 0 || root >= size)) {
+    s = InvalidArgument("root " + std::to_string(root) + " is not a rank (size " +
+                        std::to_string(size) + ")");
+  }
+  return Submit(op, s);
+}
+
+Status Broadcast(std::string_view name, const Tensor& tensor, int root) {
+  return BroadcastAsync(name, tensor, root).Wait();
+}
+
+Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vector<int64_t>& splits,
+                     Callback cb) {
+  auto op = NewOp(OpType::kAlltoall, Name(name, OpType::kAlltoall), std::move(cb));
+  op->request.tensors.push_back(Spec(op->request.key, input));
+  op->inputs = {input};
+  Status s = CheckTensor("input", input);
+  const int size = Size();
+  if (s.ok() && input.shape.empty()) {
+    s = InvalidArgument("alltoall needs a tensor with a first dimension, not a scalar");
+  }
+  if (s.ok() && size > 0) {
+    const int64_t rows = input.shape[0];
+    if (splits.empty()) {
+      if (rows % size != 0) {
+        s = InvalidArgument("first dimension " + std::to_string(rows) +
+                            " does not divide evenly among " + std::to_string(size) +
+                            " ranks; pass explicit splits");
+      }
+      op->request.splits.assign(size, rows / size);
+    } else {
+      int64_t sum = 0;
+      bool negative = false;
+      for (int64_t x : splits) {
+        sum += x;
+        negative |= x < 0;
+      }
+      if (static_cast<int>(splits.size()) != size || negative || sum != rows) {
+        s = InvalidArgument("splits " + runtime::fusion::ShapeString(splits) + " must have " +
+                            std::to_string(size) +
+                            " non-negative entries summing to the first "
+                            "dimension " +
+                            std::to_string(rows));
+      }
+      op->request.splits = splits;
+    }
+  }
+  return Submit(op, s);
+}
+
+Handle ReducescatterAsync(std::string_view name, const Tensor& input,
+                          const AllreduceOptions& options) {
+  auto op = NewOp(OpType::kReducescatter, Name(name, OpType::kReducescatter), options.callback);
+  SetReduce(op->request, options);
+  op->request.tensors.push_back(Spec(op->request.key, input));
+  op->inputs = {input};
+  Status s = CheckReduce(options);
+  if (s.ok()) s = CheckTensor("input", input);
+  if (s.ok() && input.shape.empty()) {
+    s = InvalidArgument("reducescatter needs a tensor with a first dimension, not a scalar");
+  }
+  return Submit(op, s);
+}
+
+Status Barrier() {
+  return Submit(NewOp(OpType::kBarrier, "__barrier__", {})).Wait();
+}
+
+Status Join(int* last_joined_rank) {
+  auto op = NewOp(OpType::kJoin, "__join__", {});
+  Status s = Submit(op).Wait();
+  if (s.ok() && last_joined_rank != nullptr) *last_joined_rank = op->last_joined_rank;
+  return s;
+}
+
+}  // namespace hvd

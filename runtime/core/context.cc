@@ -1,0 +1,280 @@
+#include "core/context.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "common/logging.h"
+#include "common/settings.h"
+#include "transport/tcp/tcp_transport.h"
+
+namespace hvd::runtime::core {
+namespace {
+
+using common::Setting;
+
+// Identity and rendezvous: set by hvdrun/hvd-agent for every rank.
+const Setting<int64_t> kRank("HVD_RANK", "HOROVOD_RANK", -1, "this process's rank, 0..size-1");
+const Setting<int64_t> kSize("HVD_SIZE", "HOROVOD_SIZE", -1,
+                             "number of ranks; unset: a single-process job (rank 0 of 1)");
+const Setting<int64_t> kLocalRank(
+    "HVD_LOCAL_RANK", "HOROVOD_LOCAL_RANK", -1,
+    "rank among this host's processes; unset: derived from host names");
+const Setting<int64_t> kLocalSize("HVD_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE", -1,
+                                  "processes on this host; unset: derived");
+const Setting<int64_t> kCrossRank(
+    "HVD_CROSS_RANK", "HOROVOD_CROSS_RANK", -1,
+    "index of this host among hosts with this local rank; unset: derived");
+const Setting<int64_t> kCrossSize("HVD_CROSS_SIZE", "HOROVOD_CROSS_SIZE", -1,
+                                  "hosts with a process of this local rank; unset: derived");
+const Setting<std::string> kRendezvous("HVD_RENDEZVOUS", nullptr, "",
+                                       "where ranks meet: file:///shared/dir (hvdrun sets it)");
+const Setting<std::string> kJobId(
+    "HVD_JOB_ID", nullptr, "local",
+    "job id; scopes rendezvous keys so jobs sharing a store never mix");
+const Setting<int64_t> kAttempt("HVD_ATTEMPT", nullptr, 0,
+                                "restart attempt; scopes rendezvous keys so a restart never reads "
+                                "the previous attempt's");
+const Setting<std::string> kHostname("HVD_HOSTNAME", nullptr, "",
+                                     "host identity for local/cross ranks; unset: gethostname()");
+const Setting<std::string> kAdvertiseAddr(
+    "HVD_ADVERTISE_ADDR", nullptr, "",
+    "IPv4 address peers dial to reach this rank; unset: 127.0.0.1 when all ranks share a host");
+const Setting<double> kStartTimeout("HVD_START_TIMEOUT_SECONDS", nullptr, 60,
+                                    "how long Init() waits for every rank to arrive and connect");
+const Setting<double> kPeerTimeout("HVD_PEER_TIMEOUT_SECONDS", nullptr, 60,
+                                   "a peer that moves no byte for this long while a collective or "
+                                   "negotiation waits on it fails the job, naming it");
+const Setting<int64_t> kSocketBuffer(
+    "HVD_SOCKET_BUFFER_BYTES", nullptr, 0,
+    "SO_SNDBUF/SO_RCVBUF for TCP links; 0 keeps kernel autotuning");
+const Setting<double> kShutdownTimeout("HVD_SHUTDOWN_TIMEOUT_SECONDS", nullptr, 10,
+                                       "how long Shutdown() waits for the other ranks to stop "
+                                       "together before closing the links anyway");
+
+// The engine.
+const Setting<double> kCycleTime("HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", 1.0,
+                                 "milliseconds between negotiation cycles");
+const Setting<int64_t> kFusionThreshold("HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
+                                        128ll << 20,
+                                        "fusion buffer bytes; 0 disables tensor fusion");
+const Setting<int64_t> kCacheCapacity("HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", 1024,
+                                      "response cache entries; 0 disables the cache");
+const Setting<std::string> kTimeline("HVD_TIMELINE", "HOROVOD_TIMELINE", "",
+                                     "write a Chrome trace of every tensor to this file (rank 0)");
+const Setting<double> kStallCheck("HVD_STALL_CHECK_TIME_SECONDS",
+                                  "HOROVOD_STALL_CHECK_TIME_SECONDS", 60,
+                                  "warn when ranks wait this long for a tensor others submitted; "
+                                  "0 disables");
+const Setting<double> kStallShutdown("HVD_STALL_SHUTDOWN_TIME_SECONDS",
+                                     "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0,
+                                     "fail a tensor stalled this long on every rank; 0: never");
+
+template <typename T>
+Status Read(const Setting<T>& s, T* out) {
+  return s.Get(out);
+}
+
+Status CheckRange(const char* what, int64_t v, int64_t lo, int64_t hi, const std::string& hint) {
+  if (v < lo || v > hi) {
+    return InvalidArgument(std::string(what) + "=" + std::to_string(v) + " is out of range [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]" + hint);
+  }
+  return Status::OK();
+}
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+// Publishes this rank's host and size and collects everybody's, naming the ranks that never
+// arrive.
+Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::string& host,
+                    std::chrono::milliseconds timeout, std::vector<std::string>* hosts) {
+  const std::string mine = std::to_string(size) + "\n" + host;
+  HVD_RETURN_IF_ERROR_CTX(store.Set("host/" + std::to_string(rank), mine),
+                          "rendezvous in " + store.Describe());
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back("host/" + std::to_string(r));
+  Status s = store.Wait(keys, timeout);
+  if (s.code() == StatusCode::kDeadlineExceeded) {
+    std::string missing;
+    int n = 0;
+    for (int r = 0; r < size; ++r) {
+      std::string v;
+      if (!store.Get(keys[r], &v).ok()) {
+        missing += (n++ ? ", " : "") + std::to_string(r);
+      }
+    }
+    return DeadlineExceeded("rendezvous in " + store.Describe() + ": rank" + (n == 1 ? " " : "s ") +
+                            missing + " of " + std::to_string(size) + " did not arrive within " +
+                            std::to_string(timeout.count() / 1000) +
+                            " s (HVD_START_TIMEOUT_SECONDS). Are they running, with the same "
+                            "HVD_RENDEZVOUS, HVD_JOB_ID and HVD_SIZE?");
+  }
+  HVD_RETURN_IF_ERROR_CTX(s, "rendezvous in " + store.Describe());
+  hosts->resize(size);
+  for (int r = 0; r < size; ++r) {
+    std::string v;
+    HVD_RETURN_IF_ERROR_CTX(store.Get(keys[r], &v), "rendezvous in " + store.Describe());
+    auto nl = v.find('\n');
+    std::string their_size = v.substr(0, nl);
+    if (nl == std::string::npos || their_size != std::to_string(size)) {
+      return InvalidArgument("rank " + std::to_string(r) + " was started with HVD_SIZE=" +
+                             their_size + " but rank " + std::to_string(rank) + " with " +
+                             std::to_string(size) + "; every rank of a job needs the same size");
+    }
+    (*hosts)[r] = v.substr(nl + 1);
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out) {
+  std::unique_ptr<Context> ctx(new Context());
+  int64_t rank = options.rank, size = options.size;
+  if (rank < 0) HVD_RETURN_IF_ERROR(Read(kRank, &rank));
+  if (size < 0) HVD_RETURN_IF_ERROR(Read(kSize, &size));
+  const bool single = size < 0;
+  if (single) {
+    HVD_LOG(INFO) << "no HVD_SIZE or HOROVOD_SIZE in the environment: running as a single "
+                     "process (rank 0 of 1); start jobs with hvdrun to run several ranks";
+    size = 1;
+    if (rank < 0) rank = 0;
+  }
+  HVD_RETURN_IF_ERROR(CheckRange("HVD_SIZE", size, 1, 1 << 20, ""));
+  if (rank < 0) {
+    return InvalidArgument("HVD_SIZE=" + std::to_string(size) +
+                           " is set but HVD_RANK (or HOROVOD_RANK) is not; set both, or start "
+                           "the job with hvdrun");
+  }
+  HVD_RETURN_IF_ERROR(CheckRange("HVD_RANK", rank, 0, size - 1, " (ranks count from 0 to size-1)"));
+  common::SetLogRank(static_cast<int>(rank));
+
+  EngineOptions eo;
+  double cycle_ms, start_s, peer_s;
+  int64_t cache_capacity, socket_buffer;
+  std::string timeline_path;
+  HVD_RETURN_IF_ERROR(Read(kCycleTime, &cycle_ms));
+  HVD_RETURN_IF_ERROR(Read(kFusionThreshold, &eo.fusion_threshold));
+  HVD_RETURN_IF_ERROR(Read(kCacheCapacity, &cache_capacity));
+  HVD_RETURN_IF_ERROR(Read(kStallCheck, &eo.stall_check_seconds));
+  HVD_RETURN_IF_ERROR(Read(kStallShutdown, &eo.stall_shutdown_seconds));
+  HVD_RETURN_IF_ERROR(Read(kTimeline, &timeline_path));
+  HVD_RETURN_IF_ERROR(Read(kStartTimeout, &start_s));
+  HVD_RETURN_IF_ERROR(Read(kPeerTimeout, &peer_s));
+  HVD_RETURN_IF_ERROR(Read(kSocketBuffer, &socket_buffer));
+  if (cycle_ms < 0 || cycle_ms > 60000) {
+    return InvalidArgument("HVD_CYCLE_TIME=" + std::to_string(cycle_ms) +
+                           " ms is out of range [0, 60000]");
+  }
+  HVD_RETURN_IF_ERROR(CheckRange("HVD_FUSION_THRESHOLD", eo.fusion_threshold, 0, 1ll << 40, ""));
+  HVD_RETURN_IF_ERROR(CheckRange("HVD_CACHE_CAPACITY", cache_capacity, 0, 1 << 20, ""));
+  HVD_RETURN_IF_ERROR(CheckRange("HVD_SOCKET_BUFFER_BYTES", socket_buffer, 0, 1 << 30, ""));
+  if (start_s <= 0 || peer_s <= 0) {
+    return InvalidArgument("HVD_START_TIMEOUT_SECONDS and HVD_PEER_TIMEOUT_SECONDS must be > 0");
+  }
+  eo.cycle_time = std::chrono::microseconds(static_cast<int64_t>(cycle_ms * 1000));
+  eo.cache_capacity = static_cast<uint32_t>(cache_capacity);
+  const auto start_timeout = std::chrono::milliseconds(static_cast<int64_t>(start_s * 1000));
+
+  // Meet the others.
+  std::string url = options.rendezvous;
+  if (url.empty()) HVD_RETURN_IF_ERROR(Read(kRendezvous, &url));
+  if (url.empty()) {
+    if (size > 1) {
+      return InvalidArgument("HVD_SIZE=" + std::to_string(size) +
+                             " but HVD_RENDEZVOUS is not set: set it to a directory every rank "
+                             "can reach (file:///path/to/dir), or start the job with hvdrun");
+    }
+    ctx->base_store_ = rendezvous::NewMemoryStore();
+  } else {
+    HVD_RETURN_IF_ERROR_CTX(rendezvous::OpenStore(url, &ctx->base_store_), "HVD_RENDEZVOUS");
+  }
+  std::string job;
+  int64_t attempt;
+  HVD_RETURN_IF_ERROR(Read(kJobId, &job));
+  HVD_RETURN_IF_ERROR(Read(kAttempt, &attempt));
+  ctx->store_ = rendezvous::NewPrefixStore("job/" + job + "/attempt/" + std::to_string(attempt),
+                                           ctx->base_store_.get());
+
+  std::string host;
+  HVD_RETURN_IF_ERROR(Read(kHostname, &host));
+  if (host.empty()) host = Hostname();
+  std::vector<std::string> hosts;
+  HVD_RETURN_IF_ERROR(MeetEveryone(*ctx->store_, static_cast<int>(rank), static_cast<int>(size),
+                                   host, start_timeout, &hosts));
+  ctx->topology_ = ComputeTopology(static_cast<int>(rank), hosts);
+  // Explicit topology from the launcher wins over derivation.
+  int64_t v;
+  HVD_RETURN_IF_ERROR(Read(kLocalRank, &v));
+  if (v >= 0) ctx->topology_.local_rank = static_cast<int>(v);
+  HVD_RETURN_IF_ERROR(Read(kLocalSize, &v));
+  if (v >= 0) ctx->topology_.local_size = static_cast<int>(v);
+  HVD_RETURN_IF_ERROR(Read(kCrossRank, &v));
+  if (v >= 0) ctx->topology_.cross_rank = static_cast<int>(v);
+  HVD_RETURN_IF_ERROR(Read(kCrossSize, &v));
+  if (v >= 0) ctx->topology_.cross_size = static_cast<int>(v);
+
+  if (size == 1) {
+    ctx->transport_ = NewSelfTransport();
+  } else {
+    transport::tcp::TcpOptions to;
+    HVD_RETURN_IF_ERROR(Read(kAdvertiseAddr, &to.advertise_addr));
+    const bool one_host = std::all_of(hosts.begin(), hosts.end(),
+                                      [&](const std::string& h) { return h == hosts[0]; });
+    if (to.advertise_addr.empty()) {
+      if (!one_host) {
+        return InvalidArgument(
+            "the job's ranks run on several hosts but HVD_ADVERTISE_ADDR is not set on rank " +
+            std::to_string(rank) + " (host " + host +
+            "): set it to this host's IPv4 address that the other hosts can reach, or start "
+            "the job with hvdrun, which chooses one");
+      }
+      to.advertise_addr = "127.0.0.1";
+    }
+    to.bind_addr = to.advertise_addr;
+    to.scope = "tcp";
+    to.connect_timeout = start_timeout;
+    to.socket_buffer_bytes = static_cast<int>(socket_buffer);
+    HVD_RETURN_IF_ERROR_CTX(transport::tcp::Connect(*ctx->store_, static_cast<int>(rank),
+                                                    static_cast<int>(size), to, &ctx->transport_),
+                            "connecting rank " + std::to_string(rank) + " to its peers");
+  }
+
+  std::unique_ptr<timeline::Timeline> tl;
+  if (!timeline_path.empty() && rank == 0) {
+    HVD_RETURN_IF_ERROR_CTX(timeline::Timeline::Open(timeline_path, &tl), "HVD_TIMELINE");
+  }
+  collectives::Comm comm;
+  comm.transport = ctx->transport_.get();
+  comm.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(peer_s * 1000));
+  ctx->engine_ = std::make_unique<Engine>(comm, eo, std::move(tl));
+  ctx->engine_->Start();
+  HVD_LOG(INFO) << "initialized: rank " << rank << " of " << size << ", local "
+                << ctx->topology_.local_rank << " of " << ctx->topology_.local_size << " on "
+                << host;
+  *out = std::move(ctx);
+  return Status::OK();
+}
+
+Status Context::Shutdown() {
+  double grace_s = 10;
+  Status s = kShutdownTimeout.Get(&grace_s);
+  if (!s.ok()) {
+    HVD_LOG(WARNING) << s.message();
+  }
+  return engine_->Stop(std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000)));
+}
+
+Context::~Context() {
+  // The engine must stop before the transport it uses is destroyed.
+  engine_.reset();
+  transport_.reset();
+}
+
+}  // namespace hvd::runtime::core

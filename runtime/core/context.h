@@ -1,0 +1,61 @@
+// The process-wide state behind the public API: who this rank is, its rendezvous store, its
+// transport and its engine. Created by hvd::Init(), destroyed by hvd::Shutdown().
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/engine.h"
+#include "hvd/hvd.h"
+#include "rendezvous/store.h"
+#include "transport/transport.h"
+
+namespace hvd::runtime::core {
+
+struct Topology {
+  int rank = 0;
+  int size = 1;
+  int local_rank = 0;
+  int local_size = 1;
+  int cross_rank = 0;
+  int cross_size = 1;
+};
+
+class Context {
+ public:
+  // Reads the environment (overridden by `options`), meets the other ranks, connects the
+  // transport and starts the engine. Errors name the variable, the store or the missing ranks.
+  static Status Create(const InitOptions& options, std::unique_ptr<Context>* out);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const Topology& topology() const { return topology_; }
+  Engine& engine() { return *engine_; }
+
+  // Coordinated stop of the engine, then the transport closes.
+  Status Shutdown();
+
+ private:
+  Context() = default;
+
+  Topology topology_;
+  std::unique_ptr<rendezvous::Store> base_store_;
+  std::unique_ptr<rendezvous::Store> store_;
+  std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<Engine> engine_;
+};
+
+// The current process's engine counters; zeros when not initialized. For tests and benchmarks
+// (internal: not exported from libhvd.so).
+EngineStats CurrentEngineStats();
+
+// Computes local and cross ranks from every rank's host name, as Horovod defines them:
+// local_rank = order among ranks on the same host; cross_rank = index of this host among the
+// hosts that have a rank with this local_rank (ordered by their lowest rank).
+Topology ComputeTopology(int rank, const std::vector<std::string>& hosts);
+
+// A transport for a job of one rank: there are no peers to talk to.
+std::unique_ptr<transport::Transport> NewSelfTransport();
+
+}  // namespace hvd::runtime::core

@@ -1,0 +1,51 @@
+// The executor runs the responses of one cycle, identically ordered on every rank: it plans
+// batches (fusion/fusion_planner.h), packs fused allreduces into the fusion buffer, applies
+// prescale/postscale/averaging, calls the collectives and completes the operations.
+//
+// A rank that has joined takes part without operations of its own: it contributes the reduce
+// op's identity (zeros for sum/average) and zero rows to allgathers, and discards the results.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "core/operation.h"
+#include "fusion/message.h"
+#include "timeline/timeline.h"
+
+namespace hvd::runtime::core {
+
+struct BatchRef;
+
+class Executor {
+ public:
+  // Finds this rank's pending operation for a key; nullptr when there is none (joined rank).
+  using Lookup = std::function<internal::Operation*(const std::string& key)>;
+  // Completes an operation (removes it from the pending table, then Operation::Complete).
+  using Finish = std::function<void(const std::string& key, const Status& status)>;
+
+  Executor(collectives::Comm comm, int64_t fusion_threshold, timeline::Timeline* timeline);
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Runs `responses`. `contributors` is the number of ranks that have not joined (averages divide
+  // by it). Operation failures complete the operation; a non-OK return means the transport broke
+  // and the job cannot go on (every pending operation must then be failed by the caller).
+  Status Execute(const std::vector<fusion::Response>& responses, int contributors,
+                 const Lookup& lookup, const Finish& finish);
+
+ private:
+  Status RunAllreduceBatch(const std::vector<BatchRef>& items, int contributors);
+  Status RunOther(const fusion::Response& r, internal::Operation* op, int contributors);
+
+  collectives::Comm comm_;
+  int64_t fusion_threshold_;
+  timeline::Timeline* timeline_;  // null unless this rank writes the timeline
+  std::vector<char> fusion_buffer_;
+  std::vector<char> scratch_;
+};
+
+}  // namespace hvd::runtime::core

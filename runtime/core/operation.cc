@@ -1,0 +1,89 @@
+#include "core/operation.h"
+
+namespace hvd {
+namespace internal {
+
+void Operation::Complete(const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    status_ = status;
+    done_ = true;
+  }
+  // The callback runs before waiters wake so that a Wait() returning implies the callback ran.
+  if (callback) callback(status);
+  cv_.notify_all();
+}
+
+bool Operation::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+Status Operation::Wait() const {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  return status_;
+}
+
+bool Operation::WaitFor(std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
+Status Operation::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return status_;
+}
+
+std::shared_ptr<Operation> Operation::Failed(const Status& status) {
+  auto op = std::make_shared<Operation>();
+  op->Complete(status);
+  return op;
+}
+
+}  // namespace internal
+
+// ---- Handle -----------------------------------------------------------------------------------
+
+namespace {
+const std::vector<int64_t>& Empty() {
+  static const std::vector<int64_t> empty;
+  return empty;
+}
+}  // namespace
+
+Handle::Handle(std::shared_ptr<internal::Operation> op) : op_(std::move(op)) {}
+
+bool Handle::Ready() const {
+  return op_ == nullptr || op_->done();
+}
+
+Status Handle::Wait() const {
+  if (op_ == nullptr) return FailedPrecondition("Wait() on an empty hvd::Handle");
+  return op_->Wait();
+}
+
+Status Handle::WaitFor(std::chrono::milliseconds timeout) const {
+  if (op_ == nullptr) return FailedPrecondition("WaitFor() on an empty hvd::Handle");
+  if (!op_->WaitFor(timeout)) {
+    return DeadlineExceeded("operation '" + op_->request.key + "' did not complete within " +
+                            std::to_string(timeout.count()) + " ms; it is still pending");
+  }
+  return op_->status();
+}
+
+const void* Handle::output_data() const {
+  return op_ ? op_->output.data() : nullptr;
+}
+size_t Handle::output_bytes() const {
+  return op_ ? op_->output.size() : 0;
+}
+const std::vector<int64_t>& Handle::output_shape() const {
+  return op_ ? op_->output_shape : Empty();
+}
+const std::vector<int64_t>& Handle::received_splits() const {
+  return op_ ? op_->received_splits : Empty();
+}
+
+}  // namespace hvd

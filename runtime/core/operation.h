@@ -1,0 +1,56 @@
+// internal::Operation: one submitted operation, shared between the caller's Handle and the
+// background thread. The caller's tensors are referenced, never copied; outputs whose size is
+// only known after negotiation (allgather, alltoall, reducescatter) are owned here.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/thread_annotations.h"
+#include "fusion/message.h"
+#include "hvd/hvd.h"
+
+namespace hvd::internal {
+
+class Operation {
+ public:
+  Operation() = default;
+  Operation(const Operation&) = delete;
+  Operation& operator=(const Operation&) = delete;
+
+  // What the background thread negotiates.
+  runtime::fusion::Request request;
+  // The caller's memory, one entry per tensor of the request (inputs == outputs when in place).
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  Callback callback;
+
+  // Results owned by the operation (see Handle::output_data()).
+  std::vector<char> output;
+  std::vector<int64_t> output_shape;
+  std::vector<int64_t> received_splits;
+  int last_joined_rank = -1;
+
+  // Marks the operation done and runs the callback. Called once.
+  void Complete(const Status& status);
+
+  bool done() const;
+  Status Wait() const;
+  // False when `timeout` passes first.
+  bool WaitFor(std::chrono::milliseconds timeout) const;
+  Status status() const;
+
+  // An operation that failed before it was submitted.
+  static std::shared_ptr<Operation> Failed(const Status& status);
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ GUARDED_BY(mu_) = false;
+  Status status_ GUARDED_BY(mu_);
+};
+
+}  // namespace hvd::internal

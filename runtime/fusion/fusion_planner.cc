@@ -1,0 +1,58 @@
+#include "fusion/fusion_planner.h"
+
+namespace hvd::runtime::fusion {
+namespace {
+
+bool Fusable(const Response& a, const Response& b) {
+  return a.type == OpType::kAllreduce && b.type == OpType::kAllreduce &&
+         a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
+}
+
+int64_t Bytes(const TensorSpec& t) {
+  return t.num_elements() * static_cast<int64_t>(DataTypeSize(t.dtype));
+}
+
+}  // namespace
+
+std::vector<Batch> PlanBatches(const std::vector<Response>& responses, int64_t threshold) {
+  std::vector<BatchItem> items;
+  for (size_t r = 0; r < responses.size(); ++r) {
+    if (!responses[r].ok()) continue;
+    if (responses[r].tensors.empty()) {
+      items.push_back({r, 0});  // barrier, join: one item with no tensor
+      continue;
+    }
+    for (size_t t = 0; t < responses[r].tensors.size(); ++t) items.push_back({r, t});
+  }
+
+  std::vector<Batch> batches;
+  std::vector<bool> taken(items.size(), false);
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (taken[i]) continue;
+    taken[i] = true;
+    const Response& head = responses[items[i].response];
+    Batch b;
+    b.items.push_back(items[i]);
+    if (head.type != OpType::kAllreduce) {
+      // Non-allreduce responses keep all their tensors together, one collective each.
+      batches.push_back(std::move(b));
+      continue;
+    }
+    const TensorSpec& spec = head.tensors[items[i].tensor];
+    b.bytes = Bytes(spec);
+    for (size_t j = i + 1; j < items.size() && b.bytes < threshold; ++j) {
+      if (taken[j]) continue;
+      const Response& other = responses[items[j].response];
+      if (!Fusable(head, other)) continue;
+      const TensorSpec& s = other.tensors[items[j].tensor];
+      if (s.dtype != spec.dtype || b.bytes + Bytes(s) > threshold) continue;
+      taken[j] = true;
+      b.bytes += Bytes(s);
+      b.items.push_back(items[j]);
+    }
+    batches.push_back(std::move(b));
+  }
+  return batches;
+}
+
+}  // namespace hvd::runtime::fusion

@@ -1,0 +1,220 @@
+// hvd: the API a training process uses. Four lines make a script data-parallel:
+//
+//   HVD_CHECK_OK(hvd::Init());                              // ranks meet through the environment
+//   ... pin this process to hvd::LocalRank()'s device ...
+//   hvd::Broadcast("weights", weights, /*root=*/0);         // start from identical parameters
+//   hvd::Allreduce("grad.fc1", grad, grad);                 // average gradients every step
+//
+// Every operation is collective: every rank submits a tensor of the same name; hvd's background
+// thread negotiates which names are ready everywhere, fuses them into one buffer and runs one
+// collective. Operations return a Handle at once (asynchronous) or, in the *Sync-less variants,
+// block until done. Tensors are the caller's memory and must stay valid until the operation
+// completes. Names must be unique among operations in flight.
+//
+// Thread safety: every function may be called from any thread after Init().
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hvd/status.h"
+#include "hvd/types.h"
+
+#if defined(_WIN32)
+#define HVD_EXPORT
+#else
+#define HVD_EXPORT __attribute__((visibility("default")))
+#endif
+
+namespace hvd {
+
+// ---- Lifecycle and topology -------------------------------------------------------------------
+
+// Overrides of what Init() otherwise reads from the environment (see docs/configuration.md).
+struct InitOptions {
+  int rank = -1;           // HVD_RANK / HOROVOD_RANK
+  int size = -1;           // HVD_SIZE / HOROVOD_SIZE
+  std::string rendezvous;  // HVD_RENDEZVOUS: "file:///dir" (or a directory path)
+};
+
+// Joins this process to its job: reads rank, size and the rendezvous address from the
+// environment, meets the other ranks, and starts the background thread. With no HVD_SIZE (or
+// HOROVOD_SIZE) in the environment it runs as a single process (rank 0 of 1) and says so at INFO.
+// Errors name the variable or the ranks that did not show up. Calling Init() twice is an error.
+HVD_EXPORT Status Init();
+HVD_EXPORT Status Init(const InitOptions& options);
+
+// Stops the background thread and closes connections. Operations still pending on any rank fail
+// with Aborted ("rank R shut down"). Safe to call when not initialized.
+HVD_EXPORT Status Shutdown();
+
+HVD_EXPORT bool IsInitialized();
+// Topology, as Horovod defines it; -1 before Init().
+HVD_EXPORT int Rank();
+HVD_EXPORT int Size();
+HVD_EXPORT int LocalRank();  // rank among the processes on this host
+HVD_EXPORT int LocalSize();  // number of processes on this host
+HVD_EXPORT int CrossRank();  // index of this host among hosts with a process of this local rank
+HVD_EXPORT int CrossSize();  // number of hosts with a process of this local rank
+
+// ---- Tensors and handles ----------------------------------------------------------------------
+
+// A view of the caller's memory: a dense row-major array. An empty shape is a scalar.
+struct Tensor {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+
+  int64_t num_elements() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  size_t num_bytes() const { return static_cast<size_t>(num_elements()) * DataTypeSize(dtype); }
+};
+
+// Shorthand for a 1-D tensor of `count` elements.
+inline Tensor MakeTensor(void* data, DataType dtype, int64_t count) {
+  return Tensor{data, dtype, {count}};
+}
+
+namespace internal {
+class Operation;
+}
+
+// Called once, on the background thread, when the operation completes. Must not block.
+using Callback = std::function<void(const Status&)>;
+
+// Shared handle to one submitted operation. Cheap to copy.
+class HVD_EXPORT Handle {
+ public:
+  Handle() = default;
+  explicit Handle(std::shared_ptr<internal::Operation> op);
+
+  bool valid() const { return op_ != nullptr; }
+  // True once the operation has completed (successfully or not). REQUIRES: valid().
+  bool Ready() const;
+  // Blocks until completion; returns the operation's status.
+  Status Wait() const;
+  // As Wait(), but DeadlineExceeded if not complete after `timeout` (the operation goes on).
+  Status WaitFor(std::chrono::milliseconds timeout) const;
+
+  // Results owned by the handle (Allgather, Alltoall, Reducescatter). REQUIRES: Ready() and OK.
+  const void* output_data() const;
+  size_t output_bytes() const;
+  const std::vector<int64_t>& output_shape() const;
+  // Alltoall: first-dimension rows received from each rank.
+  const std::vector<int64_t>& received_splits() const;
+
+ private:
+  std::shared_ptr<internal::Operation> op_;
+};
+
+// ---- Operations -------------------------------------------------------------------------------
+// An empty name is replaced by "<op>.noname.<n>", n counting per process: valid only when every
+// rank submits unnamed operations in the same order.
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kAverage;
+  double prescale = 1.0;   // multiplies the input before the reduction
+  double postscale = 1.0;  // multiplies the result after it (and after averaging)
+  Callback callback;
+};
+
+// Reduces `input` across ranks into `output` (same dtype and element count; may be the same
+// memory for an in-place reduction).
+HVD_EXPORT Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& output,
+                                 const AllreduceOptions& options = {});
+HVD_EXPORT Status Allreduce(std::string_view name, const Tensor& input, const Tensor& output,
+                            const AllreduceOptions& options = {});
+
+// Reduces a list as one unit: negotiated together, fused together, completed together, in the
+// list's order (deterministic results run to run). Tensor i is named "<group_name>.<i>".
+HVD_EXPORT Handle GroupedAllreduceAsync(std::string_view group_name,
+                                        const std::vector<Tensor>& inputs,
+                                        const std::vector<Tensor>& outputs,
+                                        const AllreduceOptions& options = {});
+HVD_EXPORT Status GroupedAllreduce(std::string_view group_name, const std::vector<Tensor>& inputs,
+                                   const std::vector<Tensor>& outputs,
+                                   const AllreduceOptions& options = {});
+
+// Concatenates every rank's `input` along the first dimension (which may differ per rank; the
+// other dimensions must agree). The result is owned by the handle.
+HVD_EXPORT Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb = {});
+
+// Copies `tensor` on `root` into `tensor` on every other rank.
+HVD_EXPORT Handle BroadcastAsync(std::string_view name, const Tensor& tensor, int root,
+                                 Callback cb = {});
+HVD_EXPORT Status Broadcast(std::string_view name, const Tensor& tensor, int root);
+
+// Sends splits[p] first-dimension rows of `input` to rank p (in rank order). Empty `splits`
+// divides the first dimension evenly (it must then be divisible by Size()). The received rows,
+// concatenated in rank order, are owned by the handle; received_splits() says how many came
+// from each rank.
+HVD_EXPORT Handle AlltoallAsync(std::string_view name, const Tensor& input,
+                                const std::vector<int64_t>& splits = {}, Callback cb = {});
+
+// Reduces `input` across ranks and leaves rank r its share of the first dimension (split as
+// evenly as possible, lower ranks taking one extra row where it does not divide). The share is
+// owned by the handle.
+HVD_EXPORT Handle ReducescatterAsync(std::string_view name, const Tensor& input,
+                                     const AllreduceOptions& options = {});
+
+// Returns when every rank has called Barrier.
+HVD_EXPORT Status Barrier();
+
+// Tells the others this rank has run out of data. Until every rank has joined, this rank takes
+// part in the others' allreduces with zeros (averages divide by the ranks that contributed),
+// broadcasts and allgathers, without submitting anything itself. Returns when all ranks have
+// joined; *last_joined_rank (optional) gets the last rank to join.
+HVD_EXPORT Status Join(int* last_joined_rank = nullptr);
+
+// ---- Local gradient aggregation ---------------------------------------------------------------
+
+// Horovod's backward_passes_per_step: sums each gradient locally over N backward passes and
+// allreduces once per N, averaged over passes and ranks.
+//
+//   hvd::LocalGradientAggregator agg(4);
+//   for each backward pass: for each grad g: handles.push_back(agg.Add("grad.fc1", g));
+//   a valid handle means that pass completed a step: Wait() it, then g holds the averaged sum.
+class HVD_EXPORT LocalGradientAggregator {
+ public:
+  // REQUIRES: passes_per_step >= 1.
+  explicit LocalGradientAggregator(int passes_per_step, ReduceOp op = ReduceOp::kAverage);
+  ~LocalGradientAggregator();
+  LocalGradientAggregator(const LocalGradientAggregator&) = delete;
+  LocalGradientAggregator& operator=(const LocalGradientAggregator&) = delete;
+
+  // Adds `grad` into the local sum named `name`. On the passes_per_step-th call for `name`, writes
+  // the sum into `grad`, starts its allreduce in place and returns the handle; otherwise returns
+  // an invalid handle. A gradient whose dtype or shape changes is an error (returned in a handle
+  // that is already complete).
+  Handle Add(std::string_view name, const Tensor& grad);
+
+  int passes_per_step() const { return passes_; }
+
+ private:
+  struct Accumulator;
+  int passes_;
+  ReduceOp op_;
+  std::vector<std::unique_ptr<Accumulator>> accumulators_;
+};
+
+}  // namespace hvd
+
+// Aborts the process with the status message when `expr` is not OK (examples and tests).
+#define HVD_CHECK_OK(expr)                                                                \
+  do {                                                                                    \
+    ::hvd::Status _hvd_s = (expr);                                                        \
+    if (!_hvd_s.ok()) {                                                                   \
+      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, _hvd_s.ToString().c_str()); \
+      std::abort();                                                                       \
+    }                                                                                     \
+  } while (0)

@@ -1,0 +1,195 @@
+#include "transport/tcp/socket_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstring>
+
+namespace hvd::runtime::transport::tcp {
+
+std::string ErrnoText(int err) {
+  const char* name = strerrorname_np(err);
+  std::string s = strerror(err);
+  if (name != nullptr) s += std::string(" (") + name + ")";
+  return s;
+}
+
+Status SetStreamOptions(int fd, int buffer_bytes) {
+  int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+    return Unavailable("setsockopt(TCP_NODELAY): " + ErrnoText(errno));
+  }
+  if (buffer_bytes > 0) {
+    for (int opt : {SO_SNDBUF, SO_RCVBUF}) {
+      if (setsockopt(fd, SOL_SOCKET, opt, &buffer_bytes, sizeof(buffer_bytes)) != 0) {
+        return Unavailable(std::string("setsockopt(") +
+                           (opt == SO_SNDBUF ? "SO_SNDBUF" : "SO_RCVBUF") + ", " +
+                           std::to_string(buffer_bytes) + "): " + ErrnoText(errno));
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Status ResolveIPv4(const std::string& host, int port, sockaddr_in* addr) {
+  if (port < 0 || port > 65535)
+    return InvalidArgument("port " + std::to_string(port) + " out of range");
+  memset(addr, 0, sizeof(*addr));
+  addr->sin_family = AF_INET;
+  addr->sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, host.c_str(), &addr->sin_addr) == 1) return Status::OK();
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || res == nullptr) {
+    return Unavailable("cannot resolve '" + host + "' to an IPv4 address: " + gai_strerror(rc));
+  }
+  addr->sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  freeaddrinfo(res);
+  return Status::OK();
+}
+
+Status SplitHostPort(const std::string& hostport, std::string* host, int* port) {
+  size_t colon = hostport.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == hostport.size()) {
+    return InvalidArgument("'" + hostport + "' is not host:port");
+  }
+  int p = 0;
+  for (size_t i = colon + 1; i < hostport.size(); ++i) {
+    char c = hostport[i];
+    if (c < '0' || c > '9' || p > 65535)
+      return InvalidArgument("'" + hostport + "' has a bad port");
+    p = p * 10 + (c - '0');
+  }
+  if (p <= 0 || p > 65535) return InvalidArgument("'" + hostport + "' has a bad port");
+  *host = hostport.substr(0, colon);
+  *port = p;
+  return Status::OK();
+}
+
+std::string IpText(const sockaddr_in& addr) {
+  char buf[INET_ADDRSTRLEN] = {};
+  inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf));
+  return buf;
+}
+
+Status Listen(const std::string& host, int port, int buffer_bytes, int backlog, int* fd,
+              int* bound_port) {
+  sockaddr_in addr;
+  HVD_RETURN_IF_ERROR(ResolveIPv4(host, port, &addr));
+  std::string where = host + ":" + std::to_string(port);
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0) return Unavailable("socket: " + ErrnoText(errno));
+  int one = 1;
+  Status st;
+  // Buffer sizes are set on the listener so accepted sockets inherit them before the handshake
+  // (the receive window scale is fixed at SYN time).
+  if (setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0) {
+    st = Unavailable("setsockopt(SO_REUSEADDR): " + ErrnoText(errno));
+  } else if (st = SetStreamOptions(s, buffer_bytes); !st.ok()) {
+  } else if (bind(s, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    st = Unavailable("bind " + where + ": " + ErrnoText(errno));
+  } else if (listen(s, backlog) != 0) {
+    st = Unavailable("listen " + where + ": " + ErrnoText(errno));
+  } else {
+    socklen_t len = sizeof(addr);
+    if (getsockname(s, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      st = Unavailable("getsockname " + where + ": " + ErrnoText(errno));
+    }
+  }
+  if (!st.ok()) {
+    close(s);
+    return st;
+  }
+  *fd = s;
+  *bound_port = ntohs(addr.sin_port);
+  return Status::OK();
+}
+
+Status WaitFd(int fd, short events, Deadline deadline, int cancel_fd) {
+  for (;;) {
+    auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return DeadlineExceeded("timed out");
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count();
+    pollfd fds[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
+    int r = poll(fds, cancel_fd >= 0 ? 2 : 1, static_cast<int>(std::min<int64_t>(left, INT_MAX)));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Internal("poll: " + ErrnoText(errno));
+    if (cancel_fd >= 0 && fds[1].revents != 0) return Status(StatusCode::kCancelled, "cancelled");
+    if (fds[0].revents != 0) return Status::OK();
+  }
+}
+
+Status ConnectOnce(const sockaddr_in& addr, const std::string& what, int buffer_bytes,
+                   Deadline deadline, int cancel_fd, int* fd) {
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s < 0) return Unavailable("socket: " + ErrnoText(errno));
+  Status st = SetStreamOptions(s, buffer_bytes);
+  if (st.ok() && connect(s, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    if (errno != EINPROGRESS) {
+      st = Unavailable("connect " + what + ": " + ErrnoText(errno));
+    } else if (st = WaitFd(s, POLLOUT, deadline, cancel_fd); st.ok()) {
+      int err = 0;
+      socklen_t len = sizeof(err);
+      if (getsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+      if (err != 0) st = Unavailable("connect " + what + ": " + ErrnoText(err));
+    } else {
+      st = st.WithContext("connect " + what);
+    }
+  }
+  if (!st.ok()) {
+    close(s);
+    return st;
+  }
+  *fd = s;
+  return Status::OK();
+}
+
+Status WriteFull(int fd, const void* data, size_t n, Deadline deadline, int cancel_fd,
+                 const std::string& what) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      p += w;
+      n -= static_cast<size_t>(w);
+      continue;
+    }
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      return Unavailable("send to " + what + ": " + ErrnoText(errno));
+    }
+    HVD_RETURN_IF_ERROR_CTX(WaitFd(fd, POLLOUT, deadline, cancel_fd), "send to " + what);
+  }
+  return Status::OK();
+}
+
+Status ReadFull(int fd, void* data, size_t n, Deadline deadline, int cancel_fd,
+                const std::string& what) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = recv(fd, p, n, 0);
+    if (r > 0) {
+      p += r;
+      n -= static_cast<size_t>(r);
+      continue;
+    }
+    if (r == 0) return Unavailable(what + " closed the connection during the handshake");
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return Unavailable("recv from " + what + ": " + ErrnoText(errno));
+    }
+    HVD_RETURN_IF_ERROR_CTX(WaitFd(fd, POLLIN, deadline, cancel_fd), "recv from " + what);
+  }
+  return Status::OK();
+}
+
+}  // namespace hvd::runtime::transport::tcp

@@ -1,0 +1,82 @@
+// Transport: reliable, ordered byte streams between the ranks of one communicator.
+//
+// Vocabulary:
+//   link      - the stream between this rank and one peer (full duplex). Sends and receives on a
+//               link never block: they move what the OS (or shared memory) accepts right now and
+//               report how much; algorithms drive several links at once and overlap I/O with
+//               reductions (see collectives/ring_allreduce.cc).
+//   wait      - Transport::WaitReady blocks until one of a set of link directions can move bytes,
+//               or the deadline passes.
+//   abort     - Transport::Abort makes every blocked or later operation fail at once with a
+//               reason; used on shutdown and when a peer is known to be dead.
+//
+// The collectives never know which transport runs (TCP now; shared memory and NCCL later).
+// Every error names the peer: rank, host:port, the syscall and errno.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hvd/status.h"
+
+namespace hvd::runtime::transport {
+
+using Clock = std::chrono::steady_clock;
+
+class Link {
+ public:
+  Link() = default;
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+  virtual ~Link() = default;
+
+  virtual int peer() const = 0;
+  // "rank 2 (127.0.0.1:40113)", used in every error about this link.
+  virtual const std::string& description() const = 0;
+
+  // Moves up to `n` bytes without blocking; *moved gets the count (0 when it would block).
+  // Unavailable, naming the peer, when the peer closed the stream or the connection broke.
+  virtual Status TrySend(const void* data, size_t n, size_t* moved) = 0;
+  virtual Status TryRecv(void* data, size_t n, size_t* moved) = 0;
+};
+
+struct WaitItem {
+  Link* link = nullptr;
+  bool send = false;  // wake when `link` can accept bytes
+  bool recv = false;  // wake when `link` has bytes (or an error/EOF) to read
+};
+
+class Transport {
+ public:
+  Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+  virtual ~Transport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // REQUIRES: 0 <= peer < size(), peer != rank().
+  virtual Link* link(int peer) = 0;
+
+  // Blocks until at least one item can make progress, or `deadline`. DeadlineExceeded names the
+  // peers waited on. Returns at once with the abort reason after Abort().
+  virtual Status WaitReady(const std::vector<WaitItem>& items, Clock::time_point deadline) = 0;
+
+  // Fails every blocked and future operation with Aborted(reason). Thread-safe; idempotent.
+  virtual void Abort(const std::string& reason) = 0;
+};
+
+// Blocking helpers over any Transport. `idle_timeout` bounds the time without any progress (a
+// large transfer may take longer in total); on expiry the error names the peer and the bytes
+// still outstanding.
+Status Send(Transport& t, int peer, const void* data, size_t n, std::chrono::milliseconds idle_timeout);
+Status Recv(Transport& t, int peer, void* data, size_t n, std::chrono::milliseconds idle_timeout);
+// Sends to `send_peer` and receives from `recv_peer` concurrently (either may equal the other).
+Status SendRecv(Transport& t, int send_peer, const void* send_data, size_t send_n, int recv_peer,
+                void* recv_data, size_t recv_n, std::chrono::milliseconds idle_timeout);
+
+}  // namespace hvd::runtime::transport

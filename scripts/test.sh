@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test. This is what CI runs (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/build.sh
+# Tests start rank processes; the harness reaps them all, and this checks nothing survived.
+ctest --test-dir build --output-on-failure --timeout 600 -j "${HVD_TEST_JOBS:-1}"
+left=$(pgrep -f 'build/(tests|bench)/' || true)
+if [ -n "$left" ]; then
+  echo "test processes left running after the suite:" >&2
+  ps -o pid,args -p $left >&2 || true
+  exit 1
+fi

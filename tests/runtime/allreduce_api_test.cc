@@ -1,0 +1,254 @@
+// The full runtime path (negotiation, response cache, fusion, background thread) through the
+// public API, with every rank a separate process meeting through a file store.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "core/context.h"
+#include "runtime_env.h"
+#include "testutil/multiproc.h"
+
+namespace hvd {
+namespace {
+
+using testing::Check;
+using testing::ExpectEqual;
+using testing::InitRank;
+using testing::RunRanks;
+
+class AllreduceApi : public ::testing::TestWithParam<int> {};
+
+// Many tensors submitted at once, several dtypes and ops, checked against the exact reference.
+TEST_P(AllreduceApi, ManyTensorsEveryOp) {
+  const int n = GetParam();
+  auto res = RunRanks(n, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    const std::vector<int64_t> counts = {0, 1, 7, 1000, (1 << 16) + 3};
+    const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                            ReduceOp::kProduct};
+    std::vector<std::vector<double>> bufs;
+    std::vector<std::vector<int32_t>> ibufs;
+    std::vector<Handle> handles;
+    for (int64_t c : counts) {
+      for (ReduceOp op : ops) {
+        std::vector<double> d(c);
+        std::vector<int32_t> i(c);
+        for (int64_t k = 0; k < c; ++k) {
+          d[k] = (rank + 1) * ((k % 3) + 1);
+          i[k] = (rank % 2 ? -1 : 2) * static_cast<int32_t>((k % 4) + 1);
+        }
+        bufs.push_back(std::move(d));
+        ibufs.push_back(std::move(i));
+        AllreduceOptions o;
+        o.op = op;
+        const std::string tag = std::to_string(c) + "." + std::string(ReduceOpName(op));
+        handles.push_back(AllreduceAsync("f64." + tag,
+                                         MakeTensor(bufs.back().data(), DataType::kFloat64, c),
+                                         MakeTensor(bufs.back().data(), DataType::kFloat64, c), o));
+        handles.push_back(AllreduceAsync("i32." + tag,
+                                         MakeTensor(ibufs.back().data(), DataType::kInt32, c),
+                                         MakeTensor(ibufs.back().data(), DataType::kInt32, c), o));
+      }
+    }
+    for (auto& h : handles) HVD_RETURN_IF_ERROR(h.Wait());
+    size_t b = 0;
+    for (int64_t c : counts) {
+      for (ReduceOp op : ops) {
+        std::vector<double> want(c);
+        std::vector<int32_t> iwant(c);
+        for (int64_t k = 0; k < c; ++k) {
+          double acc = 0;
+          int64_t iacc = 0;
+          for (int r = 0; r < size; ++r) {
+            double v = (r + 1) * ((k % 3) + 1);
+            int64_t iv = (r % 2 ? -1 : 2) * ((k % 4) + 1);
+            if (r == 0) {
+              acc = v;
+              iacc = iv;
+            } else if (op == ReduceOp::kSum || op == ReduceOp::kAverage) {
+              acc += v;
+              iacc += iv;
+            } else if (op == ReduceOp::kMin) {
+              acc = std::min(acc, v);
+              iacc = std::min(iacc, iv);
+            } else if (op == ReduceOp::kMax) {
+              acc = std::max(acc, v);
+              iacc = std::max(iacc, iv);
+            } else {
+              acc *= v;
+              iacc = static_cast<int32_t>(iacc * iv);
+            }
+          }
+          if (op == ReduceOp::kAverage) {
+            acc = acc * (1.0 / size);
+            iacc = std::llround(static_cast<double>(iacc) * (1.0 / size));
+          }
+          want[k] = acc;
+          iwant[k] = static_cast<int32_t>(iacc);
+        }
+        const std::string tag = std::to_string(c) + "." + std::string(ReduceOpName(op));
+        for (int64_t k = 0; k < c; ++k) {
+          if (std::fabs(bufs[b][k] - want[k]) > 1e-9 * std::fabs(want[k])) {
+            return Internal("f64." + tag + "[" + std::to_string(k) + "] = " +
+                            std::to_string(bufs[b][k]) + ", want " + std::to_string(want[k]));
+          }
+        }
+        HVD_RETURN_IF_ERROR(ExpectEqual("i32." + tag, ibufs[b], iwant));
+        ++b;
+      }
+    }
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, AllreduceApi, ::testing::Values(1, 2, 3, 4),
+                         [](const auto& info) { return std::to_string(info.param) + "ranks"; });
+
+// Runs `steps` training steps of `tensors` float32 gradients with the given fusion threshold and
+// returns rank 0's bytes of every result, so runs can be compared bit for bit.
+Status TrainSteps(int rank, int size, const std::string& dir, const std::string& fusion,
+                  bool grouped, std::vector<float>* out) {
+  HVD_RETURN_IF_ERROR(InitRank(rank, size, dir, {{"HVD_FUSION_THRESHOLD", fusion}}));
+  const int tensors = 12;
+  std::vector<std::vector<float>> grads(tensors);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<Tensor> ts;
+    for (int t = 0; t < tensors; ++t) {
+      grads[t].resize(1000 + 37 * t);
+      // Values whose float sum depends on the order of additions.
+      for (size_t k = 0; k < grads[t].size(); ++k) {
+        grads[t][k] =
+            0.1f * (rank + 1) + 1e-7f * static_cast<float>(k * (t + 1)) + 1.0f / (step + 3);
+      }
+      ts.push_back(MakeTensor(grads[t].data(), DataType::kFloat32, grads[t].size()));
+    }
+    if (grouped) {
+      HVD_RETURN_IF_ERROR(GroupedAllreduce("grads", ts, ts));
+    } else {
+      std::vector<Handle> hs;
+      for (int t = 0; t < tensors; ++t) {
+        hs.push_back(AllreduceAsync("grad." + std::to_string(t), ts[t], ts[t]));
+      }
+      for (auto& h : hs) HVD_RETURN_IF_ERROR(h.Wait());
+    }
+  }
+  for (auto& g : grads) out->insert(out->end(), g.begin(), g.end());
+  return Shutdown();
+}
+
+// Writes rank 0's results of a run into `file` (children cannot return data otherwise).
+Status Dump(const std::vector<float>& v, const std::string& file) {
+  FILE* f = std::fopen(file.c_str(), "wb");
+  if (!f) return Internal("cannot write " + file);
+  std::fwrite(v.data(), sizeof(float), v.size(), f);
+  std::fclose(f);
+  return Status::OK();
+}
+
+std::vector<float> Load(const std::string& file) {
+  std::vector<float> v;
+  FILE* f = std::fopen(file.c_str(), "rb");
+  if (!f) return v;
+  float x;
+  while (std::fread(&x, sizeof x, 1, f) == 1) v.push_back(x);
+  std::fclose(f);
+  std::remove(file.c_str());
+  return v;
+}
+
+std::vector<float> RunTraining(int size, const std::string& fusion, bool grouped) {
+  const std::string file = ::testing::TempDir() + "/hvd_train_" + std::to_string(getpid()) + "_" +
+                           fusion + (grouped ? "_g" : "_u");
+  auto res = RunRanks(size, [&](int rank, int n, const std::string& dir) -> Status {
+    std::vector<float> out;
+    HVD_RETURN_IF_ERROR(TrainSteps(rank, n, dir, fusion, grouped, &out));
+    return rank == 0 ? Dump(out, file) : Status::OK();
+  });
+  EXPECT_TRUE(res.ok()) << res.FailureMessage();
+  return Load(file);
+}
+
+TEST(Fusion, OnAndOffGiveIdenticalResults) {
+  std::vector<float> fused = RunTraining(3, "134217728", false);
+  std::vector<float> unfused = RunTraining(3, "0", false);
+  ASSERT_FALSE(fused.empty());
+  ASSERT_EQ(fused.size(), unfused.size());
+  EXPECT_EQ(0, std::memcmp(fused.data(), unfused.data(), fused.size() * sizeof(float)))
+      << "fused and unfused allreduce differ";
+}
+
+TEST(GroupedAllreduce, BitIdenticalRunToRun) {
+  std::vector<float> a = RunTraining(3, "134217728", true);
+  std::vector<float> b = RunTraining(3, "134217728", true);
+  std::vector<float> small_buffer = RunTraining(3, "8192", true);
+  ASSERT_FALSE(a.empty());
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)));
+  ASSERT_EQ(a.size(), small_buffer.size());
+  EXPECT_EQ(0, std::memcmp(a.data(), small_buffer.data(), a.size() * sizeof(float)));
+}
+
+// At steady state the same tensors must be settled by the response cache (one small AND per
+// cycle), not by gathering requests through rank 0.
+TEST(ResponseCache, SteadyStateSkipsTheCoordinator) {
+  auto res = RunRanks(3, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    std::vector<float> a(100, 1.0f), b(50, 2.0f);
+    const int steps = 20;
+    for (int s = 0; s < steps; ++s) {
+      Handle ha = AllreduceAsync("a", MakeTensor(a.data(), DataType::kFloat32, 100),
+                                 MakeTensor(a.data(), DataType::kFloat32, 100));
+      Handle hb = AllreduceAsync("b", MakeTensor(b.data(), DataType::kFloat32, 50),
+                                 MakeTensor(b.data(), DataType::kFloat32, 50));
+      HVD_RETURN_IF_ERROR(ha.Wait());
+      HVD_RETURN_IF_ERROR(hb.Wait());
+    }
+    auto stats = runtime::core::CurrentEngineStats();
+    HVD_RETURN_IF_ERROR(Shutdown());
+    // The first step (and a late submission of one tensor) may negotiate; the rest must hit.
+    HVD_RETURN_IF_ERROR(Check(
+        stats.negotiated <= 4,
+        "negotiated " + std::to_string(stats.negotiated) + " keys through rank 0, want <= 4"));
+    return Check(stats.cache_hits >= 2 * steps - 4, "only " + std::to_string(stats.cache_hits) +
+                                                        " cache hits in " + std::to_string(steps) +
+                                                        " steps of 2 tensors");
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+// Changing a cached tensor's shape invalidates the entry everywhere and renegotiates.
+TEST(ResponseCache, ShapeChangeRenegotiates) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    for (int len : {10, 10, 20, 20, 5}) {
+      std::vector<int64_t> v(len, rank + 1);
+      HVD_RETURN_IF_ERROR(Allreduce("x", MakeTensor(v.data(), DataType::kInt64, len),
+                                    MakeTensor(v.data(), DataType::kInt64, len), testing::Sum()));
+      HVD_RETURN_IF_ERROR(ExpectEqual("x", v, std::vector<int64_t>(len, 3)));
+    }
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+TEST(Allreduce, PrescalePostscaleAndOutOfPlace) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    std::vector<float> in(33, static_cast<float>(rank + 1)), out(33, -1.0f);
+    AllreduceOptions o;
+    o.op = ReduceOp::kSum;
+    o.prescale = 2.0;
+    o.postscale = 0.5;
+    HVD_RETURN_IF_ERROR(Allreduce("scaled", MakeTensor(in.data(), DataType::kFloat32, 33),
+                                  MakeTensor(out.data(), DataType::kFloat32, 33), o));
+    HVD_RETURN_IF_ERROR(ExpectEqual("out", out, std::vector<float>(33, 3.0f)));
+    HVD_RETURN_IF_ERROR(ExpectEqual("in untouched", in, std::vector<float>(33, rank + 1.0f)));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+}  // namespace
+}  // namespace hvd

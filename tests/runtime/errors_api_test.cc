@@ -1,0 +1,237 @@
+// Failures through the public API: every one must end with a clear error on every rank, never a
+// hang or a crash.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <thread>
+
+#include "runtime_env.h"
+#include "testutil/multiproc.h"
+
+namespace hvd {
+namespace {
+
+using testing::Check;
+using testing::InitRank;
+using testing::RunRanks;
+
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(Errors, ShapeMismatchFailsOnEveryRankNamingRanksAndShapes) {
+  auto res = RunRanks(3, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    const int64_t len = rank == 1 ? 5 : 4;
+    std::vector<float> v(len, 1.0f);
+    Status s = Allreduce("fc1.grad", MakeTensor(v.data(), DataType::kFloat32, len),
+                         MakeTensor(v.data(), DataType::kFloat32, len));
+    HVD_RETURN_IF_ERROR(
+        Check(s.code() == StatusCode::kAborted, "want ABORTED, got " + s.ToString()));
+    for (const char* part : {"fc1.grad", "rank 0", "rank 1", "[4]", "[5]"}) {
+      HVD_RETURN_IF_ERROR(Check(Contains(s.message(), part),
+                                "message lacks '" + std::string(part) + "': " + s.message()));
+    }
+    // The job goes on after a failed operation.
+    std::vector<float> w(4, 1.0f);
+    HVD_RETURN_IF_ERROR(Allreduce("next", MakeTensor(w.data(), DataType::kFloat32, 4),
+                                  MakeTensor(w.data(), DataType::kFloat32, 4)));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+TEST(Errors, DtypeAndOpMismatch) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    std::vector<double> v(4, 1.0);
+    Tensor t = MakeTensor(v.data(), rank == 0 ? DataType::kFloat64 : DataType::kInt64, 4);
+    Status s = Allreduce("mixed", t, t);
+    HVD_RETURN_IF_ERROR(Check(Contains(s.message(), "float64") && Contains(s.message(), "int64"),
+                              "dtype mismatch: " + s.ToString()));
+    Status b = Broadcast("b", MakeTensor(v.data(), DataType::kFloat64, 4), rank);  // roots differ
+    HVD_RETURN_IF_ERROR(Check(Contains(b.message(), "root=0") && Contains(b.message(), "root=1"),
+                              "root mismatch: " + b.ToString()));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+TEST(Errors, KilledPeerFailsOthersWithinSeconds) {
+  testing::RunOptions opts;
+  opts.failure_grace = std::chrono::milliseconds(15000);
+  auto res = RunRanks(
+      3,
+      [](int rank, int size, const std::string& dir) -> Status {
+        HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+        std::vector<float> v(1 << 20, 1.0f);
+        HVD_RETURN_IF_ERROR(Allreduce("warmup", MakeTensor(v.data(), DataType::kFloat32, v.size()),
+                                      MakeTensor(v.data(), DataType::kFloat32, v.size())));
+        if (rank == 2) raise(SIGKILL);
+        auto start = std::chrono::steady_clock::now();
+        Status s = Allreduce("after", MakeTensor(v.data(), DataType::kFloat32, v.size()),
+                             MakeTensor(v.data(), DataType::kFloat32, v.size()));
+        double secs =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        HVD_RETURN_IF_ERROR(Check(!s.ok(), "allreduce with a dead peer succeeded"));
+        HVD_RETURN_IF_ERROR(Check(secs < 10, "took " + std::to_string(secs) + " s to fail"));
+        HVD_RETURN_IF_ERROR(
+            Check(Contains(s.message(), "rank"), "error names no peer: " + s.message()));
+        // Later operations fail at once with the same cause.
+        Status later = Allreduce("later", MakeTensor(v.data(), DataType::kFloat32, 4),
+                                 MakeTensor(v.data(), DataType::kFloat32, 4));
+        HVD_RETURN_IF_ERROR(Check(!later.ok(), "operation after failure succeeded"));
+        Shutdown();
+        return Status::OK();
+      },
+      opts);
+  ASSERT_EQ(res.ranks.size(), 3u);
+  EXPECT_EQ(res.ranks[2].term_signal, SIGKILL) << res.ranks[2].Describe();
+  EXPECT_TRUE(res.ranks[0].ok()) << res.ranks[0].Describe();
+  EXPECT_TRUE(res.ranks[1].ok()) << res.ranks[1].Describe();
+}
+
+TEST(Errors, StallIsReportedAndFailsAfterShutdownTime) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(
+        rank, size, dir,
+        {{"HVD_STALL_CHECK_TIME_SECONDS", "0.5"}, {"HVD_STALL_SHUTDOWN_TIME_SECONDS", "1.5"}}));
+    std::vector<float> v(8, 1.0f);
+    Tensor t = MakeTensor(v.data(), DataType::kFloat32, 8);
+    // Cached first, so the stall also exercises the cache-invalidation path.
+    HVD_RETURN_IF_ERROR(Allreduce("w.grad", t, t));
+    if (rank == 0) {
+      Status s = Allreduce("w.grad", t, t);
+      HVD_RETURN_IF_ERROR(Check(s.code() == StatusCode::kAborted, "want ABORTED: " + s.ToString()));
+      HVD_RETURN_IF_ERROR(
+          Check(Contains(s.message(), "rank 1 has not submitted allreduce 'w.grad'"),
+                "stall message: " + s.message()));
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+    }
+    HVD_RETURN_IF_ERROR(Barrier());
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+TEST(Errors, ShutdownOnOneRankFailsPendingOperationsElsewhere) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      return Shutdown();
+    }
+    std::vector<float> v(8, 1.0f);
+    Status s = Allreduce("never", MakeTensor(v.data(), DataType::kFloat32, 8),
+                         MakeTensor(v.data(), DataType::kFloat32, 8));
+    HVD_RETURN_IF_ERROR(
+        Check(s.code() == StatusCode::kAborted && Contains(s.message(), "shut down"),
+              "want shut-down error, got " + s.ToString()));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+TEST(Errors, BadArgumentsAndEnvironment) {
+  auto res = RunRanks(1, [](int rank, int, const std::string& dir) -> Status {
+    std::vector<float> v(4);
+    Status before = Allreduce("x", MakeTensor(v.data(), DataType::kFloat32, 4),
+                              MakeTensor(v.data(), DataType::kFloat32, 4));
+    HVD_RETURN_IF_ERROR(Check(
+        before.code() == StatusCode::kFailedPrecondition && Contains(before.message(), "Init"),
+        "before init: " + before.ToString()));
+    setenv("HVD_SIZE", "2", 1);
+    unsetenv("HVD_RENDEZVOUS");
+    setenv("HVD_RANK", "0", 1);
+    Status s = Init();
+    HVD_RETURN_IF_ERROR(Check(!s.ok() && Contains(s.message(), "HVD_RENDEZVOUS"), s.ToString()));
+    setenv("HVD_RANK", "7", 1);
+    s = Init();
+    HVD_RETURN_IF_ERROR(Check(!s.ok() && Contains(s.message(), "HVD_RANK=7"), s.ToString()));
+    unsetenv("HVD_RANK");
+    unsetenv("HVD_SIZE");
+    setenv("HOROVOD_FUSION_THRESHOLD", "lots", 1);
+    s = Init();
+    HVD_RETURN_IF_ERROR(
+        Check(!s.ok() && Contains(s.message(), "HOROVOD_FUSION_THRESHOLD=lots"), s.ToString()));
+    unsetenv("HOROVOD_FUSION_THRESHOLD");
+    HVD_RETURN_IF_ERROR(Init());  // no environment: a single-process job
+    HVD_RETURN_IF_ERROR(Check(Size() == 1 && Rank() == 0, "single process"));
+    HVD_RETURN_IF_ERROR(Check(Init().code() == StatusCode::kFailedPrecondition, "double init"));
+    Tensor t = MakeTensor(v.data(), DataType::kFloat32, 4);
+    std::vector<float> small(2);
+    Status mismatch = Allreduce("y", t, MakeTensor(small.data(), DataType::kFloat32, 2));
+    HVD_RETURN_IF_ERROR(
+        Check(mismatch.code() == StatusCode::kInvalidArgument, mismatch.ToString()));
+    Status null_data = Allreduce("z", MakeTensor(nullptr, DataType::kFloat32, 4), t);
+    HVD_RETURN_IF_ERROR(Check(Contains(null_data.message(), "null"), null_data.ToString()));
+    Status root = Broadcast("r", t, 3);
+    HVD_RETURN_IF_ERROR(Check(Contains(root.message(), "root 3"), root.ToString()));
+    Handle a = AllreduceAsync("dup", t, t);
+    Handle b = AllreduceAsync("dup", t, t);
+    Status first = a.Wait(), second = b.Wait();
+    HVD_RETURN_IF_ERROR(Check(first.ok() != second.ok() || (first.ok() && second.ok()),
+                              "duplicate names: " + first.ToString() + " / " + second.ToString()));
+    (void)rank;
+    (void)dir;
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+TEST(Errors, MissingRankAtStartupIsNamed) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    if (rank == 1) return Status::OK();  // never shows up
+    setenv("HVD_START_TIMEOUT_SECONDS", "1", 1);
+    Status s = InitRank(rank, 3, dir);
+    return Check(s.code() == StatusCode::kDeadlineExceeded && Contains(s.message(), "ranks 1, 2"),
+                 "want ranks 1, 2 named: " + s.ToString());
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+TEST(Timeline, IsValidJsonNamingEveryTensor) {
+  const std::string path =
+      ::testing::TempDir() + "/hvd_timeline_" + std::to_string(getpid()) + ".json";
+  auto res = RunRanks(2, [&](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir, {{"HVD_TIMELINE", path}}));
+    std::vector<float> a(100, 1.0f), b(100, 1.0f);
+    for (int step = 0; step < 2; ++step) {
+      Handle ha = AllreduceAsync("layer1/weights:0", MakeTensor(a.data(), DataType::kFloat32, 100),
+                                 MakeTensor(a.data(), DataType::kFloat32, 100));
+      Handle hb = AllreduceAsync("layer2 \"bias\"", MakeTensor(b.data(), DataType::kFloat32, 100),
+                                 MakeTensor(b.data(), DataType::kFloat32, 100));
+      HVD_RETURN_IF_ERROR(ha.Wait());
+      HVD_RETURN_IF_ERROR(hb.Wait());
+    }
+    HVD_RETURN_IF_ERROR(Broadcast("bcast", MakeTensor(a.data(), DataType::kFloat32, 100), 0));
+    return Shutdown();
+  });
+  HVD_ASSERT_RANKS_OK(res);
+  std::ifstream in(path);
+  ASSERT_TRUE(in.good()) << path;
+  nlohmann::json trace;
+  ASSERT_NO_THROW(trace = nlohmann::json::parse(in)) << "timeline is not valid JSON";
+  std::set<std::string> names, phases;
+  for (const auto& e : trace) {
+    if (e.value("ph", "") == "M") names.insert(e["args"].value("name", ""));
+    if (e.contains("name")) phases.insert(e.value("name", ""));
+  }
+  EXPECT_TRUE(names.count("layer1/weights:0")) << trace.dump().substr(0, 2000);
+  EXPECT_TRUE(names.count("layer2 \"bias\""));
+  EXPECT_TRUE(names.count("bcast"));
+  for (const char* phase :
+       {"ALLREDUCE", "MEMCPY_IN_FUSION_BUFFER", "MEMCPY_OUT_FUSION_BUFFER", "BROADCAST", "QUEUE"}) {
+    EXPECT_TRUE(phases.count(phase)) << "no " << phase << " event";
+  }
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace hvd

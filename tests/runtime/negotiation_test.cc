@@ -1,0 +1,233 @@
+// Pure-logic units of the engine: message encoding, the coordinator's decisions, the response
+// cache's slot discipline, the fusion planner and the topology arithmetic.
+#include <gtest/gtest.h>
+
+#include "core/context.h"
+#include "fusion/coordinator.h"
+#include "fusion/fusion_planner.h"
+#include "fusion/message.h"
+#include "fusion/response_cache.h"
+
+namespace hvd::runtime {
+namespace {
+
+using fusion::Coordinator;
+using fusion::OpType;
+using fusion::Request;
+using fusion::RequestList;
+using fusion::Response;
+using fusion::ResponseCache;
+using fusion::ResponseList;
+
+Request Allreduce(int rank, const std::string& name, std::vector<int64_t> shape,
+                  DataType dtype = DataType::kFloat32) {
+  Request r;
+  r.rank = rank;
+  r.type = OpType::kAllreduce;
+  r.key = name;
+  r.tensors = {{name, dtype, std::move(shape)}};
+  return r;
+}
+
+RequestList List(int rank, std::vector<Request> reqs) {
+  RequestList l;
+  l.rank = rank;
+  l.requests = std::move(reqs);
+  return l;
+}
+
+TEST(Message, RoundTripsAndRejectsGarbage) {
+  RequestList in = List(3, {Allreduce(3, "a/b:0", {2, 3}), Allreduce(3, "c", {})});
+  in.requests[1].type = OpType::kAlltoall;
+  in.requests[1].splits = {1, 0, 2};
+  in.requests[1].age_ms = 1234;
+  RequestList out;
+  ASSERT_TRUE(fusion::Decode(fusion::Encode(in), &out).ok());
+  ASSERT_EQ(out.requests.size(), 2u);
+  EXPECT_EQ(out.rank, 3);
+  EXPECT_EQ(out.requests[0].tensors[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(out.requests[1].splits, (std::vector<int64_t>{1, 0, 2}));
+  EXPECT_EQ(out.requests[1].age_ms, 1234);
+
+  ResponseList rl;
+  Response r;
+  r.key = "k";
+  r.error = "boom";
+  r.first_dims = {1, 2};
+  rl.responses = {r};
+  rl.joined_ranks = {1, 4};
+  ResponseList back;
+  ASSERT_TRUE(fusion::Decode(fusion::Encode(rl), &back).ok());
+  EXPECT_EQ(back.responses[0].error, "boom");
+  EXPECT_EQ(back.joined_ranks, (std::vector<int32_t>{1, 4}));
+
+  std::string bytes = fusion::Encode(in);
+  for (size_t cut : {size_t{0}, size_t{1}, bytes.size() / 2, bytes.size() - 1}) {
+    RequestList junk;
+    Status s = fusion::Decode(bytes.substr(0, cut), &junk);
+    EXPECT_FALSE(s.ok()) << "truncated at " << cut;
+  }
+  RequestList junk;
+  EXPECT_FALSE(fusion::Decode(bytes + "x", &junk).ok());
+  EXPECT_FALSE(fusion::Decode(std::string(64, '\xff'), &junk).ok());
+}
+
+TEST(Coordinator, ReadyOnlyWhenEveryRankSubmitted) {
+  Coordinator c(3, 0, 0);
+  auto now = Coordinator::Clock::now();
+  c.Add(List(0, {Allreduce(0, "x", {4}), Allreduce(0, "y", {4})}), now);
+  c.Add(List(1, {Allreduce(1, "y", {4}), Allreduce(1, "x", {4})}), now);
+  EXPECT_TRUE(c.Compute(now).responses.empty());
+  c.Add(List(2, {Allreduce(2, "y", {4})}), now);
+  ResponseList out = c.Compute(now);
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].key, "y");
+  EXPECT_TRUE(out.responses[0].ok());
+  ASSERT_EQ(c.Pending().size(), 1u);
+  EXPECT_EQ(c.Pending()[0].missing, std::vector<int>{2});
+  c.Add(List(2, {Allreduce(2, "x", {4})}), now);
+  EXPECT_EQ(c.Compute(now).responses.at(0).key, "x");
+}
+
+TEST(Coordinator, MismatchNamesEveryRank) {
+  Coordinator c(2, 0, 0);
+  auto now = Coordinator::Clock::now();
+  c.Add(List(0, {Allreduce(0, "g", {2, 3})}), now);
+  c.Add(List(1, {Allreduce(1, "g", {3, 2}, DataType::kFloat16)}), now);
+  ResponseList out = c.Compute(now);
+  ASSERT_EQ(out.responses.size(), 1u);
+  const std::string& e = out.responses[0].error;
+  EXPECT_NE(e.find("rank 0 submitted allreduce float32 [2, 3]"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank 1 submitted allreduce float16 [3, 2]"), std::string::npos) << e;
+}
+
+TEST(Coordinator, JoinedRanksCountAsReadyAndReleaseTogether) {
+  Coordinator c(3, 0, 0);
+  auto now = Coordinator::Clock::now();
+  Request join;
+  join.type = OpType::kJoin;
+  join.key = "__join__";
+  join.rank = 2;
+  c.Add(List(2, {join}), now);
+  c.Add(List(0, {Allreduce(0, "x", {4})}), now);
+  c.Add(List(1, {Allreduce(1, "x", {4})}), now);
+  ResponseList out = c.Compute(now);
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.joined_ranks, std::vector<int32_t>{2});
+  join.rank = 0;
+  c.Add(List(0, {join}), now);
+  join.rank = 1;
+  c.Add(List(1, {join}), now);
+  out = c.Compute(now);
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_EQ(out.responses[0].type, OpType::kJoin);
+  EXPECT_EQ(out.responses[0].last_joined_rank, 1);
+  EXPECT_TRUE(out.joined_ranks.empty());
+}
+
+TEST(Coordinator, StallShutdownFailsTheKeyNamingMissingRanks) {
+  Coordinator c(3, 1, 2);
+  auto now = Coordinator::Clock::now();
+  Request r = Allreduce(0, "w", {1});
+  r.age_ms = 2500;  // it waited on its rank before reaching the coordinator
+  c.Add(List(0, {r}), now);
+  c.Add(List(1, {Allreduce(1, "w", {1})}), now);
+  ResponseList out = c.Compute(now);
+  ASSERT_EQ(out.responses.size(), 1u);
+  EXPECT_NE(out.responses[0].error.find("rank 2 has not submitted allreduce 'w'"),
+            std::string::npos)
+      << out.responses[0].error;
+  EXPECT_TRUE(c.Pending().empty());
+}
+
+Response Cached(const std::string& key, int64_t n) {
+  Response r;
+  r.type = OpType::kAllreduce;
+  r.key = key;
+  r.tensors = {{key, DataType::kFloat32, {n}}};
+  return r;
+}
+
+TEST(ResponseCache, HitStaleMissAndLruEviction) {
+  ResponseCache cache(2);
+  uint32_t slot = 99;
+  EXPECT_EQ(cache.Lookup(Allreduce(0, "a", {4}), 0, &slot), ResponseCache::Match::kMiss);
+  cache.Put(Cached("a", 4));
+  cache.Put(Cached("b", 4));
+  EXPECT_EQ(cache.Lookup(Allreduce(0, "a", {4}), 0, &slot), ResponseCache::Match::kHit);
+  EXPECT_EQ(slot, 0u);
+  EXPECT_EQ(cache.Lookup(Allreduce(0, "a", {5}), 0, &slot), ResponseCache::Match::kStale);
+  cache.Touch(0);  // "a" recently used: "b" is evicted next
+  cache.Put(Cached("c", 4));
+  EXPECT_EQ(cache.Lookup(Allreduce(0, "b", {4}), 0, &slot), ResponseCache::Match::kMiss);
+  EXPECT_EQ(cache.Lookup(Allreduce(0, "c", {4}), 0, &slot), ResponseCache::Match::kHit);
+  EXPECT_EQ(slot, 1u);  // the freed slot is reused, keeping the bit vector short
+  EXPECT_EQ(cache.used_slots(), 2u);
+  uint64_t gen = cache.generation();
+  cache.Erase(1);
+  EXPECT_GT(cache.generation(), gen);
+  EXPECT_EQ(cache.used_slots(), 1u);
+
+  ResponseCache off(0);
+  off.Put(Cached("a", 4));
+  EXPECT_EQ(off.Lookup(Allreduce(0, "a", {4}), 0, &slot), ResponseCache::Match::kMiss);
+}
+
+TEST(ResponseCache, AllgatherMatchesThisRanksRows) {
+  ResponseCache cache(4);
+  Response r;
+  r.type = OpType::kAllgather;
+  r.key = "g";
+  r.tensors = {{"g", DataType::kInt32, {2, 3}}};
+  r.first_dims = {2, 5};
+  cache.Put(r);
+  Request q;
+  q.type = OpType::kAllgather;
+  q.key = "g";
+  q.tensors = {{"g", DataType::kInt32, {5, 3}}};
+  uint32_t slot;
+  EXPECT_EQ(cache.Lookup(q, 1, &slot), ResponseCache::Match::kHit);
+  EXPECT_EQ(cache.Lookup(q, 0, &slot), ResponseCache::Match::kStale);
+}
+
+TEST(FusionPlanner, FusesCompatibleAllreducesUnderTheThreshold) {
+  std::vector<Response> rs = {Cached("a", 10), Cached("b", 10), Cached("c", 10), Cached("d", 100)};
+  rs[1].reduce_op = ReduceOp::kMax;  // cannot fuse with a
+  rs[2].tensors[0].dtype = DataType::kFloat32;
+  Response bcast;
+  bcast.type = OpType::kBroadcast;
+  bcast.key = "w";
+  bcast.tensors = {{"w", DataType::kFloat32, {3}}};
+  rs.push_back(bcast);
+  Response failed = Cached("e", 1);
+  failed.error = "mismatch";
+  rs.push_back(failed);
+
+  auto batches = fusion::PlanBatches(rs, 100);  // bytes
+  ASSERT_EQ(batches.size(), 4u);
+  EXPECT_EQ(batches[0].items.size(), 2u);  // a + c (40 + 40 bytes)
+  EXPECT_EQ(batches[0].items[1].response, 2u);
+  EXPECT_EQ(batches[1].items[0].response, 1u);  // b alone
+  EXPECT_EQ(batches[2].items[0].response, 3u);  // d is larger than the threshold
+  EXPECT_EQ(batches[3].items[0].response, 4u);  // the broadcast; the failed one is not run
+
+  auto unfused = fusion::PlanBatches(rs, 0);
+  EXPECT_EQ(unfused.size(), 5u);
+}
+
+TEST(Topology, MatchesHorovodDefinitions) {
+  std::vector<std::string> hosts = {"a", "a", "b", "b", "b", "c"};
+  struct Want {
+    int local_rank, local_size, cross_rank, cross_size;
+  } want[] = {{0, 2, 0, 3}, {1, 2, 0, 2}, {0, 3, 1, 3}, {1, 3, 1, 2}, {2, 3, 0, 1}, {0, 1, 2, 3}};
+  for (int r = 0; r < 6; ++r) {
+    core::Topology t = core::ComputeTopology(r, hosts);
+    EXPECT_EQ(t.local_rank, want[r].local_rank) << "rank " << r;
+    EXPECT_EQ(t.local_size, want[r].local_size) << "rank " << r;
+    EXPECT_EQ(t.cross_rank, want[r].cross_rank) << "rank " << r;
+    EXPECT_EQ(t.cross_size, want[r].cross_size) << "rank " << r;
+  }
+}
+
+}  // namespace
+}  // namespace hvd::runtime
