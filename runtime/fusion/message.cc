@@ -103,6 +103,25 @@ bool GetOp(Decoder& d, OpType* type, ReduceOp* op) {
   return t <= static_cast<uint8_t>(OpType::kJoin) && IsValid(*op);
 }
 
+// The fields every Request and Response carry, in wire order.
+template <typename T>
+void PutCommon(Encoder& e, const T& r) {
+  e.U8(static_cast<uint8_t>(r.type));
+  e.U8(static_cast<uint8_t>(r.reduce_op));
+  e.Str(r.key);
+  Put(e, r.tensors);
+  e.F64(r.prescale);
+  e.F64(r.postscale);
+  e.I32(r.root);
+  e.I64Vec(r.splits);
+}
+
+template <typename T>
+bool GetCommon(Decoder& d, T* r) {
+  return GetOp(d, &r->type, &r->reduce_op) && d.Str(&r->key) && Get(d, &r->tensors) &&
+         d.F64(&r->prescale) && d.F64(&r->postscale) && d.I32(&r->root) && d.I64Vec(&r->splits);
+}
+
 }  // namespace
 
 std::string Encode(const RequestList& list) {
@@ -112,14 +131,7 @@ std::string Encode(const RequestList& list) {
   e.U64(list.requests.size());
   for (const Request& r : list.requests) {
     e.I32(r.rank);
-    e.U8(static_cast<uint8_t>(r.type));
-    e.U8(static_cast<uint8_t>(r.reduce_op));
-    e.Str(r.key);
-    Put(e, r.tensors);
-    e.F64(r.prescale);
-    e.F64(r.postscale);
-    e.I32(r.root);
-    e.I64Vec(r.splits);
+    PutCommon(e, r);
     e.I64(r.age_ms);
   }
   return e.Release();
@@ -132,9 +144,7 @@ Status Decode(const std::string& data, RequestList* list) {
   if (d.U8(&tag) && tag == kRequestListTag && d.I32(&list->rank) && d.Count(&n, 40)) {
     list->requests.resize(n);
     for (Request& r : list->requests) {
-      if (!(d.I32(&r.rank) && GetOp(d, &r.type, &r.reduce_op) && d.Str(&r.key) &&
-            Get(d, &r.tensors) && d.F64(&r.prescale) && d.F64(&r.postscale) && d.I32(&r.root) &&
-            d.I64Vec(&r.splits) && d.I64(&r.age_ms))) {
+      if (!(d.I32(&r.rank) && GetCommon(d, &r) && d.I64(&r.age_ms))) {
         break;
       }
     }
@@ -150,15 +160,8 @@ std::string Encode(const ResponseList& list) {
   e.U8(kResponseListTag);
   e.U64(list.responses.size());
   for (const Response& r : list.responses) {
-    e.U8(static_cast<uint8_t>(r.type));
-    e.U8(static_cast<uint8_t>(r.reduce_op));
-    e.Str(r.key);
-    Put(e, r.tensors);
-    e.F64(r.prescale);
-    e.F64(r.postscale);
-    e.I32(r.root);
+    PutCommon(e, r);
     e.I64Vec(r.first_dims);
-    e.I64Vec(r.splits);
     e.I32(r.last_joined_rank);
     e.Str(r.error);
   }
@@ -174,9 +177,7 @@ Status Decode(const std::string& data, ResponseList* list) {
   if (d.U8(&tag) && tag == kResponseListTag && d.Count(&n, 40)) {
     list->responses.resize(n);
     for (Response& r : list->responses) {
-      if (!(GetOp(d, &r.type, &r.reduce_op) && d.Str(&r.key) && Get(d, &r.tensors) &&
-            d.F64(&r.prescale) && d.F64(&r.postscale) && d.I32(&r.root) &&
-            d.I64Vec(&r.first_dims) && d.I64Vec(&r.splits) && d.I32(&r.last_joined_rank) &&
+      if (!(GetCommon(d, &r) && d.I64Vec(&r.first_dims) && d.I32(&r.last_joined_rank) &&
             d.Str(&r.error))) {
         break;
       }
