@@ -7,34 +7,29 @@
 //
 // Without HVD_SIZE in the environment it forks -np rank processes that meet through a file store
 // in a fresh temp directory; with HVD_SIZE/HVD_RANK/HVD_RENDEZVOUS set (e.g. under hvdrun) it is
-// one rank. busbw = algbw * 2(N-1)/N is what a ring moves per link, so it is comparable across N.
+// one rank (the launcher is bench_util.h's). busbw = algbw * 2(N-1)/N is what a ring moves per
+// link, so it is comparable across N.
 // Exit status: 0 ok, 1 wrong results, 2 bad arguments, 3 a rank failed.
-#include <sched.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/utsname.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <barrier>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <type_traits>
 #include <vector>
 
+#include "bench_util.h"
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
 #include "hvd/status.h"
@@ -46,10 +41,8 @@ namespace hvd::bench {
 namespace {
 
 using runtime::collectives::Comm;
-using Clock = std::chrono::steady_clock;
 namespace coll = runtime::collectives;
 
-constexpr int kExitWrong = 1, kExitUsage = 2, kExitFailed = 3;
 constexpr double kTargetSeconds = 0.3;  // each timed loop lasts at least this long...
 constexpr int kMaxIters = 1000;         // ...unless it would take more iterations than this
 constexpr double kRefSeconds = 0.1;     // per memory-bandwidth reference measurement
@@ -80,31 +73,6 @@ struct Ref {
                "  -t       float32 float64 float16 bfloat16 int8 uint8 int32 int64\n"
                "  -o       sum average min max product\n");
   std::exit(error.empty() ? 0 : kExitUsage);
-}
-
-bool ParseInt(const char* s, long long lo, long long hi, long long* out) {
-  char* end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s, &end, 10);
-  if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) return false;
-  *out = v;
-  return true;
-}
-
-// "4096", "4K", "256M", "1G" (binary multiples).
-bool ParseBytes(std::string s, size_t* out) {
-  size_t shift = 0;
-  if (!s.empty()) {
-    size_t unit = std::string_view("kmg").find(static_cast<char>(std::tolower(s.back())));
-    if (unit != std::string_view::npos) {
-      shift = 10 * (unit + 1);
-      s.pop_back();
-    }
-  }
-  long long v;
-  if (!ParseInt(s.c_str(), 1, (1ll << 40) >> shift, &v)) return false;
-  *out = static_cast<size_t>(v) << shift;
-  return true;
 }
 
 Options ParseArgs(int argc, char** argv) {
@@ -265,16 +233,6 @@ int64_t CountWrong(const void* buf, size_t count, const Options& o, int np) {
 
 // ---- Single-process memory references. ----
 
-// Seconds per call of `fn`, doubling the repetitions until a loop lasts `min_seconds`.
-double TimePerCall(const std::function<void()>& fn, double min_seconds) {
-  for (long n = 1;; n *= 2) {
-    auto t0 = Clock::now();
-    for (long i = 0; i < n; ++i) fn();
-    double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (s >= min_seconds || n >= (1l << 24)) return s / n;
-  }
-}
-
 // memcpy of `bytes`, and a float32 sum-reduce of `bytes` (the collectives' own kernel) split
 // over two threads, as a single-process ceiling for algbw at that size.
 Ref MeasureReference(size_t bytes) {
@@ -319,23 +277,6 @@ Ref MeasureReference(size_t bytes) {
   return ref;
 }
 
-std::string MachineLine() {
-  std::string cpu = "unknown CPU";
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-      cpu = line.substr(line.find(':') + 2);
-      break;
-    }
-  }
-  cpu_set_t set;
-  int nproc = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : -1;
-  utsname u{};
-  uname(&u);
-  return cpu + ", nproc " + std::to_string(nproc) + ", " + u.sysname + " " + u.release + " " +
-         u.machine;
-}
-
 // ---- One rank. ----
 
 double MaxAcrossRanks(const Comm& comm, double v, Status* s) {
@@ -349,7 +290,7 @@ double TimedLoop(const Comm& comm, void* buf, size_t count, const Options& o, in
   if (s->ok()) *s = coll::Barrier(comm);
   auto t0 = Clock::now();
   for (int i = 0; i < iters && s->ok(); ++i) *s = coll::Allreduce(comm, buf, count, o.dtype, o.op);
-  return MaxAcrossRanks(comm, std::chrono::duration<double>(Clock::now() - t0).count(), s);
+  return MaxAcrossRanks(comm, SecondsSince(t0), s);
 }
 
 // Every rank runs this with the same sizes; iteration counts are derived from max-reduced times,
@@ -409,9 +350,9 @@ Status RunSizes(const Comm& comm, const Options& o, const std::vector<Ref>& refs
   return s;
 }
 
-// `store_dir` (forked ranks) or `store_url` (HVD_RENDEZVOUS) locates the rendezvous store.
-int RunRank(const Options& o, int rank, int np, const std::string& store_dir,
-            const std::string& store_url, std::vector<Ref> refs) {
+// `env` says who this rank is and where the rendezvous store is (forked or under hvdrun).
+int RunRank(const Options& o, const RankEnv& env, std::vector<Ref> refs) {
+  const int rank = env.rank, np = env.size;
   auto fail = [&](const Status& s) {
     std::fprintf(stderr, "allreduce_bench: rank %d: %s\n", rank, s.ToString().c_str());
     return kExitFailed;
@@ -422,8 +363,7 @@ int RunRank(const Options& o, int rank, int np, const std::string& store_dir,
     for (size_t bytes : Sizes(o)) refs.push_back(MeasureReference(bytes));
   }
   std::unique_ptr<runtime::rendezvous::Store> store;
-  Status s = store_url.empty() ? runtime::rendezvous::NewFileStore(store_dir, &store)
-                               : runtime::rendezvous::OpenStore(store_url, &store);
+  Status s = runtime::rendezvous::OpenStore(env.rendezvous, &store);
   if (!s.ok()) return fail(s);
   runtime::transport::tcp::TcpOptions topts;
   topts.scope = "bench";
@@ -450,83 +390,12 @@ int RunRank(const Options& o, int rank, int np, const std::string& store_dir,
   return wrong == 0 ? 0 : kExitWrong;
 }
 
-// ---- The launcher: fork np ranks, reap them all, kill the rest on the first failure. ----
-
-volatile sig_atomic_t g_signal = 0;
-
 int LaunchAll(const Options& o) {
   std::vector<Ref> refs;  // measured before forking, while nothing else runs
   for (size_t bytes : Sizes(o)) refs.push_back(MeasureReference(bytes));
-
-  const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp && *tmp ? tmp : "/tmp") + "/hvd-bench-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) {
-    std::fprintf(stderr, "allreduce_bench: mkdtemp %s: %s\n", tmpl.c_str(), std::strerror(errno));
-    return kExitFailed;
-  }
-  std::fflush(nullptr);  // children must not re-flush the parent's buffered output
-  const pid_t parent = getpid();
-  std::vector<pid_t> pids(o.np, 0);  // by rank; 0 once reaped (or never started)
-  int result = 0, running = 0;
-  for (int r = 0; r < o.np; ++r) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      // Die with the launcher; it may have died before prctl took effect.
-      if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(kExitFailed);
-      _exit(RunRank(o, r, o.np, tmpl, "", r == 0 ? refs : std::vector<Ref>()));
-    }
-    if (pid < 0) {
-      std::fprintf(stderr, "allreduce_bench: fork: %s\n", std::strerror(errno));
-      result = kExitFailed;
-      break;
-    }
-    pids[r] = pid;
-    ++running;
-  }
-  // A rank that died mid-run leaves the others waiting on it until their idle timeout.
-  auto kill_rest = [&] {
-    for (pid_t p : pids) {
-      if (p != 0) kill(p, SIGKILL);
-    }
-  };
-  if (result != 0) kill_rest();
-  // Ctrl-C or a SIGTERM to the launcher alone: stop the ranks, reap them, remove the temp dir.
-  // No SA_RESTART, so waitpid returns EINTR. Installed after forking: ranks keep the defaults.
-  struct sigaction sa {};
-  sa.sa_handler = [](int sig) { g_signal = sig; };
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  while (running > 0) {
-    int st = 0;
-    pid_t pid = waitpid(-1, &st, 0);
-    if (pid < 0) {
-      if (errno != EINTR) break;  // ECHILD: nothing left to reap
-      if (g_signal != 0 && result != kExitFailed) {
-        std::fprintf(stderr, "allreduce_bench: %s, stopping the ranks\n", strsignal(g_signal));
-        kill_rest();
-        result = kExitFailed;
-      }
-      continue;
-    }
-    auto it = std::find(pids.begin(), pids.end(), pid);
-    if (it == pids.end()) continue;
-    *it = 0;
-    --running;
-    int code = WIFEXITED(st) ? WEXITSTATUS(st) : kExitFailed;
-    if (code == 0 || code == kExitWrong) {
-      result = std::max(result, code);
-      continue;
-    }
-    if (result != kExitFailed && WIFSIGNALED(st)) {  // exit codes: the rank said why itself
-      std::fprintf(stderr, "allreduce_bench: rank %d (pid %d) killed by signal %d (%s)\n",
-                   static_cast<int>(it - pids.begin()), pid, WTERMSIG(st), strsignal(WTERMSIG(st)));
-    }
-    if (result != kExitFailed) kill_rest();
-    result = kExitFailed;
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(tmpl, ec);
-  return result;
+  return LaunchRanks("allreduce_bench", o.np, [&](const RankEnv& env) {
+    return RunRank(o, env, env.rank == 0 ? refs : std::vector<Ref>());
+  });
 }
 
 }  // namespace
@@ -535,17 +404,9 @@ int LaunchAll(const Options& o) {
 int main(int argc, char** argv) {
   using namespace hvd::bench;
   Options o = ParseArgs(argc, argv);
-  const char* size_env = std::getenv("HVD_SIZE");
-  if (size_env == nullptr || *size_env == '\0') return LaunchAll(o);
-
-  long long size, rank;
-  const char* rank_env = std::getenv("HVD_RANK");
-  const char* url = std::getenv("HVD_RENDEZVOUS");
-  if (!ParseInt(size_env, 1, 1 << 20, &size)) Usage("HVD_SIZE: expected a rank count >= 1");
-  if (!rank_env || !ParseInt(rank_env, 0, size - 1, &rank)) {
-    Usage("HVD_RANK: expected 0..HVD_SIZE-1 when HVD_SIZE is set");
-  }
-  if (!url || !*url) Usage("HVD_RENDEZVOUS: expected file:///dir when HVD_SIZE is set");
-  if (o.np_given && o.np != size) Usage("-np: disagrees with HVD_SIZE=" + std::to_string(size));
-  return RunRank(o, static_cast<int>(rank), static_cast<int>(size), "", url, {});
+  std::string error;
+  std::optional<RankEnv> env = RankFromEnvironment(o.np_given ? o.np : 0, &error);
+  if (!error.empty()) Usage(error);
+  if (!env) return LaunchAll(o);
+  return RunRank(o, *env, {});
 }

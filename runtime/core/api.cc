@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "core/context.h"
+#include "core/operation.h"
 #include "hvd/hvd.h"
 
 namespace hvd {
@@ -19,6 +20,16 @@ std::mutex g_mu;
 std::shared_ptr<Context> g_ctx;  // GUARDED_BY(g_mu)
 std::atomic<uint64_t> g_noname{0};
 bool g_atexit_registered = false;
+
+// Blocking calls made on the background thread (from a callback) would wait for that very
+// thread: fail them before anything is submitted (a submitted synchronous operation would
+// outlive the call and write into the caller's memory later).
+Status NotFromCallback(const char* fn) {
+  if (!internal::OnBackgroundThread()) return Status::OK();
+  return FailedPrecondition(std::string(fn) +
+                            "() called from an hvd callback (the background thread), where it "
+                            "would wait for ever; callbacks must not block");
+}
 
 std::shared_ptr<Context> Current() {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -139,6 +150,9 @@ Status Init(const InitOptions& options) {
 }
 
 Status Shutdown() {
+  // The background thread cannot wait for itself to stop (std::thread::join would throw and
+  // terminate the process).
+  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Shutdown"));
   std::shared_ptr<Context> ctx;
   {
     std::lock_guard<std::mutex> lock(g_mu);
@@ -179,6 +193,7 @@ Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& 
 
 Status Allreduce(std::string_view name, const Tensor& input, const Tensor& output,
                  const AllreduceOptions& options) {
+  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Allreduce"));
   return AllreduceAsync(name, input, output, options).Wait();
 }
 
@@ -205,6 +220,7 @@ Handle GroupedAllreduceAsync(std::string_view group_name, const std::vector<Tens
 
 Status GroupedAllreduce(std::string_view group_name, const std::vector<Tensor>& inputs,
                         const std::vector<Tensor>& outputs, const AllreduceOptions& options) {
+  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::GroupedAllreduce"));
   return GroupedAllreduceAsync(group_name, inputs, outputs, options).Wait();
 }
 
@@ -235,6 +251,7 @@ Handle BroadcastAsync(std::string_view name, const Tensor& tensor, int root, Cal
 }
 
 Status Broadcast(std::string_view name, const Tensor& tensor, int root) {
+  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Broadcast"));
   return BroadcastAsync(name, tensor, root).Wait();
 }
 
@@ -292,10 +309,12 @@ Handle ReducescatterAsync(std::string_view name, const Tensor& input,
 }
 
 Status Barrier() {
+  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Barrier"));
   return Submit(NewOp(OpType::kBarrier, "__barrier__", {})).Wait();
 }
 
 Status Join(int* last_joined_rank) {
+  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Join"));
   auto op = NewOp(OpType::kJoin, "__join__", {});
   Status s = Submit(op).Wait();
   if (s.ok() && last_joined_rank != nullptr) *last_joined_rank = op->last_joined_rank;

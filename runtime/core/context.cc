@@ -71,6 +71,9 @@ const Setting<double> kStallShutdown("HVD_STALL_SHUTDOWN_TIME_SECONDS",
                                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0,
                                      "fail a tensor stalled this long on every rank; 0: never");
 
+// Successful Create()s so far in this process (hvd::Init() serializes them).
+int g_incarnation = 0;
+
 template <typename T>
 Status Read(const Setting<T>& s, T* out) {
   return s.Get(out);
@@ -199,8 +202,12 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
   int64_t attempt;
   HVD_RETURN_IF_ERROR(Read(kJobId, &job));
   HVD_RETURN_IF_ERROR(Read(kAttempt, &attempt));
-  ctx->store_ = rendezvous::NewPrefixStore("job/" + job + "/attempt/" + std::to_string(attempt),
-                                           ctx->base_store_.get());
+  // The n-th successful Init() of a process (after n Shutdown()s) meets the other ranks' n-th
+  // under its own keys: otherwise it would read the previous incarnation's host and address
+  // entries (and dial a closed port until HVD_START_TIMEOUT_SECONDS).
+  std::string scope = "job/" + job + "/attempt/" + std::to_string(attempt);
+  if (g_incarnation > 0) scope += "/init/" + std::to_string(g_incarnation);
+  ctx->store_ = rendezvous::NewPrefixStore(scope, ctx->base_store_.get());
 
   std::string host;
   HVD_RETURN_IF_ERROR(Read(kHostname, &host));
@@ -259,6 +266,7 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
                 << ctx->topology_.local_rank << " of " << ctx->topology_.local_size << " on "
                 << host;
   *out = std::move(ctx);
+  ++g_incarnation;
   return Status::OK();
 }
 

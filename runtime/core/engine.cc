@@ -55,7 +55,8 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
     if (stopped_ || stop_requested_ || !final_status_.ok()) {
       reject = final_status_.ok()
                    ? FailedPrecondition("hvd has been shut down; '" + key + "' was not submitted")
-                   : final_status_;
+                   : final_status_.WithContext(std::string(fusion::OpTypeName(op->request.type)) +
+                                               " '" + key + "' was not submitted");
     } else if (!in_flight_.insert(key).second) {
       reject = InvalidArgument("an operation named '" + key +
                                "' is already in flight on this rank; names must be unique among "
@@ -84,6 +85,7 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
 }
 
 void Engine::Loop() {
+  internal::MarkBackgroundThread();
   auto next = Clock::now();
   while (Cycle()) {
     next += options_.cycle_time;
@@ -102,7 +104,9 @@ void Engine::Loop() {
 
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(stats_mu_);
-  return stats_;
+  EngineStats stats = stats_;
+  stats.allreduce_collectives = executor_.allreduce_collectives();
+  return stats;
 }
 
 bool Engine::Cycle() {
@@ -119,19 +123,21 @@ bool Engine::Cycle() {
     return false;
   }
   if (stop) {
-    FailAll(
-        Aborted("hvd was shut down (hvd::Shutdown on some rank) while this operation was "
-                "pending"));
+    // Later submissions are told what happened without the claim that they were pending.
+    FailAll(Aborted("hvd was shut down (hvd::Shutdown on some rank) while this operation was "
+                    "pending"),
+            Aborted("hvd was shut down (hvd::Shutdown on some rank); nothing can be submitted "
+                    "until hvd::Init() is called again"));
     return false;
   }
   return true;
 }
 
-void Engine::FailAll(const Status& status) {
+void Engine::FailAll(const Status& status, const Status& later) {
   std::vector<std::shared_ptr<internal::Operation>> ops;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (final_status_.ok()) final_status_ = status;
+    if (final_status_.ok()) final_status_ = later.ok() ? status : later;
     for (auto& op : queue_) ops.push_back(op);
     queue_.clear();
     in_flight_.clear();
@@ -165,13 +171,23 @@ void Engine::Finish(const std::string& key, const Status& status) {
 // cached path.
 void Engine::Classify(std::vector<uint32_t>* invalidate) {
   const auto now = Clock::now();
-  const auto stall_check = std::chrono::duration<double>(options_.stall_check_seconds);
+  // A cached request waiting this long is stalled on another rank: move it to the coordinator so
+  // the stall inspector can name who is missing (check time) or fail it (shutdown time). Either
+  // setting alone must reach the coordinator: with warnings off (check 0) a stalled cached
+  // request would otherwise wait forever, never seeing HVD_STALL_SHUTDOWN_TIME_SECONDS.
+  double stall_s = 0;
+  for (double t : {options_.stall_check_seconds, options_.stall_shutdown_seconds}) {
+    if (t > 0 && (stall_s == 0 || t < stall_s)) stall_s = t;
+  }
+  const auto stall_after = std::chrono::duration<double>(stall_s);
+  const bool joined = joined_self();
   for (auto& [key, p] : pending_) {
     if (p.state == State::kSent) continue;
     if (p.state == State::kCached && p.generation == cache_.generation()) {
-      // A cached request waiting this long is stalled on another rank: move it to the
-      // coordinator so the stall inspector can name who is missing.
-      if (options_.stall_check_seconds > 0 && now - p.enqueued >= stall_check) {
+      // A joined rank's own requests (submitted before it joined) must not run from the cache:
+      // its wildcard bits would make the others count it as not contributing. Through the
+      // coordinator the response counts it (Response::contributors).
+      if (joined || (stall_s > 0 && now - p.enqueued >= stall_after)) {
         invalidate->push_back(p.slot);
       }
       continue;
@@ -183,6 +199,11 @@ void Engine::Classify(std::vector<uint32_t>* invalidate) {
                 ? ResponseCache::Match::kMiss
                 : cache_.Lookup(req, comm_.rank(), &slot)) {
       case ResponseCache::Match::kHit:
+        if (joined) {  // as above
+          invalidate->push_back(slot);
+          p.state = State::kNew;
+          break;
+        }
         p.state = State::kCached;
         p.slot = slot;
         p.generation = cache_.generation();
@@ -258,6 +279,9 @@ Status Engine::RunCycle(bool* stop) {
   for (uint32_t s = 0; s < words * 64; ++s) {
     if ((bits[1 + s / 64] & (uint64_t{1} << (s % 64))) && cache_.Occupied(s)) {
       hits.push_back(cache_.Get(s));
+      // Run from the cache, every rank that has not joined contributes (joined ranks never take
+      // the cache path for their own requests); the count recorded at negotiation may be stale.
+      hits.back().contributors = 0;
       cache_.Touch(s);
     }
   }
@@ -332,8 +356,12 @@ Status Engine::SlowPath() {
   std::set<int> joined(list.joined_ranks.begin(), list.joined_ranks.end());
   if (joined != joined_) {
     joined_ = std::move(joined);
-    // Allgather's cached row counts assumed the old set of contributing ranks.
+    // Allgather's cached row counts assumed the old set of contributing ranks. A cached broadcast
+    // whose root has now joined must not run from the cache either: the joined root would
+    // wildcard its slot and send its scratch buffer; renegotiated, it fails with the
+    // coordinator's "root rank R has joined" error instead.
     cache_.EraseType(OpType::kAllgather);
+    cache_.EraseType(OpType::kBroadcast);
     RefreshAfterCacheChange();
   }
   if (timeline_) {

@@ -47,9 +47,10 @@ struct EngineOptions {
 // Counters for tests, benchmarks and status reports.
 struct EngineStats {
   uint64_t cycles = 0;
-  uint64_t slow_path_cycles = 0;  // cycles that gathered requests through rank 0
-  uint64_t cache_hits = 0;        // keys run from the response cache
-  uint64_t negotiated = 0;        // keys run from coordinator responses
+  uint64_t slow_path_cycles = 0;       // cycles that gathered requests through rank 0
+  uint64_t cache_hits = 0;             // keys run from the response cache
+  uint64_t negotiated = 0;             // keys run from coordinator responses
+  uint64_t allreduce_collectives = 0;  // ring allreduces run; a fused batch counts once
 };
 
 class Engine {
@@ -92,7 +93,9 @@ class Engine {
   Status SlowPath();
   Status Run(const std::vector<fusion::Response>& responses);
   void Finish(const std::string& key, const Status& status);
-  void FailAll(const Status& status);
+  // Fails every queued and pending operation with `status`; later submissions get `later` (the
+  // same status when OK).
+  void FailAll(const Status& status, const Status& later = Status::OK());
   bool joined_self() const { return joined_.count(comm_.rank()) > 0; }
 
   const collectives::Comm comm_;

@@ -115,9 +115,11 @@ Status Executor::Execute(const std::vector<Response>& responses, int contributor
         const Response& r = responses[it.response];
         refs.push_back({&r, it.tensor, lookup(r.key)});
       }
-      s = RunAllreduceBatch(refs, contributors);
+      s = RunAllreduceBatch(refs, head.contributors > 0 ? head.contributors : contributors);
+      allreduce_collectives_.fetch_add(1);
     } else {
-      s = RunOther(head, lookup(head.key), contributors);
+      s = RunOther(head, lookup(head.key),
+                   head.contributors > 0 ? head.contributors : contributors);
     }
     if (!s.ok()) return s;  // the transport is broken: the caller fails everything
     for (const auto& it : batch.items) {
@@ -164,7 +166,8 @@ Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contr
   };
 
   char* buf;
-  if (!fused && items[0].op != nullptr) {
+  const bool in_place = !fused && items[0].op != nullptr;
+  if (in_place) {
     // Alone, a tensor's pieces are already in ring order: reduce in the caller's output buffer.
     const Tensor& in = items[0].op->inputs[items[0].tensor];
     const Tensor& out = items[0].op->outputs[items[0].tensor];
@@ -184,6 +187,11 @@ Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contr
       const BatchRef& b = items[i];
       if (b.op != nullptr) {
         std::memcpy(buf + to, static_cast<const char*>(b.op->inputs[b.tensor].data) + from, bytes);
+        // Prescale real contributions only: a joined rank's identity must stay the identity
+        // (1 for a product, +inf for a min whatever the sign of the scale).
+        if (head.prescale != 1.0) {
+          collectives::Scale(buf + to, bytes / esize, dtype, head.prescale);
+        }
       } else {
         FillIdentity(buf + to, bytes / esize, dtype, head.reduce_op);
       }
@@ -196,14 +204,14 @@ Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contr
       timeline_->ActivityStart(b.response->tensors[b.tensor].name, "ALLREDUCE", args);
     }
   }
-  if (head.prescale != 1.0) collectives::Scale(buf, count, dtype, head.prescale);
+  if (in_place && head.prescale != 1.0) collectives::Scale(buf, count, dtype, head.prescale);
   Status s =
       collectives::RingAllreduceSegments(comm_, buf, segments, dtype, WireOp(head.reduce_op));
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
   const double post = PostFactor(head, contributors);
   if (post != 1.0) collectives::Scale(buf, count, dtype, post);
 
-  if (fused || items[0].op == nullptr) {
+  if (!in_place) {
     if (timeline_) {
       for (const BatchRef& b : items) {
         timeline_->ActivityStart(b.response->tensors[b.tensor].name, "MEMCPY_OUT_FUSION_BUFFER");
@@ -298,7 +306,10 @@ Status Executor::RunOther(const Response& r, internal::Operation* op, int contri
       } else {
         FillIdentity(scratch_.data(), count, t.dtype, r.reduce_op);
       }
-      if (r.prescale != 1.0) collectives::Scale(scratch_.data(), count, t.dtype, r.prescale);
+      // As for allreduce: a joined rank's identity is not prescaled.
+      if (op != nullptr && r.prescale != 1.0) {
+        collectives::Scale(scratch_.data(), count, t.dtype, r.prescale);
+      }
       std::vector<char> discard;
       char* out;
       if (op != nullptr) {

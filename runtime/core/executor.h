@@ -6,6 +6,7 @@
 // op's identity (zeros for sum/average) and zero rows to allgathers, and discards the results.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,11 +32,14 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  // Runs `responses`. `contributors` is the number of ranks that have not joined (averages divide
-  // by it). Operation failures complete the operation; a non-OK return means the transport broke
+  // Runs `responses`. `contributors` is the number of ranks that have not joined: averages divide
+  // by it unless a response records its own count (Response::contributors). Operation failures complete the operation; a non-OK return means the transport broke
   // and the job cannot go on (every pending operation must then be failed by the caller).
   Status Execute(const std::vector<fusion::Response>& responses, int contributors,
                  const Lookup& lookup, const Finish& finish);
+
+  // Allreduce batches run so far (EngineStats); readable from any thread.
+  uint64_t allreduce_collectives() const { return allreduce_collectives_.load(); }
 
  private:
   Status RunAllreduceBatch(const std::vector<BatchRef>& items, int contributors);
@@ -46,6 +50,7 @@ class Executor {
   timeline::Timeline* timeline_;  // null unless this rank writes the timeline
   std::vector<char> fusion_buffer_;
   std::vector<char> scratch_;
+  std::atomic<uint64_t> allreduce_collectives_{0};
 };
 
 }  // namespace hvd::runtime::core

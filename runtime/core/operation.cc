@@ -3,15 +3,32 @@
 namespace hvd {
 namespace internal {
 
+namespace {
+thread_local bool t_background = false;
+}  // namespace
+
+void MarkBackgroundThread() {
+  t_background = true;
+}
+bool OnBackgroundThread() {
+  return t_background;
+}
+
 void Operation::Complete(const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return;
+    if (done_ || completing_) return;
+    completing_ = true;
     status_ = status;
+  }
+  // The callback runs before the operation is marked done, so that Ready() or a Wait() returning
+  // implies the callback ran (marking it done first let a Wait() that started late return while
+  // the callback was still running).
+  if (callback) callback(status);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
   }
-  // The callback runs before waiters wake so that a Wait() returning implies the callback ran.
-  if (callback) callback(status);
   cv_.notify_all();
 }
 
@@ -20,14 +37,24 @@ bool Operation::done() const {
   return done_;
 }
 
+// Waiting on the background thread (from a callback) for an operation it has not completed yet
+// would wait for ever: only that thread can complete it.
+Status Operation::BackgroundWaitError() const {
+  return FailedPrecondition("waiting for '" + request.key +
+                            "' from an hvd callback (the background thread) would never return: "
+                            "callbacks must not block on operations");
+}
+
 Status Operation::Wait() const {
   std::unique_lock<std::mutex> lock(mu_);
+  if (OnBackgroundThread() && !done_) return completing_ ? status_ : BackgroundWaitError();
   cv_.wait(lock, [&] { return done_; });
   return status_;
 }
 
 bool Operation::WaitFor(std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
+  if (OnBackgroundThread() && !done_) return completing_;
   return cv_.wait_for(lock, timeout, [&] { return done_; });
 }
 
@@ -67,6 +94,7 @@ Status Handle::Wait() const {
 Status Handle::WaitFor(std::chrono::milliseconds timeout) const {
   if (op_ == nullptr) return FailedPrecondition("WaitFor() on an empty hvd::Handle");
   if (!op_->WaitFor(timeout)) {
+    if (internal::OnBackgroundThread()) return op_->BackgroundWaitError();
     return DeadlineExceeded("operation '" + op_->request.key + "' did not complete within " +
                             std::to_string(timeout.count()) + " ms; it is still pending");
   }

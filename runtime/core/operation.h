@@ -15,6 +15,11 @@
 
 namespace hvd::internal {
 
+// The engine's background thread marks itself; Wait() and Shutdown() called there (from a
+// callback) fail at once instead of waiting for that very thread.
+void MarkBackgroundThread();
+bool OnBackgroundThread();
+
 class Operation {
  public:
   Operation() = default;
@@ -34,7 +39,7 @@ class Operation {
   std::vector<int64_t> received_splits;
   int last_joined_rank = -1;
 
-  // Marks the operation done and runs the callback. Called once.
+  // Runs the callback, then marks the operation done (waking waiters). Later calls do nothing.
   void Complete(const Status& status);
 
   bool done() const;
@@ -42,6 +47,8 @@ class Operation {
   // False when `timeout` passes first.
   bool WaitFor(std::chrono::milliseconds timeout) const;
   Status status() const;
+  // The error Wait() returns on the background thread for an operation not yet completed.
+  Status BackgroundWaitError() const;
 
   // An operation that failed before it was submitted.
   static std::shared_ptr<Operation> Failed(const Status& status);
@@ -49,6 +56,7 @@ class Operation {
  private:
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
+  bool completing_ GUARDED_BY(mu_) = false;  // Complete() called; the callback may be running
   bool done_ GUARDED_BY(mu_) = false;
   Status status_ GUARDED_BY(mu_);
 };

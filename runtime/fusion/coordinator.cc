@@ -98,6 +98,7 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
   resp.prescale = first->prescale;
   resp.postscale = first->postscale;
   resp.root = first->root;
+  resp.contributors = static_cast<int32_t>(present.size());
 
   bool agree = std::all_of(present.begin(), present.end(),
                            [&](int r) { return Compatible(*first, *e.by_rank[r]); });

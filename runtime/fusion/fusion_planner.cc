@@ -4,8 +4,10 @@ namespace hvd::runtime::fusion {
 namespace {
 
 bool Fusable(const Response& a, const Response& b) {
+  // One batch divides by one count of contributors.
   return a.type == OpType::kAllreduce && b.type == OpType::kAllreduce &&
-         a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
+         a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale &&
+         a.contributors == b.contributors;
 }
 
 int64_t Bytes(const TensorSpec& t) {

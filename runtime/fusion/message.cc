@@ -163,6 +163,7 @@ std::string Encode(const ResponseList& list) {
     PutCommon(e, r);
     e.I64Vec(r.first_dims);
     e.I32(r.last_joined_rank);
+    e.I32(r.contributors);
     e.Str(r.error);
   }
   std::vector<int64_t> joined(list.joined_ranks.begin(), list.joined_ranks.end());
@@ -178,7 +179,7 @@ Status Decode(const std::string& data, ResponseList* list) {
     list->responses.resize(n);
     for (Response& r : list->responses) {
       if (!(GetCommon(d, &r) && d.I64Vec(&r.first_dims) && d.I32(&r.last_joined_rank) &&
-            d.Str(&r.error))) {
+            d.I32(&r.contributors) && d.Str(&r.error))) {
         break;
       }
     }

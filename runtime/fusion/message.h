@@ -66,6 +66,11 @@ struct Response {
   std::vector<int64_t> first_dims;  // allgather: rows per rank
   std::vector<int64_t> splits;      // alltoall: size x size matrix, row = sender
   int32_t last_joined_rank = -1;    // join
+  // Allreduce/reducescatter from the coordinator: the ranks that submitted the key, i.e. that
+  // contribute data (averages divide by it). A rank may have joined after submitting, so this is
+  // not size minus the joined ranks. 0: not recorded (responses run from the response cache,
+  // whose participants are exactly the ranks that have not joined).
+  int32_t contributors = 0;
   std::string error;                // non-empty: fail the key on every rank with this message
 
   bool ok() const { return error.empty(); }

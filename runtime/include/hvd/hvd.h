@@ -89,7 +89,9 @@ namespace internal {
 class Operation;
 }
 
-// Called once, on the background thread, when the operation completes. Must not block.
+// Called once, on the background thread, when the operation completes (before Ready() turns true
+// and Wait() returns). Must not block: Shutdown(), the synchronous operations and Wait() on an
+// operation not yet complete fail with FailedPrecondition when called from a callback.
 using Callback = std::function<void(const Status&)>;
 
 // Shared handle to one submitted operation. Cheap to copy.

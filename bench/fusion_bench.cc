@@ -1,0 +1,374 @@
+// fusion_bench: tensor fusion through the full runtime path (hvd::Init, negotiation, response
+// cache, fusion buffer, background thread). One step is ResNet-50's backward pass as the runtime
+// sees it: 161 float32 gradients submitted with AllreduceAsync in reverse layer order, then
+// waited for. The same steps run with fusion on (HVD_FUSION_THRESHOLD, 128 MiB by default) and
+// off (0), interleaved over several rounds so drift in a noisy machine hits both alike.
+//
+//   fusion_bench -np 4 [--steps 10] [--warmup 3] [--rounds 3] [--threshold 128M]
+//
+// HVD_FUSION_THRESHOLD is read at Init, so every configuration of every round is a separate launch
+// of np ranks (bench_util.h's launcher). Under hvdrun (HVD_SIZE set) it is one rank of one launch
+// and measures the configuration the environment gives. After the timed steps every rank refills
+// its gradients with rank-dependent small integers, runs one more step and checks every element
+// exactly. Exit status: 0 ok, 1 wrong results, 2 bad arguments, 3 a rank failed.
+#include <signal.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+#include "core/context.h"
+#include "hvd/hvd.h"
+
+namespace hvd::bench {
+namespace {
+
+using runtime::core::EngineStats;
+
+constexpr int kMaxSteps = 1000;
+constexpr size_t kDefaultThreshold = size_t{128} << 20;  // the runtime's own default
+
+struct Options {
+  int np = 2;
+  bool np_given = false;
+  int steps = 10, warmup = 3, rounds = 3;
+  size_t threshold = kDefaultThreshold;
+};
+
+[[noreturn]] void Usage(const std::string& error) {
+  if (!error.empty()) std::fprintf(stderr, "fusion_bench: %s\n", error.c_str());
+  std::fprintf(error.empty() ? stdout : stderr,
+               "usage: fusion_bench -np N [--steps 10] [--warmup 3] [--rounds 3] "
+               "[--threshold 128M]\n"
+               "  -np          ranks to fork (1..64); under HVD_SIZE it must match or be left out\n"
+               "  --steps      timed steps per launch (1..%d)\n"
+               "  --warmup     untimed steps per launch before them (the first one negotiates)\n"
+               "  --rounds     fused/unfused launch pairs, interleaved (1..100)\n"
+               "  --threshold  HVD_FUSION_THRESHOLD of the fused configuration; suffix K, M, G\n",
+               kMaxSteps);
+  std::exit(error.empty() ? 0 : kExitUsage);
+}
+
+Options ParseArgs(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") Usage("");
+    if (i + 1 >= argc) Usage(flag + ": missing value (see usage)");
+    const char* v = argv[++i];
+    auto bad = [&](const char* form) { Usage(flag + ": expected " + form + ", got '" + v + "'"); };
+    long long n;
+    if (flag == "-np") {
+      if (!ParseInt(v, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
+      o.np = static_cast<int>(n);
+      o.np_given = true;
+    } else if (flag == "--steps") {
+      if (!ParseInt(v, 1, kMaxSteps, &n)) bad("a step count 1..1000");
+      o.steps = static_cast<int>(n);
+    } else if (flag == "--warmup") {
+      if (!ParseInt(v, 0, 1000, &n)) bad("a warmup step count 0..1000");
+      o.warmup = static_cast<int>(n);
+    } else if (flag == "--rounds") {
+      if (!ParseInt(v, 1, 100, &n)) bad("a round count 1..100");
+      o.rounds = static_cast<int>(n);
+    } else if (flag == "--threshold") {
+      if (!ParseBytes(v, &o.threshold)) bad("a byte count >= 1 like 65536, 64K or 128M");
+    } else {
+      Usage("unknown flag '" + flag + "'");
+    }
+  }
+  return o;
+}
+
+// ---- The model ----
+
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+constexpr size_t kResNet50Tensors = 161;
+constexpr int64_t kResNet50Params = 25557032;
+
+// torchvision.models.resnet50()'s named_parameters() (torchvision/models/resnet.py: Bottleneck
+// blocks [3, 4, 6, 3], expansion 4, bias-free convs, BatchNorm weight and bias; running stats
+// are buffers, not gradients), in registration (= forward) order. Sizes range from 64-element
+// BN vectors to 2.4 M-element 3x3 convs and the 2 M-element fc weight.
+std::vector<Param> ResNet50() {
+  std::vector<Param> p;
+  auto conv = [&](const std::string& name, int64_t out, int64_t in, int64_t k) {
+    p.push_back({name + ".weight", {out, in, k, k}});
+  };
+  auto bn = [&](const std::string& name, int64_t c) {
+    p.push_back({name + ".weight", {c}});
+    p.push_back({name + ".bias", {c}});
+  };
+  conv("conv1", 64, 3, 7);
+  bn("bn1", 64);
+  const int blocks[4] = {3, 4, 6, 3};
+  int64_t in = 64;
+  for (int l = 0; l < 4; ++l) {
+    const int64_t width = int64_t{64} << l, out = width * 4;
+    for (int b = 0; b < blocks[l]; ++b) {
+      const std::string pre = "layer" + std::to_string(l + 1) + "." + std::to_string(b) + ".";
+      conv(pre + "conv1", width, in, 1);
+      bn(pre + "bn1", width);
+      conv(pre + "conv2", width, width, 3);
+      bn(pre + "bn2", width);
+      conv(pre + "conv3", out, width, 1);
+      bn(pre + "bn3", out);
+      if (b == 0) {  // the projection shortcut
+        conv(pre + "downsample.0", out, in, 1);
+        bn(pre + "downsample.1", out);
+      }
+      in = out;
+    }
+  }
+  p.push_back({"fc.weight", {1000, 2048}});
+  p.push_back({"fc.bias", {1000}});
+  return p;
+}
+
+int64_t NumElements(const Param& p) {
+  int64_t n = 1;
+  for (int64_t d : p.shape) n *= d;
+  return n;
+}
+
+// ---- One rank of one launch ----
+
+// What rank 0 hands back to the launcher (in memory shared across fork).
+struct LaunchResult {
+  bool done = false;
+  int64_t wrong = 0;                    // summed over ranks
+  EngineStats timed;                    // rank 0's engine counters over the timed steps
+  double step_seconds[kMaxSteps] = {};  // the slowest rank's, per step
+};
+
+// Rank r's value of element i: small integers, so every partial sum is exact in float32 and the
+// average is exactly what the runtime computes (the sum times float(1/np)).
+float Pattern(int rank, size_t i) {
+  return static_cast<float>((i * 7 + rank * 3 + 1) % 8);
+}
+
+// One backward pass: every gradient submitted as backprop produces it (last layer first), then
+// waited for. Returns the first error.
+Status Step(const std::vector<Param>& params, std::vector<Tensor>& grads,
+            std::vector<Handle>& handles) {
+  for (size_t i = grads.size(); i-- > 0;) {
+    handles[i] = AllreduceAsync(params[i].name, grads[i], grads[i]);
+  }
+  Status first;
+  for (size_t i = grads.size(); i-- > 0;) {
+    Status s = handles[i].Wait();
+    if (first.ok() && !s.ok()) first = s;
+  }
+  return first;
+}
+
+AllreduceOptions With(ReduceOp op) {
+  AllreduceOptions o;
+  o.op = op;
+  return o;
+}
+
+EngineStats Delta(const EngineStats& a, const EngineStats& b) {
+  return {b.cycles - a.cycles, b.slow_path_cycles - a.slow_path_cycles, b.cache_hits - a.cache_hits,
+          b.negotiated - a.negotiated, b.allreduce_collectives - a.allreduce_collectives};
+}
+
+int RunRank(const Options& o, const RankEnv& env, const std::vector<Param>& params,
+            LaunchResult* out) {
+  auto fail = [&](const Status& s) {
+    std::fprintf(stderr, "fusion_bench: rank %d: %s\n", env.rank, s.ToString().c_str());
+    Shutdown();
+    return kExitFailed;
+  };
+  signal(SIGPIPE, SIG_IGN);  // a dead peer must be an error status, not a silent exit
+  Status s = Init();         // reads HVD_RANK, HVD_SIZE, HVD_RENDEZVOUS, HVD_FUSION_THRESHOLD
+  if (!s.ok()) return fail(s);
+
+  // One contiguous allocation, as frameworks keep gradients; each tensor is a view into it.
+  std::vector<float> storage(kResNet50Params);
+  std::vector<Tensor> grads;
+  for (size_t i = 0, offset = 0; i < params.size(); offset += NumElements(params[i]), ++i) {
+    grads.push_back(Tensor{storage.data() + offset, DataType::kFloat32, params[i].shape});
+  }
+  std::vector<Handle> handles(grads.size());
+  for (size_t i = 0; i < storage.size(); ++i) storage[i] = Pattern(env.rank, i);
+
+  for (int i = 0; i < o.warmup && s.ok(); ++i) s = Step(params, grads, handles);
+  if (s.ok()) s = Barrier();  // start the timed steps together
+  if (!s.ok()) return fail(s);
+  const EngineStats before = runtime::core::CurrentEngineStats();
+  std::vector<double> seconds(o.steps);
+  for (int i = 0; i < o.steps && s.ok(); ++i) {
+    auto t0 = Clock::now();
+    s = Step(params, grads, handles);
+    seconds[i] = SecondsSince(t0);
+  }
+  const EngineStats timed = Delta(before, runtime::core::CurrentEngineStats());
+  if (s.ok()) {
+    s = Allreduce("fusion_bench.seconds", MakeTensor(seconds.data(), DataType::kFloat64, o.steps),
+                  MakeTensor(seconds.data(), DataType::kFloat64, o.steps), With(ReduceOp::kMax));
+  }
+
+  // Correctness after the timed steps: fresh rank-dependent values, one more step, all checked.
+  for (size_t i = 0; i < storage.size(); ++i) storage[i] = Pattern(env.rank, i);
+  if (s.ok()) s = Step(params, grads, handles);
+  int64_t wrong = 0;
+  const float inv = static_cast<float>(1.0 / env.size);
+  for (size_t i = 0; i < storage.size() && s.ok(); ++i) {
+    float sum = 0;
+    for (int r = 0; r < env.size; ++r) sum += Pattern(r, i);
+    if (storage[i] != sum * inv) ++wrong;
+  }
+  if (s.ok()) {
+    s = Allreduce("fusion_bench.wrong", MakeTensor(&wrong, DataType::kInt64, 1),
+                  MakeTensor(&wrong, DataType::kInt64, 1), With(ReduceOp::kSum));
+  }
+  if (!s.ok()) return fail(s);
+  s = Shutdown();
+  if (!s.ok()) return fail(s);
+  if (env.rank == 0) {
+    out->wrong = wrong;
+    out->timed = timed;
+    std::copy(seconds.begin(), seconds.end(), out->step_seconds);
+    out->done = true;
+  }
+  return wrong == 0 ? 0 : kExitWrong;
+}
+
+// ---- Reporting ----
+
+double GradientBytes() {
+  return kResNet50Params * 4.0;
+}
+
+std::string Env(const char* name, const char* alias, const char* otherwise) {
+  for (const char* n : {name, alias}) {
+    const char* v = n ? std::getenv(n) : nullptr;
+    if (v && *v) return v;
+  }
+  return otherwise;
+}
+
+void PrintHeader(const Options& o, int np, const std::vector<Param>& params) {
+  size_t small = 0;
+  for (const Param& p : params) small += NumElements(p) * 4 < (64 << 10);
+  std::printf(
+      "# fusion_bench: ResNet-50 gradients through hvd (AllreduceAsync, average), %d ranks\n", np);
+  std::printf("# machine: %s\n", MachineLine().c_str());
+  std::printf("# %zu float32 tensors (%zu under 64 KiB), %lld parameters, %.1f MB per step\n",
+              params.size(), small, static_cast<long long>(kResNet50Params), GradientBytes() / 1e6);
+  std::printf("# HVD_CYCLE_TIME %s ms; %d timed steps after %d warmup per launch\n",
+              Env("HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "1 (default)").c_str(), o.steps,
+              o.warmup);
+  std::printf(
+      "# step: the slowest rank's; GB/s: gradient bytes / step; per-step counts: rank 0's"
+      " engine over the timed steps\n");
+  std::printf("# %-8s %5s %11s %10s %10s %8s %10s %8s %10s %8s %6s\n", "config", "round",
+              "threshold", "median(ms)", "min(ms)", "GB/s", "coll/step", "cyc/step", "hits/step",
+              "negot.", "#wrong");
+}
+
+void PrintRow(const char* config, int round, const std::string& threshold,
+              const std::vector<double>& steps, const LaunchResult& r) {
+  const double n = static_cast<double>(steps.size()), med = Median(steps);
+  std::printf("  %-8s %5d %11s %10.2f %10.2f %8.3f %10.1f %8.1f %10.1f %8llu %6lld\n", config,
+              round, threshold.c_str(), med * 1e3,
+              *std::min_element(steps.begin(), steps.end()) * 1e3, GradientBytes() / med / 1e9,
+              r.timed.allreduce_collectives / n, r.timed.cycles / n, r.timed.cache_hits / n,
+              static_cast<unsigned long long>(r.timed.negotiated), static_cast<long long>(r.wrong));
+  std::fflush(stdout);
+}
+
+// Fused and unfused launches, interleaved; a summary over all rounds' steps.
+int LaunchAll(const Options& o, const std::vector<Param>& params) {
+  void* shared = mmap(nullptr, sizeof(LaunchResult), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (shared == MAP_FAILED) {
+    std::fprintf(stderr, "fusion_bench: mmap: %s\n", std::strerror(errno));
+    return kExitFailed;
+  }
+  auto* result = static_cast<LaunchResult*>(shared);
+  PrintHeader(o, o.np, params);
+  struct Config {
+    const char* name;
+    size_t threshold;
+    std::vector<double> steps;  // all rounds
+    double collectives = 0;     // per step, all rounds
+  };
+  Config configs[2] = {{"fused", o.threshold, {}}, {"unfused", 0, {}}};
+  int status = 0;
+  for (int round = 1; round <= o.rounds && status != kExitFailed; ++round) {
+    for (Config& c : configs) {
+      *result = LaunchResult{};
+      const std::string threshold = std::to_string(c.threshold);
+      int rc = LaunchRanks("fusion_bench", o.np,
+                           [&](const RankEnv& env) { return RunRank(o, env, params, result); },
+                           {{"HVD_FUSION_THRESHOLD", threshold}});
+      status = std::max(status, rc);
+      if (rc == kExitFailed || !result->done) {
+        status = kExitFailed;
+        break;
+      }
+      std::vector<double> steps(result->step_seconds, result->step_seconds + o.steps);
+      PrintRow(c.name, round, threshold, steps, *result);
+      c.steps.insert(c.steps.end(), steps.begin(), steps.end());
+      c.collectives += static_cast<double>(result->timed.allreduce_collectives);
+    }
+  }
+  munmap(shared, sizeof(LaunchResult));
+  if (status == kExitFailed) return status;
+  std::printf("# summary over %d rounds x %d steps (median of all steps)\n", o.rounds, o.steps);
+  for (const Config& c : configs) {
+    const double med = Median(c.steps);
+    std::printf("  %-8s threshold %11zu: step %8.2f ms, %7.3f GB/s, %6.1f allreduces/step\n",
+                c.name, c.threshold, med * 1e3, GradientBytes() / med / 1e9,
+                c.collectives / c.steps.size());
+  }
+  std::printf("# speedup fused/unfused (unfused step / fused step): %.2fx\n",
+              Median(configs[1].steps) / Median(configs[0].steps));
+  return status;
+}
+
+}  // namespace
+}  // namespace hvd::bench
+
+int main(int argc, char** argv) {
+  using namespace hvd::bench;
+  Options o = ParseArgs(argc, argv);
+  std::string error;
+  std::optional<RankEnv> env = RankFromEnvironment(o.np_given ? o.np : 0, &error);
+  if (!error.empty()) Usage(error);
+
+  // The model must be ResNet-50 exactly, or the sizes (and the results) mean something else.
+  const std::vector<Param> params = ResNet50();
+  int64_t total = 0;
+  for (const Param& p : params) total += NumElements(p);
+  if (params.size() != kResNet50Tensors || total != kResNet50Params) {
+    std::fprintf(stderr, "fusion_bench: model has %zu tensors, %lld parameters; want %zu, %lld\n",
+                 params.size(), static_cast<long long>(total), kResNet50Tensors,
+                 static_cast<long long>(kResNet50Params));
+    return kExitFailed;
+  }
+  if (!env) return LaunchAll(o, params);
+
+  // One rank of a job hvdrun started: one launch, the configuration the environment gives.
+  LaunchResult result;
+  if (env->rank == 0) PrintHeader(o, env->size, params);
+  int rc = RunRank(o, *env, params, &result);
+  if (env->rank == 0 && result.done) {
+    PrintRow("env", 1, Env("HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", "default"),
+             std::vector<double>(result.step_seconds, result.step_seconds + o.steps), result);
+  }
+  return rc;
+}
