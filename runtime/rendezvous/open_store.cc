@@ -1,7 +1,8 @@
 // OpenStore(url): the one place that maps a rendezvous URL to a Store implementation. A new scheme
-// (grpc:// for hvd-launcherd) is one more entry in kSchemes.
+// is one more entry in kSchemes.
 #include <string_view>
 
+#include "rendezvous/kv_protocol.h"
 #include "rendezvous/store.h"
 
 namespace hvd::runtime::rendezvous {
@@ -15,6 +16,12 @@ Status OpenFile(const std::string& url, std::string_view rest, std::unique_ptr<S
   return NewFileStore(std::string(rest), out);
 }
 
+// hvd://HOST:PORT, hvd-launcherd's rendezvous endpoint (docs/rendezvous.md).
+Status OpenLauncher(const std::string& url, std::string_view rest, std::unique_ptr<Store>* out) {
+  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  return NewTcpStore(std::string(rest), out);
+}
+
 struct Scheme {
   std::string_view prefix;  // including "://"
   Status (*open)(const std::string& url, std::string_view rest, std::unique_ptr<Store>* out);
@@ -22,6 +29,7 @@ struct Scheme {
 
 constexpr Scheme kSchemes[] = {
     {"file://", &OpenFile},
+    {"hvd://", &OpenLauncher},
 };
 
 }  // namespace

@@ -1,0 +1,378 @@
+// AgentImpl: two threads around a Workers set and an Outbox.
+//   connector: opens the launcher stream (with backoff), registers, and reads commands until the
+//              stream breaks; StartRank and StopJob go to Workers.
+//   writer:    the only thread that writes to the stream: heartbeats, then rank events and output
+//              batches from the Outbox; while disconnected it ends every job once the lease runs
+//              out.
+#include "agent/agent.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "agent/connection_policy.h"
+#include "agent/host_info.h"
+#include "agent/launcher_client.h"
+#include "agent/outbox.h"
+#include "agent/state_dir.h"
+#include "agent/workers.h"
+#include "common/logging.h"
+#include "control/grpc_util.h"
+
+#ifndef HVD_AGENT_VERSION
+#define HVD_AGENT_VERSION "dev"
+#endif
+
+namespace hvd::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::milliseconds;
+
+constexpr Ms kRegisterTimeout{10000};
+constexpr Ms kDefaultHeartbeat{1000};
+// SIGTERM -> SIGKILL when the agent itself ends jobs: on Stop() and when the lease runs out (the
+// launcher's StopJob brings its own grace).
+constexpr Ms kOwnStopGrace{5000};
+// On Stop(), how long the final rank events may take to reach a connected launcher.
+constexpr Ms kFinalFlush{2000};
+constexpr Ms kLeaseCheck{100};
+constexpr std::chrono::seconds kRepeatErrorLog{30};
+
+std::string Seconds(Ms d) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(d.count()) / 1000.0);
+  return buf;
+}
+
+class AgentImpl : public Agent {
+ public:
+  AgentImpl(AgentOptions options, std::vector<std::string> gpus, int slots, std::string host,
+            std::string agent_id)
+      : options_(std::move(options)),
+        gpus_(gpus),
+        slots_(slots),
+        host_(std::move(host)),
+        channel_(NewLauncherChannel(options_.launcher)),
+        workers_(&outbox_, std::move(gpus)),
+        agent_id_(std::move(agent_id)),
+        policy_(ConnectionPolicy::Config{}, Clock::now()) {}
+  ~AgentImpl() override { Stop(); }
+
+  void Begin() {
+    HVD_LOG(INFO) << "hvd-agent " << HVD_AGENT_VERSION << " on " << host_ << ": " << slots_
+                  << " slot(s), " << gpus_.size() << " GPU(s); launcher " << options_.launcher;
+    writer_ = std::thread(&AgentImpl::WriterLoop, this);
+    connector_ = std::thread(&AgentImpl::ConnectLoop, this);
+  }
+
+  void Stop() override {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_started_) {
+        cv_.wait(lock, [&] { return stopped_; });
+        return;
+      }
+      stop_started_ = true;
+    }
+    cv_.notify_all();  // the connector's backoff sleep
+    // Every process first, so the launcher hears each rank's end if it is still there.
+    workers_.Shutdown(kOwnStopGrace, "hvd-agent on " + host_ + " was stopped");
+    const auto flush_until = Clock::now() + kFinalFlush;
+    while (!outbox_.empty() && connected() && Clock::now() < flush_until) {
+      outbox_.Wake();
+      std::this_thread::sleep_for(Ms(10));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      writer_stop_ = true;
+      if (stream_ != nullptr) stream_->Cancel();
+      if (opening_ != nullptr) opening_->Cancel();
+    }
+    outbox_.Wake();
+    writer_.join();
+    connector_.join();
+    HVD_LOG(INFO) << "hvd-agent stopped";
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopped_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  void Wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stopped_; });
+  }
+
+ private:
+  bool stopping() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_started_;
+  }
+  bool connected() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stream_ != nullptr;
+  }
+
+  hvd::v1::AgentInfo BuildInfo() {
+    hvd::v1::AgentInfo info;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      info.set_agent_id(agent_id_);  // the previous id, so the launcher can reconcile
+    }
+    info.set_host(host_);
+    std::string addr = options_.advertise_addr;
+    if (addr.empty()) {
+      Status s = LocalAddressTowards(options_.launcher, &addr);
+      if (!s.ok()) {
+        addr = host_;
+        HVD_LOG(WARNING) << "cannot tell this host's address towards the launcher (" << s.message()
+                         << "); advertising '" << host_ << "' (set --advertise-addr)";
+      }
+    }
+    info.set_advertise_addr(addr);
+    info.set_slots(slots_);
+    info.set_gpus(static_cast<int>(gpus_.size()));
+    info.set_pid(static_cast<int>(getpid()));
+    info.set_version(HVD_AGENT_VERSION);
+    info.set_slots_in_use(workers_.live_count());
+    return info;
+  }
+
+  void ConnectLoop() {
+    std::string last_error;
+    auto last_error_log = Clock::time_point::min();
+    std::minstd_rand jitter(static_cast<unsigned>(getpid()));
+    while (!stopping()) {
+      auto stream = std::make_shared<LauncherStream>(channel_, options_.launcher, options_.token);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stop_started_) break;
+        opening_ = stream;
+      }
+      hvd::v1::RegisterAck ack;
+      Status s = stream->Register(BuildInfo(), kRegisterTimeout, &ack);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        opening_ = nullptr;
+      }
+      if (s.ok()) {
+        OnRegistered(ack, stream);
+        last_error.clear();
+        ReadCommands(*stream);
+        s = stream->Finish();
+        Ms lease;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stream_ = nullptr;
+          policy_.Disconnected(Clock::now());
+          lease = policy_.lease();
+        }
+        if (stopping()) break;
+        HVD_LOG(WARNING) << "lost the stream to the " << s.message()
+                         << "; reconnecting (jobs on this host end if it stays unreachable for "
+                         << Seconds(lease) << ")";
+      } else {
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          policy_.Disconnected(Clock::now());
+        }
+        if (stopping()) break;
+        const auto now = Clock::now();
+        // The first failure of an outage, then one line every kRepeatErrorLog (gRPC's text
+        // varies between attempts; it must not flood the log).
+        if (last_error.empty() || now - last_error_log >= kRepeatErrorLog) {
+          HVD_LOG(WARNING) << "cannot register with the launcher: " << s.message() << "; retrying";
+          last_error = s.message();
+          last_error_log = now;
+        }
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      Ms wait = policy_.NextBackoff();
+      // Jitter: a restarted launcher is not hit by every agent in the same millisecond.
+      wait = Ms(wait.count() / 2 + static_cast<long>(jitter() % (wait.count() / 2 + 1)));
+      cv_.wait_for(lock, wait, [&] { return stop_started_; });
+    }
+  }
+
+  void OnRegistered(const hvd::v1::RegisterAck& ack, std::shared_ptr<LauncherStream> stream) {
+    Ms outage;
+    bool first;
+    std::string previous_id;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      outage = policy_.UnreachableFor(Clock::now());
+      first = !registered_once_;
+      registered_once_ = true;
+      policy_.Connected(Ms(ack.lease_ms()));
+      heartbeat_interval_ =
+          ack.heartbeat_interval_ms() > 0 ? Ms(ack.heartbeat_interval_ms()) : kDefaultHeartbeat;
+      next_heartbeat_ = Clock::now();  // at once: running_jobs lets the launcher reconcile
+      previous_id = agent_id_;
+      if (!ack.agent_id().empty()) agent_id_ = ack.agent_id();
+      stream_ = std::move(stream);
+      // Stop() may have passed the point where it cancels stream_ while this one registered.
+      if (writer_stop_) stream_->Cancel();
+    }
+    if (first) {
+      HVD_LOG(INFO) << "registered with the launcher at " << options_.launcher << " as agent "
+                    << ack.agent_id();
+    } else {
+      HVD_LOG(WARNING) << "re-registered with the launcher at " << options_.launcher << " as agent "
+                       << ack.agent_id() << " after " << Seconds(outage) << " unreachable; "
+                       << workers_.live_count() << " rank(s) still running here";
+    }
+    if (ack.agent_id() != previous_id) SaveAgentId(options_.state_dir, ack.agent_id());
+    outbox_.Wake();
+  }
+
+  void ReadCommands(LauncherStream& stream) {
+    hvd::v1::LauncherMessage msg;
+    while (stream.Read(&msg)) {
+      switch (msg.msg_case()) {
+        case hvd::v1::LauncherMessage::kStart:
+          workers_.StartRank(msg.start());
+          break;
+        case hvd::v1::LauncherMessage::kStop: {
+          const auto& stop = msg.stop();
+          const int n = workers_.StopJob(stop.job_id(), Ms(stop.grace_ms()),
+                                         "stopped by the launcher: " + stop.reason());
+          HVD_LOG(INFO) << "stopping job " << stop.job_id() << " (" << stop.reason() << "): " << n
+                        << " rank(s) here, SIGKILL after " << Seconds(Ms(stop.grace_ms()));
+          break;
+        }
+        case hvd::v1::LauncherMessage::kAck: {
+          std::lock_guard<std::mutex> lock(mu_);
+          policy_.Connected(Ms(msg.ack().lease_ms()));
+          if (msg.ack().heartbeat_interval_ms() > 0) {
+            heartbeat_interval_ = Ms(msg.ack().heartbeat_interval_ms());
+          }
+          break;
+        }
+        default:
+          break;  // a newer launcher's command: ignored, not fatal
+      }
+    }
+  }
+
+  void WriterLoop() {
+    while (true) {
+      const auto now = Clock::now();
+      std::shared_ptr<LauncherStream> stream;
+      bool heartbeat = false;
+      auto wake_at = now + kLeaseCheck;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (writer_stop_) break;
+        stream = stream_;
+        if (stream != nullptr) {
+          heartbeat = now >= next_heartbeat_;
+          if (heartbeat) next_heartbeat_ = now + heartbeat_interval_;
+          wake_at = next_heartbeat_;
+        }
+      }
+      if (stream == nullptr) {
+        EndJobsIfLeaseExpired(now);
+      } else {
+        if (heartbeat) {
+          hvd::v1::AgentMessage hb;
+          hb.mutable_heartbeat()->set_time_ms(control::NowMs());
+          for (const std::string& job : workers_.RunningJobs()) {
+            hb.mutable_heartbeat()->add_running_jobs(job);
+          }
+          if (!stream->Write(hb)) stream->Cancel();  // the connector notices and reconnects
+        }
+        std::vector<hvd::v1::AgentMessage> msgs = outbox_.Take(now, false);
+        for (size_t i = 0; i < msgs.size(); ++i) {
+          if (!stream->Write(msgs[i])) {
+            // Kept for the next stream; the launcher tolerates a repeated event or batch.
+            outbox_.PutBack(std::vector<hvd::v1::AgentMessage>(msgs.begin() + i, msgs.end()));
+            stream->Cancel();
+            break;
+          }
+        }
+      }
+      workers_.Reap();
+      outbox_.WaitDue(wake_at);
+    }
+  }
+
+  void EndJobsIfLeaseExpired(Clock::time_point now) {
+    Ms unreachable, lease;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!policy_.LeaseExpired(now)) return;
+      unreachable = policy_.UnreachableFor(now);
+      lease = policy_.lease();
+    }
+    for (const auto& [job, ranks] : workers_.UnstoppedJobs()) {
+      HVD_LOG(ERROR) << "launcher at " << options_.launcher << " unreachable for "
+                     << Seconds(unreachable) << " (lease " << Seconds(lease) << "); ending job "
+                     << job << " (" << ranks << " rank(s) on this host)";
+      workers_.StopJob(job, kOwnStopGrace,
+                       "ended by hvd-agent on " + host_ + ": launcher at " + options_.launcher +
+                           " unreachable for " + Seconds(unreachable));
+    }
+  }
+
+  const AgentOptions options_;
+  const std::vector<std::string> gpus_;
+  const int slots_;
+  const std::string host_;
+  std::shared_ptr<grpc::Channel> channel_;
+  Outbox outbox_;
+  Workers workers_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string agent_id_;
+  ConnectionPolicy policy_;
+  std::shared_ptr<LauncherStream> stream_;   // registered; what the writer writes to
+  std::shared_ptr<LauncherStream> opening_;  // being registered; Stop() cancels it
+  bool registered_once_ = false;
+  Ms heartbeat_interval_ = kDefaultHeartbeat;
+  Clock::time_point next_heartbeat_;
+  bool stop_started_ = false;
+  bool writer_stop_ = false;
+  bool stopped_ = false;
+  std::thread writer_;
+  std::thread connector_;
+};
+
+}  // namespace
+
+Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
+  std::string host;
+  int port = 0;
+  if (options.launcher.empty()) {
+    return InvalidArgument("no launcher address: pass --launcher HOST:PORT (or set HVD_LAUNCHER)");
+  }
+  HVD_RETURN_IF_ERROR_CTX(control::SplitHostPort(options.launcher, &host, &port), "--launcher");
+  if (options.token.empty()) {
+    return InvalidArgument("no cluster token: pass --token-file (or set HVD_TOKEN_FILE)");
+  }
+  if (options.slots == 0 || options.slots < -1) {
+    return InvalidArgument("--slots must be at least 1 (or -1: one per GPU), got " +
+                           std::to_string(options.slots));
+  }
+  std::vector<std::string> gpus = DetectGpus();
+  const int slots = options.slots > 0 ? options.slots : std::max(1, static_cast<int>(gpus.size()));
+  std::string agent_id;
+  HVD_RETURN_IF_ERROR(LoadAgentId(options.state_dir, &agent_id));
+  auto impl =
+      std::make_unique<AgentImpl>(options, std::move(gpus), slots,
+                                  options.host.empty() ? LocalHostName() : options.host, agent_id);
+  impl->Begin();
+  *out = std::move(impl);
+  return Status::OK();
+}
+
+}  // namespace hvd::agent

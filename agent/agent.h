@@ -1,0 +1,39 @@
+// hvd-agent as a class, so the daemon's main() and hvdrun's embedded local mode run the same code.
+// Connects to the launcher (one bidirectional gRPC stream, re-established with backoff),
+// registers its slots, heartbeats, starts and supervises ranks, forwards their output, and ends
+// every process of a job when the job ends, is cancelled, or the launcher has been unreachable
+// longer than its lease.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "hvd/status.h"
+
+namespace hvd::agent {
+
+struct AgentOptions {
+  std::string launcher;        // "host:port" of the launcher's gRPC endpoint; REQUIRED
+  std::string token;           // the cluster token; REQUIRED
+  int slots = -1;              // -1: number of GPUs, else 1
+  std::string state_dir;       // empty: nothing persisted
+  std::string advertise_addr;  // address ranks on this host are reached at; empty: the local
+                               // address of the connection to the launcher
+  std::string host;            // host name reported to the launcher; empty: gethostname()
+};
+
+class Agent {
+ public:
+  // Starts connecting in the background and returns; the first registration is not awaited.
+  static Status Start(const AgentOptions& options, std::unique_ptr<Agent>* out);
+  virtual ~Agent() = default;
+
+  // Ends every process it started (SIGTERM, then SIGKILL after the grace period), waits until all
+  // are reaped, and disconnects. Idempotent.
+  virtual void Stop() = 0;
+  // Blocks until Stop() has been called.
+  virtual void Wait() = 0;
+};
+
+}  // namespace hvd::agent

@@ -1,0 +1,39 @@
+#include "agent/connection_policy.h"
+
+#include <algorithm>
+
+namespace hvd::agent {
+
+ConnectionPolicy::ConnectionPolicy(Config config, Clock::time_point now)
+    : config_(config),
+      lease_(config.default_lease),
+      backoff_(config.initial_backoff),
+      unreachable_since_(now) {}
+
+void ConnectionPolicy::Connected(Ms lease) {
+  connected_ = true;
+  if (lease.count() > 0) lease_ = lease;
+  backoff_ = config_.initial_backoff;
+}
+
+void ConnectionPolicy::Disconnected(Clock::time_point now) {
+  if (connected_) unreachable_since_ = now;
+  connected_ = false;
+}
+
+ConnectionPolicy::Ms ConnectionPolicy::NextBackoff() {
+  const Ms wait = backoff_;
+  backoff_ = std::min(backoff_ * 2, config_.max_backoff);
+  return wait;
+}
+
+ConnectionPolicy::Ms ConnectionPolicy::UnreachableFor(Clock::time_point now) const {
+  if (connected_) return Ms(0);
+  return std::max(Ms(0), std::chrono::duration_cast<Ms>(now - unreachable_since_));
+}
+
+bool ConnectionPolicy::LeaseExpired(Clock::time_point now) const {
+  return !connected_ && UnreachableFor(now) >= lease_;
+}
+
+}  // namespace hvd::agent

@@ -1,0 +1,54 @@
+// One AgentGateway.Connect stream to the launcher: opened with the cluster token, registered
+// (AgentInfo first, RegisterAck awaited with a deadline), then read by one thread and written by
+// one writer at a time. A broken stream is not repaired: the agent opens a new one.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "hvd/status.h"
+#include "hvd/v1/agent.grpc.pb.h"
+
+namespace hvd::agent {
+
+// A channel to the launcher. Like control::NewChannel, plus a short reconnect backoff: gRPC's own
+// (up to 120 s) would keep failing our attempts long after a restarted launcher is back.
+std::shared_ptr<grpc::Channel> NewLauncherChannel(const std::string& address);
+
+class LauncherStream {
+ public:
+  // A stream not yet started; Cancel() already works on it (the agent may stop meanwhile).
+  LauncherStream(const std::shared_ptr<grpc::Channel>& channel, std::string address,
+                 const std::string& token);
+  // Opens the call, sends `info`, and waits up to `timeout` for the launcher's RegisterAck.
+  // Errors name the launcher's address and what to do (token refused, not reachable, ...). Once.
+  Status Register(const hvd::v1::AgentInfo& info, std::chrono::milliseconds timeout,
+                  hvd::v1::RegisterAck* ack);
+  ~LauncherStream();
+
+  // Blocks for the next command; false once the stream has ended (then call Finish).
+  bool Read(hvd::v1::LauncherMessage* msg);
+  // One Write at a time (the sync API allows no more); false once the stream is broken.
+  bool Write(const hvd::v1::AgentMessage& msg);
+  // Ends the stream from any thread: Read and Write return false soon after.
+  void Cancel();
+  // The stream's final status, after Read returned false (or Register failed). Idempotent.
+  Status Finish();
+
+ private:
+  std::string address_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  std::unique_ptr<hvd::v1::AgentGateway::Stub> stub_;
+  std::unique_ptr<grpc::ClientReaderWriter<hvd::v1::AgentMessage, hvd::v1::LauncherMessage>>
+      stream_;
+  std::mutex write_mu_;
+  bool write_failed_ = false;  // guarded by write_mu_
+  bool finished_ = false;      // guarded by write_mu_
+  Status final_status_;        // guarded by write_mu_
+};
+
+}  // namespace hvd::agent

@@ -1,0 +1,130 @@
+// hvd-agent: flags and signals only; everything else is hvd::agent::Agent (agent/agent.h).
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "agent/agent.h"
+#include "common/logging.h"
+#include "control/flags.h"
+#include "control/grpc_util.h"
+#include "control/token.h"
+
+namespace {
+
+constexpr const char* kSynopsis =
+    "--launcher HOST:PORT --token-file FILE [--slots N] [flags]\n\n"
+    "Runs on every host: registers with hvd-launcherd, starts the ranks it is sent, forwards\n"
+    "their output, and ends every process of a job when the job ends or the launcher is gone.\n"
+    "SIGINT/SIGTERM stop every worker, then exit 0.";
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "hvd-agent: %s\n", message.c_str());
+  return 2;
+}
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' ? v : fallback;
+}
+
+// HVD_LOG reads HVD_LOG_LEVEL once, at its first use. --log-level must apply to the agent only,
+// not leak into the workers (they inherit the agent's environment), so set it, let logging
+// latch it, and put the environment back.
+void ApplyLogLevel(const std::string& level) {
+  if (level.empty()) return;
+  const char* old = std::getenv("HVD_LOG_LEVEL");
+  const std::string saved = old != nullptr ? old : "";
+  setenv("HVD_LOG_LEVEL", level.c_str(), 1);
+  (void)hvd::common::LogEnabled(hvd::common::LogLevel::INFO);
+  if (old != nullptr) {
+    setenv("HVD_LOG_LEVEL", saved.c_str(), 1);
+  } else {
+    unsetenv("HVD_LOG_LEVEL");
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hvd::agent::AgentOptions options;
+  std::string token_file;
+  std::string log_level;
+  int64_t slots = -1;
+  bool help = false;
+  hvd::control::FlagSet flags("hvd-agent");
+  flags.String("--launcher", &options.launcher,
+               "HOST:PORT of hvd-launcherd's gRPC endpoint (default: $HVD_LAUNCHER)");
+  flags.Int("--slots", &slots, "ranks this host runs at once (default: one per GPU, else 1)");
+  flags.String("--token-file", &token_file,
+               "file holding the cluster token, mode 0600 (default: $HVD_TOKEN_FILE); required");
+  flags.String("--state-dir", &options.state_dir,
+               "directory to keep the agent id in across restarts (default: none)");
+  flags.String("--advertise-addr", &options.advertise_addr,
+               "address other hosts reach this host's ranks at (default: the local address of "
+               "the connection to the launcher)");
+  flags.String("--host", &options.host, "host name reported to the launcher (default: hostname)");
+  flags.String("--log-level", &log_level,
+               "trace, debug, info, warning or error (default: "
+               "$HVD_LOG_LEVEL, else warning)");
+  flags.Bool("--help,-h", &help, "print this help");
+  std::vector<std::string> positional;
+  hvd::Status s = flags.Parse(argc, argv, 1, false, &positional);
+  if (!s.ok()) {  // FlagSet's message names the program, the flag and --help
+    std::fprintf(stderr, "%s\n", s.message().c_str());
+    return 2;
+  }
+  if (help) {
+    std::printf("%s", flags.Usage(kSynopsis).c_str());
+    return 0;
+  }
+  if (!positional.empty()) {
+    return Fail("unexpected argument '" + positional[0] + "'; hvd-agent takes only flags (--help)");
+  }
+  if (!log_level.empty() && log_level != "trace" && log_level != "debug" && log_level != "info" &&
+      log_level != "warning" && log_level != "error") {
+    return Fail("--log-level must be trace, debug, info, warning or error, got '" + log_level +
+                "'");
+  }
+  if (slots == 0 || slots < -1 || slots > 4096) {
+    return Fail("--slots must be between 1 and 4096, got " + std::to_string(slots));
+  }
+  options.slots = static_cast<int>(slots);
+  options.launcher = flags.Given("--launcher") ? options.launcher : EnvOr("HVD_LAUNCHER", "");
+  if (options.launcher.empty()) {
+    return Fail("--launcher HOST:PORT is required (or set HVD_LAUNCHER)");
+  }
+  std::string launcher_host;
+  int launcher_port = 0;
+  s = hvd::control::SplitHostPort(options.launcher, &launcher_host, &launcher_port);
+  if (!s.ok()) return Fail("--launcher: " + s.message());
+  token_file = flags.Given("--token-file") ? token_file : EnvOr("HVD_TOKEN_FILE", "");
+  if (token_file.empty()) {
+    return Fail(
+        "--token-file is required (or set HVD_TOKEN_FILE): the file holding the "
+        "launcher's cluster token");
+  }
+  s = hvd::control::ReadTokenFile(token_file, &options.token);
+  if (!s.ok()) return Fail(s.message());
+  ApplyLogLevel(log_level);
+
+  // Block the stop signals in every thread (they inherit this mask) and take them with sigwait
+  // here: the workers get a clean mask (RankRunner resets it) and Stop() runs on a normal thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  std::unique_ptr<hvd::agent::Agent> agent;
+  s = hvd::agent::Agent::Start(options, &agent);
+  if (!s.ok()) return Fail(s.message());
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  HVD_LOG(WARNING) << "hvd-agent: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+                   << ": stopping every worker and exiting";
+  agent->Stop();
+  return 0;
+}

@@ -1,0 +1,247 @@
+#include "agent/process_spawn.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+extern char** environ;
+
+namespace hvd::agent {
+namespace {
+
+// What the child reports through the exec-error pipe before it _exits.
+struct ChildFailure {
+  int stage;  // kStage*
+  int err;    // errno
+};
+constexpr int kStageChdir = 1;
+constexpr int kStageExec = 2;
+constexpr int kStageSetup = 3;  // stdin, descriptors: the system is in trouble
+
+// Everything below runs in the child between fork and exec: only async-signal-safe calls, no
+// allocation (another thread of the agent may have held the malloc lock at fork time).
+[[noreturn]] void ChildFail(int fd, int stage, int err) {
+  ChildFailure f{stage, err};
+  ssize_t unused = write(fd, &f, sizeof f);
+  (void)unused;
+  _exit(127);
+}
+
+// dup2 that also works when `from` already is `to` (dup2 would then keep close-on-exec set).
+bool MoveFd(int from, int to) {
+  if (from == to) return fcntl(to, F_SETFD, 0) == 0;
+  return dup2(from, to) == to;
+}
+
+void CloseFrom(unsigned first, unsigned last) {
+  if (first > last) return;
+  if (syscall(SYS_close_range, first, last, 0u) == 0) return;
+  // Kernels before 5.9: close one by one up to a bound.
+  struct rlimit rl;
+  unsigned limit = 65536;
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < limit) limit = rl.rlim_cur;
+  for (unsigned fd = first; fd <= last && fd < limit; ++fd) close(static_cast<int>(fd));
+}
+
+[[noreturn]] void ChildMain(pid_t parent, int report_fd, int out_w, int err_w,
+                            const char* working_dir, char* const* argv, char* const* envp,
+                            const char* const* candidates) {
+  // Dispositions first, then the mask (all blocked since before fork): the agent blocks
+  // SIGINT/SIGTERM for sigwait() and gRPC may ignore SIGPIPE; either would be inherited across
+  // exec and make the worker deaf to SIGTERM or blind to broken pipes.
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);  // fails harmlessly on some
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  // Its own group, so Stop() reaches everything it spawns; PDEATHSIG so it dies with the agent.
+  setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  // The agent may have died before prctl took effect; then nothing would ever kill us.
+  if (getppid() != parent) _exit(127);
+
+  int null_fd = open("/dev/null", O_RDONLY);
+  if (null_fd < 0) ChildFail(report_fd, kStageSetup, errno);
+  if (!MoveFd(null_fd, STDIN_FILENO) || !MoveFd(out_w, STDOUT_FILENO) ||
+      !MoveFd(err_w, STDERR_FILENO)) {
+    ChildFail(report_fd, kStageSetup, errno);
+  }
+  // Nothing of the agent's (gRPC sockets, other workers' pipes) leaks into the worker; the report
+  // pipe stays open until exec closes it (close-on-exec).
+  CloseFrom(3, static_cast<unsigned>(report_fd) - 1);
+  CloseFrom(static_cast<unsigned>(report_fd) + 1, ~0U);
+
+  if (working_dir[0] != '\0' && chdir(working_dir) != 0) {
+    ChildFail(report_fd, kStageChdir, errno);
+  }
+  // As execvp: EACCES from any candidate wins over "not found" from the others; any other error
+  // ends the search.
+  bool saw_eacces = false;
+  int err = ENOENT;
+  for (const char* const* c = candidates; *c != nullptr; ++c) {
+    execve(*c, argv, envp);
+    err = errno;
+    if (err == EACCES) {
+      saw_eacces = true;
+    } else if (err != ENOENT && err != ENOTDIR) {
+      break;
+    }
+  }
+  if (saw_eacces && (err == ENOENT || err == ENOTDIR)) err = EACCES;
+  ChildFail(report_fd, kStageExec, err);
+}
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> p;
+  p.reserve(strings.size() + 1);
+  for (std::string& s : strings) p.push_back(s.data());
+  p.push_back(nullptr);
+  return p;
+}
+
+std::string ExecHint(int err) {
+  switch (err) {
+    case EACCES:
+      return " (is it executable? chmod +x, and check the directories' permissions)";
+    case ENOEXEC:
+      return " (not a binary this host runs; a script needs a #! line)";
+    default:
+      return "";
+  }
+}
+
+void CloseAll(std::initializer_list<int> fds) {
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> MergeEnvironment(const char* const* base,
+                                          const std::map<std::string, std::string>& overrides) {
+  std::map<std::string, std::string> merged;
+  for (const char* const* e = base; e != nullptr && *e != nullptr; ++e) {
+    const char* eq = std::strchr(*e, '=');
+    if (eq == nullptr || eq == *e) continue;  // malformed entries are not passed on
+    merged.emplace(std::string(*e, eq - *e), std::string(eq + 1));
+  }
+  for (const auto& [k, v] : overrides) merged[k] = v;
+  std::vector<std::string> out;
+  out.reserve(merged.size());
+  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<std::string> ExecCandidates(const std::string& argv0, const std::string& path_var) {
+  if (argv0.find('/') != std::string::npos) return {argv0};
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t colon = path_var.find(':', start);
+    std::string dir = path_var.substr(start, colon == std::string::npos ? colon : colon - start);
+    out.push_back((dir.empty() ? std::string(".") : dir) + "/" + argv0);
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return out;
+}
+
+Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
+  if (request.argv.empty() || request.argv[0].empty()) {
+    return InvalidArgument("cannot start a worker with an empty command line");
+  }
+  // Prepare everything the child needs now: it may not allocate after fork.
+  std::vector<std::string> argv_strings = request.argv;
+  std::vector<char*> argv = Pointers(argv_strings);
+  std::vector<std::string> env_strings = MergeEnvironment(environ, request.env);
+  std::vector<char*> envp = Pointers(env_strings);
+  std::string path_var = "/bin:/usr/bin";  // execvp's default when PATH is unset
+  for (const std::string& e : env_strings) {
+    if (e.rfind("PATH=", 0) == 0) path_var = e.substr(5);
+  }
+  std::vector<std::string> candidate_strings = ExecCandidates(request.argv[0], path_var);
+  std::vector<char*> candidates = Pointers(candidate_strings);
+
+  int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, report[2] = {-1, -1};
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      pipe2(report, O_CLOEXEC) != 0) {
+    const int e = errno;
+    CloseAll({out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], report[0], report[1]});
+    return Unavailable(std::string("cannot create pipes for a worker: ") + std::strerror(e) +
+                       " (raise the agent's open-file limit)");
+  }
+  const pid_t parent = getpid();
+  // No signal handler of the embedding process (hvdrun's writes to its signal pipe) may run in the
+  // child before ChildMain resets the dispositions: block everything across fork, as posix_spawn
+  // does; the child then unblocks everything.
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  const pid_t pid = fork();
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) {
+    const int e = errno;
+    CloseAll({out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], report[0], report[1]});
+    return Unavailable(std::string("fork: ") + std::strerror(e));
+  }
+  if (pid == 0) {
+    ChildMain(parent, report[1], out_pipe[1], err_pipe[1], request.working_dir.c_str(), argv.data(),
+              envp.data(), candidates.data());
+  }
+  // Also set the group from this side: kill(-pid) must reach the group even if the child has not
+  // run yet (harmless EACCES once it has exec'd).
+  setpgid(pid, pid);
+  CloseAll({out_pipe[1], err_pipe[1], report[1]});
+
+  ChildFailure failure{};
+  ssize_t n;
+  do {
+    n = read(report[0], &failure, sizeof failure);
+  } while (n < 0 && errno == EINTR);
+  close(report[0]);
+  if (n == 0) {  // closed by a successful exec
+    out->pid = pid;
+    out->stdout_fd = out_pipe[0];
+    out->stderr_fd = err_pipe[0];
+    return Status::OK();
+  }
+  CloseAll({out_pipe[0], err_pipe[0]});
+  int wstatus = 0;
+  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  if (n != static_cast<ssize_t>(sizeof failure)) {
+    return Internal("worker " + request.argv[0] +
+                    " died before exec (short report from the child)");
+  }
+  const std::string text = std::strerror(failure.err);
+  switch (failure.stage) {
+    case kStageChdir:
+      return FailedPrecondition("chdir " + request.working_dir + ": " + text +
+                                " (the job's working directory must exist on this host)");
+    case kStageExec: {
+      std::string msg = "exec " + request.argv[0] + ": " + text + ExecHint(failure.err);
+      if (candidate_strings.size() > 1 || candidate_strings[0] != request.argv[0]) {
+        msg += " (searched PATH=" + path_var + ")";
+      } else if (request.argv[0][0] != '/' && !request.working_dir.empty()) {
+        msg += " (relative to " + request.working_dir + ")";
+      }
+      return FailedPrecondition(msg);
+    }
+    default:
+      return Unavailable("setting up worker " + request.argv[0] + ": " + text);
+  }
+}
+
+}  // namespace hvd::agent

@@ -1,0 +1,249 @@
+#include "agent/rank_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "agent/process_spawn.h"
+#include "common/logging.h"
+
+namespace hvd::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Without pidfd (kernels before 5.3) the worker's exit is noticed by polling this often.
+constexpr int kExitPollMs = 50;
+// After the worker exits its group is SIGKILLed; output still in flight is read for this long. A
+// process that left the group (setsid) and keeps the pipe open must not hold the report back.
+constexpr auto kDrainAfterExit = std::chrono::seconds(1);
+
+void CloseFd(int* fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+// Whether `pid` has exited, without reaping it: while it is an unreaped zombie its pid, and so
+// its process group id, cannot be reused, which makes signalling the group afterwards safe.
+bool HasExited(int pid) {
+  siginfo_t info{};
+  if (waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+    return errno == ECHILD;  // someone else reaped it (SIGCHLD ignored): gone all the same
+  }
+  return info.si_pid == pid;
+}
+
+}  // namespace
+
+Status RankRunner::Start(RankRunnerOptions options, std::unique_ptr<RankRunner>* out) {
+  std::unique_ptr<RankRunner> r(new RankRunner(std::move(options)));
+  if (pipe2(r->wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    return Unavailable(std::string("cannot create a pipe: ") + std::strerror(errno));
+  }
+  r->thread_ = std::thread(&RankRunner::Run, r.get());
+  Status status;
+  {
+    std::unique_lock<std::mutex> lock(r->mu_);
+    r->cv_.wait(lock, [&] { return r->started_; });
+    status = r->start_status_;
+  }
+  if (!status.ok()) {
+    r->thread_.join();  // it has already returned
+    return status;
+  }
+  *out = std::move(r);
+  return Status::OK();
+}
+
+RankRunner::~RankRunner() {
+  if (thread_.joinable()) {
+    bool running;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running = start_status_.ok();
+    }
+    if (running) Stop(std::chrono::milliseconds(0));
+    thread_.join();
+  }
+  CloseFd(&wake_fd_[0]);
+  CloseFd(&wake_fd_[1]);
+}
+
+void RankRunner::Run() {
+  SpawnRequest request{options_.argv, options_.env, options_.working_dir};
+  SpawnedProcess proc;
+  Status s = SpawnProcess(request, &proc);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = true;
+    start_status_ = s;
+    if (s.ok()) {
+      pid_ = proc.pid;
+      out_fd_ = proc.stdout_fd;
+      err_fd_ = proc.stderr_fd;
+    }
+  }
+  cv_.notify_all();
+  if (!s.ok()) return;
+  Supervise();
+}
+
+void RankRunner::Supervise() {
+  pidfd_ = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+  out_lines_ = std::make_unique<LineSplitter>(options_.max_line_bytes, [this](std::string line) {
+    if (options_.on_output) options_.on_output(false, std::move(line));
+  });
+  err_tail_ = std::make_unique<LineTail>(options_.stderr_tail_lines);
+  err_lines_ = std::make_unique<LineSplitter>(options_.max_line_bytes, [this](std::string line) {
+    err_tail_->Add(line);
+    if (options_.on_output) options_.on_output(true, std::move(line));
+  });
+  if (options_.on_started) options_.on_started(pid_);
+
+  while (true) {
+    int timeout_ms = pidfd_ >= 0 ? -1 : kExitPollMs;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_requested_ && !kill_sent_) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(kill_at_ - Clock::now());
+        if (left.count() <= 0) {
+          Signal(SIGKILL);
+          kill_sent_ = true;
+        } else if (timeout_ms < 0 || left.count() < timeout_ms) {
+          timeout_ms = static_cast<int>(left.count());
+        }
+      }
+    }
+    if (HasExited(pid_)) break;
+    PumpOutput(timeout_ms);
+  }
+
+  {
+    // Nothing of the rank outlives it: whatever it left behind in its group goes now, before the
+    // leader is reaped (see HasExited).
+    std::lock_guard<std::mutex> lock(mu_);
+    kill(-pid_, SIGKILL);
+  }
+  CloseFd(&pidfd_);  // stays readable from now on; poll() must wait on the pipes alone
+  const auto drain_until = Clock::now() + kDrainAfterExit;
+  while ((out_fd_ >= 0 || err_fd_ >= 0) && Clock::now() < drain_until) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(drain_until - Clock::now());
+    if (!PumpOutput(static_cast<int>(left.count()))) break;
+  }
+  CloseFd(&out_fd_);
+  CloseFd(&err_fd_);
+  out_lines_->Finish();
+  err_lines_->Finish();
+
+  int wstatus = 0;
+  pid_t r;
+  RankExit exit;
+  exit.pid = pid_;
+  {
+    // Reaping and marking it reaped are one step for Signal(): once the pid is freed it may be
+    // reused, and no kill() may reach it. The worker has exited, so waitpid returns at once.
+    std::lock_guard<std::mutex> lock(mu_);
+    do {
+      r = waitpid(pid_, &wstatus, 0);
+    } while (r < 0 && errno == EINTR);
+    reaped_ = true;
+    exit.stopped = stop_requested_;
+  }
+  if (r < 0) {
+    // Reaped by someone else (the embedding process set SIGCHLD to SIG_IGN): status unknown.
+    HVD_LOG(WARNING) << "worker pid " << pid_ << " was reaped outside hvd-agent ("
+                     << std::strerror(errno) << "); reporting exit code -1";
+    exit.exit_code = -1;
+  } else if (WIFSIGNALED(wstatus)) {
+    exit.signal = WTERMSIG(wstatus);
+  } else {
+    exit.exit_code = WEXITSTATUS(wstatus);
+  }
+  exit.stderr_tail = err_tail_->Text();
+  if (options_.on_exit) options_.on_exit(exit);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool RankRunner::PumpOutput(int timeout_ms) {
+  pollfd fds[4];
+  int n = 0;
+  const int out_i = out_fd_ >= 0 ? n++ : -1;
+  if (out_i >= 0) fds[out_i] = {out_fd_, POLLIN, 0};
+  const int err_i = err_fd_ >= 0 ? n++ : -1;
+  if (err_i >= 0) fds[err_i] = {err_fd_, POLLIN, 0};
+  const bool pipes_open = n > 0;
+  fds[n++] = {wake_fd_[0], POLLIN, 0};
+  if (pidfd_ >= 0) fds[n++] = {pidfd_, POLLIN, 0};
+  if (poll(fds, static_cast<nfds_t>(n), timeout_ms) <= 0) return pipes_open;
+
+  char buf[64 << 10];
+  const auto drain = [&](int index, int* fd, LineSplitter* lines) {
+    if (index < 0 || fds[index].revents == 0) return;
+    // One read per round so a chatty stdout cannot starve stderr or the exit check.
+    const ssize_t got = read(*fd, buf, sizeof buf);
+    if (got > 0) {
+      lines->Feed(std::string_view(buf, static_cast<size_t>(got)));
+    } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+      CloseFd(fd);  // EOF: the worker (and all it spawned) closed this stream
+    }
+  };
+  drain(out_i, &out_fd_, out_lines_.get());
+  drain(err_i, &err_fd_, err_lines_.get());
+  ssize_t unused = read(wake_fd_[0], buf, sizeof buf);  // non-blocking: clears RequestStop's byte
+  (void)unused;
+  return out_fd_ >= 0 || err_fd_ >= 0;
+}
+
+void RankRunner::Signal(int sig) {
+  if (reaped_ || pid_ <= 0) return;
+  kill(-pid_, sig);
+  // Also the worker itself, in case it moved to another group or session.
+  kill(pid_, sig);
+}
+
+void RankRunner::RequestStop(std::chrono::milliseconds grace) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reaped_ || !start_status_.ok()) return;
+    const auto deadline = Clock::now() + grace;
+    if (!stop_requested_) {
+      stop_requested_ = true;
+      kill_at_ = deadline;
+      Signal(grace.count() > 0 ? SIGTERM : SIGKILL);
+      if (grace.count() <= 0) kill_sent_ = true;
+    } else if (deadline < kill_at_) {
+      kill_at_ = deadline;
+    }
+  }
+  const char byte = 1;
+  ssize_t unused = write(wake_fd_[1], &byte, 1);  // the supervising thread re-reads kill_at_
+  (void)unused;
+}
+
+void RankRunner::Stop(std::chrono::milliseconds grace) {
+  RequestStop(grace);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+}
+
+bool RankRunner::done() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+bool RankRunner::WaitDone(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
+}  // namespace hvd::agent

@@ -1,0 +1,106 @@
+// One worker process: spawned with fork+exec into its own process group, supervised by one thread
+// that forwards its output line by line and reaps it, and stopped by signalling the whole group.
+//
+// The supervising thread is also the thread that forks: PR_SET_PDEATHSIG fires when the *thread*
+// that created the child ends, not the process, so the child must be created by a thread that
+// lives exactly as long as the child does. Killing the agent (even with SIGKILL) kills every
+// worker it started.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent/output_lines.h"
+#include "hvd/status.h"
+
+namespace hvd::agent {
+
+struct RankExit {
+  int pid = 0;
+  int exit_code = 0;        // meaningful when signal == 0
+  int signal = 0;           // the signal that ended it, 0 when it exited
+  bool stopped = false;     // Stop/RequestStop came first: hvd ended it (or asked it to end)
+  std::string stderr_tail;  // its last stderr lines, '\n'-separated
+};
+
+struct RankRunnerOptions {
+  // argv[0] is the program: a path (relative to working_dir) or a name looked up in the PATH of
+  // the worker's environment. Passed to execve verbatim: no shell, no expansion.
+  std::vector<std::string> argv;
+  // Set on top of the agent's own environment (these win).
+  std::map<std::string, std::string> env;
+  std::string working_dir;  // empty: the agent's working directory
+
+  // Called from the runner's thread, in this order: on_started once (before any output),
+  // on_output for each line, on_exit once (after the last line). Never called when Start fails.
+  // They must not block for long and must not destroy the runner.
+  std::function<void(int pid)> on_started;
+  std::function<void(bool is_stderr, std::string line)> on_output;
+  std::function<void(const RankExit&)> on_exit;
+
+  size_t max_line_bytes = 64 << 10;
+  size_t stderr_tail_lines = 20;
+};
+
+class RankRunner {
+ public:
+  // Spawns the worker and returns once it has exec'd. An exec or chdir failure is returned at once
+  // as FailedPrecondition naming the path and the system's text ("exec ./trian: No such file or
+  // directory"); nothing is left running then.
+  static Status Start(RankRunnerOptions options, std::unique_ptr<RankRunner>* out);
+
+  // Stops the worker (Stop(0)) if it still runs, and waits for its thread.
+  ~RankRunner();
+  RankRunner(const RankRunner&) = delete;
+  RankRunner& operator=(const RankRunner&) = delete;
+
+  int pid() const { return pid_; }
+
+  // SIGTERM to the worker's process group now, SIGKILL to the group `grace` later if the worker
+  // still runs. Returns at once; a later call can only shorten the grace.
+  void RequestStop(std::chrono::milliseconds grace);
+  // RequestStop(grace), then waits until the worker is reaped and on_exit has run.
+  void Stop(std::chrono::milliseconds grace);
+
+  // Whether the worker has been reaped and on_exit has returned.
+  bool done() const;
+  // Waits up to `timeout` for done(); returns done().
+  bool WaitDone(std::chrono::milliseconds timeout);
+
+ private:
+  explicit RankRunner(RankRunnerOptions options) : options_(std::move(options)) {}
+  void Run();        // the supervising thread: spawns, then Supervise()
+  void Supervise();  // forwards output until the worker exits, then reaps and reports it
+  bool PumpOutput(int timeout_ms);  // one poll() round; false once both pipes are closed
+  void Signal(int sig);             // to the group while the leader is not reaped; mu_ held
+
+  RankRunnerOptions options_;
+  int pid_ = -1;
+  int out_fd_ = -1;  // -1 once closed
+  int err_fd_ = -1;
+  int pidfd_ = -1;  // readable when the worker exits; -1 on kernels without pidfd_open
+  std::unique_ptr<LineSplitter> out_lines_;
+  std::unique_ptr<LineSplitter> err_lines_;
+  std::unique_ptr<LineTail> err_tail_;
+  std::thread thread_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false;  // spawn finished (start_status_ set)
+  Status start_status_;
+  bool stop_requested_ = false;
+  std::chrono::steady_clock::time_point kill_at_;  // SIGKILL deadline once stop_requested_
+  bool kill_sent_ = false;
+  bool reaped_ = false;
+  bool done_ = false;
+  int wake_fd_[2] = {-1, -1};  // RequestStop wakes the supervising thread's poll()
+};
+
+}  // namespace hvd::agent

@@ -1,0 +1,172 @@
+#include "agent/workers.h"
+
+#include "agent/host_info.h"
+#include "common/logging.h"
+
+namespace hvd::agent {
+
+Workers::~Workers() {
+  Shutdown(std::chrono::milliseconds(0), "hvd-agent is shutting down");
+}
+
+void Workers::Report(const hvd::v1::StartRank& cmd, hvd::v1::RankState state, int pid,
+                     const std::string& error) {
+  hvd::v1::RankEvent e;
+  e.set_job_id(cmd.job_id());
+  e.set_attempt(cmd.attempt());
+  e.set_rank(cmd.placement().rank());
+  e.set_state(state);
+  e.set_pid(pid);
+  e.set_error(error);
+  outbox_->AddEvent(std::move(e));
+}
+
+void Workers::StartRank(const hvd::v1::StartRank& cmd) {
+  const std::string job = cmd.job_id();
+  const int attempt = cmd.attempt();
+  const int rank = cmd.placement().rank();
+  const Key key{job, attempt, rank};
+  std::unique_ptr<RankRunner> previous;  // a finished runner under the same key
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (shutting_down_) {
+      Report(cmd, hvd::v1::RANK_FAILED_TO_START, 0,
+             "hvd-agent on " + LocalHostName() + " is shutting down");
+      return;
+    }
+    if (starting_.count(key) != 0) return;
+    auto it = entries_.find(key);
+    if (it != entries_.end()) {
+      if (!it->second.runner->done()) {
+        Report(cmd, hvd::v1::RANK_RUNNING, it->second.runner->pid(), "");
+        return;
+      }
+      previous = std::move(it->second.runner);
+      entries_.erase(it);
+    }
+    starting_.insert(key);
+  }
+  previous.reset();
+
+  RankRunnerOptions o;
+  o.argv.assign(cmd.argv().begin(), cmd.argv().end());
+  o.env.insert(cmd.env().begin(), cmd.env().end());
+  // The agent owns the GPUs of its slots; the launcher's environment cannot know which is which.
+  const std::string gpu = CudaDeviceForSlot(gpus_, cmd.placement().slot());
+  if (!gpu.empty()) o.env["CUDA_VISIBLE_DEVICES"] = gpu;
+  o.working_dir = cmd.working_dir();
+  o.on_started = [this, cmd](int pid) { Report(cmd, hvd::v1::RANK_RUNNING, pid, ""); };
+  o.on_output = [this, job, rank](bool is_stderr, std::string line) {
+    outbox_->AddLine(job, rank, is_stderr, std::move(line));
+  };
+  o.on_exit = [this, key, job, attempt, rank](const RankExit& x) {
+    hvd::v1::RankEvent e;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = stop_reasons_.find(key);
+      if (it != stop_reasons_.end()) {
+        if (x.stopped) e.set_error(it->second);
+        stop_reasons_.erase(it);
+      }
+    }
+    e.set_job_id(job);
+    e.set_attempt(attempt);
+    e.set_rank(rank);
+    e.set_state(x.stopped ? hvd::v1::RANK_KILLED : hvd::v1::RANK_EXITED);
+    e.set_pid(x.pid);
+    e.set_exit_code(x.exit_code);
+    e.set_signal(x.signal);
+    e.set_stderr_tail(x.stderr_tail);
+    outbox_->AddEvent(std::move(e));
+    HVD_LOG(INFO) << "job " << job << " rank " << rank << " (pid " << x.pid << ") "
+                  << (x.signal != 0 ? "killed by signal " + std::to_string(x.signal)
+                                    : "exited with code " + std::to_string(x.exit_code))
+                  << (x.stopped ? " after a stop request" : "");
+  };
+  std::unique_ptr<RankRunner> runner;
+  Status s = RankRunner::Start(std::move(o), &runner);
+  if (s.ok()) {
+    HVD_LOG(INFO) << "job " << job << " rank " << rank << " started: pid " << runner->pid();
+  } else {
+    HVD_LOG(WARNING) << "job " << job << " rank " << rank << " failed to start: " << s.message();
+    Report(cmd, hvd::v1::RANK_FAILED_TO_START, 0, s.message());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  starting_.erase(key);
+  if (runner != nullptr) entries_[key].runner = std::move(runner);
+  cv_.notify_all();
+}
+
+int Workers::StopJob(const std::string& job_id, std::chrono::milliseconds grace,
+                     const std::string& reason) {
+  if (grace.count() < 0) grace = std::chrono::milliseconds(0);
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (auto& [key, entry] : entries_) {
+    if (std::get<0>(key) != job_id || entry.runner->done()) continue;
+    if (!entry.stop_requested) stop_reasons_[key] = reason;  // the first reason stands
+    entry.runner->RequestStop(grace);
+    entry.stop_requested = true;
+    ++n;
+  }
+  return n;
+}
+
+std::map<std::string, int> Workers::UnstoppedJobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, int> jobs;
+  for (const auto& [key, entry] : entries_) {
+    if (!entry.stop_requested && !entry.runner->done()) ++jobs[std::get<0>(key)];
+  }
+  return jobs;
+}
+
+std::vector<std::string> Workers::RunningJobs() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> jobs;
+  for (const auto& [key, entry] : entries_) {
+    const std::string& job = std::get<0>(key);
+    if (!entry.runner->done() && (jobs.empty() || jobs.back() != job)) jobs.push_back(job);
+  }
+  return jobs;  // keys are sorted by job first, so each job appears once
+}
+
+int Workers::live_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const auto& [key, entry] : entries_) n += entry.runner->done() ? 0 : 1;
+  return n;
+}
+
+void Workers::Reap() {
+  std::vector<std::unique_ptr<RankRunner>> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.runner->done()) {
+        done.push_back(std::move(it->second.runner));
+        it = entries_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Destroyed outside the lock: joining a runner's thread must not wait on anything we hold.
+}
+
+void Workers::Shutdown(std::chrono::milliseconds grace, const std::string& reason) {
+  std::map<Key, Entry> all;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    shutting_down_ = true;
+    cv_.wait(lock, [&] { return starting_.empty(); });
+    all.swap(entries_);
+    for (auto& [key, entry] : all) {
+      if (!entry.stop_requested) stop_reasons_[key] = reason;
+    }
+  }
+  for (auto& [key, entry] : all) entry.runner->RequestStop(grace);
+  for (auto& [key, entry] : all) entry.runner->Stop(grace);  // waits until reaped and reported
+}
+
+}  // namespace hvd::agent

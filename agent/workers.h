@@ -1,0 +1,65 @@
+// The ranks running on this agent: one RankRunner each, keyed by (job, attempt, rank). Starts them
+// from StartRank commands, stops jobs, and reports every state change (RUNNING, FAILED_TO_START,
+// EXITED, KILLED) and every output line to the Outbox. Thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "agent/outbox.h"
+#include "agent/rank_runner.h"
+#include "hvd/v1/agent.pb.h"
+
+namespace hvd::agent {
+
+class Workers {
+ public:
+  // `gpus`: the CUDA device ids slots map onto (empty: no CUDA_VISIBLE_DEVICES is set).
+  Workers(Outbox* outbox, std::vector<std::string> gpus)
+      : outbox_(outbox), gpus_(std::move(gpus)) {}
+  ~Workers();  // Shutdown(0, ...)
+
+  // Starts a rank; its RUNNING or FAILED_TO_START event goes to the outbox. A rank that already
+  // runs (a command repeated after a reconnect) is reported again, not started twice.
+  void StartRank(const hvd::v1::StartRank& cmd);
+  // SIGTERM to every process of the job now, SIGKILL after `grace`. `reason` becomes the KILLED
+  // events' error. Returns how many ranks were asked to stop (0: none of that job runs here).
+  int StopJob(const std::string& job_id, std::chrono::milliseconds grace,
+              const std::string& reason);
+  // Jobs with a process still running and not yet asked to stop, with their rank counts.
+  std::map<std::string, int> UnstoppedJobs() const;
+  // Jobs with a live process (heartbeat's running_jobs).
+  std::vector<std::string> RunningJobs() const;
+  int live_count() const;
+  // Destroys runners whose process is reaped and reported (their threads are done).
+  void Reap();
+  // Refuses new ranks from now on, stops every rank with `grace`, waits until all are reaped.
+  void Shutdown(std::chrono::milliseconds grace, const std::string& reason);
+
+ private:
+  using Key = std::tuple<std::string, int, int>;  // job, attempt, rank
+  struct Entry {
+    std::unique_ptr<RankRunner> runner;
+    bool stop_requested = false;
+  };
+  void Report(const hvd::v1::StartRank& cmd, hvd::v1::RankState state, int pid,
+              const std::string& error);
+
+  Outbox* const outbox_;
+  const std::vector<std::string> gpus_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;  // starting_ shrank
+  std::map<Key, Entry> entries_;
+  std::set<Key> starting_;                   // StartRank in progress (outside mu_)
+  std::map<Key, std::string> stop_reasons_;  // why hvd stopped a rank, for its KILLED event
+  bool shutting_down_ = false;
+};
+
+}  // namespace hvd::agent

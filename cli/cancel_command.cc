@@ -1,0 +1,33 @@
+// `hvdrun cancel JOB`: end a job; the launcher stops its ranks (SIGTERM, then SIGKILL after the
+// grace). Prints the job's state after the request.
+#include <cstdio>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/job_format.h"
+
+namespace hvd::cli {
+
+int CancelCommand(int argc, char** argv, int first) {
+  control::FlagSet flags("hvdrun cancel");
+  ClusterFlags cluster;
+  std::string reason = "cancelled with hvdrun cancel";
+  bool help = false;
+  cluster.Register(&flags);
+  flags.String("--reason", &reason, "why, recorded with the job");
+  std::vector<std::string> args;
+  if (int rc = ParseCommandFlags(&flags, &help, argc, argv, first, "[flags] JOB", 1, 1, &args);
+      rc >= 0) {
+    return rc;
+  }
+  std::unique_ptr<Client> client;
+  Status s = cluster.Connect(&client);
+  if (!s.ok()) return ReportError(s);
+  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  s = client->Cancel(args[0], reason, &state);
+  if (!s.ok()) return ReportError(s, kExitError);
+  std::printf("job %s: %s\n", args[0].c_str(), JobStateText(state));
+  return kExitOk;
+}
+
+}  // namespace hvd::cli

@@ -1,0 +1,74 @@
+// hvdrun's view of hvd-launcherd: the Launcher service with the token on every call, a deadline
+// on every unary call, and errors that name the launcher's address and the call, so "connection
+// refused" always says where hvdrun was trying to go.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "control/flags.h"
+#include "hvd/status.h"
+#include "hvd/v1/launcher.grpc.pb.h"
+
+namespace hvd::cli {
+
+class Client {
+ public:
+  // Does not dial yet: the first call does, and fails fast when nothing listens there.
+  Client(std::string address, std::string token,
+         std::chrono::milliseconds timeout = std::chrono::seconds(10));
+
+  const std::string& address() const { return address_; }
+
+  Status Submit(const v1::JobSpec& spec, std::string* job_id);
+  Status GetJob(const std::string& job_id, v1::JobStatus* status);
+  Status ListJobs(std::vector<v1::JobStatus>* jobs);
+  Status Cancel(const std::string& job_id, const std::string& reason, v1::JobState* state);
+  Status ListAgents(std::vector<v1::AgentInfo>* agents);
+
+  // Streams the job's events from `from_seq` to `on_event` until the stream ends (the job ended,
+  // or without `follow` the output so far was sent). OK when the launcher closed the stream
+  // normally; an error when it broke or was interrupted (code kCancelled).
+  Status Watch(const std::string& job_id, int64_t from_seq, bool follow,
+               const std::function<void(const v1::JobEvent&)>& on_event);
+
+  // Ends every Watch in progress, and any started later, with kCancelled. Thread-safe: called
+  // from the signal thread while the main thread is blocked reading the stream.
+  void InterruptWatches();
+  bool interrupted();
+
+ private:
+  std::string What(const char* call) const;
+
+  std::string address_;
+  std::string token_;
+  std::chrono::milliseconds timeout_;
+  std::unique_ptr<v1::Launcher::Stub> stub_;
+
+  std::mutex mu_;
+  bool interrupted_ = false;
+  std::set<grpc::ClientContext*> watches_;
+};
+
+// --launcher and --token-file, shared by every subcommand that talks to a cluster, with the
+// HVD_LAUNCHER and HVD_TOKEN_FILE environment variables as defaults.
+struct ClusterFlags {
+  std::string launcher;
+  std::string token_file;
+  int64_t timeout_seconds = 10;
+
+  // Sets the defaults from the environment and registers the flags.
+  void Register(control::FlagSet* flags);
+  // Whether a launcher was named (flag or environment).
+  bool HasLauncher() const { return !launcher.empty(); }
+  // Reads the token and makes a client. InvalidArgument (a usage error) when the launcher or the
+  // token file is missing or unreadable, saying which flag or variable to set.
+  Status Connect(std::unique_ptr<Client>* client) const;
+};
+
+}  // namespace hvd::cli

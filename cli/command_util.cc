@@ -1,0 +1,96 @@
+// What every subcommand shares: error reporting with hvdrun's exit codes, flag parsing with
+// --help, JSON output, and the build/version text.
+#include <google/protobuf/util/json_util.h>
+
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/embedded.h"
+
+#ifndef HVD_VERSION
+#define HVD_VERSION "dev"
+#endif
+
+namespace hvd::cli {
+
+int ReportError(const Status& s, int code) {
+  const std::string& m = s.message();
+  const bool prefixed = m.rfind("hvdrun", 0) == 0;
+  std::fprintf(stderr, "%s%s\n", prefixed ? "" : "hvdrun: ", m.c_str());
+  std::fflush(stderr);
+  return code;
+}
+
+int ReportError(const Status& s) {
+  return ReportError(s, s.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitError);
+}
+
+int ParseCommandFlags(control::FlagSet* flags, bool* help, int argc, char** argv, int first,
+                      const std::string& synopsis, size_t min_args, size_t max_args,
+                      std::vector<std::string>* positional) {
+  flags->Bool("--help,-h", help, "show this help");
+  Status s = flags->Parse(argc, argv, first, /*stop_at_positional=*/false, positional);
+  if (!s.ok()) return ReportError(s, kExitUsage);
+  if (*help) {
+    std::fputs(flags->Usage(synopsis).c_str(), stdout);
+    return kExitOk;
+  }
+  if (positional->size() < min_args || positional->size() > max_args) {
+    std::string msg = std::string(argv[first - 1]) + ": ";
+    msg += positional->size() < min_args ? "missing argument"
+                                         : "unexpected argument '" + positional->back() + "'";
+    return ReportError(InvalidArgument(msg + "; usage: hvdrun " + argv[first - 1] + " " + synopsis),
+                       kExitUsage);
+  }
+  return -1;
+}
+
+void PrintJson(const google::protobuf::Message& message) {
+  std::string json;
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  std::printf("%s\n", json.c_str());
+}
+
+std::string VersionText() {
+  return std::string("hvdrun ") + HVD_VERSION + "\n";
+}
+
+std::string CheckBuildText() {
+  // Kept honest by hand: the runtime has a TCP transport only, no GPU code, and the control
+  // plane never uses SSH. Update these lines with the features, not before.
+  std::string out = VersionText();
+  out += "Available transports:\n";
+  out += "    [X] TCP\n";
+  out += "    [ ] Shared memory\n";
+  out += "    [ ] NCCL\n";
+  out += "Available features:\n";
+  out += "    [ ] CUDA (GPUs are assigned per slot via CUDA_VISIBLE_DEVICES; no GPU kernels)\n";
+  out += "    [ ] SSH (never needed: agents start ranks)\n";
+  out += "    [ ] MPI\n";
+  out += std::string("    [") + (HaveEmbeddedCluster() ? "X" : " ") +
+         "] Local mode (embedded launcher and agent)\n";
+  out += "    [X] Cluster mode (--launcher HOST:PORT)\n";
+  return out;
+}
+
+std::string MainUsage(const control::FlagSet& run_flags) {
+  std::string out = run_flags.Usage("[flags] -np N PROGRAM [ARGS...]");
+  out +=
+      "\nWithout --launcher (or HVD_LAUNCHER) the ranks run on this host under an embedded "
+      "launcher;\nwith it, on the cluster that launcher manages.\n\n"
+      "commands:\n"
+      "  hvdrun submit [flags] -np N PROGRAM [ARGS...]   start a job detached; prints its id\n"
+      "  hvdrun status [JOB]                             a job's state and ranks, or the "
+      "cluster's\n"
+      "  hvdrun list                                     every job\n"
+      "  hvdrun cancel JOB                               end a job and its ranks\n"
+      "  hvdrun logs JOB [-f]                            a job's output (-f: follow)\n"
+      "  hvdrun agents                                   the agents and their slots\n"
+      "  hvdrun --version | --check-build\n"
+      "Each command takes --help.\n";
+  return out;
+}
+
+}  // namespace hvd::cli

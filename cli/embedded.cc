@@ -1,0 +1,114 @@
+#include "cli/embedded.h"
+
+#if HVD_CLI_EMBEDDED
+
+#include <thread>
+#include <vector>
+
+#include "agent/agent.h"
+#include "cli/client.h"
+#include "control/token.h"
+#include "launcherd/launcher.h"
+
+namespace hvd::cli {
+namespace {
+
+// Registration is a local round trip; this bound only matters when something is broken.
+constexpr std::chrono::seconds kRegisterWait{15};
+
+class EmbeddedClusterImpl : public EmbeddedCluster {
+ public:
+  ~EmbeddedClusterImpl() override { Stop(); }
+
+  const std::string& address() const override { return address_; }
+  const std::string& token() const override { return token_; }
+  std::string rendezvous_address() const override {
+    return launcher_ ? launcher_->rendezvous_address() : "";
+  }
+
+  void Stop() override {
+    // The agent first: its Stop() ends and reaps every worker while the launcher can still
+    // record their exits.
+    if (agent_) agent_->Stop();
+    if (launcher_) launcher_->Stop();
+    agent_.reset();
+    launcher_.reset();
+  }
+
+  Status Begin(const EmbeddedOptions& o) {
+    token_ = control::RandomHex(32);
+    launcherd::LauncherOptions lo;
+    lo.listen = "127.0.0.1:0";
+    lo.token = token_;
+    lo.kill_grace = o.kill_grace;
+    HVD_RETURN_IF_ERROR_CTX(launcherd::Launcher::Start(lo, &launcher_), "embedded launcher");
+    address_ = launcher_->grpc_address();
+    agent::AgentOptions ao;
+    ao.launcher = address_;
+    ao.token = token_;
+    ao.slots = o.slots;
+    ao.host = o.agent_host;
+    ao.advertise_addr = "127.0.0.1";
+    HVD_RETURN_IF_ERROR_CTX(agent::Agent::Start(ao, &agent_), "embedded agent");
+    return WaitForAgent();
+  }
+
+ private:
+  Status WaitForAgent() {
+    Client client(address_, token_, std::chrono::seconds(5));
+    const auto deadline = std::chrono::steady_clock::now() + kRegisterWait;
+    Status last;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::vector<v1::AgentInfo> agents;
+      last = client.ListAgents(&agents);
+      for (const v1::AgentInfo& a : agents) {
+        if (a.state() == "READY") return Status::OK();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return DeadlineExceeded("the embedded agent did not register with the embedded launcher at " +
+                            address_ + " within " + std::to_string(kRegisterWait.count()) + " s" +
+                            (last.ok() ? "" : " (last error: " + last.message() + ")") +
+                            "; run with --verbose and HVD_LOG_LEVEL=info to see why");
+  }
+
+  std::string token_;
+  std::string address_;
+  std::unique_ptr<launcherd::Launcher> launcher_;
+  std::unique_ptr<agent::Agent> agent_;
+};
+
+}  // namespace
+
+Status EmbeddedCluster::Start(const EmbeddedOptions& options,
+                              std::unique_ptr<EmbeddedCluster>* out) {
+  auto impl = std::make_unique<EmbeddedClusterImpl>();
+  Status s = impl->Begin(options);
+  if (!s.ok()) return s;  // the destructor stops whatever did start
+  *out = std::move(impl);
+  return Status::OK();
+}
+
+bool HaveEmbeddedCluster() {
+  return true;
+}
+
+}  // namespace hvd::cli
+
+#else  // !HVD_CLI_EMBEDDED
+
+namespace hvd::cli {
+
+Status EmbeddedCluster::Start(const EmbeddedOptions&, std::unique_ptr<EmbeddedCluster>*) {
+  return Unimplemented(
+      "this hvdrun was built without the embedded launcher and agent; pass --launcher HOST:PORT "
+      "to run on a cluster");
+}
+
+bool HaveEmbeddedCluster() {
+  return false;
+}
+
+}  // namespace hvd::cli
+
+#endif

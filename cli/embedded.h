@@ -1,0 +1,43 @@
+// Local mode: one Launcher and one Agent inside the hvdrun process, on 127.0.0.1, with a fresh
+// random token, so `hvdrun -np 4 ./train` needs no daemons. They are the same classes
+// hvd-launcherd and hvd-agent run, so a job behaves the same locally and on a cluster. Stop()
+// (and the destructor) ends every worker before returning; workers also carry PDEATHSIG, so even
+// a SIGKILLed hvdrun leaves none behind.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "hvd/status.h"
+
+namespace hvd::cli {
+
+struct EmbeddedOptions {
+  int slots = 1;
+  std::string agent_host;  // "" : this host's name
+  std::chrono::milliseconds kill_grace{5000};
+};
+
+class EmbeddedCluster {
+ public:
+  // Starts both and waits (bounded) until the agent has registered, so a job submitted next is
+  // placed at once instead of waiting PENDING for an agent.
+  static Status Start(const EmbeddedOptions& options, std::unique_ptr<EmbeddedCluster>* out);
+  virtual ~EmbeddedCluster() = default;
+
+  virtual const std::string& address() const = 0;  // the launcher's gRPC "127.0.0.1:PORT"
+  virtual const std::string& token() const = 0;
+  virtual std::string rendezvous_address() const = 0;
+  // Ends every worker (agent first), then the launcher. Idempotent.
+  virtual void Stop() = 0;
+
+ protected:
+  EmbeddedCluster() = default;
+};
+
+// Whether this build has the embedded launcher and agent (they need hvd_launcherd_lib and
+// hvd_agent_lib); without them only --launcher works.
+bool HaveEmbeddedCluster();
+
+}  // namespace hvd::cli

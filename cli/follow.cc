@@ -1,0 +1,188 @@
+#include "cli/follow.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "cli/job_format.h"
+#include "control/job_state.h"
+
+namespace hvd::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// A job still waiting for slots after this long gets its reason printed: long enough that the
+// normal moment of PENDING before placement stays quiet, short enough that a job which cannot
+// be placed never looks like a silent hang.
+constexpr std::chrono::milliseconds kPendingQuiet{2000};
+
+// Errors a retry cannot fix: the job or the token is wrong.
+bool Permanent(const Status& s) {
+  return s.code() == StatusCode::kNotFound || s.code() == StatusCode::kInvalidArgument ||
+         s.code() == StatusCode::kFailedPrecondition || s.code() == StatusCode::kUnimplemented;
+}
+
+class Follower {
+ public:
+  Follower(Client* client, const std::string& job_id, OutputSink* sink, const FollowOptions& o,
+           FollowResult* result)
+      : client_(client), job_id_(job_id), sink_(sink), o_(o), result_(result) {
+    next_seq_ = o.from_seq;
+  }
+
+  Status Run() {
+    std::thread reporter([this] { ReportPending(); });
+    Status s = Stream();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    reporter.join();
+    return s;
+  }
+
+ private:
+  Status Stream() {
+    std::chrono::milliseconds backoff(100);
+    Clock::time_point broken_since{};
+    while (true) {
+      bool got_event = false;
+      Status s = client_->Watch(job_id_, next_seq_, o_.follow, [&](const v1::JobEvent& e) {
+        got_event = true;
+        OnEvent(e);
+      });
+      // Cancelled by us (a signal); a launcher that cancels the stream while stopping is retried.
+      if (s.code() == StatusCode::kCancelled && client_->interrupted()) return s;
+      if (s.ok() && (result_->ended || !o_.follow)) break;
+      if (s.ok()) {
+        // Closed before the final state (a launcher shutting down?): ask, then resume.
+        v1::JobStatus st;
+        s = client_->GetJob(job_id_, &st);
+        if (s.ok() && IsTerminal(st.state())) {
+          OnStatus(st);
+          break;
+        }
+        if (s.ok()) s = Unavailable("launcher at " + client_->address() + " ended the stream");
+      }
+      if (Permanent(s)) return s;
+      if (got_event || broken_since == Clock::time_point{}) {
+        broken_since = Clock::now();
+        backoff = std::chrono::milliseconds(100);
+        sink_->Message("hvdrun: lost the event stream of job " + job_id_ + " (" + s.message() +
+                       "); reconnecting for up to " +
+                       std::to_string(o_.reconnect_for.count() / 1000) + " s");
+      }
+      if (Clock::now() - broken_since > o_.reconnect_for) {
+        return Unavailable(s.message() + "; gave up after " +
+                           std::to_string(o_.reconnect_for.count() / 1000) +
+                           " s. The job may still be running: hvdrun status " + job_id_);
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+    }
+    if (result_->ended) WaitForRanksGone();
+    return Status::OK();
+  }
+
+  void OnEvent(const v1::JobEvent& e) {
+    switch (e.event_case()) {
+      case v1::JobEvent::kOutput:
+        sink_->Write(e.output());
+        next_seq_ = std::max(next_seq_, e.output().seq() + 1);
+        break;
+      case v1::JobEvent::kStatus:
+        OnStatus(e.status());
+        break;
+      case v1::JobEvent::kProgress:
+        if (o_.verbose) sink_->Message("hvdrun: " + e.progress());
+        break;
+      default:
+        break;
+    }
+  }
+
+  void OnStatus(const v1::JobStatus& st) {
+    const bool changed = st.state() != result_->status.state();
+    const bool reason_changed = st.reason() != result_->status.reason();
+    if (o_.verbose && (changed || (st.state() == v1::PENDING && reason_changed))) {
+      sink_->Message("hvdrun: job " + job_id_ + " " + JobStateText(st.state()) +
+                     (st.reason().empty() ? "" : ": " + st.reason()));
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (st.state() != v1::PENDING) {
+        pending_reason_.clear();
+      } else {
+        if (changed || pending_reason_.empty()) pending_since_ = Clock::now();
+        pending_reason_ = st.reason();
+      }
+    }
+    result_->status = st;
+    if (IsTerminal(st.state())) result_->ended = true;
+  }
+
+  // Without --verbose, says why a job waits once it has waited kPendingQuiet (and again when the
+  // reason changes).
+  void ReportPending() {
+    std::unique_lock<std::mutex> lock(mu_);
+    std::string printed;
+    while (!stop_) {
+      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      if (stop_ || o_.verbose || pending_reason_.empty() || pending_reason_ == printed) continue;
+      if (Clock::now() - pending_since_ < kPendingQuiet) continue;
+      printed = pending_reason_;
+      sink_->Message("hvdrun: job " + job_id_ + " is waiting: " + printed);
+    }
+  }
+
+  // The final state can arrive while the teardown is still killing ranks; the job is only over
+  // for hvdrun when none is left.
+  void WaitForRanksGone() {
+    const auto deadline = Clock::now() + o_.ranks_gone_wait;
+    while (!AllRanksGone(result_->status)) {
+      if (Clock::now() >= deadline || client_->interrupted()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      v1::JobStatus st;
+      if (client_->GetJob(job_id_, &st).ok()) result_->status = st;
+    }
+    result_->ranks_gone = true;
+  }
+
+  Client* client_;
+  const std::string job_id_;
+  OutputSink* sink_;
+  const FollowOptions o_;
+  FollowResult* result_;
+  int64_t next_seq_ = 0;
+
+  std::mutex mu_;  // guards the pending state shared with the reporter thread
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::string pending_reason_;  // empty: not pending (or no reason given)
+  Clock::time_point pending_since_;
+};
+
+}  // namespace
+
+bool AllRanksGone(const v1::JobStatus& status) {
+  for (const v1::RankStatus& r : status.ranks()) {
+    // A rank never sent to its agent (PENDING) has no process to wait for.
+    const bool never_started =
+        r.state() == v1::RANK_PENDING || r.state() == v1::RANK_STATE_UNSPECIFIED;
+    if (!never_started && !control::RankEnded(static_cast<control::RankState>(r.state()))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+Status FollowJob(Client* client, const std::string& job_id, OutputSink* sink,
+                 const FollowOptions& options, FollowResult* result) {
+  *result = FollowResult();
+  return Follower(client, job_id, sink, options, result).Run();
+}
+
+}  // namespace hvd::cli

@@ -1,0 +1,178 @@
+#include "cli/job_format.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "control/job_state.h"
+
+namespace hvd::cli {
+namespace {
+
+// Left-aligned columns separated by two spaces, the header first.
+std::string Table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<size_t> width;
+  for (const auto& row : rows) {
+    if (width.size() < row.size()) width.resize(row.size(), 0);
+    for (size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      line += row[i];
+      if (i + 1 < row.size()) line += std::string(width[i] - row[i].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+// How long ago `ms` was, or how long a job ran: "-" when the time is unknown.
+std::string Since(int64_t from_ms, int64_t to_ms) {
+  return from_ms <= 0 ? "-" : FormatDuration(to_ms - from_ms);
+}
+
+std::string RankEnd(const v1::RankStatus& r) {
+  if (r.signal() != 0) return control::SignalName(r.signal());
+  if (r.state() == v1::RANK_EXITED) return "exit " + std::to_string(r.exit_code());
+  if (!r.error().empty()) return r.error();
+  return "";
+}
+
+// Why a job did not succeed, each line starting with `prefix`.
+std::string FailureLines(const v1::JobStatus& status, const std::string& prefix) {
+  if (status.state() == v1::SUCCEEDED) return "";
+  const std::string job = "job " + status.id();
+  const std::string reason = status.reason().empty() ? "" : ": " + status.reason();
+  if (status.state() == v1::CANCELLED) return prefix + job + " was cancelled" + reason + "\n";
+  if (!status.has_failure()) return prefix + job + " failed" + reason + "\n";
+  const v1::JobFailure& f = status.failure();
+  const std::string what =
+      !f.message().empty()
+          ? f.message()
+          : control::DescribeRankExit(f.rank(), f.host(), f.exit_code(), f.signal());
+  std::string out = prefix + job + " failed: " + what + "\n";
+  if (f.stderr_tail().empty()) return out;
+  out += prefix + "last stderr lines of rank " + std::to_string(f.rank()) + ":\n";
+  size_t start = 0;
+  while (start < f.stderr_tail().size()) {
+    size_t nl = f.stderr_tail().find('\n', start);
+    if (nl == std::string::npos) nl = f.stderr_tail().size();
+    out += prefix + "  " + f.stderr_tail().substr(start, nl - start) + "\n";
+    start = nl + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+bool IsTerminal(v1::JobState state) {
+  return control::IsTerminal(static_cast<control::JobState>(state));
+}
+
+const char* JobStateText(v1::JobState state) {
+  return control::JobStateName(static_cast<control::JobState>(state));
+}
+
+const char* RankStateText(v1::RankState state) {
+  return control::RankStateName(static_cast<control::RankState>(state));
+}
+
+int JobExitCode(const v1::JobStatus& status) {
+  if (status.state() == v1::SUCCEEDED) return status.exit_code();
+  if (status.exit_code() != 0) return status.exit_code();
+  return status.state() == v1::CANCELLED ? control::kCancelledExitCode
+                                         : control::kGenericFailureExitCode;
+}
+
+std::string FailureSummary(const v1::JobStatus& status) {
+  return FailureLines(status, "hvdrun: ");
+}
+
+std::string JobDetail(const v1::JobStatus& st, int64_t now_ms) {
+  const v1::JobSpec& spec = st.spec();
+  std::string out;
+  auto field = [&out](const char* label, const std::string& value) {
+    std::string l = std::string(label) + ":";
+    l.resize(11, ' ');
+    out += l + value + "\n";
+  };
+  field("job", st.id() + (spec.name().empty() ? "" : " (" + spec.name() + ")"));
+  field("state",
+        std::string(JobStateText(st.state())) +
+            (IsTerminal(st.state()) ? ", exit code " + std::to_string(JobExitCode(st)) : ""));
+  if (!st.reason().empty()) field("reason", st.reason());
+  std::string cmd;
+  for (const std::string& a : spec.argv()) cmd += (cmd.empty() ? "" : " ") + a;
+  field("command", cmd);
+  std::string ranks = std::to_string(spec.np());
+  if (!spec.hosts().empty()) {
+    std::string hosts;
+    for (const v1::HostSlots& h : spec.hosts()) {
+      hosts += (hosts.empty() ? "" : ",") + h.host() + ":" + std::to_string(h.slots());
+    }
+    ranks += " on " + hosts;
+  }
+  field("ranks", ranks + (spec.detached() ? " (detached)" : ""));
+  if (!spec.working_dir().empty()) field("dir", spec.working_dir());
+  if (st.submit_time_ms() > 0) field("submitted", Since(st.submit_time_ms(), now_ms) + " ago");
+  if (st.start_time_ms() > 0) {
+    const int64_t end = st.end_time_ms() > 0 ? st.end_time_ms() : now_ms;
+    field("ran", FormatDuration(end - st.start_time_ms()));
+  }
+  if (st.attempt() > 0) field("attempt", std::to_string(st.attempt()));
+  out += FailureLines(st, "");
+  if (st.ranks().empty()) return out;
+  std::vector<std::vector<std::string>> rows = {{"RANK", "HOST", "LOCAL", "STATE", "PID", "END"}};
+  for (const v1::RankStatus& r : st.ranks()) {
+    const v1::RankPlacement& p = r.placement();
+    rows.push_back({std::to_string(p.rank()), p.host(),
+                    std::to_string(p.local_rank()) + "/" + std::to_string(p.local_size()),
+                    RankStateText(r.state()), r.pid() > 0 ? std::to_string(r.pid()) : "-",
+                    RankEnd(r)});
+  }
+  return out + "\n" + Table(rows);
+}
+
+std::string JobTable(const std::vector<v1::JobStatus>& jobs, int64_t now_ms) {
+  std::vector<std::vector<std::string>> rows = {
+      {"ID", "NAME", "STATE", "NP", "SUBMITTED", "DURATION", "EXIT"}};
+  for (const v1::JobStatus& st : jobs) {
+    const int64_t end = st.end_time_ms() > 0 ? st.end_time_ms() : now_ms;
+    rows.push_back({st.id(), st.spec().name().empty() ? "-" : st.spec().name(),
+                    JobStateText(st.state()), std::to_string(st.spec().np()),
+                    Since(st.submit_time_ms(), now_ms) + " ago", Since(st.start_time_ms(), end),
+                    IsTerminal(st.state()) ? std::to_string(JobExitCode(st)) : "-"});
+  }
+  return Table(rows);
+}
+
+std::string AgentTable(const std::vector<v1::AgentInfo>& agents, int64_t now_ms) {
+  std::vector<std::vector<std::string>> rows = {
+      {"AGENT", "HOST", "ADDRESS", "STATE", "SLOTS", "GPUS", "HEARTBEAT", "VERSION"}};
+  for (const v1::AgentInfo& a : agents) {
+    rows.push_back({a.agent_id(), a.host(), a.advertise_addr(), a.state(),
+                    std::to_string(a.slots_in_use()) + "/" + std::to_string(a.slots()),
+                    std::to_string(a.gpus()), Since(a.last_heartbeat_ms(), now_ms) + " ago",
+                    a.version()});
+  }
+  return Table(rows);
+}
+
+std::string FormatDuration(int64_t ms) {
+  if (ms < 0) return "-";
+  char buf[32];
+  const int64_t s = ms / 1000;
+  if (s < 60) {
+    std::snprintf(buf, sizeof(buf), "%.1fs", static_cast<double>(ms) / 1000);
+  } else if (s < 3600) {
+    std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  } else {
+    std::snprintf(buf, sizeof(buf), "%lldh%02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>((s / 60) % 60));
+  }
+  return buf;
+}
+
+}  // namespace hvd::cli

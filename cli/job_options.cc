@@ -1,0 +1,321 @@
+#include "cli/job_options.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "control/worker_env.h"
+
+namespace hvd::cli {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool ValidEnvName(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  return true;
+}
+
+std::string Join(const std::string& dir, const std::string& rel) {
+  std::string r = rel;
+  while (r.rfind("./", 0) == 0) r.erase(0, 2);  // "./train" -> "train": tidier paths in logs
+  if (dir.empty() || dir.back() == '/') return dir + r;
+  return dir + "/" + r;
+}
+
+// What a shell says about a path it cannot run.
+Status CheckExecutable(const std::string& shown, const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    return (err == ENOENT || err == ENOTDIR
+                ? NotFound(shown + ": " + std::strerror(err))
+                : FailedPrecondition(shown + ": " + std::strerror(err)));
+  }
+  if (S_ISDIR(st.st_mode)) return FailedPrecondition(shown + ": " + std::strerror(EISDIR));
+  if (!S_ISREG(st.st_mode) || access(path.c_str(), X_OK) != 0) {
+    return FailedPrecondition(shown + ": " + std::strerror(EACCES) + " (chmod +x " + path + "?)");
+  }
+  return Status::OK();
+}
+
+Status ReadFile(const std::string& path, std::string* content) {
+  std::ifstream in(path);
+  if (!in) {
+    return InvalidArgument("--hostfile " + path + ": " + std::strerror(errno));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *content = ss.str();
+  return Status::OK();
+}
+
+Status ParseHosts(const JobFlags& f, std::vector<control::HostSlots>* hosts) {
+  if (!f.hosts.empty() && !f.hostfile.empty()) {
+    return InvalidArgument("-H and --hostfile both name hosts; pass only one of them");
+  }
+  if (!f.hosts.empty()) return control::ParseHostList(f.hosts, hosts).WithContext("-H");
+  if (!f.hostfile.empty()) {
+    std::string content;
+    HVD_RETURN_IF_ERROR(ReadFile(f.hostfile, &content));
+    return control::ParseHostfile(content, f.hostfile, hosts);
+  }
+  return Status::OK();
+}
+
+// The runtime knobs (docs/configuration.md) as variables every rank gets.
+Status AddKnobs(const JobFlags& f, std::map<std::string, std::string>* env) {
+  auto given = [&](const char* name) { return f.flag_set != nullptr && f.flag_set->Given(name); };
+  auto set = [&](const char* flag, const char* var, const std::string& value) -> Status {
+    if (env->count(var)) {
+      return InvalidArgument(std::string(flag) + " and -x " + var + " both set " + var +
+                             "; keep one of them");
+    }
+    (*env)[var] = value;
+    return Status::OK();
+  };
+  if (given("--fusion-threshold-mb")) {
+    const double mb = f.fusion_threshold_mb;
+    if (!(mb >= 0) || mb > 1024 * 1024) {
+      return InvalidArgument("--fusion-threshold-mb must be between 0 (no fusion) and 1048576");
+    }
+    const auto bytes = static_cast<int64_t>(std::llround(mb * 1024 * 1024));
+    HVD_RETURN_IF_ERROR(
+        set("--fusion-threshold-mb", "HVD_FUSION_THRESHOLD", std::to_string(bytes)));
+  }
+  if (given("--cycle-time-ms")) {
+    if (!(f.cycle_time_ms > 0) || f.cycle_time_ms > 60000) {
+      return InvalidArgument("--cycle-time-ms must be a number of milliseconds above 0");
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%g", f.cycle_time_ms);
+    HVD_RETURN_IF_ERROR(set("--cycle-time-ms", "HVD_CYCLE_TIME", buf));
+  }
+  if (given("--timeline-filename")) {
+    if (f.timeline_filename.empty()) return InvalidArgument("--timeline-filename is empty");
+    HVD_RETURN_IF_ERROR(set("--timeline-filename", "HVD_TIMELINE", f.timeline_filename));
+  }
+  if (given("--start-timeout")) {
+    if (f.start_timeout <= 0) {
+      return InvalidArgument("--start-timeout must be a positive number of seconds, not " +
+                             std::to_string(f.start_timeout));
+    }
+    HVD_RETURN_IF_ERROR(
+        set("--start-timeout", "HVD_START_TIMEOUT_SECONDS", std::to_string(f.start_timeout)));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+HostEnvironment HostEnvironment::Current() {
+  HostEnvironment h;
+  h.getenv = [](const char* name) -> const char* { return std::getenv(name); };
+  char buf[PATH_MAX];
+  if (getcwd(buf, sizeof(buf)) != nullptr) h.cwd = buf;
+  h.local_names = LocalHostNames();
+  return h;
+}
+
+std::vector<std::string> LocalHostNames() {
+  std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
+  char buf[HOST_NAME_MAX + 1] = {};
+  if (gethostname(buf, sizeof(buf) - 1) == 0 && buf[0] != '\0') {
+    const std::string full = buf;
+    names.push_back(full);
+    if (auto dot = full.find('.'); dot != std::string::npos) names.push_back(full.substr(0, dot));
+  }
+  return names;
+}
+
+bool IsLocalHost(const std::string& host, const std::vector<std::string>& local_names) {
+  const std::string h = Lower(host);
+  if (h.rfind("127.", 0) == 0) return true;
+  for (const std::string& n : local_names) {
+    if (h == Lower(n)) return true;
+  }
+  return false;
+}
+
+void JobFlags::Register(control::FlagSet* flags) {
+  flag_set = flags;
+  flags->Int("--num-proc,-np", &np, "number of ranks (default: the slots of -H/--hostfile)");
+  flags->String("--hosts,-H", &hosts, "hosts and slots, HOST[:SLOTS],... e.g. a:4,b:4");
+  flags->String("--hostfile", &hostfile, "file of 'HOST slots=N' lines (instead of -H)");
+  flags->Repeated("-x", &env, "VAR[=VALUE] for every rank; without a value, copied from here");
+  flags->String("--working-dir", &working_dir, "directory ranks run in (default: this one)");
+  flags->String("--name", &name, "a name for the job, shown by list and status");
+  flags->Double("--fusion-threshold-mb", &fusion_threshold_mb,
+                "tensor fusion buffer in MiB (HVD_FUSION_THRESHOLD); 0 disables fusion");
+  flags->Double("--cycle-time-ms", &cycle_time_ms,
+                "milliseconds between negotiation cycles (HVD_CYCLE_TIME)");
+  flags->String("--timeline-filename", &timeline_filename,
+                "write a Chrome trace of every tensor here (HVD_TIMELINE)");
+  flags->Int("--start-timeout", &start_timeout,
+             "seconds ranks wait for each other at start (HVD_START_TIMEOUT_SECONDS)");
+}
+
+Status ParseEnvFlags(const std::vector<std::string>& entries,
+                     const std::function<const char*(const char*)>& getenv,
+                     std::map<std::string, std::string>* env) {
+  for (const std::string& e : entries) {
+    const size_t eq = e.find('=');
+    const std::string name = e.substr(0, eq);
+    if (!ValidEnvName(name)) {
+      return InvalidArgument("-x " + e + ": '" + name +
+                             "' is not a variable name (letters, digits and '_', not starting "
+                             "with a digit); use -x NAME=VALUE or -x NAME");
+    }
+    if (eq != std::string::npos) {
+      (*env)[name] = e.substr(eq + 1);
+      continue;
+    }
+    const char* value = getenv(name.c_str());
+    if (value == nullptr) {
+      return InvalidArgument("-x " + name + ": " + name +
+                             " is not set in hvdrun's environment; set it, or pass -x " + name +
+                             "=VALUE");
+    }
+    (*env)[name] = value;
+  }
+  return control::ValidateJobEnv(*env);
+}
+
+Status ResolveProgram(const std::string& program, const std::string& working_dir,
+                      const std::string& path_var, bool check, std::string* resolved) {
+  if (program.empty()) return InvalidArgument("the program name is empty");
+  if (program.find('/') != std::string::npos) {
+    *resolved = program[0] == '/' ? program : Join(working_dir, program);
+    return check ? CheckExecutable(program, *resolved) : Status::OK();
+  }
+  if (!check) {
+    *resolved = program;  // the agent's exec searches its own PATH
+    return Status::OK();
+  }
+  // As a shell: the first executable match wins; an empty PATH entry is the working directory.
+  std::string first_denied;
+  size_t start = 0;
+  while (true) {
+    const size_t colon = path_var.find(':', start);
+    std::string dir = path_var.substr(start, colon == std::string::npos ? colon : colon - start);
+    if (dir.empty()) dir = working_dir;
+    if (dir[0] != '/') dir = Join(working_dir, dir);
+    const std::string candidate = Join(dir, program);
+    struct stat st;
+    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      if (access(candidate.c_str(), X_OK) == 0) {
+        *resolved = candidate;
+        return Status::OK();
+      }
+      if (first_denied.empty()) first_denied = candidate;
+    }
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (!first_denied.empty()) return CheckExecutable(program, first_denied);
+  return NotFound(program + ": command not found (not in PATH; give a path such as ./" + program +
+                  ")");
+}
+
+Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
+                    const HostEnvironment& host, ProgramCheck check, v1::JobSpec* spec) {
+  if (program.empty()) {
+    return InvalidArgument("no program to run; usage: hvdrun -np N PROGRAM [ARGS...]");
+  }
+  std::vector<control::HostSlots> hosts;
+  HVD_RETURN_IF_ERROR(ParseHosts(f, &hosts));
+  const int total = control::TotalSlots(hosts);
+  int64_t np = f.np;
+  if (f.flag_set == nullptr || !f.flag_set->Given("--num-proc")) {
+    if (hosts.empty()) return InvalidArgument("-np N is required: how many ranks to start");
+    np = total;
+  }
+  if (np < 1 || np > INT32_MAX) {
+    return InvalidArgument("-np must be at least 1, not " + std::to_string(np));
+  }
+  if (!hosts.empty() && np > total) {
+    return InvalidArgument("-np " + std::to_string(np) + " needs " + std::to_string(np) +
+                           " slots but the hosts offer " + std::to_string(total) + " (" +
+                           control::FormatHostList(hosts) + "); lower -np or add slots");
+  }
+  std::map<std::string, std::string> env;
+  HVD_RETURN_IF_ERROR(ParseEnvFlags(f.env, host.getenv, &env));
+  HVD_RETURN_IF_ERROR(AddKnobs(f, &env));
+
+  std::string wd = f.working_dir.empty() ? host.cwd : f.working_dir;
+  if (wd.empty()) return InvalidArgument("cannot tell the current directory; pass --working-dir");
+  if (wd[0] != '/') wd = Join(host.cwd, wd);
+
+  bool local = true;
+  for (const control::HostSlots& h : hosts) local = local && IsLocalHost(h.host, host.local_names);
+  const bool do_check = check == ProgramCheck::kAlways || local;
+  if (do_check) {
+    struct stat st;
+    if (stat(wd.c_str(), &st) != 0) {
+      return InvalidArgument("--working-dir " + wd + ": " + std::strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      return InvalidArgument("--working-dir " + wd + ": " + std::strerror(ENOTDIR));
+    }
+  }
+  const char* path_var = host.getenv("PATH");
+  std::string argv0;
+  HVD_RETURN_IF_ERROR(ResolveProgram(
+      program[0], wd, path_var != nullptr ? path_var : "/usr/local/bin:/usr/bin:/bin", do_check,
+      &argv0));
+  spec->Clear();
+  spec->add_argv(argv0);
+  for (size_t i = 1; i < program.size(); ++i) spec->add_argv(program[i]);
+  spec->set_np(static_cast<int>(np));
+  for (const control::HostSlots& h : hosts) {
+    v1::HostSlots* hs = spec->add_hosts();
+    hs->set_host(h.host);
+    hs->set_slots(h.slots);
+  }
+  spec->mutable_env()->insert(env.begin(), env.end());
+  spec->set_working_dir(wd);
+  spec->set_name(f.name);
+  return Status::OK();
+}
+
+Status EmbeddedAgentFor(const v1::JobSpec& spec, const std::vector<std::string>& local_names,
+                        std::string* agent_host, int* slots) {
+  if (spec.hosts().empty()) {
+    agent_host->clear();
+    *slots = spec.np();
+    return Status::OK();
+  }
+  const v1::HostSlots* mine = nullptr;
+  for (const v1::HostSlots& h : spec.hosts()) {
+    if (!IsLocalHost(h.host(), local_names)) {
+      return InvalidArgument("-H names " + h.host() +
+                             ", but without --launcher every rank runs on this host; start "
+                             "hvd-launcherd and an hvd-agent per host and pass --launcher "
+                             "HOST:PORT (see docs/deployment.md)");
+    }
+    if (mine != nullptr) {
+      return InvalidArgument("-H names this host twice (" + mine->host() + " and " + h.host() +
+                             "); list it once with all its slots");
+    }
+    mine = &h;
+  }
+  *agent_host = mine->host();
+  *slots = mine->slots();
+  return Status::OK();
+}
+
+}  // namespace hvd::cli

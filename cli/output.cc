@@ -1,0 +1,102 @@
+#include "cli/output.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace hvd::cli {
+namespace {
+
+// mkdir -p: creates each missing component; an existing directory is fine.
+Status MakeDirs(const std::string& path) {
+  for (size_t i = 1; i <= path.size(); ++i) {
+    if (i != path.size() && path[i] != '/') continue;
+    const std::string prefix = path.substr(0, i);
+    if (mkdir(prefix.c_str(), 0755) == 0 || errno == EEXIST) continue;
+    return InvalidArgument("cannot create directory " + prefix + ": " + std::strerror(errno));
+  }
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    return InvalidArgument(path + " exists and is not a directory");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string TagLine(int rank, bool is_stderr, std::string_view text) {
+  // Appended piecewise: GCC 12 warns (-Wrestrict, falsely) on "[" + std::to_string(...).
+  std::string out = "[";
+  out += std::to_string(rank);
+  out += is_stderr ? "]<stderr>:" : "]<stdout>:";
+  out.append(text);
+  return out;
+}
+
+Status OutputSink::Create(const std::string& dir, FILE* out, FILE* err,
+                          std::unique_ptr<OutputSink>* sink) {
+  if (!dir.empty()) HVD_RETURN_IF_ERROR_CTX(MakeDirs(dir), "--output-filename");
+  sink->reset(new OutputSink(dir, out, err));
+  return Status::OK();
+}
+
+OutputSink::~OutputSink() {
+  for (auto& [key, f] : files_) {
+    if (f != nullptr) std::fclose(f);
+  }
+}
+
+FILE* OutputSink::FileFor(int rank, bool is_stderr) {
+  const auto key = std::make_pair(rank, is_stderr);
+  if (auto it = files_.find(key); it != files_.end()) return it->second;
+  const std::string rank_dir = dir_ + "/rank." + std::to_string(rank);
+  const std::string path = rank_dir + (is_stderr ? "/stderr" : "/stdout");
+  FILE* f = nullptr;
+  Status s = MakeDirs(rank_dir);
+  if (s.ok()) {
+    // Truncate: the files hold this job's output only, as horovodrun's do.
+    f = std::fopen(path.c_str(), "we");
+    if (f == nullptr) s = InvalidArgument("cannot open " + path + ": " + std::strerror(errno));
+  }
+  if (!s.ok())
+    MessageLocked("hvdrun: " + s.message() + "; rank " + std::to_string(rank) +
+                  "'s output is shown here but not saved");
+  files_[key] = f;
+  return f;
+}
+
+void OutputSink::Write(const v1::OutputLine& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  FILE* term = line.stderr() ? err_ : out_;
+  const std::string tagged = TagLine(line.rank(), line.stderr(), line.text());
+  std::fwrite(tagged.data(), 1, tagged.size(), term);
+  std::fputc('\n', term);
+  // Flushed per line so interleaving with the other stream stays close to real time.
+  std::fflush(term);
+  if (dir_.empty()) return;
+  FILE* f = FileFor(line.rank(), line.stderr());
+  if (f == nullptr) return;
+  std::fwrite(line.text().data(), 1, line.text().size(), f);
+  std::fputc('\n', f);
+  if (std::fflush(f) != 0) {
+    MessageLocked("hvdrun: writing rank " + std::to_string(line.rank()) + "'s output under " +
+                  dir_ + " failed: " + std::strerror(errno) + "; no longer saving it");
+    std::fclose(f);
+    files_[{line.rank(), line.stderr()}] = nullptr;
+  }
+}
+
+void OutputSink::Message(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mu_);
+  MessageLocked(text);
+}
+
+void OutputSink::MessageLocked(const std::string& text) {
+  std::fflush(out_);
+  std::fwrite(text.data(), 1, text.size(), err_);
+  std::fputc('\n', err_);
+  std::fflush(err_);
+}
+
+}  // namespace hvd::cli

@@ -1,0 +1,57 @@
+// How hvdrun shows a job's output: every line tagged with its rank and stream the way horovodrun
+// does (`[1]<stdout>:text`), so existing log filters keep working; stdout lines go to hvdrun's
+// stdout and stderr lines to its stderr. With --output-filename DIR each rank's lines are also
+// written untagged to DIR/rank.N/stdout and DIR/rank.N/stderr.
+#pragma once
+
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "hvd/status.h"
+#include "hvd/v1/common.pb.h"
+
+namespace hvd::cli {
+
+// "[1]<stdout>:text" (no newline).
+std::string TagLine(int rank, bool is_stderr, std::string_view text);
+
+// Thread-safe: the event stream, the signal handling thread and the pending-reason reporter all
+// write through it, and each line stays whole.
+class OutputSink {
+ public:
+  // `dir` empty: terminal only. Otherwise creates `dir` (and its parents) now, so a bad path fails
+  // before the job is submitted; error names the path and the system's reason. `out` and `err`
+  // are where tagged lines go (stdout and stderr in hvdrun, temporary files in tests).
+  static Status Create(const std::string& dir, FILE* out, FILE* err,
+                       std::unique_ptr<OutputSink>* sink);
+  ~OutputSink();
+  OutputSink(const OutputSink&) = delete;
+  OutputSink& operator=(const OutputSink&) = delete;
+
+  // Prints the tagged line and appends the raw line to the rank's file. A file that cannot be
+  // opened or written is reported on `err` once and then skipped: losing a copy of the log must
+  // not end a training job.
+  void Write(const v1::OutputLine& line);
+
+  // Writes an hvdrun message ("hvdrun: ...") to `err`, keeping it ordered with the job's lines.
+  void Message(const std::string& text);
+
+ private:
+  OutputSink(std::string dir, FILE* out, FILE* err) : dir_(std::move(dir)), out_(out), err_(err) {}
+  FILE* FileFor(int rank, bool is_stderr);  // with mu_ held
+  void MessageLocked(const std::string& text);
+
+  std::mutex mu_;
+
+  std::string dir_;
+  FILE* out_;
+  FILE* err_;
+  std::map<std::pair<int, bool>, FILE*> files_;  // nullptr: failed once, skipped since
+};
+
+}  // namespace hvd::cli

@@ -1,0 +1,234 @@
+// `hvdrun [flags] -np N PROGRAM [ARGS...]`: run a job attached. Submits it (to an embedded
+// launcher and agent, or to --launcher), prints its output tagged by rank, and exits with its exit
+// code. SIGINT/SIGTERM/SIGHUP cancel the job, and hvdrun leaves only once its ranks are gone
+// (bounded), exiting 128 + the signal like a shell job would.
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <thread>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/embedded.h"
+#include "cli/follow.h"
+#include "cli/job_format.h"
+#include "cli/job_options.h"
+#include "cli/output.h"
+#include "cli/signals.h"
+#include "control/job_state.h"
+
+namespace hvd::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The teardown's SIGTERM -> SIGKILL grace in local mode, and how long hvdrun waits beyond it for
+// the launcher to report every rank gone after a cancel.
+constexpr std::chrono::milliseconds kLocalKillGrace{5000};
+constexpr std::chrono::milliseconds kCancelSlack{5000};
+
+// Turns the first signal into CancelJob, and interrupts the wait when a second signal comes or
+// the job has not ended within the bound. Runs its own thread: the signal watcher's must stay
+// free to report the next signal while a CancelJob call is in flight.
+class CancelOnSignal {
+ public:
+  CancelOnSignal(OutputSink* sink, std::chrono::milliseconds bound)
+      : sink_(sink), bound_(bound), thread_([this] { Loop(); }) {}
+  ~CancelOnSignal() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  void OnSignal(int signo, int count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (signo_ == 0) signo_ = signo;
+    count_ = count;
+    cv_.notify_all();
+  }
+  // Once the job exists. A signal that came earlier cancels it now.
+  void SetJob(Client* client, const std::string& job_id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    client_ = client;
+    job_id_ = job_id;
+    cv_.notify_all();
+  }
+  // The job is over (or hvdrun gave up on it): nothing more to cancel or interrupt.
+  void Done() {
+    std::lock_guard<std::mutex> lock(mu_);
+    client_ = nullptr;
+  }
+  int signo() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return signo_;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!done_) {
+      if (signo_ != 0 && client_ != nullptr && !cancel_sent_) {
+        cancel_sent_ = true;
+        deadline_ = Clock::now() + bound_;
+        Client* client = client_;
+        const std::string id = job_id_;
+        const std::string sig = control::SignalName(signo_);
+        lock.unlock();
+        sink_->Message("hvdrun: " + sig + ": cancelling job " + id + "; waiting up to " +
+                       std::to_string(bound_.count() / 1000) +
+                       " s for its ranks to end (signal again to stop waiting)");
+        v1::JobState state;
+        Status s = client->Cancel(id, "hvdrun received " + sig, &state);
+        if (!s.ok()) sink_->Message("hvdrun: cancelling job " + id + " failed: " + s.message());
+        lock.lock();
+        continue;
+      }
+      const bool give_up = count_ >= 2 || (cancel_sent_ && Clock::now() >= deadline_);
+      if (give_up && client_ != nullptr && !interrupted_) {
+        interrupted_ = true;
+        client_->InterruptWatches();
+      }
+      if (cancel_sent_ && !interrupted_) {
+        cv_.wait_until(lock, deadline_);
+      } else {
+        cv_.wait(lock);
+      }
+    }
+  }
+
+  OutputSink* sink_;
+  const std::chrono::milliseconds bound_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  int signo_ = 0;
+  int count_ = 0;
+  Client* client_ = nullptr;
+  std::string job_id_;
+  bool cancel_sent_ = false;
+  bool interrupted_ = false;
+  Clock::time_point deadline_;
+  std::thread thread_;  // last: starts once every member above is initialized
+};
+
+struct RunFlags {
+  JobFlags job;
+  ClusterFlags cluster;
+  std::string output_dir;
+  bool verbose = false;
+  bool help = false;
+
+  void Register(control::FlagSet* flags) {
+    job.Register(flags);
+    flags->String("--output-filename", &output_dir,
+                  "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr");
+    flags->Bool("--verbose,-v", &verbose, "show progress (agents ready, ranks started...)");
+    cluster.Register(flags);
+    flags->Bool("--help,-h", &help, "show this help");
+  }
+};
+
+}  // namespace
+
+int RunCommand(int argc, char** argv, int first) {
+  control::FlagSet flags("hvdrun");
+  RunFlags f;
+  f.Register(&flags);
+  std::vector<std::string> program;
+  Status s = flags.Parse(argc, argv, first, /*stop_at_positional=*/true, &program);
+  if (!s.ok()) return ReportError(s, kExitUsage);
+  if (f.help) {
+    std::fputs(MainUsage(flags).c_str(), stdout);
+    return kExitOk;
+  }
+  const bool local = !f.cluster.HasLauncher();
+  const HostEnvironment host = HostEnvironment::Current();
+  v1::JobSpec spec;
+  s = BuildJobSpec(f.job, program, host, local ? ProgramCheck::kAlways : ProgramCheck::kWhenLocal,
+                   &spec);
+  if (!s.ok()) return ReportError(s, kExitUsage);
+  EmbeddedOptions eo;
+  eo.kill_grace = kLocalKillGrace;
+  if (local) {
+    s = EmbeddedAgentFor(spec, host.local_names, &eo.agent_host, &eo.slots);
+    if (!s.ok()) return ReportError(s, kExitUsage);
+  }
+  std::unique_ptr<OutputSink> sink;
+  s = OutputSink::Create(f.output_dir, stdout, stderr, &sink);
+  if (!s.ok()) return ReportError(s, kExitUsage);
+  std::unique_ptr<Client> client;
+  if (!local) {
+    s = f.cluster.Connect(&client);
+    if (!s.ok()) return ReportError(s);
+  }
+
+  // Destroyed in reverse: the watcher (which calls the canceller) goes before the canceller.
+  CancelOnSignal canceller(sink.get(), kLocalKillGrace + kCancelSlack);
+  std::unique_ptr<SignalWatcher> signals;
+  s = SignalWatcher::Start([&](int signo, int n) { canceller.OnSignal(signo, n); }, &signals);
+  if (!s.ok()) return ReportError(s);
+
+  std::unique_ptr<EmbeddedCluster> cluster;
+  if (local) {
+    s = EmbeddedCluster::Start(eo, &cluster);
+    if (!s.ok()) return ReportError(s);
+    client = std::make_unique<Client>(cluster->address(), cluster->token());
+    if (f.verbose) {
+      sink->Message("hvdrun: embedded launcher at " + cluster->address() + ", rendezvous at " +
+                    cluster->rendezvous_address() + "; agent on " +
+                    (eo.agent_host.empty() ? "this host" : eo.agent_host) + " with " +
+                    std::to_string(eo.slots) + " slot(s)");
+    }
+  } else if (f.verbose) {
+    sink->Message("hvdrun: launcher at " + client->address());
+  }
+  if (int sig = canceller.signo(); sig != 0) {
+    sink->Message("hvdrun: " + control::SignalName(sig) + " before the job was submitted");
+    return ExitCodeForSignal(sig);
+  }
+
+  std::string job_id;
+  s = client->Submit(spec, &job_id);
+  if (!s.ok()) return ReportError(s, kExitError);
+  if (f.verbose) sink->Message("hvdrun: job " + job_id + " submitted");
+  canceller.SetJob(client.get(), job_id);
+
+  FollowOptions fo;
+  fo.verbose = f.verbose;
+  fo.ranks_gone_wait = kLocalKillGrace + kCancelSlack;
+  FollowResult result;
+  s = FollowJob(client.get(), job_id, sink.get(), fo, &result);
+  canceller.Done();
+
+  int code = kExitError;
+  if (int sig = canceller.signo(); sig != 0) {
+    code = ExitCodeForSignal(sig);
+    if (result.ended && result.ranks_gone) {
+      sink->Message("hvdrun: job " + job_id + " " + JobStateText(result.status.state()));
+    } else if (local) {
+      sink->Message("hvdrun: job " + job_id + " did not end in time; stopping its ranks now");
+    } else {
+      sink->Message("hvdrun: job " + job_id +
+                    " was asked to cancel but has not ended yet; check with: hvdrun status " +
+                    job_id);
+    }
+  } else if (!s.ok()) {
+    ReportError(s, kExitError);
+  } else {
+    code = JobExitCode(result.status);
+    const std::string summary = FailureSummary(result.status);
+    if (!summary.empty()) {
+      std::fflush(stdout);
+      std::fputs(summary.c_str(), stderr);
+    }
+    if (f.verbose && summary.empty()) sink->Message("hvdrun: job " + job_id + " SUCCEEDED");
+  }
+  if (cluster) cluster->Stop();  // ends any rank still alive and reaps it before hvdrun exits
+  return code;
+}
+
+}  // namespace hvd::cli

@@ -1,0 +1,40 @@
+// SIGINT, SIGTERM and SIGHUP as calls on an ordinary thread, so an attached hvdrun can cancel its
+// job (a gRPC call, not async-signal-safe) instead of dying and leaving the job to run on.
+// The handler only writes the signal number to a pipe. Signals are caught, not blocked: a
+// blocked mask would be inherited by every worker the embedded agent forks, and caught
+// dispositions reset to the default at exec.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "hvd/status.h"
+
+namespace hvd::cli {
+
+class SignalWatcher {
+ public:
+  // `on_signal(signo, count)` runs on the watcher's thread for each signal; count is 1 for the
+  // first, 2 for the second... One watcher at a time per process.
+  static Status Start(std::function<void(int signo, int count)> on_signal,
+                      std::unique_ptr<SignalWatcher>* out);
+  // Restores the default dispositions and joins the thread.
+  ~SignalWatcher();
+  SignalWatcher(const SignalWatcher&) = delete;
+  SignalWatcher& operator=(const SignalWatcher&) = delete;
+
+ private:
+  SignalWatcher() = default;
+  void Loop();
+
+  std::function<void(int, int)> on_signal_;
+  std::thread thread_;
+};
+
+// The exit code of a process ended by `signo`, as shells report it: 128 + signo.
+inline int ExitCodeForSignal(int signo) {
+  return 128 + signo;
+}
+
+}  // namespace hvd::cli

@@ -1,0 +1,80 @@
+// `hvdrun status [JOB]`: one job in detail (state, reason, failure, every rank), or without JOB
+// the cluster at a glance (agents, slots, jobs by state).
+#include <cstdio>
+#include <map>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "cli/job_format.h"
+#include "control/grpc_util.h"
+#include "hvd/v1/launcher.pb.h"
+
+namespace hvd::cli {
+namespace {
+
+int ClusterSummary(Client* client, bool json) {
+  std::vector<v1::AgentInfo> agents;
+  std::vector<v1::JobStatus> jobs;
+  Status s = client->ListAgents(&agents);
+  if (s.ok()) s = client->ListJobs(&jobs);
+  if (!s.ok()) return ReportError(s, kExitError);
+  if (json) {
+    v1::ListAgentsResponse a;
+    a.mutable_agents()->Assign(agents.begin(), agents.end());
+    v1::ListJobsResponse j;
+    j.mutable_jobs()->Assign(jobs.begin(), jobs.end());
+    PrintJson(a);
+    PrintJson(j);
+    return kExitOk;
+  }
+  int ready = 0, slots = 0, used = 0;
+  for (const v1::AgentInfo& a : agents) {
+    if (a.state() == "READY") {
+      ++ready;
+      slots += a.slots();
+      used += a.slots_in_use();
+    }
+  }
+  std::map<std::string, int> by_state;
+  for (const v1::JobStatus& j : jobs) ++by_state[JobStateText(j.state())];
+  std::string states;
+  for (const auto& [name, n] : by_state) {
+    states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + name;
+  }
+  std::printf(
+      "launcher: %s\nagents:   %d ready of %zu\nslots:    %d in use of %d\n"
+      "jobs:     %s\n",
+      client->address().c_str(), ready, agents.size(), used, slots,
+      states.empty() ? "none" : states.c_str());
+  return kExitOk;
+}
+
+}  // namespace
+
+int StatusCommand(int argc, char** argv, int first) {
+  control::FlagSet flags("hvdrun status");
+  ClusterFlags cluster;
+  bool json = false, help = false;
+  cluster.Register(&flags);
+  flags.Bool("--json", &json, "print the launcher's JobStatus as JSON");
+  std::vector<std::string> args;
+  if (int rc = ParseCommandFlags(&flags, &help, argc, argv, first, "[flags] [JOB]", 0, 1, &args);
+      rc >= 0) {
+    return rc;
+  }
+  std::unique_ptr<Client> client;
+  Status s = cluster.Connect(&client);
+  if (!s.ok()) return ReportError(s);
+  if (args.empty()) return ClusterSummary(client.get(), json);
+  v1::JobStatus st;
+  s = client->GetJob(args[0], &st);
+  if (!s.ok()) return ReportError(s, kExitError);
+  if (json) {
+    PrintJson(st);
+  } else {
+    std::fputs(JobDetail(st, control::NowMs()).c_str(), stdout);
+  }
+  return kExitOk;
+}
+
+}  // namespace hvd::cli

@@ -1,0 +1,102 @@
+#include "control/grpc_util.h"
+
+#include "common/settings.h"
+#include "control/token.h"
+
+namespace hvd::control {
+
+std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token,
+                                                      std::chrono::milliseconds timeout) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->AddMetadata(kTokenMetadataKey, token);
+  if (timeout.count() > 0) ctx->set_deadline(std::chrono::system_clock::now() + timeout);
+  return ctx;
+}
+
+grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token) {
+  const auto& md = context.client_metadata();
+  auto it = md.find(kTokenMetadataKey);
+  if (it == md.end()) {
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        "no cluster token: pass --token-file (or set HVD_TOKEN_FILE)");
+  }
+  std::string_view given(it->second.data(), it->second.size());
+  if (!TokensEqual(given, token)) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "wrong cluster token: use the launcher's token file");
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status ToGrpc(const Status& s) {
+  using G = grpc::StatusCode;
+  G code = G::UNKNOWN;
+  switch (s.code()) {
+    case StatusCode::kOk: return grpc::Status::OK;
+    case StatusCode::kInvalidArgument: code = G::INVALID_ARGUMENT; break;
+    case StatusCode::kNotFound: code = G::NOT_FOUND; break;
+    case StatusCode::kAlreadyExists: code = G::ALREADY_EXISTS; break;
+    case StatusCode::kDeadlineExceeded: code = G::DEADLINE_EXCEEDED; break;
+    case StatusCode::kUnavailable: code = G::UNAVAILABLE; break;
+    case StatusCode::kFailedPrecondition: code = G::FAILED_PRECONDITION; break;
+    case StatusCode::kAborted: code = G::ABORTED; break;
+    case StatusCode::kInternal: code = G::INTERNAL; break;
+    case StatusCode::kUnimplemented: code = G::UNIMPLEMENTED; break;
+    case StatusCode::kCancelled: code = G::CANCELLED; break;
+  }
+  return grpc::Status(code, s.message());
+}
+
+Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  using G = grpc::StatusCode;
+  if (s.ok()) return Status::OK();
+  std::string msg = what + ": " + s.error_message();
+  switch (s.error_code()) {
+    case G::INVALID_ARGUMENT: return InvalidArgument(msg);
+    case G::NOT_FOUND: return NotFound(msg);
+    case G::ALREADY_EXISTS: return Status(StatusCode::kAlreadyExists, msg);
+    case G::DEADLINE_EXCEEDED: return DeadlineExceeded(msg);
+    case G::UNAVAILABLE:
+      return Unavailable(msg + " (is it running and reachable at that address?)");
+    case G::FAILED_PRECONDITION: return FailedPrecondition(msg);
+    case G::ABORTED: return Aborted(msg);
+    case G::UNAUTHENTICATED:
+    case G::PERMISSION_DENIED: return FailedPrecondition(msg);
+    case G::CANCELLED: return Status(StatusCode::kCancelled, msg);
+    case G::UNIMPLEMENTED: return Unimplemented(msg);
+    default: return Internal(msg);
+  }
+}
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  // Fail calls fast while the peer is down instead of queueing them; callers retry with backoff.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+}
+
+Status SplitHostPort(const std::string& address, std::string* host, int* port) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return InvalidArgument("'" + address + "' is not HOST:PORT");
+  }
+  int64_t p = 0;
+  Status s = common::ParseInt64(address.substr(colon + 1), &p);
+  if (!s.ok() || p <= 0 || p > 65535) {
+    return InvalidArgument("'" + address + "': port must be 1..65535");
+  }
+  *host = address.substr(0, colon);
+  *port = static_cast<int>(p);
+  return Status::OK();
+}
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace hvd::control

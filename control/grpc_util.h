@@ -1,0 +1,37 @@
+// The small gRPC glue shared by hvd-launcherd's services, hvd-agent and hvdrun: the token on every
+// call, and translation between hvd::Status and grpc::Status. Only control-plane code includes it;
+// the runtime never sees gRPC.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "hvd/status.h"
+
+namespace hvd::control {
+
+// A client context carrying `token` and, if timeout > 0, a deadline.
+std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token,
+                                                      std::chrono::milliseconds timeout = {});
+
+// OK when the call carries `token`; PERMISSION_DENIED naming what was wrong otherwise. For unary
+// handlers (ServerContext) and callback handlers (CallbackServerContext) alike.
+grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token);
+
+grpc::Status ToGrpc(const Status& s);
+// `what` names the call for the message ("launcher at 10.0.0.1:7070: SubmitJob").
+Status FromGrpc(const grpc::Status& s, const std::string& what);
+
+// An insecure channel to "host:port" (TLS is left to the network, e.g. a VPN or service mesh; the
+// token authenticates callers).
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address);
+
+// Splits "host:port"; InvalidArgument naming the text and the expected form otherwise.
+Status SplitHostPort(const std::string& address, std::string* host, int* port);
+
+int64_t NowMs();  // wall-clock milliseconds since the epoch (timestamps in records)
+
+}  // namespace hvd::control

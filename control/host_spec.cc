@@ -1,0 +1,186 @@
+#include "control/host_spec.h"
+
+#include <cctype>
+#include <cstdint>
+#include <set>
+
+namespace hvd::control {
+namespace {
+
+constexpr const char* kListForm = "the accepted form is HOST[:SLOTS],... e.g. -H a:4,b:4";
+constexpr const char* kLineForm = "write one host per line as 'HOST' or 'HOST slots=N'";
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Host names and IPv4 addresses only: ':' separates slots, and anything else (spaces, '=', '/')
+// is far more likely a typo than a real name.
+Status CheckHost(std::string_view host) {
+  if (host.empty()) return InvalidArgument("empty host name");
+  if (host.front() == '-' || host.front() == '.') {
+    return InvalidArgument("host '" + std::string(host) + "' cannot start with '" +
+                           std::string(1, host.front()) + "'");
+  }
+  for (char c : host) {
+    const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+    if (!ok) {
+      return InvalidArgument("host '" + std::string(host) + "' contains '" + std::string(1, c) +
+                             "'; host names use letters, digits, '.', '-' and '_'");
+    }
+  }
+  return Status::OK();
+}
+
+// Digits only (no sign, no spaces, no "4x"), 1..kMaxSlotsPerHost.
+Status ParseSlots(std::string_view text, const std::string& host, int* out) {
+  const std::string what = "slots of host '" + host + "'";
+  if (text.empty()) return InvalidArgument(what + " are empty; give a positive integer");
+  int64_t v = 0;
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return InvalidArgument(what + " must be a positive integer, not '" + std::string(text) + "'");
+    }
+    v = v * 10 + (c - '0');
+    if (v > kMaxSlotsPerHost) {
+      return InvalidArgument(what + " '" + std::string(text) + "' exceed the maximum of " +
+                             std::to_string(kMaxSlotsPerHost));
+    }
+  }
+  if (v == 0) return InvalidArgument(what + " must be at least 1, not '" + std::string(text) + "'");
+  *out = static_cast<int>(v);
+  return Status::OK();
+}
+
+// Rejects a host named twice: silently merging or overriding would place ranks on a host the
+// user may have meant to list with different slots.
+class DuplicateCheck {
+ public:
+  Status Add(const std::string& host) {
+    if (!seen_.insert(Lower(host)).second) {
+      return InvalidArgument("host '" + host +
+                             "' is listed twice; list each host once with its total slots");
+    }
+    return Status::OK();
+  }
+
+ private:
+  std::set<std::string> seen_;
+};
+
+}  // namespace
+
+Status ParseHostList(std::string_view text, std::vector<HostSlots>* out) {
+  if (Trim(text).empty()) return InvalidArgument("empty host list; " + std::string(kListForm));
+  std::vector<HostSlots> hosts;
+  DuplicateCheck dups;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string_view raw = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view entry = Trim(raw);
+    const std::string where = "host list '" + std::string(text) + "': ";
+    if (entry.empty()) {
+      return InvalidArgument(where + "empty entry (stray ','?); " + kListForm);
+    }
+    HostSlots hs;
+    const size_t colon = entry.find(':');
+    const std::string_view host = Trim(entry.substr(0, colon));
+    Status s = CheckHost(host);
+    if (s.ok()) hs.host = std::string(host);
+    if (s.ok() && colon != std::string_view::npos) {
+      const std::string_view slots = entry.substr(colon + 1);
+      if (slots.find(':') != std::string_view::npos) {
+        s = InvalidArgument("entry '" + std::string(entry) + "' has more than one ':'");
+      } else {
+        s = ParseSlots(Trim(slots), hs.host, &hs.slots);
+      }
+    }
+    if (s.ok()) s = dups.Add(hs.host);
+    if (!s.ok()) return InvalidArgument(where + s.message() + "; " + kListForm);
+    hosts.push_back(std::move(hs));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  *out = std::move(hosts);
+  return Status::OK();
+}
+
+Status ParseHostfile(std::string_view content, const std::string& source,
+                     std::vector<HostSlots>* out) {
+  std::vector<HostSlots> hosts;
+  DuplicateCheck dups;
+  int line_no = 0;
+  size_t start = 0;
+  while (start < content.size()) {
+    size_t nl = content.find('\n', start);
+    if (nl == std::string_view::npos) nl = content.size();
+    std::string_view line = content.substr(start, nl - start);
+    start = nl + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::string_view body = Trim(line.substr(0, line.find('#')));
+    if (body.empty()) continue;
+
+    // Whitespace-separated fields: the host, then optionally slots=N.
+    std::vector<std::string_view> fields;
+    size_t i = 0;
+    while (i < body.size()) {
+      while (i < body.size() && std::isspace(static_cast<unsigned char>(body[i]))) ++i;
+      size_t j = i;
+      while (j < body.size() && !std::isspace(static_cast<unsigned char>(body[j]))) ++j;
+      if (j > i) fields.push_back(body.substr(i, j - i));
+      i = j;
+    }
+    HostSlots hs;
+    Status s = CheckHost(fields[0]);
+    if (s.ok()) hs.host = std::string(fields[0]);
+    if (s.ok() && fields.size() > 2) {
+      s = InvalidArgument("too many fields (" + std::to_string(fields.size()) + ")");
+    } else if (s.ok() && fields.size() == 2) {
+      const std::string_view f = fields[1];
+      if (f.substr(0, 6) != "slots=") {
+        s = InvalidArgument("unknown field '" + std::string(f) + "'");
+      } else {
+        s = ParseSlots(f.substr(6), hs.host, &hs.slots);
+      }
+    }
+    if (s.ok()) s = dups.Add(hs.host);
+    if (!s.ok()) {
+      return InvalidArgument("hostfile " + source + " line " + std::to_string(line_no) + " '" +
+                             std::string(Trim(line)) + "': " + s.message() + "; " + kLineForm);
+    }
+    hosts.push_back(std::move(hs));
+  }
+  if (hosts.empty()) {
+    return InvalidArgument("hostfile " + source + " lists no hosts; " + kLineForm);
+  }
+  *out = std::move(hosts);
+  return Status::OK();
+}
+
+int TotalSlots(const std::vector<HostSlots>& hosts) {
+  int64_t total = 0;
+  for (const HostSlots& h : hosts) total += h.slots;
+  return total > INT32_MAX ? INT32_MAX : static_cast<int>(total);
+}
+
+std::string FormatHostList(const std::vector<HostSlots>& hosts) {
+  std::string out;
+  for (const HostSlots& h : hosts) {
+    if (!out.empty()) out += ',';
+    out += h.host + ":" + std::to_string(h.slots);
+  }
+  return out;
+}
+
+}  // namespace hvd::control

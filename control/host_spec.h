@@ -1,0 +1,44 @@
+// Host specs: which hosts a job may use and how many ranks (slots) each takes, as users write them
+// for horovodrun and mpirun: `-H a:4,b:4` on the command line, or a hostfile of `a slots=4` lines.
+// Pure: no I/O, so hvdrun, the launcher and the tests share one exact grammar. Every error names
+// the bad piece and the accepted form, because a typo here otherwise surfaces much later as a job
+// that waits forever for a host that does not exist.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "hvd/status.h"
+
+namespace hvd::control {
+
+struct HostSlots {
+  std::string host;
+  int slots = 1;
+
+  bool operator==(const HostSlots&) const = default;
+};
+
+// Upper bound on one host's slots: far above any real machine, low enough that sums never overflow.
+inline constexpr int kMaxSlotsPerHost = 1 << 20;
+
+// Parses `-H` text: comma-separated `host[:slots]` (slots default 1), e.g. "a:4,b:4" or "a,b".
+// Spaces around entries are ignored. Empty entries, empty hosts, slots that are not a positive
+// integer, hosts named twice (case-insensitively) and characters outside [A-Za-z0-9._-] are
+// errors. `out` is left unchanged on error.
+Status ParseHostList(std::string_view text, std::vector<HostSlots>* out);
+
+// Parses hostfile contents: one host per line, `host` or `host slots=N`; '#' starts a comment;
+// blank lines are skipped; Windows line endings are accepted. Errors name `source` (the file's
+// path), the line number and the line's text. `out` is left unchanged on error.
+Status ParseHostfile(std::string_view content, const std::string& source,
+                     std::vector<HostSlots>* out);
+
+// Sum of the slots.
+int TotalSlots(const std::vector<HostSlots>& hosts);
+
+// "a:4,b:4": the `-H` form, which ParseHostList reads back to the same list.
+std::string FormatHostList(const std::vector<HostSlots>& hosts);
+
+}  // namespace hvd::control

@@ -1,0 +1,188 @@
+#include "launcherd/agent_gateway_service.h"
+
+#include <condition_variable>
+#include <deque>
+#include <thread>
+
+#include "common/logging.h"
+#include "control/grpc_util.h"
+#include "launcherd/proto_convert.h"
+
+namespace hvd::launcherd {
+
+using Stream = grpc::ServerReaderWriter<v1::LauncherMessage, v1::AgentMessage>;
+
+// One agent's stream as an AgentLink: Send* queue, a writer thread writes. The first message
+// written is always the RegisterAck (Ready()), even when JobManager queued commands before it.
+class StreamLink final : public AgentLink {
+ public:
+  StreamLink(grpc::ServerContext* context, Stream* stream) : context_(context), stream_(stream) {}
+
+  bool SendStartRank(const StartRankCommand& command) override {
+    v1::LauncherMessage m;
+    ToProto(command, m.mutable_start());
+    return Enqueue(std::move(m), /*front=*/false);
+  }
+  bool SendStopJob(const StopJobCommand& command) override {
+    v1::LauncherMessage m;
+    ToProto(command, m.mutable_stop());
+    return Enqueue(std::move(m), /*front=*/false);
+  }
+  void Close() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    cv_.notify_all();
+    // Wakes the handler's blocked Read; never after the handler returned (the context is gone).
+    if (!finished_) context_->TryCancel();
+  }
+
+  // Queues the ack ahead of everything and lets the writer start.
+  void Ready(v1::LauncherMessage ack) {
+    Enqueue(std::move(ack), /*front=*/true);
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_ = true;
+    cv_.notify_all();
+  }
+  // The handler is returning: stop writing and never touch the context again.
+  void Finish() {
+    std::lock_guard<std::mutex> lock(mu_);
+    // A Write blocked on an agent that stopped reading ends only when the call is cancelled.
+    if (writing_ && !finished_) context_->TryCancel();
+    closed_ = finished_ = true;
+    cv_.notify_all();
+  }
+  bool Idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return closed_ || (queue_.empty() && !writing_);
+  }
+
+  void WriterLoop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return closed_ || (ready_ && !queue_.empty()); });
+      if (closed_) return;
+      v1::LauncherMessage m = std::move(queue_.front());
+      queue_.pop_front();
+      writing_ = true;
+      lock.unlock();
+      const bool ok = stream_->Write(m);
+      lock.lock();
+      writing_ = false;
+      if (!ok) {
+        closed_ = true;  // the agent went away; its handler's Read fails too
+        return;
+      }
+    }
+  }
+
+ private:
+  bool Enqueue(v1::LauncherMessage m, bool front) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return false;
+    if (front) {
+      queue_.push_front(std::move(m));
+    } else {
+      queue_.push_back(std::move(m));
+    }
+    cv_.notify_all();
+    return true;
+  }
+
+  grpc::ServerContext* const context_;
+  Stream* const stream_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<v1::LauncherMessage> queue_;
+  bool ready_ = false, closed_ = false, finished_ = false, writing_ = false;
+};
+
+grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* stream) {
+  grpc::Status auth = control::CheckToken(*context, token_);
+  if (!auth.ok()) return auth;
+  v1::AgentMessage first;
+  if (!stream->Read(&first)) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "the agent closed before registering");
+  }
+  if (!first.has_register_()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "the first message on AgentGateway.Connect must be AgentInfo "
+                        "(register); is the agent the same hvd version as the launcher?");
+  }
+  AgentInfo info = FromProto(first.register_());
+  if (info.host.empty() || info.slots < 1) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "agent registration needs a host name and at least 1 slot (got host '" +
+                            info.host + "', " + std::to_string(info.slots) +
+                            " slots); start hvd-agent with --slots N");
+  }
+
+  auto link = std::make_shared<StreamLink>(context, stream);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) {
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                          "the launcher is shutting down; reconnect when it is back");
+    }
+    links_.insert(link.get());
+  }
+  std::thread writer([&link] { link->WriterLoop(); });
+  const std::string id = agents_->Register(info, link);
+  v1::LauncherMessage ack;
+  ack.mutable_ack()->set_agent_id(id);
+  ack.mutable_ack()->set_heartbeat_interval_ms(heartbeat_interval_.count());
+  ack.mutable_ack()->set_lease_ms(lease_.count());
+  link->Ready(std::move(ack));
+  jobs_->Schedule();  // pending jobs may fit now
+
+  v1::AgentMessage m;
+  while (stream->Read(&m)) {
+    agents_->Touch(id, link.get());
+    switch (m.msg_case()) {
+      case v1::AgentMessage::kHeartbeat:
+        jobs_->OnHeartbeat(
+            id, {m.heartbeat().running_jobs().begin(), m.heartbeat().running_jobs().end()});
+        break;
+      case v1::AgentMessage::kRankEvent:
+        jobs_->OnRankEvent(id, FromProto(m.rank_event()));
+        break;
+      case v1::AgentMessage::kOutput: {
+        std::vector<OutputLine> lines;
+        lines.reserve(m.output().lines_size());
+        for (const v1::OutputLine& l : m.output().lines()) lines.push_back(FromProto(l));
+        jobs_->OnOutput(id, m.output().job_id(), std::move(lines));
+        break;
+      }
+      default:
+        HVD_LOG(WARNING) << "agent " << id << " sent an unexpected message (case " << m.msg_case()
+                         << "); ignored";
+    }
+  }
+  agents_->Disconnected(id, link.get());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    links_.erase(link.get());
+  }
+  link->Finish();
+  writer.join();
+  return grpc::Status::OK;
+}
+
+void AgentGatewayService::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+}
+
+void AgentGatewayService::Drain(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool idle = true;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (StreamLink* link : links_) idle &= link->Idle();
+    }
+    if (idle) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace hvd::launcherd

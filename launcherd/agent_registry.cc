@@ -1,0 +1,152 @@
+#include "launcherd/agent_registry.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "control/token.h"
+
+namespace hvd::launcherd {
+namespace {
+
+// LOST agents are kept for `hvdrun agents` and /v1/agents, but agents that re-register under new
+// ids would otherwise grow the table forever.
+constexpr size_t kMaxLostAgents = 256;
+
+}  // namespace
+
+std::string AgentRegistry::Register(AgentInfo info, std::shared_ptr<AgentLink> link) {
+  std::shared_ptr<AgentLink> replaced;
+  std::string id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = info.id;
+    if (id.empty()) {
+      do {
+        id = (info.host.empty() ? std::string("agent") : info.host) + "-" + control::RandomHex(3);
+      } while (agents_.count(id));
+    }
+    Record& r = agents_[id];
+    const bool known = r.order != 0;
+    replaced = std::move(r.link);
+    if (!known) r.order = ++next_order_;
+    r.info = std::move(info);
+    r.info.id = id;
+    r.info.state = "READY";
+    r.info.last_heartbeat_ms = NowMs();
+    r.link = std::move(link);
+    r.last_seen = Clock::now();
+    r.lost = false;
+    HVD_LOG(INFO) << "agent " << id << " on " << r.info.host << " registered (" << r.info.slots
+                  << " slots" << (known ? ", reconnected" : "") << ")";
+  }
+  // Outside the lock: closing cancels the old stream, whose handler calls back in.
+  if (replaced) replaced->Close();
+  return id;
+}
+
+void AgentRegistry::Touch(const std::string& id, const AgentLink* link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agents_.find(id);
+  if (it == agents_.end() || it->second.link.get() != link) return;
+  it->second.last_seen = Clock::now();
+  it->second.info.last_heartbeat_ms = NowMs();
+}
+
+void AgentRegistry::Disconnected(const std::string& id, const AgentLink* link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agents_.find(id);
+  if (it == agents_.end() || it->second.link.get() != link) return;
+  it->second.link.reset();
+  if (!it->second.lost) it->second.info.state = "DISCONNECTED";
+  HVD_LOG(INFO) << "agent " << id << " disconnected; LOST unless it reconnects within "
+                << lease_.count() << " ms";
+}
+
+std::vector<AgentInfo> AgentRegistry::ExpireLeases(Clock::time_point now) {
+  std::vector<AgentInfo> lost;
+  std::vector<std::shared_ptr<AgentLink>> to_close;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, r] : agents_) {
+      if (r.lost || now - r.last_seen <= lease_) continue;
+      r.lost = true;
+      r.info.state = "LOST";
+      // A stream that is open but silent is as good as gone: close it so a live agent reconnects
+      // and registers afresh.
+      if (r.link) to_close.push_back(std::move(r.link));
+      lost.push_back(r.info);
+      HVD_LOG(WARNING) << "agent " << id << " on " << r.info.host << " lost: no message for "
+                       << lease_.count() << " ms";
+    }
+    size_t n_lost = 0;
+    for (const auto& [id, r] : agents_) n_lost += r.lost;
+    while (n_lost > kMaxLostAgents) {
+      auto oldest = agents_.end();
+      for (auto it = agents_.begin(); it != agents_.end(); ++it) {
+        if (it->second.lost && (oldest == agents_.end() || it->second.order < oldest->second.order))
+          oldest = it;
+      }
+      agents_.erase(oldest);
+      --n_lost;
+    }
+  }
+  for (auto& link : to_close) link->Close();
+  return lost;
+}
+
+std::vector<AgentInfo> AgentRegistry::List() const {
+  std::vector<std::pair<int64_t, AgentInfo>> sorted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [id, r] : agents_) sorted.emplace_back(r.order, r.info);
+  }
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<AgentInfo> out;
+  for (auto& [order, info] : sorted) out.push_back(std::move(info));
+  return out;
+}
+
+std::vector<control::AgentSlots> AgentRegistry::Schedulable() const {
+  std::vector<control::AgentSlots> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, r] : agents_) {
+    if (r.lost || !r.link) continue;
+    control::AgentSlots a;
+    a.id = id;
+    a.host = r.info.host;
+    a.advertise_addr = r.info.advertise_addr;
+    a.slots = r.info.slots;
+    a.order = r.order;
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+std::shared_ptr<AgentLink> AgentRegistry::Link(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = agents_.find(id);
+  return it == agents_.end() ? nullptr : it->second.link;
+}
+
+std::map<std::string, double> AgentRegistry::HeartbeatAges(Clock::time_point now) const {
+  std::map<std::string, double> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, r] : agents_) {
+    out[id] = std::chrono::duration<double>(now - r.last_seen).count();
+  }
+  return out;
+}
+
+void AgentRegistry::CloseAll() {
+  std::vector<std::shared_ptr<AgentLink>> links;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, r] : agents_) {
+      if (r.link) links.push_back(r.link);
+    }
+  }
+  for (auto& link : links) link->Close();
+}
+
+}  // namespace hvd::launcherd

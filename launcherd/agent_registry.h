@@ -1,0 +1,80 @@
+// The agents the launcher knows: who they are, how many slots they have, when they last spoke,
+// and the link that carries commands down their stream. Thread-safe; knows nothing of jobs (the
+// launcher tells JobManager when an agent is lost).
+//
+// Liveness: any message from an agent renews its lease. When its stream ends the agent stays
+// (DISCONNECTED, not schedulable) so that a quick reconnect under the same id keeps its ranks;
+// silent for longer than the lease it becomes LOST and ExpireLeases() reports it once.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/thread_annotations.h"
+#include "launcherd/job_types.h"
+
+namespace hvd::launcherd {
+
+// Carries commands to one connected agent. Implemented by the AgentGateway service over the
+// agent's stream; Send* must not block (they are called with JobManager's lock held).
+class AgentLink {
+ public:
+  virtual ~AgentLink() = default;
+  // False when the stream is gone and the command was dropped.
+  virtual bool SendStartRank(const StartRankCommand& command) = 0;
+  virtual bool SendStopJob(const StopJobCommand& command) = 0;
+  // Ends the stream (another connection took over the agent's id, or the launcher stops).
+  virtual void Close() = 0;
+};
+
+class AgentRegistry {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  explicit AgentRegistry(std::chrono::milliseconds lease) : lease_(lease) {}
+  AgentRegistry(const AgentRegistry&) = delete;
+  AgentRegistry& operator=(const AgentRegistry&) = delete;
+
+  // Registers an agent that connected through `link`, under info.id when the agent sent one (a
+  // reconnect keeps its id and its ranks) or a new id. A previous link under the same id is
+  // closed. Returns the id.
+  std::string Register(AgentInfo info, std::shared_ptr<AgentLink> link);
+  // Any message from the agent over `link`: renews its lease. Ignored for a replaced link.
+  void Touch(const std::string& id, const AgentLink* link);
+  // The stream of `link` ended. Ignored when a newer link has taken over.
+  void Disconnected(const std::string& id, const AgentLink* link);
+  // Marks agents silent for longer than the lease as LOST and returns them (each once).
+  std::vector<AgentInfo> ExpireLeases(Clock::time_point now);
+
+  // Every agent (READY, DISCONNECTED and LOST), in registration order; slots_in_use left 0.
+  std::vector<AgentInfo> List() const;
+  // READY agents for placement; busy slots left empty for the caller to fill.
+  std::vector<control::AgentSlots> Schedulable() const;
+  // The agent's link, or null when it is not connected.
+  std::shared_ptr<AgentLink> Link(const std::string& id) const;
+  // Seconds since each known agent's last message (for /metrics).
+  std::map<std::string, double> HeartbeatAges(Clock::time_point now) const;
+
+  // Closes every link (the launcher stops).
+  void CloseAll();
+
+ private:
+  struct Record {
+    AgentInfo info;
+    std::shared_ptr<AgentLink> link;  // null while disconnected or lost
+    int64_t order = 0;
+    Clock::time_point last_seen;
+    bool lost = false;
+  };
+
+  const std::chrono::milliseconds lease_;
+  mutable std::mutex mu_;
+  std::map<std::string, Record> agents_ GUARDED_BY(mu_);
+  int64_t next_order_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,54 @@
+#include "launcherd/job_log.h"
+
+#include <algorithm>
+
+namespace hvd::launcherd {
+
+void JobLog::AddOutput(OutputLine line) {
+  line.seq = next_seq_++;
+  bytes_ += line.text.size();
+  entries_.push_back(Entry{Entry::Kind::kOutput, std::move(line), {}, {}, 0});
+  Trim();
+}
+
+void JobLog::AddProgress(std::string text) {
+  bytes_ += text.size();
+  entries_.push_back(Entry{Entry::Kind::kProgress, {}, std::move(text), {}, 0});
+  Trim();
+}
+
+void JobLog::AddStatus(const JobStatus& status, uint64_t version) {
+  // Back-to-back changes need only the latest snapshot.
+  if (!entries_.empty() && entries_.back().kind == Entry::Kind::kStatus) {
+    entries_.back().status = status;
+    entries_.back().version = version;
+    return;
+  }
+  entries_.push_back(Entry{Entry::Kind::kStatus, {}, {}, status, version});
+  Trim();
+}
+
+void JobLog::Trim() {
+  // Progress and status entries are few (bounded by rank and state changes) but still count
+  // toward the cap, so the log stays bounded whatever is appended.
+  while (entries_.size() > max_entries_ || (bytes_ > max_bytes_ && entries_.size() > 1)) {
+    bytes_ -= entries_.front().output.text.size() + entries_.front().progress.size();
+    entries_.pop_front();
+    ++base_;
+  }
+}
+
+int64_t JobLog::FirstOutputFrom(int64_t from_seq) const {
+  // Output seqs increase with the index, so a binary search over the output entries would do;
+  // entries are mostly output lines and a watch starts once, so a scan from the back is fine.
+  int64_t first = end();
+  for (int64_t i = end() - 1; i >= begin(); --i) {
+    const Entry& e = at(i);
+    if (e.kind != Entry::Kind::kOutput) continue;
+    if (e.output.seq < from_seq) break;
+    first = i;
+  }
+  return first;
+}
+
+}  // namespace hvd::launcherd

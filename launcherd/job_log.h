@@ -1,0 +1,55 @@
+// One job's event log for WatchJob: output lines (numbered by seq), progress messages and status
+// snapshots, in the order they happened, so a watcher sees each status where it happened relative
+// to the output. Bounded: past `max_entries` entries or
+// `max_bytes` of text the oldest entries are dropped, so a chatty job cannot exhaust the launcher's
+// memory. Not thread-safe: the owning JobManager guards it.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "launcherd/job_types.h"
+
+namespace hvd::launcherd {
+
+class JobLog {
+ public:
+  struct Entry {
+    enum class Kind { kOutput, kProgress, kStatus };
+    Kind kind;
+    OutputLine output;     // kOutput
+    std::string progress;  // kProgress
+    JobStatus status;      // kStatus
+    uint64_t version = 0;  // kStatus: the job's status version
+  };
+
+  JobLog(size_t max_entries, size_t max_bytes) : max_entries_(max_entries), max_bytes_(max_bytes) {}
+
+  // Numbers the line (its seq) and appends it.
+  void AddOutput(OutputLine line);
+  void AddProgress(std::string text);
+  // The job's status changed; `version` increases with every change.
+  void AddStatus(const JobStatus& status, uint64_t version);
+
+  // Entries have increasing indexes; [begin(), end()) are retained.
+  int64_t begin() const { return base_; }
+  int64_t end() const { return base_ + static_cast<int64_t>(entries_.size()); }
+  const Entry& at(int64_t index) const { return entries_[static_cast<size_t>(index - base_)]; }
+  // The index of the first retained output line with seq >= from_seq (end() if none).
+  int64_t FirstOutputFrom(int64_t from_seq) const;
+  int64_t next_seq() const { return next_seq_; }
+
+ private:
+  void Trim();
+
+  const size_t max_entries_;
+  const size_t max_bytes_;
+  size_t bytes_ = 0;
+  std::deque<Entry> entries_;
+  int64_t base_ = 0;
+  int64_t next_seq_ = 0;
+};
+
+}  // namespace hvd::launcherd

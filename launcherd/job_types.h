@@ -1,0 +1,130 @@
+// The launcher's domain types: what JobManager and AgentRegistry work with. The gRPC services
+// translate hvd.v1 messages to and from these (proto_convert.h), so the logic never sees protobuf.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "control/job_state.h"
+#include "control/placement.h"
+
+namespace hvd::launcherd {
+
+using control::JobState;
+using control::RankState;
+
+// Wall-clock milliseconds since the epoch, for the timestamps in records.
+inline int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct JobSpec {
+  std::vector<std::string> argv;  // argv[0] is the program; never run through a shell
+  int np = 0;
+  std::vector<control::HostRequest> hosts;  // empty: any free slots
+  std::map<std::string, std::string> env;   // -x
+  std::string working_dir;
+  std::string name;
+  bool detached = false;
+};
+
+struct RankStatus {
+  control::RankSlot placement;
+  RankState state = RankState::kPending;
+  int pid = 0;
+  int exit_code = 0;
+  int signal = 0;
+  int64_t start_time_ms = 0;
+  int64_t end_time_ms = 0;
+  std::string error;
+};
+
+struct JobFailure {
+  int rank = -1;  // -1: no rank to blame (the job never fit, the launcher stopped)
+  std::string host;
+  int exit_code = 0;
+  int signal = 0;
+  std::string stderr_tail;
+  std::string message;  // one line: "rank 2 on host-b exited with code 3"
+};
+
+struct JobStatus {
+  std::string id;
+  JobSpec spec;
+  JobState state = JobState::kPending;
+  std::string reason;  // why PENDING, or why it ended
+  std::vector<RankStatus> ranks;
+  bool has_failure = false;
+  JobFailure failure;
+  int64_t submit_time_ms = 0;
+  int64_t start_time_ms = 0;
+  int64_t end_time_ms = 0;
+  int exit_code = 0;
+  int attempt = 0;
+};
+
+struct OutputLine {
+  int rank = 0;
+  bool is_stderr = false;
+  std::string text;
+  int64_t seq = -1;  // position in the job's output log; set by the launcher
+};
+
+// One item of WatchJob's stream.
+struct JobEvent {
+  enum class Kind { kOutput, kStatus, kProgress };
+  Kind kind = Kind::kProgress;
+  OutputLine output;
+  JobStatus status;
+  std::string progress;
+};
+
+// What an agent reports about a rank (hvd.v1.RankEvent).
+struct RankEventReport {
+  std::string job_id;
+  int attempt = 0;
+  int rank = 0;
+  RankState state = RankState::kUnspecified;
+  int pid = 0;
+  int exit_code = 0;
+  int signal = 0;
+  std::string error;
+  std::string stderr_tail;
+};
+
+// An agent as registered and as listed (hvd.v1.AgentInfo).
+struct AgentInfo {
+  std::string id;
+  std::string host;
+  std::string advertise_addr;
+  int slots = 0;
+  int gpus = 0;
+  int pid = 0;
+  std::string version;
+  int64_t last_heartbeat_ms = 0;  // wall clock
+  int slots_in_use = 0;           // filled by whoever combines registry and jobs
+  std::string state;              // "READY", "DISCONNECTED" (stream gone, lease running), "LOST"
+};
+
+// Commands to an agent (hvd.v1.StartRank / StopJob).
+struct StartRankCommand {
+  std::string job_id;
+  int attempt = 0;
+  control::RankSlot placement;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;
+  std::string working_dir;
+};
+
+struct StopJobCommand {
+  std::string job_id;
+  std::string reason;
+  int64_t grace_ms = 0;
+};
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,217 @@
+// LauncherImpl: wires the store, the registry, the job manager, the three gRPC services, the
+// runtime's rendezvous endpoint, the HTTP server and the lease sweeper, and takes them down in an
+// order that lets agents hear StopJob before their streams close.
+#include "launcherd/launcher.h"
+
+// First, so that gRPC's Abseil annotations (system headers) yield to hvd's instead of the other
+// way round, which would warn about the redefined GUARDED_BY.
+#include "common/thread_annotations.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "common/logging.h"
+#include "launcherd/agent_gateway_service.h"
+#include "launcherd/agent_registry.h"
+#include "launcherd/http_server.h"
+#include "launcherd/job_manager.h"
+#include "launcherd/kv_server.h"
+#include "launcherd/kv_store.h"
+#include "launcherd/launcher_service.h"
+#include "launcherd/listen_address.h"
+#include "launcherd/rendezvous_service.h"
+
+namespace hvd::launcherd {
+namespace {
+
+// How long Stop() gives queued StopJob messages to reach agents, and in-flight calls to end.
+constexpr auto kDrainTimeout = std::chrono::seconds(1);
+constexpr auto kShutdownGrace = std::chrono::seconds(2);
+constexpr int kMaxMessageBytes = 64 << 20;
+
+Status ValidateOptions(const LauncherOptions& o) {
+  if (o.token.empty()) {
+    return InvalidArgument(
+        "the launcher needs a cluster token: pass --token-file (or set "
+        "HVD_TOKEN_FILE)");
+  }
+  if (o.heartbeat_interval.count() <= 0 || o.lease <= o.heartbeat_interval) {
+    return InvalidArgument("the lease (" + std::to_string(o.lease.count()) +
+                           " ms) must be longer than the heartbeat interval (" +
+                           std::to_string(o.heartbeat_interval.count()) +
+                           " ms), which must be > 0; a few intervals is typical (--lease-ms)");
+  }
+  if (o.kill_grace.count() < 0) {
+    return InvalidArgument("the kill grace must be >= 0 ms (--kill-grace-ms)");
+  }
+  return Status::OK();
+}
+
+class LauncherImpl final : public Launcher {
+ public:
+  explicit LauncherImpl(const LauncherOptions& options)
+      : options_(options), registry_(options.lease) {}
+  ~LauncherImpl() override { Stop(); }
+
+  Status Init() {
+    std::string grpc_host;
+    int grpc_port = 0;
+    HVD_RETURN_IF_ERROR_CTX(ParseListenAddress(options_.listen, &grpc_host, &grpc_port),
+                            "--listen");
+
+    // The runtime's endpoint first: its port goes into every worker's HVD_RENDEZVOUS.
+    const std::string kv_listen = options_.rendezvous_listen.empty()
+                                      ? (IsWildcardHost(grpc_host) ? "0.0.0.0" : grpc_host) + ":0"
+                                      : options_.rendezvous_listen;
+    std::string kv_host;
+    int kv_port = 0;
+    HVD_RETURN_IF_ERROR_CTX(ParseListenAddress(kv_listen, &kv_host, &kv_port),
+                            "--rendezvous-listen");
+    SecretResolver resolver = [this](const std::string& secret, std::string* prefix) {
+      JobManager* jobs = jobs_ptr_.load();
+      return jobs != nullptr && jobs->ResolveSecret(secret, prefix);
+    };
+    HVD_RETURN_IF_ERROR_CTX(KvServer::Start(kv_listen, &store_, resolver, &kv_server_),
+                            "rendezvous endpoint (--rendezvous-listen)");
+    std::string bound_host;
+    HVD_RETURN_IF_ERROR(ParseListenAddress(kv_server_->address(), &bound_host, &kv_port));
+    std::string advertise = options_.advertise_host;
+    if (advertise.empty()) advertise = IsWildcardHost(kv_host) ? LocalHostName() : kv_host;
+    rendezvous_address_ = advertise + ":" + std::to_string(kv_port);
+
+    JobManagerOptions jo;
+    jo.rendezvous_address = rendezvous_address_;
+    jo.kill_grace = options_.kill_grace;
+    jo.reconcile_after = options_.kill_grace + 2 * options_.heartbeat_interval + options_.lease;
+    jobs_ = std::make_unique<JobManager>(jo, &registry_, &store_);
+    jobs_ptr_.store(jobs_.get());
+
+    launcher_service_ = std::make_unique<LauncherService>(options_.token, jobs_.get(), &registry_);
+    gateway_service_ = std::make_unique<AgentGatewayService>(
+        options_.token, &registry_, jobs_.get(), options_.heartbeat_interval, options_.lease);
+    rendezvous_service_ = std::make_unique<RendezvousService>(&store_, options_.token, resolver);
+    grpc::ServerBuilder builder;
+    int selected_port = 0;
+    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &selected_port);
+    // Without this a second launcher on the same port would bind too and steal half the calls.
+    builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+    builder.RegisterService(launcher_service_.get());
+    builder.RegisterService(gateway_service_.get());
+    builder.RegisterService(rendezvous_service_.get());
+    server_ = builder.BuildAndStart();
+    if (!server_ || selected_port == 0) {
+      return Unavailable("cannot listen for gRPC on " + options_.listen +
+                         ": the port is in use or the host is not an address of this machine; "
+                         "pick another --listen");
+    }
+    grpc_address_ = grpc_host + ":" + std::to_string(selected_port);
+
+    if (!options_.http_listen.empty()) {
+      HVD_RETURN_IF_ERROR(
+          HttpServer::Start(options_.http_listen, jobs_.get(), &registry_, &store_, &http_));
+    }
+    sweeper_ = std::thread([this] { SweepLoop(); });
+    HVD_LOG(INFO) << "hvd-launcherd: gRPC on " << grpc_address_ << ", rendezvous on "
+                  << rendezvous_address_ << (http_ ? ", HTTP on " + http_->address() : "");
+    return Status::OK();
+  }
+
+  std::string grpc_address() const override { return grpc_address_; }
+  std::string http_address() const override { return http_ ? http_->address() : ""; }
+  std::string rendezvous_address() const override { return rendezvous_address_; }
+
+  void Stop() override {
+    std::lock_guard<std::mutex> stop_lock(stop_mu_);  // a second Stop waits for the first
+    if (stopped_) return;
+    {
+      std::lock_guard<std::mutex> lock(sweep_mu_);
+      sweep_stop_ = true;
+      sweep_cv_.notify_all();
+    }
+    if (sweeper_.joinable()) sweeper_.join();
+    if (jobs_) {
+      jobs_->Shutdown("cancelled: the launcher is shutting down");
+      // Agents report their ranks gone within the kill grace; waiting for that lets watchers
+      // (hvdrun) see every rank end instead of a launcher that vanished mid-teardown.
+      if (!jobs_->WaitRanksGone(options_.kill_grace + kDrainTimeout)) {
+        HVD_LOG(WARNING) << "stopping with ranks not yet reported gone; their agents end them";
+      }
+      jobs_->CloseWatches();
+      gateway_service_->Drain(kDrainTimeout);
+      gateway_service_->Close();
+    }
+    registry_.CloseAll();
+    // Wake blocked rendezvous waits before the gRPC server waits for its calls to end.
+    store_.Shutdown();
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+    if (kv_server_) kv_server_->Stop();
+    if (http_) http_->Stop();
+    {
+      std::lock_guard<std::mutex> lock(wait_mu_);
+      stopped_ = true;
+    }
+    wait_cv_.notify_all();
+  }
+
+  void Wait() override {
+    std::unique_lock<std::mutex> lock(wait_mu_);
+    wait_cv_.wait(lock, [&] { return stopped_; });
+  }
+
+ private:
+  // Declares agents that went silent LOST, failing the jobs that had ranks on them.
+  void SweepLoop() {
+    const auto period = std::clamp(options_.lease / 10, std::chrono::milliseconds(10),
+                                   std::chrono::milliseconds(500));
+    std::unique_lock<std::mutex> lock(sweep_mu_);
+    while (!sweep_cv_.wait_for(lock, period, [&] { return sweep_stop_; })) {
+      lock.unlock();
+      for (const AgentInfo& lost : registry_.ExpireLeases(std::chrono::steady_clock::now())) {
+        jobs_->OnAgentLost(lost);
+      }
+      lock.lock();
+    }
+  }
+
+  const LauncherOptions options_;
+  KvStore store_;
+  AgentRegistry registry_;
+  std::unique_ptr<JobManager> jobs_;
+  std::atomic<JobManager*> jobs_ptr_{nullptr};  // read by rendezvous threads
+  std::unique_ptr<KvServer> kv_server_;
+  std::unique_ptr<LauncherService> launcher_service_;
+  std::unique_ptr<AgentGatewayService> gateway_service_;
+  std::unique_ptr<RendezvousService> rendezvous_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<HttpServer> http_;
+  std::string grpc_address_, rendezvous_address_;
+
+  std::thread sweeper_;
+  std::mutex sweep_mu_;
+  std::condition_variable sweep_cv_;
+  bool sweep_stop_ = false;
+
+  std::mutex stop_mu_;
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  bool stopped_ = false;  // written under wait_mu_ (and stop_mu_)
+};
+
+}  // namespace
+
+Status Launcher::Start(const LauncherOptions& options, std::unique_ptr<Launcher>* out) {
+  HVD_RETURN_IF_ERROR_CTX(ValidateOptions(options), "hvd-launcherd");
+  auto launcher = std::make_unique<LauncherImpl>(options);
+  Status s = launcher->Init();
+  if (!s.ok()) return s.WithContext("hvd-launcherd");
+  *out = std::move(launcher);
+  return Status::OK();
+}
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,45 @@
+// hvd-launcherd as a class, so the daemon's main() and hvdrun's embedded local mode run the same
+// code. Owns the agent registry, the job table, the rendezvous store, the gRPC services (Launcher,
+// AgentGateway, Rendezvous), the runtime's rendezvous TCP endpoint and the REST/metrics server.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "hvd/status.h"
+
+namespace hvd::launcherd {
+
+struct LauncherOptions {
+  std::string listen = "127.0.0.1:0";  // gRPC; port 0: pick a free one
+  std::string http_listen;             // REST/metrics "host:port"; empty: no HTTP server
+  std::string rendezvous_listen;       // runtime rendezvous TCP "host:port"; empty: the gRPC
+                                       // listen host with a free port
+  std::string advertise_host;          // host workers dial for rendezvous; empty: listen host
+                                       // (or this host's name when listening on 0.0.0.0)
+  std::string state_dir;               // empty: nothing persisted
+  std::string token;                   // the cluster token; REQUIRED non-empty
+  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds lease{5000};       // an agent silent this long is LOST
+  std::chrono::milliseconds kill_grace{5000};  // SIGTERM -> SIGKILL when tearing a job down
+};
+
+class Launcher {
+ public:
+  // Binds every listener and starts serving. Errors name the address and the reason.
+  static Status Start(const LauncherOptions& options, std::unique_ptr<Launcher>* out);
+  virtual ~Launcher() = default;
+
+  // Actually bound addresses ("127.0.0.1:41234"), ports resolved.
+  virtual std::string grpc_address() const = 0;
+  virtual std::string http_address() const = 0;        // "" without HTTP
+  virtual std::string rendezvous_address() const = 0;  // what workers get in HVD_RENDEZVOUS
+
+  // Stops accepting work, tells agents to end every running job, closes the listeners. Idempotent.
+  virtual void Stop() = 0;
+  // Blocks until Stop() has been called (from another thread or a signal handler's thread).
+  virtual void Wait() = 0;
+};
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,47 @@
+// hvd.v1.Launcher: what hvdrun asks of the launcher. Thin: checks the cluster token on every call
+// and translates between protobuf and JobManager's domain calls.
+#pragma once
+
+// First, so that gRPC's Abseil annotations (system headers) yield to hvd's instead of the other
+// way round, which would warn about the redefined GUARDED_BY.
+#include "common/thread_annotations.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <string>
+
+#include "hvd/v1/launcher.grpc.pb.h"
+#include "launcherd/agent_registry.h"
+#include "launcherd/job_manager.h"
+
+namespace hvd::launcherd {
+
+class LauncherService final : public v1::Launcher::Service {
+ public:
+  // `jobs` and `agents` must outlive the service.
+  LauncherService(std::string token, JobManager* jobs, const AgentRegistry* agents)
+      : token_(std::move(token)), jobs_(jobs), agents_(agents) {}
+
+  grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
+                         v1::SubmitJobResponse* response) override;
+  grpc::Status GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                      v1::JobStatus* response) override;
+  grpc::Status ListJobs(grpc::ServerContext* context, const v1::ListJobsRequest* request,
+                        v1::ListJobsResponse* response) override;
+  grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
+                         v1::CancelJobResponse* response) override;
+  // Streams the current status, the output from from_seq, then (with follow) new output, progress
+  // and status changes until the job has finished; the last event is the final JobStatus. Holds a
+  // gRPC thread for the watch's life.
+  grpc::Status WatchJob(grpc::ServerContext* context, const v1::WatchJobRequest* request,
+                        grpc::ServerWriter<v1::JobEvent>* writer) override;
+  grpc::Status ListAgents(grpc::ServerContext* context, const v1::ListAgentsRequest* request,
+                          v1::ListAgentsResponse* response) override;
+
+ private:
+  const std::string token_;
+  JobManager* const jobs_;
+  const AgentRegistry* const agents_;
+};
+
+}  // namespace hvd::launcherd

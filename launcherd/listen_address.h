@@ -1,0 +1,21 @@
+// "host:port" listen addresses for the launcher's endpoints, where port 0 asks for a free port,
+// and the host workers are told to dial.
+#pragma once
+
+#include <string>
+
+#include "hvd/status.h"
+
+namespace hvd::launcherd {
+
+// Splits "host:port" with port 0..65535 ("[::1]:0" keeps the brackets off the host).
+// InvalidArgument naming the text and the expected form.
+Status ParseListenAddress(const std::string& address, std::string* host, int* port);
+
+// Whether `host` means every interface ("0.0.0.0", "::", "[::]", "" or "*").
+bool IsWildcardHost(const std::string& host);
+
+// This machine's host name (gethostname), "localhost" if it has none.
+std::string LocalHostName();
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,166 @@
+// hvd-launcherd: parses flags, finds (or creates) the cluster token, runs a Launcher until SIGINT
+// or SIGTERM. Everything else is in hvd_launcherd_lib (launcher.h).
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <iostream>
+#include <set>
+#include <thread>
+
+#include "control/flags.h"
+#include "control/token.h"
+#include "launcherd/launcher.h"
+#include "launcherd/listen_address.h"
+
+namespace {
+
+using hvd::Status;
+
+constexpr int kUsageError = 2;
+
+// The token: --token-file, else $HVD_TOKEN_FILE, else <state-dir>/token (kept across restarts, so
+// agents and users need not be told again), else a fresh one in a private temporary directory.
+Status LoadToken(const std::string& flag_path, const std::string& state_dir, std::string* token,
+                 std::string* path) {
+  *path = flag_path;
+  if (path->empty()) {
+    const char* env = std::getenv("HVD_TOKEN_FILE");
+    if (env != nullptr) *path = env;
+  }
+  if (!path->empty()) return hvd::control::ReadTokenFile(*path, token);
+  if (!state_dir.empty()) {
+    if (mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return hvd::InvalidArgument("cannot create --state-dir " + state_dir + ": " +
+                                  std::strerror(errno));
+    }
+    *path = state_dir + "/token";
+    struct stat st;
+    if (stat(path->c_str(), &st) == 0) return hvd::control::ReadTokenFile(*path, token);
+  } else {
+    char dir[] = "/tmp/hvd-launcherd-XXXXXX";
+    if (mkdtemp(dir) == nullptr) {
+      return hvd::Internal(std::string("cannot create a directory for the token in /tmp: ") +
+                           std::strerror(errno) + "; pass --token-file or --state-dir");
+    }
+    *path = std::string(dir) + "/token";
+  }
+  HVD_RETURN_IF_ERROR(hvd::control::WriteNewTokenFile(*path, token));
+  std::cerr << "hvd-launcherd: generated a cluster token in " << *path
+            << "; give it to agents and hvdrun with --token-file " << *path << "\n";
+  return Status::OK();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string listen = "0.0.0.0:7070", http, rendezvous_listen, advertise_host, state_dir,
+              token_file, log_level;
+  int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000;
+  bool help = false;
+  hvd::control::FlagSet flags("hvd-launcherd");
+  flags.String("--listen", &listen, "gRPC address for hvdrun and agents (default 0.0.0.0:7070)");
+  flags.String("--http", &http, "REST/metrics address, e.g. 0.0.0.0:7080 (default: off)");
+  flags.String("--rendezvous-listen", &rendezvous_listen,
+               "address ranks meet at (default: the --listen host, port 7071)");
+  flags.String("--advertise-host", &advertise_host,
+               "host name or IP workers dial for rendezvous (default: the listen host, or this "
+               "machine's name when listening on all interfaces)");
+  flags.String("--state-dir", &state_dir, "directory for the generated token (default: none)");
+  flags.String("--token-file", &token_file,
+               "cluster token file (default: $HVD_TOKEN_FILE, else generated)");
+  flags.String("--log-level", &log_level, "trace, debug, info, warning or error");
+  flags.Int("--heartbeat-interval-ms", &heartbeat_ms, "how often agents heartbeat (1000)");
+  flags.Int("--lease-ms", &lease_ms, "an agent silent this long is LOST and its ranks fail (5000)");
+  flags.Int("--kill-grace-ms", &kill_grace_ms,
+            "SIGTERM to SIGKILL delay when a job is torn down (5000)");
+  flags.Bool("--help,-h", &help, "show this help");
+  std::vector<std::string> positional;
+  Status s = flags.Parse(argc, argv, 1, false, &positional);
+  if (s.ok() && !positional.empty()) {
+    s = hvd::InvalidArgument("hvd-launcherd: unexpected argument '" + positional[0] +
+                             "'; it takes flags only (see --help)");
+  }
+  if (!s.ok()) {
+    std::cerr << s.message() << "\n";
+    return kUsageError;
+  }
+  if (help) {
+    std::cout << flags.Usage("[flags]");
+    return 0;
+  }
+  if (!log_level.empty()) {
+    static const std::set<std::string> kLevels = {"trace", "debug", "info", "warning", "error"};
+    if (!kLevels.count(log_level)) {
+      std::cerr << "hvd-launcherd: --log-level " << log_level
+                << " is not one of trace, debug, info, warning, error\n";
+      return kUsageError;
+    }
+    setenv("HVD_LOG_LEVEL", log_level.c_str(), 1);  // read once, at the first log line
+  }
+  hvd::launcherd::LauncherOptions options;
+  options.listen = listen;
+  options.http_listen = http;
+  options.rendezvous_listen = rendezvous_listen;
+  if (options.rendezvous_listen.empty()) {
+    std::string host;
+    int port = 0;
+    s = hvd::launcherd::ParseListenAddress(listen, &host, &port);
+    if (!s.ok()) {
+      std::cerr << "hvd-launcherd: --listen " << s.message() << "\n";
+      return kUsageError;
+    }
+    options.rendezvous_listen =
+        (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":7071";
+  }
+  options.advertise_host = advertise_host;
+  options.state_dir = state_dir;
+  options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
+  options.lease = std::chrono::milliseconds(lease_ms);
+  options.kill_grace = std::chrono::milliseconds(kill_grace_ms);
+  if (heartbeat_ms <= 0 || lease_ms <= heartbeat_ms || kill_grace_ms < 0) {
+    std::cerr << "hvd-launcherd: need --heartbeat-interval-ms > 0, --lease-ms above it (a few "
+                 "intervals) and --kill-grace-ms >= 0; got "
+              << heartbeat_ms << ", " << lease_ms << ", " << kill_grace_ms << "\n";
+    return kUsageError;
+  }
+  std::string token_path;
+  s = LoadToken(token_file, state_dir, &options.token, &token_path);
+  if (!s.ok()) {
+    std::cerr << "hvd-launcherd: " << s.message() << "\n";
+    return kUsageError;
+  }
+
+  // Signals go to one thread that stops the launcher; block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  std::unique_ptr<hvd::launcherd::Launcher> launcher;
+  s = hvd::launcherd::Launcher::Start(options, &launcher);
+  if (!s.ok()) {
+    std::cerr << s.message() << "\n";
+    // A malformed address is a usage error; a port in use is not.
+    return s.code() == hvd::StatusCode::kInvalidArgument ? kUsageError : 1;
+  }
+  std::cout << "hvd-launcherd: gRPC " << launcher->grpc_address() << ", rendezvous "
+            << launcher->rendezvous_address()
+            << (http.empty() ? "" : ", HTTP " + launcher->http_address()) << ", token "
+            << token_path << std::endl;
+  // The only caller of Stop(), so once Wait() returns the thread has finished with it.
+  std::thread stopper([&launcher, signals] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    std::cerr << "hvd-launcherd: " << strsignal(sig) << ", stopping\n";
+    launcher->Stop();
+  });
+  launcher->Wait();
+  stopper.join();
+  launcher.reset();
+  return 0;
+}

@@ -1,0 +1,23 @@
+// Translation between hvd.v1 messages and the launcher's domain types (job_types.h), shared by the
+// gRPC services. Protobuf only; no gRPC.
+#pragma once
+
+#include "hvd/v1/agent.pb.h"
+#include "hvd/v1/common.pb.h"
+#include "hvd/v1/launcher.pb.h"
+#include "launcherd/job_types.h"
+
+namespace hvd::launcherd {
+
+JobSpec FromProto(const v1::JobSpec& p);
+RankEventReport FromProto(const v1::RankEvent& p);
+AgentInfo FromProto(const v1::AgentInfo& p);
+OutputLine FromProto(const v1::OutputLine& p);
+
+void ToProto(const JobStatus& s, v1::JobStatus* p);
+void ToProto(const JobEvent& e, v1::JobEvent* p);
+void ToProto(const AgentInfo& a, v1::AgentInfo* p);
+void ToProto(const StartRankCommand& c, v1::StartRank* p);
+void ToProto(const StopJobCommand& c, v1::StopJob* p);
+
+}  // namespace hvd::launcherd

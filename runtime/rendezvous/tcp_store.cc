@@ -1,0 +1,271 @@
+// The hvd:// Store: the runtime's client for hvd-launcherd's rendezvous endpoint, speaking the
+// framed protocol of kv_protocol.h over one TCP connection (the runtime never links gRPC).
+//
+// One connection per store, opened and authenticated (HELLO with HVD_JOB_SECRET) when the store is
+// opened, so a wrong address or secret fails hvd::Init() at once with a message that says so.
+// Calls are serialized by a mutex: the runtime makes them from one thread at a time, and a blocked
+// Wait holds the connection. A lost connection is final: the launcher's store lives in its memory,
+// so reconnecting silently could only meet a restarted launcher that forgot every key; every later
+// call fails with Unavailable naming the launcher and the first error.
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "common/settings.h"
+#include "common/thread_annotations.h"
+#include "rendezvous/kv_protocol.h"
+#include "rendezvous/store_util.h"
+
+namespace hvd::runtime::rendezvous {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using internal::ErrnoText;
+using kv::Deadline;
+using kv::Op;
+
+const common::Setting<std::string> kJobSecret(
+    "HVD_JOB_SECRET", nullptr, "",
+    "the job's secret for an hvd:// rendezvous (hvd-agent sets it); grants this job's keys only");
+const common::Setting<double> kRendezvousTimeout(
+    "HVD_RENDEZVOUS_TIMEOUT_SECONDS", nullptr, 30,
+    "hvd:// rendezvous: how long a rank retries reaching the launcher, and the longest any store "
+    "call but a wait may take");
+
+constexpr auto kMaxBackoff = std::chrono::milliseconds(500);
+constexpr auto kMaxDialTime = std::chrono::seconds(5);  // one connect attempt
+// Keeps deadline arithmetic far from overflow; no rendezvous waits a week.
+constexpr auto kMaxWait = std::chrono::milliseconds(std::chrono::hours(24 * 7));
+
+class TcpStore final : public Store {
+ public:
+  TcpStore(std::string address, std::chrono::milliseconds op_timeout)
+      : address_(std::move(address)),
+        name_("launcher rendezvous at " + address_),
+        op_timeout_(op_timeout) {}
+  ~TcpStore() override {
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Dials and authenticates, retrying refused or failed dials (the launcher may still be
+  // starting) and a full endpoint until `deadline`. A refused secret is final.
+  Status Connect(const std::string& host, int port, const std::string& secret, Deadline deadline) {
+    auto backoff = std::chrono::milliseconds(10);
+    std::string last_error;
+    for (;;) {
+      Status s = ConnectOnce(host, port, secret, deadline);
+      if (s.ok()) return s;
+      if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kDeadlineExceeded) {
+        return s;
+      }
+      if (s.code() != StatusCode::kDeadlineExceeded || last_error.empty()) {
+        last_error = s.message();
+        if (last_error.rfind(name_ + ": ", 0) == 0) last_error.erase(0, name_.size() + 2);
+      }
+      auto now = Clock::now();
+      if (now >= deadline) {
+        return Unavailable(name_ + ": could not connect within " +
+                           std::to_string(op_timeout_.count()) +
+                           " ms (HVD_RENDEZVOUS_TIMEOUT_SECONDS); last error: " + last_error +
+                           ". Is hvd-launcherd running and reachable from this host?");
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+  }
+
+  Status Set(std::string_view key, std::string_view value) override {
+    kv::Request r;
+    r.op = Op::kSet;
+    r.key = key;
+    r.value = value;
+    kv::Response resp;
+    return Call(r, Clock::now() + op_timeout_, &resp);
+  }
+
+  Status Get(std::string_view key, std::string* value) override {
+    kv::Request r;
+    r.op = Op::kGet;
+    r.key = key;
+    kv::Response resp;
+    HVD_RETURN_IF_ERROR(Call(r, Clock::now() + op_timeout_, &resp));
+    *value = std::move(resp.value);
+    return Status::OK();
+  }
+
+  Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    kv::Request r;
+    r.op = Op::kWait;
+    r.keys = keys;
+    r.timeout_ms = std::clamp<int64_t>(timeout.count(), 0, kMaxWait.count());
+    kv::Response resp;
+    // The launcher ends the wait; the socket deadline only catches a launcher that stopped
+    // answering.
+    return Call(r, Clock::now() + std::chrono::milliseconds(r.timeout_ms) + op_timeout_, &resp);
+  }
+
+  Status Add(std::string_view key, int64_t delta, int64_t* new_value) override {
+    kv::Request r;
+    r.op = Op::kAdd;
+    r.key = key;
+    r.delta = delta;
+    kv::Response resp;
+    HVD_RETURN_IF_ERROR(Call(r, Clock::now() + op_timeout_, &resp));
+    if (new_value != nullptr) *new_value = resp.number;
+    return Status::OK();
+  }
+
+  std::string Describe() const override { return name_; }
+
+ private:
+  Status ConnectOnce(const std::string& host, int port, const std::string& secret,
+                     Deadline deadline) {
+    sockaddr_in addr{};
+    HVD_RETURN_IF_ERROR(Resolve(host, port, &addr));
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return Internal(name_ + ": socket: " + ErrnoText(errno));
+    Status s = Dial(fd, addr, std::min<Deadline>(deadline, Clock::now() + kMaxDialTime));
+    if (s.ok()) {
+      int one = 1;
+      setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      std::lock_guard<std::mutex> lock(mu_);
+      fd_ = fd;
+      kv::Request r;
+      r.op = Op::kHello;
+      r.secret = secret;
+      kv::Response resp;
+      s = CallLocked(r, std::min<Deadline>(deadline, Clock::now() + op_timeout_), &resp);
+      if (s.ok()) return s;
+      fd = fd_;  // CallLocked closed it on an I/O error
+      fd_ = -1;
+      lost_.clear();
+    }
+    if (fd >= 0) close(fd);
+    return s;
+  }
+
+  Status Resolve(const std::string& host, int port, sockaddr_in* addr) {
+    addrinfo hints{};
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+    if (rc != 0 || res == nullptr) {
+      std::string m = name_ + ": cannot resolve '" + host + "' to an IPv4 address: " +
+                      (rc == EAI_SYSTEM ? ErrnoText(errno) : gai_strerror(rc));
+      // A name that does not exist will not appear by retrying; a DNS hiccup may pass.
+      return rc == EAI_AGAIN ? Unavailable(m) : InvalidArgument(m + " (check HVD_RENDEZVOUS)");
+    }
+    *addr = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
+    addr->sin_port = htons(static_cast<uint16_t>(port));
+    freeaddrinfo(res);
+    return Status::OK();
+  }
+
+  Status Dial(int fd, const sockaddr_in& addr, Deadline deadline) {
+    if (connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) == 0) {
+      return Status::OK();
+    }
+    if (errno != EINPROGRESS && errno != EINTR) {
+      return Unavailable("connect " + address_ + ": " + ErrnoText(errno));
+    }
+    for (;;) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return DeadlineExceeded("connect " + address_ + ": timed out");
+      pollfd p{fd, POLLOUT, 0};
+      int r = poll(&p, 1, static_cast<int>(left.count()));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return Internal("poll for connect " + address_ + ": " + ErrnoText(errno));
+      if (r == 0) continue;
+      int err = 0;
+      socklen_t len = sizeof(err);
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) return Unavailable("connect " + address_ + ": " + ErrnoText(err));
+      return Status::OK();
+    }
+  }
+
+  Status Call(const kv::Request& r, Deadline deadline, kv::Response* resp) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return CallLocked(r, deadline, resp);
+  }
+
+  // One request and its response. Transport failures close the connection for good and give
+  // Unavailable; the launcher's own error comes back as it sent it. Both name the launcher and op.
+  Status CallLocked(const kv::Request& r, Deadline deadline, kv::Response* resp) REQUIRES(mu_) {
+    const std::string what = name_ + ": " + kv::OpName(r.op);
+    if (fd_ < 0) {
+      return Unavailable(what + ": the connection was lost earlier (" + lost_ +
+                         "); the launcher's keys cannot be reached again from this process");
+    }
+    std::string request = kv::EncodeRequest(r);
+    if (request.size() > kv::kMaxFrameBytes) {  // refused before a byte is sent: still usable
+      return InvalidArgument(what + ": request of " + std::to_string(request.size()) +
+                             " bytes exceeds the protocol's limit of " +
+                             std::to_string(kv::kMaxFrameBytes >> 20) + " MiB");
+    }
+    std::string payload;
+    Status s = kv::WriteFrame(fd_, request, deadline, -1, address_);
+    if (s.ok()) s = kv::ReadFrame(fd_, &payload, deadline, -1, address_);
+    if (s.ok()) s = kv::DecodeResponse(r.op, payload, resp);
+    if (!s.ok()) {
+      close(fd_);
+      fd_ = -1;
+      if (s.code() == StatusCode::kDeadlineExceeded) {
+        s = Status(s.code(),
+                   "no answer from the launcher within the deadline (" + s.message() + ")");
+      }
+      lost_ = kv::OpName(r.op) + ": " + s.message();
+      return Unavailable(what + ": " + s.message());
+    }
+    return resp->status.WithContext(what);
+  }
+
+  const std::string address_;
+  const std::string name_;
+  const std::chrono::milliseconds op_timeout_;
+  std::mutex mu_;
+  int fd_ GUARDED_BY(mu_) = -1;
+  std::string lost_ GUARDED_BY(mu_);  // why the connection closed
+};
+
+}  // namespace
+
+Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out) {
+  auto colon = address.rfind(':');
+  int64_t port = 0;
+  if (colon == std::string::npos || colon == 0 ||
+      !common::ParseInt64(address.substr(colon + 1), &port).ok() || port < 1 || port > 65535) {
+    return InvalidArgument("launcher rendezvous address '" + address +
+                           "' is not HOST:PORT with a port in 1..65535 (expected "
+                           "hvd://HOST:PORT in HVD_RENDEZVOUS)");
+  }
+  std::string secret;
+  double timeout_s = 0;
+  HVD_RETURN_IF_ERROR(kJobSecret.Get(&secret));
+  HVD_RETURN_IF_ERROR(kRendezvousTimeout.Get(&timeout_s));
+  if (!(timeout_s > 0)) {
+    return InvalidArgument("HVD_RENDEZVOUS_TIMEOUT_SECONDS must be > 0");
+  }
+  if (secret.empty()) {
+    return FailedPrecondition("launcher rendezvous at " + address +
+                              ": HVD_JOB_SECRET is not set; the launcher admits only ranks that "
+                              "carry their job's secret (hvd-agent sets it for the ranks it "
+                              "starts; set it yourself when starting ranks by hand)");
+  }
+  auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  auto store = std::make_unique<TcpStore>(address, timeout);
+  HVD_RETURN_IF_ERROR(store->Connect(address.substr(0, colon), static_cast<int>(port), secret,
+                                     Clock::now() + timeout));
+  *out = std::move(store);
+  return Status::OK();
+}
+
+}  // namespace hvd::runtime::rendezvous

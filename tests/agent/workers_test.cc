@@ -1,0 +1,123 @@
+// Workers: StartRank/StopJob semantics and the events they put in the Outbox, with real processes
+// and without a launcher.
+#include "agent/workers.h"
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+#include <thread>
+
+namespace hvd::agent {
+namespace {
+
+using std::chrono::milliseconds;
+namespace v1 = hvd::v1;
+
+v1::StartRank Cmd(const std::string& job, int rank, int slot, std::vector<std::string> argv) {
+  v1::StartRank c;
+  c.set_job_id(job);
+  c.set_attempt(1);
+  c.mutable_placement()->set_rank(rank);
+  c.mutable_placement()->set_slot(slot);
+  for (auto& a : argv) c.add_argv(a);
+  return c;
+}
+
+class WorkersTest : public ::testing::Test {
+ protected:
+  // Everything the outbox got so far, appended to `all_`.
+  const std::vector<v1::AgentMessage>& Drain() {
+    for (auto& m : outbox_.Take(Outbox::Clock::now(), true)) all_.push_back(std::move(m));
+    return all_;
+  }
+  // Waits for a rank event of `state`.
+  v1::RankEvent WaitEvent(const std::string& job, int rank, v1::RankState state) {
+    for (int i = 0; i < 500; ++i) {
+      for (const auto& m : Drain()) {
+        const auto& e = m.rank_event();
+        if (m.has_rank_event() && e.job_id() == job && e.rank() == rank && e.state() == state) {
+          return e;
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    ADD_FAILURE() << "no " << v1::RankState_Name(state) << " for " << job << " rank " << rank;
+    return {};
+  }
+  std::vector<std::string> Lines(const std::string& job, int rank) {
+    std::vector<std::string> out;
+    for (const auto& m : Drain()) {
+      if (!m.has_output() || m.output().job_id() != job) continue;
+      for (const auto& l : m.output().lines()) {
+        if (l.rank() == rank) out.push_back(l.text());
+      }
+    }
+    return out;
+  }
+  void TearDown() override {
+    workers_.Shutdown(milliseconds(0), "test over");
+    errno = 0;
+    EXPECT_EQ(waitpid(-1, nullptr, WNOHANG), -1);
+    EXPECT_EQ(errno, ECHILD);
+  }
+
+  Outbox outbox_;
+  Workers workers_{&outbox_, {"3", "5"}};
+  std::vector<v1::AgentMessage> all_;
+};
+
+TEST_F(WorkersTest, EachSlotGetsItsGpuOverridingTheJobsValue) {
+  v1::StartRank c = Cmd("j", 0, 1, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""});
+  (*c.mutable_env())["CUDA_VISIBLE_DEVICES"] = "0,1,2,3";
+  workers_.StartRank(c);
+  workers_.StartRank(Cmd("j", 1, 2, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""}));
+  EXPECT_EQ(WaitEvent("j", 0, v1::RANK_EXITED).exit_code(), 0);
+  EXPECT_EQ(WaitEvent("j", 1, v1::RANK_EXITED).attempt(), 1);
+  EXPECT_EQ(Lines("j", 0), std::vector<std::string>{"5"});
+  EXPECT_EQ(Lines("j", 1), std::vector<std::string>{"3"});  // slot 2 wraps to the first GPU
+}
+
+TEST_F(WorkersTest, RepeatedStartRankIsReportedNotStartedTwice) {
+  workers_.StartRank(Cmd("j", 0, 0, {"/bin/sleep", "100"}));
+  const int pid = WaitEvent("j", 0, v1::RANK_RUNNING).pid();
+  all_.clear();
+  workers_.StartRank(Cmd("j", 0, 0, {"/bin/sleep", "100"}));
+  EXPECT_EQ(WaitEvent("j", 0, v1::RANK_RUNNING).pid(), pid);
+  EXPECT_EQ(workers_.live_count(), 1);
+  EXPECT_EQ(workers_.RunningJobs(), std::vector<std::string>{"j"});
+}
+
+TEST_F(WorkersTest, StopJobStopsOnlyThatJobAndSaysWhy) {
+  workers_.StartRank(Cmd("a", 0, 0, {"/bin/sleep", "100"}));
+  workers_.StartRank(Cmd("a", 1, 1, {"/bin/sleep", "100"}));
+  workers_.StartRank(Cmd("b", 0, 0, {"/bin/sleep", "100"}));
+  WaitEvent("b", 0, v1::RANK_RUNNING);
+  EXPECT_EQ((workers_.UnstoppedJobs()), (std::map<std::string, int>{{"a", 2}, {"b", 1}}));
+  EXPECT_EQ(workers_.StopJob("a", milliseconds(1000), "job a failed"), 2);
+  EXPECT_EQ(workers_.StopJob("nope", milliseconds(1000), "?"), 0);
+  v1::RankEvent k = WaitEvent("a", 1, v1::RANK_KILLED);
+  EXPECT_EQ(k.error(), "job a failed");
+  EXPECT_EQ(k.signal(), SIGTERM);
+  WaitEvent("a", 0, v1::RANK_KILLED);
+  EXPECT_EQ(workers_.RunningJobs(), std::vector<std::string>{"b"});
+  workers_.Reap();
+  EXPECT_EQ(workers_.live_count(), 1);
+  workers_.Shutdown(milliseconds(1000), "agent stopping");
+  EXPECT_EQ(WaitEvent("b", 0, v1::RANK_KILLED).error(), "agent stopping");
+  // After Shutdown nothing starts.
+  workers_.StartRank(Cmd("c", 0, 0, {"/bin/sleep", "100"}));
+  EXPECT_NE(WaitEvent("c", 0, v1::RANK_FAILED_TO_START).error().find("shutting down"),
+            std::string::npos);
+}
+
+TEST_F(WorkersTest, ARankThatExitsByItselfIsExitedNotKilled) {
+  workers_.StartRank(Cmd("j", 0, 0, {"/bin/sh", "-c", "echo bye >&2; exit 7"}));
+  v1::RankEvent e = WaitEvent("j", 0, v1::RANK_EXITED);
+  EXPECT_EQ(e.exit_code(), 7);
+  EXPECT_EQ(e.stderr_tail(), "bye");
+  EXPECT_TRUE(e.error().empty());
+}
+
+}  // namespace
+}  // namespace hvd::agent

@@ -1,0 +1,186 @@
+// The built hvdrun's command line: every mistake is refused before anything starts, with exit
+// code 2 and a message that names the bad piece; --help, --version and --check-build answer.
+// Each test also checks that hvdrun left no process behind.
+#include <gtest/gtest.h>
+
+#include "hvdrun_process.h"
+
+#ifndef HVDRUN_PATH
+#error "HVDRUN_PATH must name the built hvdrun (tests/CMakeLists.txt)"
+#endif
+
+namespace hvd::clitest {
+namespace {
+
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+class HvdrunArgs : public ::testing::Test {
+ protected:
+  ProcResult Hvdrun(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+    args.insert(args.begin(), HVDRUN_PATH);
+    // No cluster from the environment: these test the local command line.
+    std::vector<std::string> e = {"HVD_LAUNCHER=", "HVD_TOKEN_FILE="};
+    e.insert(e.end(), env.begin(), env.end());
+    return RunProcess(args, dir_.path(), std::chrono::seconds(30), e, dir_.path());
+  }
+  // A usage error: exit 2, one "hvdrun: " message naming `needle`, nothing on stdout.
+  void ExpectUsageError(const std::vector<std::string>& args, const std::string& needle,
+                        const std::vector<std::string>& env = {}) {
+    ProcResult r = Hvdrun(args, env);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("hvdrun", 0), 0u) << r.err;
+    EXPECT_HAS(r.err, needle);
+    EXPECT_EQ(r.out, "");
+  }
+  void TearDown() override { EXPECT_EQ(Leftovers(), std::vector<std::string>{}); }
+
+  TempDir dir_;
+};
+
+// The leftover check the other tests rely on does see a process that outlives its parent.
+TEST_F(HvdrunArgs, HarnessCatchesSurvivors) {
+  ProcResult r = RunProcess({"/bin/sh", "-c", "sleep 60 & echo $!"}, dir_.path());
+  EXPECT_EQ(r.exit_code, 0);
+  const pid_t orphan = std::atoi(r.out.c_str());
+  ASSERT_GT(orphan, 0);
+  EXPECT_TRUE(ProcessAlive(orphan));
+  const std::vector<std::string> left = Leftovers(std::chrono::milliseconds(100));
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(std::atoi(left[0].c_str()), orphan);
+  EXPECT_HAS(left[0], "(sleep)");
+  EXPECT_FALSE(ProcessAlive(orphan));
+}
+
+TEST_F(HvdrunArgs, NoArguments) {
+  ExpectUsageError({}, "usage: hvdrun");
+}
+
+TEST_F(HvdrunArgs, UnknownFlag) {
+  ExpectUsageError({"--np-typo", "2", "/bin/true"}, "unknown flag --np-typo");
+  ExpectUsageError({"status", "--bogus"}, "hvdrun status: unknown flag --bogus");
+}
+
+TEST_F(HvdrunArgs, FlagWithoutValue) {
+  ExpectUsageError({"-np"}, "flag -np needs a value");
+}
+
+TEST_F(HvdrunArgs, BadNp) {
+  ExpectUsageError({"-np", "two", "/bin/true"}, "'two' is not an integer");
+  ExpectUsageError({"-np", "0", "/bin/true"}, "-np must be at least 1, not 0");
+  ExpectUsageError({"/bin/true"}, "-np N is required");
+}
+
+TEST_F(HvdrunArgs, BadHosts) {
+  ExpectUsageError({"-np", "2", "-H", "a:0", "/bin/true"}, "slots of host 'a' must be at least 1");
+  ExpectUsageError({"-np", "2", "-H", "a:2,a:2", "/bin/true"}, "listed twice");
+  ExpectUsageError({"-np", "2", "-H", "a:x", "/bin/true"}, "HOST[:SLOTS]");
+  ExpectUsageError({"-np", "8", "-H", "localhost:4", "/bin/true"},
+                   "-np 8 needs 8 slots but the hosts offer 4 (localhost:4)");
+  ExpectUsageError({"-np", "2", "-H", "other-host:2", "/bin/true"},
+                   "-H names other-host, but without --launcher");
+  ExpectUsageError({"-np", "2", "-H", "localhost:2", "--hostfile", "x", "/bin/true"},
+                   "pass only one of them");
+}
+
+TEST_F(HvdrunArgs, BadHostfile) {
+  ExpectUsageError({"-np", "1", "--hostfile", dir_ / "missing", "/bin/true"},
+                   "--hostfile " + (dir_ / "missing") + ": No such file or directory");
+  WriteFile(dir_ / "hosts", "localhost slots=2\nbad slots=two\n");
+  ExpectUsageError({"-np", "1", "--hostfile", dir_ / "hosts", "/bin/true"},
+                   "line 2 'bad slots=two'");
+}
+
+TEST_F(HvdrunArgs, EnvOfUnsetVariable) {
+  ExpectUsageError({"-np", "1", "-x", "HVDRUN_TEST_UNSET", "/bin/true"},
+                   "-x HVDRUN_TEST_UNSET: HVDRUN_TEST_UNSET is not set in hvdrun's environment",
+                   {"HVDRUN_TEST_UNSET="});
+  ExpectUsageError({"-np", "1", "-x", "1BAD=2", "/bin/true"}, "'1BAD' is not a variable name");
+  ExpectUsageError({"-np", "1", "-x", "HVD_RANK=3", "/bin/true"},
+                   "HVD_RANK is set by the launcher");
+  ExpectUsageError({"-np", "1", "-x", "HVD_CYCLE_TIME=2", "--cycle-time-ms", "3", "/bin/true"},
+                   "--cycle-time-ms and -x HVD_CYCLE_TIME both set HVD_CYCLE_TIME");
+}
+
+TEST_F(HvdrunArgs, BadKnobs) {
+  ExpectUsageError({"-np", "1", "--fusion-threshold-mb", "-1", "/bin/true"},
+                   "--fusion-threshold-mb must be between 0");
+  ExpectUsageError({"-np", "1", "--cycle-time-ms", "0", "/bin/true"}, "--cycle-time-ms must be");
+  ExpectUsageError({"-np", "1", "--start-timeout", "0", "/bin/true"}, "--start-timeout must be");
+}
+
+TEST_F(HvdrunArgs, MissingProgram) {
+  ExpectUsageError({"-np", "2", "./trian"}, "hvdrun: ./trian: No such file or directory");
+  ExpectUsageError({"-np", "2", "no-such-command-hvd"}, "no-such-command-hvd: command not found");
+  ExpectUsageError({"-np", "2"}, "no program to run");
+  ExpectUsageError({"-np", "2", "/tmp"}, "/tmp: Is a directory");
+  WriteFile(dir_ / "notexec", "#!/bin/sh\n", 0644);
+  ExpectUsageError({"-np", "2", "./notexec"}, "./notexec: Permission denied");
+  ExpectUsageError({"-np", "1", "--working-dir", dir_ / "nope", "/bin/true"},
+                   "--working-dir " + (dir_ / "nope") + ": No such file or directory");
+}
+
+TEST_F(HvdrunArgs, BadOutputDirectory) {
+  WriteFile(dir_ / "file", "x");
+  ExpectUsageError({"-np", "1", "--output-filename", dir_ / "file", "/bin/true"},
+                   "--output-filename: " + (dir_ / "file") + " exists and is not a directory");
+}
+
+TEST_F(HvdrunArgs, ClusterFlagsNeedTheirParts) {
+  ExpectUsageError({"-np", "1", "--launcher", "nohostport", "/bin/true"},
+                   "--launcher: 'nohostport' is not HOST:PORT");
+  ExpectUsageError({"-np", "1", "--launcher", "127.0.0.1:1", "/bin/true"},
+                   "pass --token-file FILE (or set HVD_TOKEN_FILE)");
+  ExpectUsageError({"list"}, "no launcher: pass --launcher HOST:PORT");
+  ExpectUsageError({"submit", "-np", "1", "/bin/true"}, "submit needs a cluster");
+  ExpectUsageError({"cancel"}, "cancel: missing argument");
+  ExpectUsageError({"logs", "a", "b"}, "logs: unexpected argument 'b'");
+  WriteFile(dir_ / "token", "secret\n", 0644);
+  ExpectUsageError({"list", "--launcher", "127.0.0.1:1", "--token-file", dir_ / "token"},
+                   "chmod 600");
+}
+
+TEST_F(HvdrunArgs, UnreachableLauncherIsNamed) {
+  WriteFile(dir_ / "token", "secret\n", 0600);
+  ProcResult r = Hvdrun({"list", "--launcher", "127.0.0.1:1", "--token-file", dir_ / "token"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_HAS(r.err, "hvdrun: launcher at 127.0.0.1:1: ListJobs");
+  r = Hvdrun({"-np", "1", "/bin/true"},
+             {"HVD_LAUNCHER=127.0.0.1:1", "HVD_TOKEN_FILE=" + (dir_ / "token")});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_HAS(r.err, "launcher at 127.0.0.1:1: SubmitJob");
+  EXPECT_LT(r.seconds, 20);
+}
+
+TEST_F(HvdrunArgs, Help) {
+  ProcResult r = Hvdrun({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag :
+       {"-np", "--hosts, -H", "--hostfile", "-x", "--output-filename", "--fusion-threshold-mb",
+        "--cycle-time-ms", "--timeline-filename", "--start-timeout", "--launcher", "--token-file",
+        "--verbose", "hvdrun submit", "hvdrun logs JOB [-f]", "--check-build"}) {
+    EXPECT_HAS(r.out, flag);
+  }
+  for (const char* cmd : {"submit", "status", "list", "cancel", "logs", "agents"}) {
+    r = Hvdrun({cmd, "--help"});
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_HAS(r.out, std::string("usage: hvdrun ") + cmd);
+    EXPECT_HAS(r.out, "--launcher");
+  }
+}
+
+TEST_F(HvdrunArgs, VersionAndCheckBuild) {
+  ProcResult r = Hvdrun({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.out.rfind("hvdrun ", 0), 0u) << r.out;
+  r = Hvdrun({"--check-build"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_HAS(r.out, "[X] TCP");
+  EXPECT_HAS(r.out, "[ ] NCCL");
+  EXPECT_HAS(r.out, "[ ] Shared memory");
+  EXPECT_HAS(r.out, "[ ] CUDA");
+  EXPECT_HAS(r.out, "[ ] SSH");
+}
+
+}  // namespace
+}  // namespace hvd::clitest

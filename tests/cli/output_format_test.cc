@@ -1,0 +1,240 @@
+// How hvdrun shows jobs: tagged output lines and per-rank files (output.h), and the failure
+// summary, exit codes and tables (job_format.h).
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "cli/job_format.h"
+#include "cli/output.h"
+
+namespace hvd::cli {
+namespace {
+
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string ReadAll(FILE* f) {
+  std::fflush(f);
+  std::rewind(f);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  return out;
+}
+
+v1::OutputLine Line(int rank, bool is_stderr, const std::string& text, int64_t seq = 0) {
+  v1::OutputLine l;
+  l.set_rank(rank);
+  l.set_stderr(is_stderr);
+  l.set_text(text);
+  l.set_seq(seq);
+  return l;
+}
+
+class Output : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/output_test.XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    out_ = std::tmpfile();
+    err_ = std::tmpfile();
+  }
+  void TearDown() override {
+    std::fclose(out_);
+    std::fclose(err_);
+    (void)!std::system(("rm -rf " + dir_).c_str());
+  }
+  std::string dir_;
+  FILE* out_ = nullptr;
+  FILE* err_ = nullptr;
+};
+
+TEST(TagLine, HorovodrunFormat) {
+  EXPECT_EQ(TagLine(1, false, "text"), "[1]<stdout>:text");
+  EXPECT_EQ(TagLine(12, true, "oops"), "[12]<stderr>:oops");
+  EXPECT_EQ(TagLine(0, false, ""), "[0]<stdout>:");
+}
+
+TEST_F(Output, TerminalOnly) {
+  std::unique_ptr<OutputSink> sink;
+  ASSERT_TRUE(OutputSink::Create("", out_, err_, &sink).ok());
+  sink->Write(Line(0, false, "loss 0.5"));
+  sink->Write(Line(1, true, "warning: slow"));
+  sink->Write(Line(1, false, "loss 0.4"));
+  sink->Message("hvdrun: job x is waiting: needs 4 slots, 2 free");
+  EXPECT_EQ(ReadAll(out_), "[0]<stdout>:loss 0.5\n[1]<stdout>:loss 0.4\n");
+  EXPECT_EQ(ReadAll(err_),
+            "[1]<stderr>:warning: slow\nhvdrun: job x is waiting: needs 4 slots, 2 free\n");
+}
+
+TEST_F(Output, PerRankFiles) {
+  const std::string logs = dir_ + "/a/b/logs";  // parents are created
+  std::unique_ptr<OutputSink> sink;
+  ASSERT_TRUE(OutputSink::Create(logs, out_, err_, &sink).ok());
+  struct stat st;
+  EXPECT_EQ(stat(logs.c_str(), &st), 0);  // created up front, before any output
+  sink->Write(Line(0, false, "a"));
+  sink->Write(Line(3, true, "b"));
+  sink->Write(Line(0, false, "c"));
+  sink->Write(Line(0, true, ""));
+  EXPECT_EQ(ReadAll(logs + "/rank.0/stdout"), "a\nc\n");
+  EXPECT_EQ(ReadAll(logs + "/rank.0/stderr"), "\n");
+  EXPECT_EQ(ReadAll(logs + "/rank.3/stderr"), "b\n");
+  EXPECT_NE(stat((logs + "/rank.3/stdout").c_str(), &st), 0);  // no output, no file
+  EXPECT_EQ(ReadAll(out_), "[0]<stdout>:a\n[0]<stdout>:c\n");
+}
+
+TEST_F(Output, ExistingDirectoryIsFineAndFilesAreTruncated) {
+  std::unique_ptr<OutputSink> sink;
+  ASSERT_TRUE(OutputSink::Create(dir_, out_, err_, &sink).ok());
+  mkdir((dir_ + "/rank.0").c_str(), 0755);
+  std::ofstream(dir_ + "/rank.0/stdout") << "old run\n";
+  sink->Write(Line(0, false, "new run"));
+  EXPECT_EQ(ReadAll(dir_ + "/rank.0/stdout"), "new run\n");
+}
+
+TEST_F(Output, BadDirectoryFailsUpFront) {
+  std::ofstream(dir_ + "/file") << "x";
+  std::unique_ptr<OutputSink> sink;
+  Status s = OutputSink::Create(dir_ + "/file", out_, err_, &sink);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_HAS(s.message(), "--output-filename: " + dir_ + "/file exists and is not a directory");
+  s = OutputSink::Create(dir_ + "/file/sub", out_, err_, &sink);
+  EXPECT_HAS(s.message(), "cannot create directory " + dir_ + "/file/sub: Not a directory");
+}
+
+TEST_F(Output, UnwritableRankFileIsReportedOnceAndTheLineStillShown) {
+  std::unique_ptr<OutputSink> sink;
+  ASSERT_TRUE(OutputSink::Create(dir_, out_, err_, &sink).ok());
+  std::ofstream(dir_ + "/rank.2") << "a file where the rank's directory should be";
+  sink->Write(Line(2, false, "one"));
+  sink->Write(Line(2, false, "two"));
+  const std::string err = ReadAll(err_);
+  EXPECT_HAS(err, "rank 2's output is shown here but not saved");
+  EXPECT_EQ(err.find("not saved"), err.rfind("not saved")) << "reported twice: " << err;
+  EXPECT_EQ(ReadAll(out_), "[2]<stdout>:one\n[2]<stdout>:two\n");
+}
+
+v1::JobStatus Job(v1::JobState state, int exit_code) {
+  v1::JobStatus st;
+  st.set_id("j1");
+  st.set_state(state);
+  st.set_exit_code(exit_code);
+  return st;
+}
+
+TEST(JobExitCode, FollowsTheJob) {
+  EXPECT_EQ(JobExitCode(Job(v1::SUCCEEDED, 0)), 0);
+  EXPECT_EQ(JobExitCode(Job(v1::FAILED, 3)), 3);
+  EXPECT_EQ(JobExitCode(Job(v1::FAILED, 137)), 137);
+  EXPECT_EQ(JobExitCode(Job(v1::FAILED, 0)), 1);  // never 0 for a failed job
+  EXPECT_EQ(JobExitCode(Job(v1::CANCELLED, 0)), 130);
+  EXPECT_EQ(JobExitCode(Job(v1::CANCELLED, 143)), 143);
+}
+
+TEST(FailureSummary, NamesRankHostCodeAndStderr) {
+  v1::JobStatus st = Job(v1::FAILED, 3);
+  v1::JobFailure* f = st.mutable_failure();
+  f->set_rank(1);
+  f->set_host("node-b");
+  f->set_exit_code(3);
+  f->set_stderr_tail("Traceback:\nValueError: bad shape");
+  EXPECT_EQ(FailureSummary(st),
+            "hvdrun: job j1 failed: rank 1 on node-b exited with code 3\n"
+            "hvdrun: last stderr lines of rank 1:\n"
+            "hvdrun:   Traceback:\n"
+            "hvdrun:   ValueError: bad shape\n");
+  f->set_message("rank 1 on node-b exited with code 3 (custom)");
+  EXPECT_HAS(FailureSummary(st), "failed: rank 1 on node-b exited with code 3 (custom)\n");
+}
+
+TEST(FailureSummary, Signal) {
+  v1::JobStatus st = Job(v1::FAILED, 139);
+  st.mutable_failure()->set_rank(0);
+  st.mutable_failure()->set_host("a");
+  st.mutable_failure()->set_signal(11);
+  EXPECT_HAS(FailureSummary(st), "rank 0 on a");
+  EXPECT_HAS(FailureSummary(st), "SIGSEGV");
+}
+
+TEST(FailureSummary, WithoutARankToBlame) {
+  v1::JobStatus st = Job(v1::FAILED, 1);
+  st.set_reason("needs 8 slots but the hosts offer 4");
+  EXPECT_EQ(FailureSummary(st), "hvdrun: job j1 failed: needs 8 slots but the hosts offer 4\n");
+  st = Job(v1::CANCELLED, 130);
+  st.set_reason("hvdrun received SIGINT");
+  EXPECT_EQ(FailureSummary(st), "hvdrun: job j1 was cancelled: hvdrun received SIGINT\n");
+  EXPECT_EQ(FailureSummary(Job(v1::SUCCEEDED, 0)), "");
+}
+
+TEST(FormatDuration, Units) {
+  EXPECT_EQ(FormatDuration(0), "0.0s");
+  EXPECT_EQ(FormatDuration(3250), "3.2s");
+  EXPECT_EQ(FormatDuration(245000), "4m05s");
+  EXPECT_EQ(FormatDuration(7380000), "2h03m");
+  EXPECT_EQ(FormatDuration(-5), "-");
+}
+
+TEST(Tables, JobsAndAgents) {
+  v1::JobStatus st = Job(v1::RUNNING, 0);
+  st.mutable_spec()->set_np(4);
+  st.mutable_spec()->set_name("resnet");
+  st.set_submit_time_ms(1000);
+  st.set_start_time_ms(2000);
+  const std::string jobs = JobTable({st}, 62000);
+  EXPECT_HAS(jobs, "ID  NAME    STATE    NP  SUBMITTED  DURATION  EXIT\n");
+  EXPECT_HAS(jobs, "j1  resnet  RUNNING  4   1m01s ago  1m00s     -\n");
+
+  v1::AgentInfo a;
+  a.set_agent_id("ag1");
+  a.set_host("node-a");
+  a.set_advertise_addr("10.0.0.1");
+  a.set_state("READY");
+  a.set_slots(8);
+  a.set_slots_in_use(4);
+  a.set_last_heartbeat_ms(9500);
+  const std::string agents = AgentTable({a}, 10000);
+  EXPECT_HAS(agents, "AGENT  HOST");
+  EXPECT_HAS(agents, "ag1    node-a  10.0.0.1  READY  4/8");
+  EXPECT_HAS(agents, "0.5s ago");
+}
+
+TEST(JobDetail, ShowsRanks) {
+  v1::JobStatus st = Job(v1::FAILED, 3);
+  st.mutable_spec()->add_argv("/bin/train");
+  st.mutable_spec()->add_argv("--lr");
+  st.mutable_spec()->set_np(2);
+  for (int r = 0; r < 2; ++r) {
+    v1::RankStatus* rs = st.add_ranks();
+    rs->mutable_placement()->set_rank(r);
+    rs->mutable_placement()->set_host("h");
+    rs->mutable_placement()->set_local_size(2);
+    rs->mutable_placement()->set_local_rank(r);
+    rs->set_state(r == 0 ? v1::RANK_KILLED : v1::RANK_EXITED);
+    rs->set_pid(100 + r);
+    rs->set_exit_code(r == 0 ? 0 : 3);
+    rs->set_signal(r == 0 ? 15 : 0);
+  }
+  const std::string d = JobDetail(st, 5000);
+  EXPECT_HAS(d, "job:       j1\nstate:     FAILED, exit code 3\n");
+  EXPECT_HAS(d, "job j1 failed\n");
+  EXPECT_EQ(d.find("hvdrun:"), std::string::npos) << d;
+  EXPECT_HAS(d, "/bin/train --lr");
+  EXPECT_HAS(d, "RANK  HOST  LOCAL  STATE");
+  EXPECT_HAS(d, "0     h     0/2    KILLED  100  SIGTERM");
+  EXPECT_HAS(d, "1     h     1/2    EXITED  101  exit 3");
+}
+
+}  // namespace
+}  // namespace hvd::cli

@@ -1,0 +1,85 @@
+#include "control/worker_env.h"
+
+#include <gtest/gtest.h>
+
+namespace hvd::control {
+namespace {
+
+WorkerEnvInput Input() {
+  WorkerEnvInput in;
+  in.placement.rank = 5;
+  in.placement.local_rank = 1;
+  in.placement.local_size = 2;
+  in.placement.cross_rank = 2;
+  in.placement.cross_size = 4;
+  in.placement.host = "node-c";
+  in.placement.agent_id = "agent-3";
+  in.placement.slot = 1;
+  in.size = 8;
+  in.rendezvous_address = "10.0.0.5:7071";
+  in.job_id = "4f2a";
+  in.attempt = 0;
+  in.job_secret = "s3cret";
+  in.advertise_addr = "10.0.0.3";
+  return in;
+}
+
+TEST(WorkerEnvTest, RankVariablesInBothNames) {
+  auto env = WorkerEnv(Input());
+  for (const char* prefix : {"HVD_", "HOROVOD_"}) {
+    SCOPED_TRACE(prefix);
+    const std::string p = prefix;
+    EXPECT_EQ(env[p + "RANK"], "5");
+    EXPECT_EQ(env[p + "SIZE"], "8");
+    EXPECT_EQ(env[p + "LOCAL_RANK"], "1");
+    EXPECT_EQ(env[p + "LOCAL_SIZE"], "2");
+    EXPECT_EQ(env[p + "CROSS_RANK"], "2");
+    EXPECT_EQ(env[p + "CROSS_SIZE"], "4");
+  }
+}
+
+TEST(WorkerEnvTest, RendezvousAndIdentity) {
+  auto env = WorkerEnv(Input());
+  EXPECT_EQ(env["HVD_RENDEZVOUS"], "hvd://10.0.0.5:7071");
+  EXPECT_EQ(env["HVD_JOB_ID"], "4f2a");
+  EXPECT_EQ(env["HVD_ATTEMPT"], "0");
+  EXPECT_EQ(env["HVD_JOB_SECRET"], "s3cret");
+  EXPECT_EQ(env["HVD_HOSTNAME"], "node-c");
+  EXPECT_EQ(env["HOROVOD_HOSTNAME"], "node-c");
+  EXPECT_EQ(env["HVD_ADVERTISE_ADDR"], "10.0.0.3");
+  EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);  // the agent's to set
+}
+
+TEST(WorkerEnvTest, NoAdvertiseAddressLeavesItUnset) {
+  WorkerEnvInput in = Input();
+  in.advertise_addr.clear();
+  auto env = WorkerEnv(in);
+  // Unset lets the runtime pick 127.0.0.1 for a single-host job instead of an empty address.
+  EXPECT_EQ(env.count("HVD_ADVERTISE_ADDR"), 0u);
+}
+
+TEST(WorkerEnvTest, JobVariablesOnTop) {
+  WorkerEnvInput in = Input();
+  in.job_env = {{"NCCL_DEBUG", "INFO"}, {"HVD_LOG_LEVEL", "debug"}, {"HVD_HOSTNAME", "alias"}};
+  auto env = WorkerEnv(in);
+  EXPECT_EQ(env["NCCL_DEBUG"], "INFO");
+  EXPECT_EQ(env["HVD_LOG_LEVEL"], "debug");
+  EXPECT_EQ(env["HVD_HOSTNAME"], "alias");
+  EXPECT_EQ(env["HVD_RANK"], "5");
+}
+
+TEST(WorkerEnvTest, ValidateRefusesIdentityVariables) {
+  EXPECT_TRUE(ValidateJobEnv({{"FOO", "1"}, {"HVD_LOG_LEVEL", "info"}}).ok());
+  for (const char* name : {"HVD_RANK", "HOROVOD_SIZE", "HVD_JOB_SECRET", "HVD_RENDEZVOUS",
+                           "HVD_JOB_ID", "HVD_ATTEMPT", "HOROVOD_CROSS_RANK"}) {
+    Status s = ValidateJobEnv({{name, "1"}});
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("remove it"), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(ValidateJobEnv({{"", "x"}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateJobEnv({{"A=B", "x"}}).code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hvd::control
