@@ -1,4 +1,5 @@
-// `hvdrun list`: every job the launcher knows, one row each.
+// `hvdrun list` (every job the launcher knows) and `hvdrun agents` (the agents registered with
+// it, their slots and liveness): the same shape, one row per item, or the answer as JSON.
 #include <cstdio>
 
 #include "cli/client.h"
@@ -8,9 +9,13 @@
 #include "hvd/v1/launcher.pb.h"
 
 namespace hvd::cli {
+namespace {
 
-int ListCommand(int argc, char** argv, int first) {
-  control::FlagSet flags("hvdrun list");
+// Fetches items with `fetch`, then prints them as `Response` JSON, `empty_text`, or `table`.
+template <typename Item, typename Response, typename Fetch, typename Table, typename Repeated>
+int Listing(const char* program, int argc, char** argv, int first, Fetch fetch, Repeated repeated,
+            Table table, const std::string& empty_text) {
+  control::FlagSet flags(program);
   ClusterFlags cluster;
   bool json = false, help = false;
   cluster.Register(&flags);
@@ -23,19 +28,40 @@ int ListCommand(int argc, char** argv, int first) {
   std::unique_ptr<Client> client;
   Status s = cluster.Connect(&client);
   if (!s.ok()) return ReportError(s);
-  std::vector<v1::JobStatus> jobs;
-  s = client->ListJobs(&jobs);
+  std::vector<Item> items;
+  s = fetch(*client, &items);
   if (!s.ok()) return ReportError(s, kExitError);
   if (json) {
-    v1::ListJobsResponse resp;
-    resp.mutable_jobs()->Assign(jobs.begin(), jobs.end());
+    Response resp;
+    repeated(resp)->Assign(items.begin(), items.end());
     PrintJson(resp);
-  } else if (jobs.empty()) {
-    std::printf("no jobs\n");
+  } else if (items.empty()) {
+    std::printf("%s\n", (empty_text.empty() ? std::string("none") : empty_text).c_str());
   } else {
-    std::fputs(JobTable(jobs, control::NowMs()).c_str(), stdout);
+    std::fputs(table(items, control::NowMs()).c_str(), stdout);
   }
   return kExitOk;
+}
+
+}  // namespace
+
+int ListCommand(int argc, char** argv, int first) {
+  return Listing<v1::JobStatus, v1::ListJobsResponse>(
+      "hvdrun list", argc, argv, first,
+      [](Client& c, std::vector<v1::JobStatus>* out) { return c.ListJobs(out); },
+      [](v1::ListJobsResponse& r) { return r.mutable_jobs(); },
+      [](const std::vector<v1::JobStatus>& jobs, int64_t now) { return JobTable(jobs, now); },
+      "no jobs");
+}
+
+int AgentsCommand(int argc, char** argv, int first) {
+  // The launcher's address is only known once connected, so the empty message says where to look.
+  return Listing<v1::AgentInfo, v1::ListAgentsResponse>(
+      "hvdrun agents", argc, argv, first,
+      [](Client& c, std::vector<v1::AgentInfo>* out) { return c.ListAgents(out); },
+      [](v1::ListAgentsResponse& r) { return r.mutable_agents(); },
+      [](const std::vector<v1::AgentInfo>& agents, int64_t now) { return AgentTable(agents, now); },
+      "no agents registered with the launcher; start hvd-agent on each host");
 }
 
 }  // namespace hvd::cli

@@ -28,8 +28,9 @@ const Setting<int64_t> kCrossRank(
     "index of this host among hosts with this local rank; unset: derived");
 const Setting<int64_t> kCrossSize("HVD_CROSS_SIZE", "HOROVOD_CROSS_SIZE", -1,
                                   "hosts with a process of this local rank; unset: derived");
-const Setting<std::string> kRendezvous("HVD_RENDEZVOUS", nullptr, "",
-                                       "where ranks meet: file:///shared/dir (hvdrun sets it)");
+const Setting<std::string> kRendezvous(
+    "HVD_RENDEZVOUS", nullptr, "",
+    "where ranks meet: hvd://HOST:PORT (hvdrun and hvd-agent set it) or file:///shared/dir");
 const Setting<std::string> kJobId(
     "HVD_JOB_ID", nullptr, "local",
     "job id; scopes rendezvous keys so jobs sharing a store never mix");

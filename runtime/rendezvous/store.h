@@ -6,7 +6,8 @@
 //   - memory store: one process, many threads (tests);
 //   - file store:   a directory on a shared or local file system; several processes meet without
 //                   any daemon (hvdrun-less runs, tests);
-//   - gRPC store:   served by hvd-launcherd (control-plane issue).
+//   - tcp store:    hvd://HOST:PORT, hvd-launcherd's rendezvous endpoint, over the small framed
+//                   protocol of kv_protocol.h (libhvd.so never links gRPC; docs/rendezvous.md).
 #pragma once
 
 #include <chrono>
@@ -56,7 +57,8 @@ std::unique_ptr<Store> NewMemoryStore();
 // serialized with flock(2). REQUIRES: every participant sees the same directory.
 Status NewFileStore(const std::string& dir, std::unique_ptr<Store>* out);
 
-// Opens a store from a URL: "file:///abs/dir" or a plain absolute directory path. Unknown schemes
+// Opens a store from a URL: "file:///abs/dir", a plain absolute directory path, or
+// "hvd://HOST:PORT" (hvd-launcherd; authenticates with HVD_JOB_SECRET). Unknown schemes
 // give InvalidArgument naming the URL and the schemes understood.
 Status OpenStore(const std::string& url, std::unique_ptr<Store>* out);
 

@@ -266,8 +266,7 @@ TEST(LauncherTest, StartFailuresNameTheAddress) {
   o.http_listen = first->http_address();  // taken
   s = Launcher::Start(o, &l);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
-  EXPECT_NE(s.message().find("HTTP on " + first->http_address()), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("HTTP on " + first->http_address()), std::string::npos) << s.message();
   o.http_listen.clear();
   o.listen = "127.0.0.1:99999";
   s = Launcher::Start(o, &l);
