@@ -77,52 +77,50 @@ struct Ref {
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") Usage("");
-    if (i + 1 >= argc) Usage(flag + ": missing value (see usage)");
-    const char* v = argv[++i];
-    auto bad = [&](const char* form) { Usage(flag + ": expected " + form + ", got '" + v + "'"); };
-    long long n;
-    if (flag == "-np") {
-      if (!ParseInt(v, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
-      o.np = static_cast<int>(n);
-      o.np_given = true;
-    } else if (flag == "-b" || flag == "--minbytes") {
-      if (!ParseBytes(v, &o.min_bytes)) bad("a size like 4096, 4K, 1M or 1G");
-    } else if (flag == "-e" || flag == "--maxbytes") {
-      if (!ParseBytes(v, &o.max_bytes)) bad("a size like 4096, 4K, 256M or 1G");
-    } else if (flag == "-f" || flag == "--stepfactor") {
-      if (!ParseInt(v, 2, 1024, &n)) bad("an integer factor >= 2, e.g. -f 2");
-      o.factor = static_cast<size_t>(n);
-    } else if (flag == "-t" || flag == "--datatype") {
-      int t = 0;
-      while (t < kNumDataTypes && DataTypeName(static_cast<DataType>(t)) != v) ++t;
-      if (t == kNumDataTypes) bad("one of float32 float64 float16 bfloat16 int8 uint8 int32 int64");
-      o.dtype = static_cast<DataType>(t);
-    } else if (flag == "-o" || flag == "--op") {
-      int p = 0;
-      while (p < kNumReduceOps && ReduceOpName(static_cast<ReduceOp>(p)) != v) ++p;
-      if (p == kNumReduceOps) bad("one of sum average min max product");
-      o.op = static_cast<ReduceOp>(p);
-    } else if (flag == "--iters" || flag == "-n") {
-      if (std::string(v) == "auto") {
-        o.iters = 0;
-      } else if (!ParseInt(v, 1, 1000000, &n)) {
-        bad("'auto' or an iteration count 1..1000000");
-      } else {
-        o.iters = static_cast<int>(n);
-      }
-    } else if (flag == "--warmup" || flag == "-w") {
-      if (!ParseInt(v, 0, 1000000, &n)) bad("a warmup iteration count >= 0");
-      o.warmup = static_cast<int>(n);
-    } else if (flag == "--check" || flag == "-c") {
-      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
-      o.check = n == 1;
-    } else {
-      Usage("unknown flag '" + flag + "'");
-    }
-  }
+  ParseFlagPairs(argc, argv, Usage,
+                 [&](const std::string& flag, const char* v, const BadValue& bad) {
+                   long long n;
+                   if (flag == "-np") {
+                     if (!ParseInt(v, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
+                     o.np = static_cast<int>(n);
+                     o.np_given = true;
+                   } else if (flag == "-b" || flag == "--minbytes") {
+                     if (!ParseBytes(v, &o.min_bytes)) bad("a size like 4096, 4K, 1M or 1G");
+                   } else if (flag == "-e" || flag == "--maxbytes") {
+                     if (!ParseBytes(v, &o.max_bytes)) bad("a size like 4096, 4K, 256M or 1G");
+                   } else if (flag == "-f" || flag == "--stepfactor") {
+                     if (!ParseInt(v, 2, 1024, &n)) bad("an integer factor >= 2, e.g. -f 2");
+                     o.factor = static_cast<size_t>(n);
+                   } else if (flag == "-t" || flag == "--datatype") {
+                     int t = 0;
+                     while (t < kNumDataTypes && DataTypeName(static_cast<DataType>(t)) != v) ++t;
+                     if (t == kNumDataTypes)
+                       bad("one of float32 float64 float16 bfloat16 int8 uint8 int32 int64");
+                     o.dtype = static_cast<DataType>(t);
+                   } else if (flag == "-o" || flag == "--op") {
+                     int p = 0;
+                     while (p < kNumReduceOps && ReduceOpName(static_cast<ReduceOp>(p)) != v) ++p;
+                     if (p == kNumReduceOps) bad("one of sum average min max product");
+                     o.op = static_cast<ReduceOp>(p);
+                   } else if (flag == "--iters" || flag == "-n") {
+                     if (std::string(v) == "auto") {
+                       o.iters = 0;
+                     } else if (!ParseInt(v, 1, 1000000, &n)) {
+                       bad("'auto' or an iteration count 1..1000000");
+                     } else {
+                       o.iters = static_cast<int>(n);
+                     }
+                   } else if (flag == "--warmup" || flag == "-w") {
+                     if (!ParseInt(v, 0, 1000000, &n)) bad("a warmup iteration count >= 0");
+                     o.warmup = static_cast<int>(n);
+                   } else if (flag == "--check" || flag == "-c") {
+                     if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
+                     o.check = n == 1;
+                   } else {
+                     return false;
+                   }
+                   return true;
+                 });
   if (o.min_bytes > o.max_bytes) Usage("-b: must not exceed -e");
   return o;
 }

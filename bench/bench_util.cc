@@ -28,6 +28,22 @@ bool ParseInt(const char* s, long long lo, long long hi, long long* out) {
   return true;
 }
 
+void ParseFlagPairs(int argc, char** argv,
+                    const std::function<void(const std::string& error)>& usage,
+                    const std::function<bool(const std::string& flag, const char* value,
+                                             const BadValue& bad)>& handle) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "-h" || flag == "--help") usage("");
+    if (i + 1 >= argc) usage(flag + ": missing value (see usage)");
+    const char* v = argv[++i];
+    BadValue bad = [&](const char* form) {
+      usage(flag + ": expected " + form + ", got '" + v + "'");
+    };
+    if (!handle(flag, v, bad)) usage("unknown flag '" + flag + "'");
+  }
+}
+
 bool ParseBytes(std::string s, size_t* out) {
   size_t shift = 0;
   if (!s.empty()) {

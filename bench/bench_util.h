@@ -28,6 +28,17 @@ bool ParseInt(const char* s, long long lo, long long hi, long long* out);
 // "4096", "4K", "256M", "1G" (binary multiples), 1 byte .. 1 TiB.
 bool ParseBytes(std::string s, size_t* out);
 
+// Walks argv as "FLAG VALUE" pairs, the form every benchmark flag takes. -h/--help calls
+// usage(""); a flag without a value calls usage("FLAG: missing value (see usage)"). For each pair,
+// handle(flag, value, bad) returns false for a flag it does not know (usage names it);
+// bad(form) reports a malformed value as "FLAG: expected FORM, got 'VALUE'".
+// REQUIRES: usage does not return.
+using BadValue = std::function<void(const char* form)>;
+void ParseFlagPairs(int argc, char** argv,
+                    const std::function<void(const std::string& error)>& usage,
+                    const std::function<bool(const std::string& flag, const char* value,
+                                             const BadValue& bad)>& handle);
+
 // ---- Ranks ----
 
 // Who this process is in a job, as hvd::Init() reads it from HVD_RANK, HVD_SIZE and

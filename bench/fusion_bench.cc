@@ -58,32 +58,30 @@ struct Options {
 
 Options ParseArgs(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    std::string flag = argv[i];
-    if (flag == "-h" || flag == "--help") Usage("");
-    if (i + 1 >= argc) Usage(flag + ": missing value (see usage)");
-    const char* v = argv[++i];
-    auto bad = [&](const char* form) { Usage(flag + ": expected " + form + ", got '" + v + "'"); };
-    long long n;
-    if (flag == "-np") {
-      if (!ParseInt(v, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
-      o.np = static_cast<int>(n);
-      o.np_given = true;
-    } else if (flag == "--steps") {
-      if (!ParseInt(v, 1, kMaxSteps, &n)) bad("a step count 1..1000");
-      o.steps = static_cast<int>(n);
-    } else if (flag == "--warmup") {
-      if (!ParseInt(v, 0, 1000, &n)) bad("a warmup step count 0..1000");
-      o.warmup = static_cast<int>(n);
-    } else if (flag == "--rounds") {
-      if (!ParseInt(v, 1, 100, &n)) bad("a round count 1..100");
-      o.rounds = static_cast<int>(n);
-    } else if (flag == "--threshold") {
-      if (!ParseBytes(v, &o.threshold)) bad("a byte count >= 1 like 65536, 64K or 128M");
-    } else {
-      Usage("unknown flag '" + flag + "'");
-    }
-  }
+  ParseFlagPairs(argc, argv, Usage,
+                 [&](const std::string& flag, const char* v, const BadValue& bad) {
+                   long long n;
+                   if (flag == "-np") {
+                     if (!ParseInt(v, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
+                     o.np = static_cast<int>(n);
+                     o.np_given = true;
+                   } else if (flag == "--steps") {
+                     if (!ParseInt(v, 1, kMaxSteps, &n)) bad("a step count 1..1000");
+                     o.steps = static_cast<int>(n);
+                   } else if (flag == "--warmup") {
+                     if (!ParseInt(v, 0, 1000, &n)) bad("a warmup step count 0..1000");
+                     o.warmup = static_cast<int>(n);
+                   } else if (flag == "--rounds") {
+                     if (!ParseInt(v, 1, 100, &n)) bad("a round count 1..100");
+                     o.rounds = static_cast<int>(n);
+                   } else if (flag == "--threshold") {
+                     if (!ParseBytes(v, &o.threshold))
+                       bad("a byte count >= 1 like 65536, 64K or 128M");
+                   } else {
+                     return false;
+                   }
+                   return true;
+                 });
   return o;
 }
 

@@ -3,6 +3,8 @@
 // Each test also checks that hvdrun left no process behind.
 #include <gtest/gtest.h>
 
+#include "testutil/expect.h"
+
 #include "hvdrun_process.h"
 
 #ifndef HVDRUN_PATH
@@ -11,9 +13,6 @@
 
 namespace hvd::clitest {
 namespace {
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 class HvdrunArgs : public ::testing::Test {
  protected:

@@ -3,6 +3,8 @@
 // (the embedded pair, on 127.0.0.1, with 2 slots). Every test proves that no process survives.
 #include <gtest/gtest.h>
 
+#include "testutil/expect.h"
+
 #include "cli/embedded.h"
 #include "hvdrun_process.h"
 
@@ -12,9 +14,6 @@
 
 namespace hvd::clitest {
 namespace {
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 constexpr auto kTimeout = std::chrono::seconds(60);
 

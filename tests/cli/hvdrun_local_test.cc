@@ -4,6 +4,8 @@
 // survives (the test process is the subreaper of everything hvdrun spawns).
 #include <gtest/gtest.h>
 
+#include "testutil/expect.h"
+
 #include "hvdrun_process.h"
 
 #ifndef HVDRUN_PATH
@@ -12,9 +14,6 @@
 
 namespace hvd::clitest {
 namespace {
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 constexpr auto kJobTimeout = std::chrono::seconds(60);
 

@@ -3,8 +3,10 @@
 #include "cli/job_options.h"
 
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
+#include "testutil/expect.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -12,9 +14,6 @@
 
 namespace hvd::cli {
 namespace {
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 class JobOptions : public ::testing::Test {
  protected:

@@ -1,7 +1,9 @@
 // How hvdrun shows jobs: tagged output lines and per-rank files (output.h), and the failure
 // summary, exit codes and tables (job_format.h).
 #include <gtest/gtest.h>
+
 #include <sys/stat.h>
+#include "testutil/expect.h"
 
 #include <cstdlib>
 #include <fstream>
@@ -12,9 +14,6 @@
 
 namespace hvd::cli {
 namespace {
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testutil/expect.h"
+
 #include <string>
 #include <vector>
 
@@ -42,9 +44,6 @@ std::string FileError(const std::string& content) {
   EXPECT_EQ(out, (Hosts{{"untouched", 7}}));
   return s.message();
 }
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 TEST(ParseHostList, HostsWithSlots) {
   EXPECT_EQ(List("a:4,b:4"), (Hosts{{"a", 4}, {"b", 4}}));

@@ -11,9 +11,11 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include "testutil/expect.h"
 
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -40,9 +42,6 @@ using clitest::TempDir;
 using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-#define EXPECT_HAS(haystack, needle) \
-  EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
 
 constexpr auto kCommandTimeout = seconds(30);  // any one hvdrun command
 constexpr auto kStartTimeout = seconds(15);    // launcher up, agents READY
