@@ -21,6 +21,7 @@
 #include "agent/host_info.h"
 #include "agent/launcher_client.h"
 #include "agent/outbox.h"
+#include "agent/pid_records.h"
 #include "agent/state_dir.h"
 #include "agent/workers.h"
 #include "common/logging.h"
@@ -54,14 +55,15 @@ std::string Seconds(Ms d) {
 
 class AgentImpl : public Agent {
  public:
-  AgentImpl(AgentOptions options, std::vector<std::string> gpus, int slots, std::string host,
+  AgentImpl(AgentOptions options, WorkersOptions workers, int slots, std::string host,
             std::string agent_id)
       : options_(std::move(options)),
-        gpus_(gpus),
+        gpus_(workers.gpus),
         slots_(slots),
         host_(std::move(host)),
         channel_(NewLauncherChannel(options_.launcher)),
-        workers_(&outbox_, std::move(gpus)),
+        cgroups_(workers.cgroups),
+        workers_(&outbox_, std::move(workers)),
         agent_id_(std::move(agent_id)),
         policy_(ConnectionPolicy::Config{}, Clock::now()) {}
   ~AgentImpl() override { Stop(); }
@@ -85,6 +87,7 @@ class AgentImpl : public Agent {
     cv_.notify_all();  // the connector's backoff sleep
     // Every process first, so the launcher hears each rank's end if it is still there.
     workers_.Shutdown(kOwnStopGrace, "hvd-agent on " + host_ + " was stopped");
+    if (cgroups_ != nullptr) cgroups_->RemoveAll();
     const auto flush_until = Clock::now() + kFinalFlush;
     while (!outbox_.empty() && connected() && Clock::now() < flush_until) {
       outbox_.Wake();
@@ -282,22 +285,26 @@ class AgentImpl : public Agent {
       if (stream == nullptr) {
         EndJobsIfLeaseExpired(now);
       } else {
-        if (heartbeat) {
-          hvd::v1::AgentMessage hb;
-          hb.mutable_heartbeat()->set_time_ms(control::NowMs());
-          for (const std::string& job : workers_.RunningJobs()) {
-            hb.mutable_heartbeat()->add_running_jobs(job);
-          }
-          if (!stream->Write(hb)) stream->Cancel();  // the connector notices and reconnects
-        }
-        std::vector<hvd::v1::AgentMessage> msgs = outbox_.Take(now, false);
-        for (size_t i = 0; i < msgs.size(); ++i) {
+        // Running jobs are read before the outbox is flushed, and sent after it: a rank that
+        // ended is then either still listed or its end is already on the stream. The launcher
+        // takes a job missing from the list as gone, which must not overtake its exit report.
+        std::vector<std::string> running;
+        if (heartbeat) running = workers_.RunningJobs();
+        std::vector<hvd::v1::AgentMessage> msgs = outbox_.Take(now, heartbeat);
+        bool ok = true;
+        for (size_t i = 0; i < msgs.size() && ok; ++i) {
           if (!stream->Write(msgs[i])) {
             // Kept for the next stream; the launcher tolerates a repeated event or batch.
             outbox_.PutBack(std::vector<hvd::v1::AgentMessage>(msgs.begin() + i, msgs.end()));
             stream->Cancel();
-            break;
+            ok = false;
           }
+        }
+        if (heartbeat && ok) {
+          hvd::v1::AgentMessage hb;
+          hb.mutable_heartbeat()->set_time_ms(control::NowMs());
+          for (const std::string& job : running) hb.mutable_heartbeat()->add_running_jobs(job);
+          if (!stream->Write(hb)) stream->Cancel();  // the connector notices and reconnects
         }
       }
       workers_.Reap();
@@ -328,6 +335,7 @@ class AgentImpl : public Agent {
   const int slots_;
   const std::string host_;
   std::shared_ptr<grpc::Channel> channel_;
+  const std::shared_ptr<const CgroupTree> cgroups_;
   Outbox outbox_;
   Workers workers_;
 
@@ -347,6 +355,44 @@ class AgentImpl : public Agent {
   std::thread connector_;
 };
 
+// Opens the job cgroups and the worker records, and kills what a previous run of this agent (same
+// --state-dir) left alive: it was SIGKILLed or crashed, and its wrappers could not all clean up.
+Status CleanUpPreviousRun(const AgentOptions& options, WorkersOptions* workers) {
+  std::string key;
+  if (!options.state_dir.empty()) {
+    workers->records_dir = options.state_dir + "/workers";
+    PidRecords records(workers->records_dir);
+    HVD_RETURN_IF_ERROR(records.Init());
+    const int n = records.KillRecorded();
+    if (n > 0) {
+      HVD_LOG(WARNING) << "killed " << n << " process(es) left by a previous run";
+    }
+    HVD_RETURN_IF_ERROR(LoadOrCreateCgroupKey(options.state_dir, &key));
+  } else {
+    key = "pid" + std::to_string(getpid());
+  }
+  if (!options.use_cgroups) return Status::OK();
+  std::unique_ptr<CgroupTree> tree;
+  Status s = CgroupTree::Open(key, &tree);
+  if (!s.ok()) {
+    HVD_LOG(WARNING) << "jobs run without cgroups: " << s.message()
+                     << ". A worker's descendant that leaves its process group is still killed "
+                        "by the worker wrapper, unless the wrapper itself is killed.";
+    return Status::OK();
+  }
+  for (const std::string& dir : tree->JobDirs()) {
+    HVD_LOG(WARNING) << "killing what is left in " << dir << " from a previous run";
+    Status ks = tree->KillAndRemove(dir);
+    if (!ks.ok()) {
+      HVD_LOG(ERROR) << ks.message();
+    }
+  }
+  HVD_LOG(INFO) << "jobs run in " << CgroupKindName(tree->kind()) << " cgroups under "
+                << tree->base();
+  workers->cgroups = std::move(tree);
+  return Status::OK();
+}
+
 }  // namespace
 
 Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
@@ -363,12 +409,16 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
     return InvalidArgument("--slots must be at least 1 (or -1: one per GPU), got " +
                            std::to_string(options.slots));
   }
-  std::vector<std::string> gpus = DetectGpus();
-  const int slots = options.slots > 0 ? options.slots : std::max(1, static_cast<int>(gpus.size()));
+  WorkersOptions workers;
+  workers.gpus = DetectGpus();
+  const int slots =
+      options.slots > 0 ? options.slots : std::max(1, static_cast<int>(workers.gpus.size()));
   std::string agent_id;
   HVD_RETURN_IF_ERROR(LoadAgentId(options.state_dir, &agent_id));
+  workers.wrapper = options.wrapper_path.empty() ? "/proc/self/exe" : options.wrapper_path;
+  HVD_RETURN_IF_ERROR(CleanUpPreviousRun(options, &workers));
   auto impl =
-      std::make_unique<AgentImpl>(options, std::move(gpus), slots,
+      std::make_unique<AgentImpl>(options, std::move(workers), slots,
                                   options.host.empty() ? LocalHostName() : options.host, agent_id);
   impl->Begin();
   *out = std::move(impl);

@@ -2,7 +2,8 @@
 // Connects to the launcher (one bidirectional gRPC stream, re-established with backoff),
 // registers its slots, heartbeats, starts and supervises ranks, forwards their output, and ends
 // every process of a job when the job ends, is cancelled, or the launcher has been unreachable
-// longer than its lease.
+// longer than its lease. With a --state-dir, a restarted agent first kills whatever its previous
+// run left (pid_records.h, cgroup.h).
 #pragma once
 
 #include <chrono>
@@ -21,6 +22,11 @@ struct AgentOptions {
   std::string advertise_addr;  // address ranks on this host are reached at; empty: the local
                                // address of the connection to the launcher
   std::string host;            // host name reported to the launcher; empty: gethostname()
+  // The binary that runs the worker wrapper (worker_wrapper.h): one whose main() calls
+  // RunWorkerWrapperIfAsked first. Empty: /proc/self/exe (hvd-agent and hvdrun both do).
+  std::string wrapper_path;
+  // Put each job in cgroups of its own where this process may create them (cgroup.h).
+  bool use_cgroups = true;
 };
 
 class Agent {

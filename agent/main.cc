@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "agent/agent.h"
+#include "agent/worker_wrapper.h"
 #include "common/logging.h"
 #include "control/flags.h"
 #include "control/grpc_util.h"
@@ -49,6 +50,8 @@ void ApplyLogLevel(const std::string& level) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A worker wrapper is this binary re-executed by the agent (embedded in hvdrun too).
+  hvd::agent::RunWorkerWrapperIfAsked(argc, argv);
   hvd::agent::AgentOptions options;
   std::string token_file;
   std::string log_level;

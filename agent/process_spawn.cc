@@ -1,5 +1,7 @@
 #include "agent/process_spawn.h"
 
+#include <poll.h>
+
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -11,6 +13,8 @@
 
 #include <cerrno>
 #include <cstring>
+
+#include "agent/worker_wrapper.h"
 
 extern char** environ;
 
@@ -24,7 +28,8 @@ struct ChildFailure {
 };
 constexpr int kStageChdir = 1;
 constexpr int kStageExec = 2;
-constexpr int kStageSetup = 3;  // stdin, descriptors: the system is in trouble
+constexpr int kStageSetup = 3;    // stdin, descriptors: the system is in trouble
+constexpr int kStageWrapper = 4;  // the wrapper binary itself would not exec
 
 // Everything below runs in the child between fork and exec: only async-signal-safe calls, no
 // allocation (another thread of the agent may have held the malloc lock at fork time).
@@ -51,9 +56,16 @@ void CloseFrom(unsigned first, unsigned last) {
   for (unsigned fd = first; fd <= last && fd < limit; ++fd) close(static_cast<int>(fd));
 }
 
-[[noreturn]] void ChildMain(pid_t parent, int report_fd, int out_w, int err_w,
-                            const char* working_dir, char* const* argv, char* const* envp,
-                            const char* const* candidates) {
+// Moves each descriptor to its fixed number in the wrapper (worker_wrapper.h). Every source is
+// at 10 or above (see Spawn), so no move overwrites a source not yet moved.
+bool PlaceFd(int from, int to, bool cloexec) {
+  if (dup2(from, to) != to) return false;
+  return !cloexec || fcntl(to, F_SETFD, FD_CLOEXEC) == 0;
+}
+
+[[noreturn]] void ChildMain(pid_t parent, int report_fd, int out_w, int err_w, int status_w,
+                            int lifeline_r, const char* working_dir, const char* wrapper,
+                            char* const* argv, char* const* envp) {
   // Dispositions first, then the mask (all blocked since before fork): the agent blocks
   // SIGINT/SIGTERM for sigwait() and gRPC may ignore SIGPIPE; either would be inherited across
   // exec and make the worker deaf to SIGTERM or blind to broken pipes.
@@ -65,7 +77,8 @@ void CloseFrom(unsigned first, unsigned last) {
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
-  // Its own group, so Stop() reaches everything it spawns; PDEATHSIG so it dies with the agent.
+  // Its own group, so a terminal's Ctrl-C to the agent's group does not reach it; PDEATHSIG so it
+  // hears of the agent's death (the wrapper turns it into SIGHUP and cleans up).
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   // The agent may have died before prctl took effect; then nothing would ever kill us.
@@ -74,32 +87,20 @@ void CloseFrom(unsigned first, unsigned last) {
   int null_fd = open("/dev/null", O_RDONLY);
   if (null_fd < 0) ChildFail(report_fd, kStageSetup, errno);
   if (!MoveFd(null_fd, STDIN_FILENO) || !MoveFd(out_w, STDOUT_FILENO) ||
-      !MoveFd(err_w, STDERR_FILENO)) {
+      !MoveFd(err_w, STDERR_FILENO) || !PlaceFd(status_w, kWrapperStatusFd, false) ||
+      !PlaceFd(lifeline_r, kWrapperLifelineFd, false) || !PlaceFd(report_fd, 5, true)) {
     ChildFail(report_fd, kStageSetup, errno);
   }
-  // Nothing of the agent's (gRPC sockets, other workers' pipes) leaks into the worker; the report
+  report_fd = 5;
+  // Nothing of the agent's (gRPC sockets, other workers' pipes) leaks into the wrapper; the report
   // pipe stays open until exec closes it (close-on-exec).
-  CloseFrom(3, static_cast<unsigned>(report_fd) - 1);
-  CloseFrom(static_cast<unsigned>(report_fd) + 1, ~0U);
+  CloseFrom(6, ~0U);
 
   if (working_dir[0] != '\0' && chdir(working_dir) != 0) {
     ChildFail(report_fd, kStageChdir, errno);
   }
-  // As execvp: EACCES from any candidate wins over "not found" from the others; any other error
-  // ends the search.
-  bool saw_eacces = false;
-  int err = ENOENT;
-  for (const char* const* c = candidates; *c != nullptr; ++c) {
-    execve(*c, argv, envp);
-    err = errno;
-    if (err == EACCES) {
-      saw_eacces = true;
-    } else if (err != ENOENT && err != ENOTDIR) {
-      break;
-    }
-  }
-  if (saw_eacces && (err == ENOENT || err == ENOTDIR)) err = EACCES;
-  ChildFail(report_fd, kStageExec, err);
+  execve(wrapper, argv, envp);
+  ChildFail(report_fd, kStageWrapper, errno);
 }
 
 std::vector<char*> Pointers(std::vector<std::string>& strings) {
@@ -158,12 +159,70 @@ std::vector<std::string> ExecCandidates(const std::string& argv0, const std::str
   return out;
 }
 
+int ExecFirst(const char* const* candidates, char* const* argv, char* const* envp) {
+  bool saw_eacces = false;
+  int err = ENOENT;
+  for (const char* const* c = candidates; *c != nullptr; ++c) {
+    execve(*c, argv, envp);
+    err = errno;
+    if (err == EACCES) {
+      saw_eacces = true;
+    } else if (err != ENOENT && err != ENOTDIR) {
+      break;
+    }
+  }
+  if (saw_eacces && (err == ENOENT || err == ENOTDIR)) err = EACCES;
+  return err;
+}
+
+namespace {
+
+// A pipe whose both ends are numbered 10 or above (see PlaceFd), close-on-exec.
+bool HighPipe(int fds[2]) {
+  int raw[2];
+  if (pipe2(raw, O_CLOEXEC) != 0) return false;
+  for (int i = 0; i < 2; ++i) {
+    fds[i] = fcntl(raw[i], F_DUPFD_CLOEXEC, 10);
+    close(raw[i]);
+  }
+  if (fds[0] >= 0 && fds[1] >= 0) return true;
+  CloseAll({fds[0], fds[1]});
+  fds[0] = fds[1] = -1;
+  return false;
+}
+
+// Reads one record, waiting at most `timeout_ms`; false on EOF, error or timeout.
+bool ReadReport(int fd, WrapperReport* r, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  int n;
+  do {
+    n = poll(&p, 1, timeout_ms);
+  } while (n < 0 && errno == EINTR);
+  if (n <= 0) return false;
+  ssize_t got;
+  do {
+    got = read(fd, r, sizeof *r);
+  } while (got < 0 && errno == EINTR);
+  return got == static_cast<ssize_t>(sizeof *r);
+}
+
+void Reap(pid_t pid) {
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
+// The wrapper reports the worker's exec within milliseconds; this bounds a wedged one.
+constexpr int kWrapperStartTimeoutMs = 30000;
+
+}  // namespace
+
 Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   if (request.argv.empty() || request.argv[0].empty()) {
     return InvalidArgument("cannot start a worker with an empty command line");
   }
+  if (request.wrapper.empty()) return InvalidArgument("no worker wrapper binary given");
   // Prepare everything the child needs now: it may not allocate after fork.
-  std::vector<std::string> argv_strings = request.argv;
+  std::vector<std::string> argv_strings = WrapperArgv(request.cgroup_procs, request.argv);
   std::vector<char*> argv = Pointers(argv_strings);
   std::vector<std::string> env_strings = MergeEnvironment(environ, request.env);
   std::vector<char*> envp = Pointers(env_strings);
@@ -171,14 +230,17 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   for (const std::string& e : env_strings) {
     if (e.rfind("PATH=", 0) == 0) path_var = e.substr(5);
   }
-  std::vector<std::string> candidate_strings = ExecCandidates(request.argv[0], path_var);
-  std::vector<char*> candidates = Pointers(candidate_strings);
 
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, report[2] = {-1, -1};
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      pipe2(report, O_CLOEXEC) != 0) {
+  int status[2] = {-1, -1}, lifeline[2] = {-1, -1};
+  const auto close_pipes = [&] {
+    CloseAll({out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], report[0], report[1], status[0],
+              status[1], lifeline[0], lifeline[1]});
+  };
+  if (!HighPipe(out_pipe) || !HighPipe(err_pipe) || !HighPipe(report) || !HighPipe(status) ||
+      !HighPipe(lifeline)) {
     const int e = errno;
-    CloseAll({out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], report[0], report[1]});
+    close_pipes();
     return Unavailable(std::string("cannot create pipes for a worker: ") + std::strerror(e) +
                        " (raise the agent's open-file limit)");
   }
@@ -193,17 +255,22 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   if (pid != 0) pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) {
     const int e = errno;
-    CloseAll({out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], report[0], report[1]});
+    close_pipes();
     return Unavailable(std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
-    ChildMain(parent, report[1], out_pipe[1], err_pipe[1], request.working_dir.c_str(), argv.data(),
-              envp.data(), candidates.data());
+    ChildMain(parent, report[1], out_pipe[1], err_pipe[1], status[1], lifeline[0],
+              request.working_dir.c_str(), request.wrapper.c_str(), argv.data(), envp.data());
   }
   // Also set the group from this side: kill(-pid) must reach the group even if the child has not
   // run yet (harmless EACCES once it has exec'd).
   setpgid(pid, pid);
-  CloseAll({out_pipe[1], err_pipe[1], report[1]});
+  CloseAll({out_pipe[1], err_pipe[1], report[1], status[1], lifeline[0]});
+  const auto fail = [&](Status s) {
+    CloseAll({out_pipe[0], err_pipe[0], status[0], lifeline[1]});
+    Reap(pid);
+    return s;
+  };
 
   ChildFailure failure{};
   ssize_t n;
@@ -211,37 +278,46 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
     n = read(report[0], &failure, sizeof failure);
   } while (n < 0 && errno == EINTR);
   close(report[0]);
-  if (n == 0) {  // closed by a successful exec
-    out->pid = pid;
-    out->stdout_fd = out_pipe[0];
-    out->stderr_fd = err_pipe[0];
-    return Status::OK();
-  }
-  CloseAll({out_pipe[0], err_pipe[0]});
-  int wstatus = 0;
-  while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR) {
-  }
-  if (n != static_cast<ssize_t>(sizeof failure)) {
-    return Internal("worker " + request.argv[0] +
-                    " died before exec (short report from the child)");
-  }
-  const std::string text = std::strerror(failure.err);
-  switch (failure.stage) {
-    case kStageChdir:
-      return FailedPrecondition("chdir " + request.working_dir + ": " + text +
-                                " (the job's working directory must exist on this host)");
-    case kStageExec: {
-      std::string msg = "exec " + request.argv[0] + ": " + text + ExecHint(failure.err);
-      if (candidate_strings.size() > 1 || candidate_strings[0] != request.argv[0]) {
-        msg += " (searched PATH=" + path_var + ")";
-      } else if (request.argv[0][0] != '/' && !request.working_dir.empty()) {
-        msg += " (relative to " + request.working_dir + ")";
-      }
-      return FailedPrecondition(msg);
+  if (n != 0) {  // not closed by a successful exec of the wrapper
+    if (n != static_cast<ssize_t>(sizeof failure)) {
+      return fail(Internal("worker " + request.argv[0] +
+                           " died before exec (short report from the child)"));
     }
-    default:
-      return Unavailable("setting up worker " + request.argv[0] + ": " + text);
+    const std::string text = std::strerror(failure.err);
+    switch (failure.stage) {
+      case kStageChdir:
+        return fail(FailedPrecondition("chdir " + request.working_dir + ": " + text +
+                                       " (the job's working directory must exist on this host)"));
+      case kStageWrapper:
+        return fail(Internal("exec of the worker wrapper " + request.wrapper + ": " + text));
+      default:
+        return fail(Unavailable("setting up worker " + request.argv[0] + ": " + text));
+    }
   }
+  WrapperReport r;
+  if (!ReadReport(status[0], &r, kWrapperStartTimeoutMs) ||
+      (r.kind != WrapperReport::kStarted && r.kind != WrapperReport::kExecFailed)) {
+    kill(-pid, SIGKILL);
+    return fail(Internal("the worker wrapper (" + request.wrapper +
+                         ") did not report the start of " + request.argv[0]));
+  }
+  if (r.kind == WrapperReport::kExecFailed) {
+    std::string msg = "exec " + request.argv[0] + ": " + std::strerror(r.a) + ExecHint(r.a);
+    const std::vector<std::string> candidates = ExecCandidates(request.argv[0], path_var);
+    if (candidates.size() > 1 || candidates[0] != request.argv[0]) {
+      msg += " (searched PATH=" + path_var + ")";
+    } else if (request.argv[0][0] != '/' && !request.working_dir.empty()) {
+      msg += " (relative to " + request.working_dir + ")";
+    }
+    return fail(FailedPrecondition(msg));
+  }
+  out->pid = pid;
+  out->worker_pid = r.a;
+  out->stdout_fd = out_pipe[0];
+  out->stderr_fd = err_pipe[0];
+  out->status_fd = status[0];
+  out->lifeline_fd = lifeline[1];
+  return Status::OK();
 }
 
 }  // namespace hvd::agent

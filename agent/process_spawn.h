@@ -1,7 +1,8 @@
 // fork+exec of one worker, done the careful way: argv as argv (no shell), its own process group,
 // PR_SET_PDEATHSIG, no inherited signal mask, ignored signals or descriptors, and exec failures
-// reported to the parent through a close-on-exec pipe so "exec ./trian: No such file or
-// directory" is known at once instead of as a mysterious exit code 127.
+// reported to the parent so "exec ./trian: No such file or directory" is known at once instead of
+// as a mysterious exit code 127. The worker runs under the worker wrapper (worker_wrapper.h): the
+// agent forks and execs the wrapper, which forks and execs the worker and reports back.
 #pragma once
 
 #include <map>
@@ -16,19 +17,30 @@ struct SpawnRequest {
   std::vector<std::string> argv;           // argv[0]: a path, or a name looked up in env's PATH
   std::map<std::string, std::string> env;  // on top of the calling process's environment
   std::string working_dir;                 // empty: the caller's
+  std::string wrapper;       // REQUIRED: a binary that runs RunWorkerWrapperIfAsked first thing
+  std::string cgroup_procs;  // the rank cgroup's cgroup.procs; empty: no cgroup
 };
 
 struct SpawnedProcess {
-  int pid = -1;        // also its process group id
-  int stdout_fd = -1;  // read ends, close-on-exec, owned by the caller
+  int pid = -1;         // the wrapper; also its process group id
+  int worker_pid = -1;  // the worker; also its process group id
+  int stdout_fd = -1;   // read ends, close-on-exec, owned by the caller
   int stderr_fd = -1;
+  int status_fd = -1;    // read end of the wrapper's status pipe (its kExited record comes last)
+  int lifeline_fd = -1;  // the lifeline's only write end: close it once the wrapper is reaped
 };
 
-// Spawns the process and returns once it has exec'd. Must be called from a thread that outlives
-// the child (PR_SET_PDEATHSIG follows the creating thread). Errors: InvalidArgument (empty argv),
-// FailedPrecondition for chdir/exec failures naming the path and strerror, Unavailable when the
-// system is out of processes or descriptors. Nothing is left running on error.
+// Spawns the wrapper and returns once the worker has exec'd. Must be called from a thread that
+// outlives the wrapper (PR_SET_PDEATHSIG follows the creating thread). Errors: InvalidArgument
+// (empty argv or wrapper), FailedPrecondition for chdir/exec failures naming the path and
+// strerror, Unavailable when the system is out of processes or descriptors, Internal when the
+// wrapper misbehaves. Nothing is left running on error.
 Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out);
+
+// execve() each candidate in turn as execvp does: EACCES from any candidate wins over "not found"
+// from the others; any other error ends the search. Returns the errno to report (it returns only
+// when every exec failed). Async-signal-safe: callable between fork and exec.
+int ExecFirst(const char* const* candidates, char* const* argv, char* const* envp);
 
 // `base` ("K=V" entries, e.g. environ) with `overrides` set on top; sorted by name.
 std::vector<std::string> MergeEnvironment(const char* const* base,

@@ -10,7 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agent/cgroup.h"
 #include "agent/process_spawn.h"
+#include "agent/worker_wrapper.h"
 #include "common/logging.h"
 
 namespace hvd::agent {
@@ -73,10 +75,13 @@ RankRunner::~RankRunner() {
   }
   CloseFd(&wake_fd_[0]);
   CloseFd(&wake_fd_[1]);
+  CloseFd(&status_fd_);
+  CloseFd(&lifeline_fd_);
 }
 
 void RankRunner::Run() {
-  SpawnRequest request{options_.argv, options_.env, options_.working_dir};
+  SpawnRequest request{options_.argv, options_.env, options_.working_dir, options_.wrapper,
+                       options_.cgroup_dir.empty() ? "" : options_.cgroup_dir + "/cgroup.procs"};
   SpawnedProcess proc;
   Status s = SpawnProcess(request, &proc);
   {
@@ -85,8 +90,11 @@ void RankRunner::Run() {
     start_status_ = s;
     if (s.ok()) {
       pid_ = proc.pid;
+      worker_pid_ = proc.worker_pid;
       out_fd_ = proc.stdout_fd;
       err_fd_ = proc.stderr_fd;
+      status_fd_ = proc.status_fd;
+      lifeline_fd_ = proc.lifeline_fd;
     }
   }
   cv_.notify_all();
@@ -104,7 +112,7 @@ void RankRunner::Supervise() {
     err_tail_->Add(line);
     if (options_.on_output) options_.on_output(true, std::move(line));
   });
-  if (options_.on_started) options_.on_started(pid_);
+  if (options_.on_started) options_.on_started(worker_pid_, pid_);
 
   while (true) {
     int timeout_ms = pidfd_ >= 0 ? -1 : kExitPollMs;
@@ -124,12 +132,9 @@ void RankRunner::Supervise() {
     PumpOutput(timeout_ms);
   }
 
-  {
-    // Nothing of the rank outlives it: whatever it left behind in its group goes now, before the
-    // leader is reaped (see HasExited).
-    std::lock_guard<std::mutex> lock(mu_);
-    kill(-pid_, SIGKILL);
-  }
+  // The wrapper has killed whatever the worker left in its group, its cgroup and below it before
+  // exiting. Output still in flight is read for a moment: a process that escaped all of that must
+  // not hold the report back by keeping the pipe open.
   CloseFd(&pidfd_);  // stays readable from now on; poll() must wait on the pipes alone
   const auto drain_until = Clock::now() + kDrainAfterExit;
   while ((out_fd_ >= 0 || err_fd_ >= 0) && Clock::now() < drain_until) {
@@ -144,10 +149,11 @@ void RankRunner::Supervise() {
   int wstatus = 0;
   pid_t r;
   RankExit exit;
-  exit.pid = pid_;
+  exit.pid = worker_pid_;
   {
-    // Reaping and marking it reaped are one step for Signal(): once the pid is freed it may be
-    // reused, and no kill() may reach it. The worker has exited, so waitpid returns at once.
+    // Reaping and marking it reaped are one step for Signal(): once the wrapper is gone the
+    // worker's pid may be reused, and no kill() may reach it. The wrapper has exited, so waitpid
+    // returns at once.
     std::lock_guard<std::mutex> lock(mu_);
     do {
       r = waitpid(pid_, &wstatus, 0);
@@ -155,16 +161,18 @@ void RankRunner::Supervise() {
     reaped_ = true;
     exit.stopped = stop_requested_;
   }
+  CloseFd(&lifeline_fd_);
   if (r < 0) {
     // Reaped by someone else (the embedding process set SIGCHLD to SIG_IGN): status unknown.
-    HVD_LOG(WARNING) << "worker pid " << pid_ << " was reaped outside hvd-agent ("
+    HVD_LOG(WARNING) << "worker wrapper pid " << pid_ << " was reaped outside hvd-agent ("
                      << std::strerror(errno) << "); reporting exit code -1";
     exit.exit_code = -1;
-  } else if (WIFSIGNALED(wstatus)) {
-    exit.signal = WTERMSIG(wstatus);
   } else {
-    exit.exit_code = WEXITSTATUS(wstatus);
+    ReadExit(wstatus, &exit);
   }
+  CloseFd(&status_fd_);
+  // A wrapper that was itself killed could not clean up; the cgroup still holds what is left.
+  if (!options_.cgroup_dir.empty()) KillCgroupNow(options_.cgroup_dir);
   exit.stderr_tail = err_tail_->Text();
   if (options_.on_exit) options_.on_exit(exit);
   {
@@ -172,6 +180,32 @@ void RankRunner::Supervise() {
     done_ = true;
   }
   cv_.notify_all();
+}
+
+void RankRunner::ReadExit(int wstatus, RankExit* exit) {
+  WrapperReport report;
+  ssize_t n;
+  do {
+    n = read(status_fd_, &report, sizeof report);  // the wrapper has exited: never blocks long
+  } while (n < 0 && errno == EINTR);
+  // Earlier records (kStarted) were consumed at spawn; kExited is the only one left.
+  if (n == static_cast<ssize_t>(sizeof report) && report.kind == WrapperReport::kExited) {
+    exit->exit_code = report.a;
+    exit->signal = report.b;
+    return;
+  }
+  // The wrapper died before it could report (SIGKILLed by someone): its worker died with it
+  // (PR_SET_PDEATHSIG); say what is known.
+  HVD_LOG(WARNING) << "the worker wrapper of pid " << worker_pid_ << " ended without a report ("
+                   << (WIFSIGNALED(wstatus)
+                           ? "killed by signal " + std::to_string(WTERMSIG(wstatus))
+                           : "exit " + std::to_string(WEXITSTATUS(wstatus)))
+                   << ")";
+  if (WIFSIGNALED(wstatus)) {
+    exit->signal = WTERMSIG(wstatus);
+  } else {
+    exit->exit_code = WEXITSTATUS(wstatus);
+  }
 }
 
 bool RankRunner::PumpOutput(int timeout_ms) {
@@ -205,10 +239,19 @@ bool RankRunner::PumpOutput(int timeout_ms) {
 }
 
 void RankRunner::Signal(int sig) {
-  if (reaped_ || pid_ <= 0) return;
-  kill(-pid_, sig);
+  if (reaped_ || worker_pid_ <= 0) return;
+  // While the wrapper lives the worker's pid is either the worker or a zombie the wrapper has not
+  // reaped yet, or (for the moment between that reap and the wrapper's exit) free but not reused:
+  // a pid wraps around far slower than that.
+  kill(-worker_pid_, sig);
   // Also the worker itself, in case it moved to another group or session.
-  kill(pid_, sig);
+  kill(worker_pid_, sig);
+  // A stopped worker (SIGSTOP, a debugger) handles SIGTERM only once it runs again.
+  if (sig == SIGTERM) {
+    kill(-worker_pid_, SIGCONT);
+    kill(worker_pid_, SIGCONT);
+  }
+  if (sig == SIGKILL && !options_.cgroup_dir.empty()) KillCgroupNow(options_.cgroup_dir);
 }
 
 void RankRunner::RequestStop(std::chrono::milliseconds grace) {

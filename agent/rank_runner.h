@@ -1,10 +1,11 @@
-// One worker process: spawned with fork+exec into its own process group, supervised by one thread
-// that forwards its output line by line and reaps it, and stopped by signalling the whole group.
+// One worker process: spawned under the worker wrapper (worker_wrapper.h) into its own process
+// group and cgroup, supervised by one thread that forwards its output line by line and reaps the
+// wrapper, and stopped by signalling the worker's whole group (and killing its cgroup).
 //
 // The supervising thread is also the thread that forks: PR_SET_PDEATHSIG fires when the *thread*
 // that created the child ends, not the process, so the child must be created by a thread that
 // lives exactly as long as the child does. Killing the agent (even with SIGKILL) kills every
-// worker it started.
+// worker it started and everything they started: the wrappers see their lifeline break.
 #pragma once
 
 #include <chrono>
@@ -37,11 +38,17 @@ struct RankRunnerOptions {
   // Set on top of the agent's own environment (these win).
   std::map<std::string, std::string> env;
   std::string working_dir;  // empty: the agent's working directory
+  // REQUIRED: the binary that runs the worker wrapper (hvd-agent, hvdrun: /proc/self/exe).
+  std::string wrapper;
+  // The rank's cgroup directory (CgroupTree::CreateRankDir); empty: none. Killed with SIGKILL,
+  // and removed, when the worker is SIGKILLed or has exited.
+  std::string cgroup_dir;
 
-  // Called from the runner's thread, in this order: on_started once (before any output),
+  // Called from the runner's thread, in this order: on_started once (before any output) with the
+  // worker's pid and the wrapper's,
   // on_output for each line, on_exit once (after the last line). Never called when Start fails.
   // They must not block for long and must not destroy the runner.
-  std::function<void(int pid)> on_started;
+  std::function<void(int pid, int wrapper_pid)> on_started;
   std::function<void(bool is_stderr, std::string line)> on_output;
   std::function<void(const RankExit&)> on_exit;
 
@@ -61,7 +68,8 @@ class RankRunner {
   RankRunner(const RankRunner&) = delete;
   RankRunner& operator=(const RankRunner&) = delete;
 
-  int pid() const { return pid_; }
+  // The worker's pid (also its process group id).
+  int pid() const { return worker_pid_; }
 
   // SIGTERM to the worker's process group now, SIGKILL to the group `grace` later if the worker
   // still runs. Returns at once; a later call can only shorten the grace.
@@ -79,10 +87,14 @@ class RankRunner {
   void Run();        // the supervising thread: spawns, then Supervise()
   void Supervise();  // forwards output until the worker exits, then reaps and reports it
   bool PumpOutput(int timeout_ms);  // one poll() round; false once both pipes are closed
-  void Signal(int sig);             // to the group while the leader is not reaped; mu_ held
+  void Signal(int sig);             // to the worker's group while the wrapper lives; mu_ held
+  void ReadExit(int wstatus, RankExit* exit);  // from the wrapper's report, else its own status
 
   RankRunnerOptions options_;
-  int pid_ = -1;
+  int pid_ = -1;         // the wrapper
+  int worker_pid_ = -1;  // the worker
+  int status_fd_ = -1;
+  int lifeline_fd_ = -1;
   int out_fd_ = -1;  // -1 once closed
   int err_fd_ = -1;
   int pidfd_ = -1;  // readable when the worker exits; -1 on kernels without pidfd_open

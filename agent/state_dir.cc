@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "common/logging.h"
+#include "control/token.h"
 
 namespace hvd::agent {
 
@@ -22,21 +23,34 @@ Status LoadAgentId(const std::string& state_dir, std::string* id) {
   return Status::OK();
 }
 
-void SaveAgentId(const std::string& state_dir, const std::string& id) {
-  if (state_dir.empty() || id.empty()) return;
-  const std::string path = state_dir + "/agent_id";
+Status WriteFileAtomically(const std::string& path, const std::string& content) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << id << "\n";
-    if (!out.flush()) {
-      HVD_LOG(WARNING) << "cannot write " << tmp << ": " << std::strerror(errno)
-                       << " (the agent id is not kept across restarts)";
-      return;
-    }
+    out << content;
+    if (!out.flush()) return Unavailable("cannot write " + tmp + ": " + std::strerror(errno));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    HVD_LOG(WARNING) << "cannot rename " << tmp << " to " << path << ": " << std::strerror(errno);
+    return Unavailable("cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
+  }
+  return Status::OK();
+}
+
+Status LoadOrCreateCgroupKey(const std::string& state_dir, std::string* key) {
+  const std::string path = state_dir + "/cgroup_key";
+  std::ifstream in(path);
+  std::getline(in, *key);
+  if (!key->empty()) return Status::OK();
+  *key = control::RandomHex(6);
+  return WriteFileAtomically(path, *key + "\n")
+      .WithContext("--state-dir (pass a writable directory)");
+}
+
+void SaveAgentId(const std::string& state_dir, const std::string& id) {
+  if (state_dir.empty() || id.empty()) return;
+  Status s = WriteFileAtomically(state_dir + "/agent_id", id + "\n");
+  if (!s.ok()) {
+    HVD_LOG(WARNING) << s.message() << " (the agent id is not kept across restarts)";
   }
 }
 

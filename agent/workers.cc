@@ -52,14 +52,36 @@ void Workers::StartRank(const hvd::v1::StartRank& cmd) {
   o.argv.assign(cmd.argv().begin(), cmd.argv().end());
   o.env.insert(cmd.env().begin(), cmd.env().end());
   // The agent owns the GPUs of its slots; the launcher's environment cannot know which is which.
-  const std::string gpu = CudaDeviceForSlot(gpus_, cmd.placement().slot());
+  const std::string gpu = CudaDeviceForSlot(options_.gpus, cmd.placement().slot());
   if (!gpu.empty()) o.env["CUDA_VISIBLE_DEVICES"] = gpu;
   o.working_dir = cmd.working_dir();
-  o.on_started = [this, cmd](int pid) { Report(cmd, hvd::v1::RANK_RUNNING, pid, ""); };
+  o.wrapper = options_.wrapper;
+  if (options_.cgroups != nullptr) {
+    Status cs = options_.cgroups->CreateRankDir(job, attempt, rank, &o.cgroup_dir);
+    if (!cs.ok()) {
+      HVD_LOG(WARNING) << "job " << job << " rank " << rank
+                       << " runs without a cgroup: " << cs.message();
+      o.cgroup_dir.clear();
+    }
+  }
+  o.on_started = [this, cmd, cgroup = o.cgroup_dir](int pid, int wrapper_pid) {
+    WorkerRecord r;
+    r.job = cmd.job_id();
+    r.attempt = cmd.attempt();
+    r.rank = cmd.placement().rank();
+    r.wrapper_pid = wrapper_pid;
+    r.wrapper_start = ProcessStartTime(wrapper_pid);
+    r.worker_pid = pid;
+    r.worker_start = ProcessStartTime(pid);
+    r.cgroup_dir = cgroup;
+    records_.Write(r);
+    Report(cmd, hvd::v1::RANK_RUNNING, pid, "");
+  };
   o.on_output = [this, job, rank](bool is_stderr, std::string line) {
     outbox_->AddLine(job, rank, is_stderr, std::move(line));
   };
   o.on_exit = [this, key, job, attempt, rank](const RankExit& x) {
+    records_.Remove(job, attempt, rank);
     hvd::v1::RankEvent e;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -83,12 +105,14 @@ void Workers::StartRank(const hvd::v1::StartRank& cmd) {
                                     : "exited with code " + std::to_string(x.exit_code))
                   << (x.stopped ? " after a stop request" : "");
   };
+  const std::string cgroup_dir = o.cgroup_dir;
   std::unique_ptr<RankRunner> runner;
   Status s = RankRunner::Start(std::move(o), &runner);
   if (s.ok()) {
     HVD_LOG(INFO) << "job " << job << " rank " << rank << " started: pid " << runner->pid();
   } else {
     HVD_LOG(WARNING) << "job " << job << " rank " << rank << " failed to start: " << s.message();
+    if (!cgroup_dir.empty()) options_.cgroups->RemoveRankDir(cgroup_dir);
     Report(cmd, hvd::v1::RANK_FAILED_TO_START, 0, s.message());
   }
   std::lock_guard<std::mutex> lock(mu_);

@@ -13,17 +13,29 @@
 #include <tuple>
 #include <vector>
 
+#include "agent/cgroup.h"
 #include "agent/outbox.h"
+#include "agent/pid_records.h"
 #include "agent/rank_runner.h"
 #include "hvd/v1/agent.pb.h"
 
 namespace hvd::agent {
 
+struct WorkersOptions {
+  // The CUDA device ids slots map onto (empty: no CUDA_VISIBLE_DEVICES is set).
+  std::vector<std::string> gpus;
+  // The binary that runs the worker wrapper (RankRunnerOptions::wrapper).
+  std::string wrapper = "/proc/self/exe";
+  // Where each rank gets its cgroup; null: none (process groups and the wrapper only).
+  std::shared_ptr<const CgroupTree> cgroups;
+  // <state-dir>/workers; empty: no records.
+  std::string records_dir;
+};
+
 class Workers {
  public:
-  // `gpus`: the CUDA device ids slots map onto (empty: no CUDA_VISIBLE_DEVICES is set).
-  Workers(Outbox* outbox, std::vector<std::string> gpus)
-      : outbox_(outbox), gpus_(std::move(gpus)) {}
+  Workers(Outbox* outbox, WorkersOptions options)
+      : outbox_(outbox), options_(std::move(options)), records_(options_.records_dir) {}
   ~Workers();  // Shutdown(0, ...)
 
   // Starts a rank; its RUNNING or FAILED_TO_START event goes to the outbox. A rank that already
@@ -53,7 +65,8 @@ class Workers {
               const std::string& error);
 
   Outbox* const outbox_;
-  const std::vector<std::string> gpus_;
+  const WorkersOptions options_;
+  const PidRecords records_;
   mutable std::mutex mu_;
   std::condition_variable cv_;  // starting_ shrank
   std::map<Key, Entry> entries_;

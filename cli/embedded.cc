@@ -49,6 +49,7 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     ao.slots = o.slots;
     ao.host = o.agent_host;
     ao.advertise_addr = "127.0.0.1";
+    ao.wrapper_path = o.wrapper_path;
     HVD_RETURN_IF_ERROR_CTX(agent::Agent::Start(ao, &agent_), "embedded agent");
     return WaitForAgent();
   }

@@ -17,6 +17,7 @@ struct EmbeddedOptions {
   int slots = 1;
   std::string agent_host;  // "" : this host's name
   std::chrono::milliseconds kill_grace{5000};
+  std::string wrapper_path;  // the worker wrapper binary; "": /proc/self/exe (hvdrun)
 };
 
 class EmbeddedCluster {

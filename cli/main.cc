@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "agent/worker_wrapper.h"
 #include "cli/commands.h"
 
 namespace {
@@ -21,6 +22,8 @@ constexpr Command kCommands[] = {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A worker wrapper is this binary re-executed by the agent (embedded in hvdrun too).
+  hvd::agent::RunWorkerWrapperIfAsked(argc, argv);
   if (argc >= 2) {
     const char* first = argv[1];
     for (const Command& c : kCommands) {

@@ -146,6 +146,7 @@ class AgentTest : public ::testing::Test {
   void StartAgent(AgentOptions o = {}) {
     o.launcher = address_;
     if (o.token.empty()) o.token = kToken;
+    o.wrapper_path = HVD_AGENT_PATH;
     ASSERT_TRUE(Agent::Start(o, &agent_).ok());
   }
   void TearDown() override {

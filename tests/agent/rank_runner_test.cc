@@ -59,7 +59,8 @@ struct Collector {
   RankRunnerOptions Options(std::vector<std::string> argv) {
     RankRunnerOptions o;
     o.argv = std::move(argv);
-    o.on_started = [this](int pid) {
+    o.wrapper = HVD_AGENT_PATH;
+    o.on_started = [this](int pid, int) {
       std::lock_guard<std::mutex> l(mu);
       started_pid = pid;
     };
@@ -354,16 +355,18 @@ TEST_F(RankRunnerTest, DestroyingARunnerKillsItsWorker) {
   EXPECT_EQ(c.WaitExit().signal, SIGKILL);
 }
 
-// The process owning the runner (the agent) is SIGKILLed: PR_SET_PDEATHSIG takes its worker down.
-TEST_F(RankRunnerTest, WorkerDiesWhenTheAgentIsKilled) {
+// Forks a stand-in for the agent that runs `argv` under a RankRunner and then waits forever; gives
+// its pid and the worker's.
+void ForkAgentRunning(std::vector<std::string> argv, int* agent, int* worker) {
   int report[2];
   ASSERT_EQ(pipe(report), 0);
-  const pid_t agent = fork();
-  ASSERT_GE(agent, 0);
-  if (agent == 0) {
+  *agent = fork();
+  ASSERT_GE(*agent, 0);
+  if (*agent == 0) {
     close(report[0]);
     RankRunnerOptions o;
-    o.argv = {"/bin/sleep", "100"};
+    o.argv = std::move(argv);
+    o.wrapper = HVD_AGENT_PATH;
     std::unique_ptr<RankRunner> r;
     if (!RankRunner::Start(std::move(o), &r).ok()) _exit(1);
     int pid = r->pid();
@@ -371,13 +374,95 @@ TEST_F(RankRunnerTest, WorkerDiesWhenTheAgentIsKilled) {
     while (true) pause();
   }
   close(report[1]);
-  int worker = 0;
-  ASSERT_EQ(read(report[0], &worker, sizeof worker), static_cast<ssize_t>(sizeof worker));
+  ASSERT_EQ(read(report[0], worker, sizeof *worker), static_cast<ssize_t>(sizeof *worker));
   close(report[0]);
+}
+
+// The process owning the runner (the agent) is SIGKILLed: PR_SET_PDEATHSIG takes its worker down.
+TEST_F(RankRunnerTest, WorkerDiesWhenTheAgentIsKilled) {
+  int agent = 0, worker = 0;
+  ASSERT_NO_FATAL_FAILURE(ForkAgentRunning({"/bin/sleep", "100"}, &agent, &worker));
   ASSERT_TRUE(ProcessAlive(worker));
   ASSERT_EQ(kill(agent, SIGKILL), 0);
   ASSERT_EQ(waitpid(agent, nullptr, 0), agent);
   EXPECT_TRUE(WaitGone(worker, milliseconds(5000))) << "worker " << worker << " survived its agent";
+}
+
+// Reads the pid a worker wrote to `path`, waiting up to 5 s for the file.
+int ReadPidFile(const std::string& path) {
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (Clock::now() < until) {
+    std::ifstream in(path);
+    int pid = 0;
+    if (in >> pid && pid > 0) return pid;
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return 0;
+}
+
+// A worker's child that started a session of its own (as a daemonizing data loader does) escapes
+// its process group and PR_SET_PDEATHSIG; the wrapper, its subreaper, still kills it when the
+// worker exits.
+TEST_F(RankRunnerTest, ADaemonizedGrandchildDiesWhenTheWorkerExits) {
+  Collector c;
+  RankRunnerOptions o = c.Options({"/bin/sh", "-c",
+                                   "setsid /bin/sh -c 'echo $$ > grand.pid; exec sleep 100' & "
+                                   "while [ ! -s grand.pid ]; do sleep 0.01; done; exit 4"});
+  o.working_dir = dir_;
+  RankExit e = Run(c, o);
+  EXPECT_EQ(e.exit_code, 4);
+  const int grand = ReadPidFile(dir_ + "/grand.pid");
+  ASSERT_GT(grand, 0);
+  EXPECT_TRUE(WaitGone(grand, milliseconds(3000))) << "daemonized grandchild " << grand;
+}
+
+// A SIGSTOPped worker runs its SIGTERM handler (a checkpoint, say) only once continued: the stop
+// must continue it rather than wait for the SIGKILL.
+TEST_F(RankRunnerTest, AStoppedWorkerRunsItsSigtermHandlerWithoutWaitingForTheGrace) {
+  Collector c;
+  std::unique_ptr<RankRunner> r;
+  ASSERT_TRUE(RankRunner::Start(c.Options({"/bin/sh", "-c",
+                                           "trap 'echo bye; exit 7' TERM; echo ready; "
+                                           "while :; do sleep 0.05; done"}),
+                                &r)
+                  .ok());
+  ASSERT_EQ(c.WaitLine([](const std::string& l) { return l == "ready"; }), "ready");
+  ASSERT_EQ(kill(-r->pid(), SIGSTOP), 0);
+  const auto t0 = Clock::now();
+  r->Stop(std::chrono::seconds(20));
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5));
+  RankExit e = c.WaitExit();
+  EXPECT_EQ(e.exit_code, 7);
+  EXPECT_EQ(e.signal, 0);
+}
+
+// The agent dies with SIGKILL while its worker has a daemonized child: the wrapper sees its
+// lifeline break and kills both.
+TEST_F(RankRunnerTest, DaemonizedGrandchildDiesWhenTheAgentIsKilled) {
+  const std::string pidfile = dir_ + "/grand.pid";
+  int agent = 0, worker = 0;
+  ASSERT_NO_FATAL_FAILURE(ForkAgentRunning(
+      {"/bin/sh", "-c",
+       "setsid /bin/sh -c 'echo $$ > " + pidfile + "; exec sleep 100' & exec sleep 100"},
+      &agent, &worker));
+  const int grand = ReadPidFile(pidfile);
+  ASSERT_GT(grand, 0);
+  ASSERT_TRUE(ProcessAlive(worker));
+  ASSERT_EQ(kill(agent, SIGKILL), 0);
+  ASSERT_EQ(waitpid(agent, nullptr, 0), agent);
+  EXPECT_TRUE(WaitGone(worker, milliseconds(5000))) << "worker " << worker;
+  EXPECT_TRUE(WaitGone(grand, milliseconds(5000))) << "daemonized grandchild " << grand;
+}
+
+TEST_F(RankRunnerTest, AWrapperThatCannotRunIsAClearStartError) {
+  Collector c;
+  RankRunnerOptions o = c.Options({"/bin/true"});
+  o.wrapper = "/nonexistent/hvd-agent";
+  std::unique_ptr<RankRunner> r;
+  Status s = RankRunner::Start(std::move(o), &r);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("worker wrapper /nonexistent/hvd-agent"), std::string::npos)
+      << s.message();
 }
 
 }  // namespace

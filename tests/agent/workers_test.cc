@@ -63,7 +63,7 @@ class WorkersTest : public ::testing::Test {
   }
 
   Outbox outbox_;
-  Workers workers_{&outbox_, {"3", "5"}};
+  Workers workers_{&outbox_, WorkersOptions{{"3", "5"}, HVD_AGENT_PATH, nullptr, ""}};
   std::vector<v1::AgentMessage> all_;
 };
 

@@ -24,6 +24,7 @@ class HvdrunCluster : public ::testing::Test {
     cli::EmbeddedOptions o;
     o.slots = 2;
     o.kill_grace = std::chrono::milliseconds(2000);
+    o.wrapper_path = HVD_AGENT_PATH;
     Status s = cli::EmbeddedCluster::Start(o, &cluster_);
     ASSERT_TRUE(s.ok()) << s.ToString();
     WriteFile(dir_ / "token", cluster_->token() + "\n", 0600);

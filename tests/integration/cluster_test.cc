@@ -530,11 +530,18 @@ TEST_F(Cluster, CancelEndsADetachedJob) {
   const std::vector<pid_t> pids = RankPids(job);
   for (pid_t pid : pids) EXPECT_TRUE(clitest::ProcessAlive(pid)) << pid;
   EXPECT_HAS(Metrics(), "hvd_ranks_running 2\n");
-  // The marker scan that proves nothing survives does see the workers (and the daemons).
+  // The marker scan that proves nothing survives does see the workers, their wrappers (and the
+  // daemons).
   const std::vector<std::string> running = WorkersLeft(milliseconds(0));
-  ASSERT_EQ(running.size(), 2u) << ::testing::PrintToString(running);
-  for (const std::string& w : running) EXPECT_HAS(w, "sleep 60");
-  EXPECT_EQ(ProcessesMarked(marker_).size(), 5u);
+  ASSERT_EQ(running.size(), 4u) << ::testing::PrintToString(running);
+  int sleeps = 0, wrappers = 0;
+  for (const std::string& w : running) {
+    sleeps += w.find(": sleep 60") != std::string::npos;
+    wrappers += w.find("hvd-wrapper --hvd-worker-wrapper") != std::string::npos;
+  }
+  EXPECT_EQ(sleeps, 2) << ::testing::PrintToString(running);
+  EXPECT_EQ(wrappers, 2) << ::testing::PrintToString(running);
+  EXPECT_EQ(ProcessesMarked(marker_).size(), 7u);
 
   ProcResult r = Run(Hvdrun("cancel", {id}, false));
   EXPECT_EQ(r.exit_code, 0) << r.err;

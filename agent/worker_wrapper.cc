@@ -1,0 +1,249 @@
+#include "agent/worker_wrapper.h"
+
+#include <fcntl.h>
+#include <libgen.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "agent/cgroup.h"
+#include "agent/proc_fs.h"
+#include "agent/process_spawn.h"
+
+extern char** environ;
+
+namespace hvd::agent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long the wrapper keeps killing re-parented descendants before it gives up and exits.
+constexpr auto kDescendantsDeadline = std::chrono::seconds(2);
+
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "hvd worker wrapper: %s\n", message.c_str());
+  _exit(127);
+}
+
+void Report(WrapperReport::Kind kind, int a, int b) {
+  WrapperReport r;
+  r.kind = kind;
+  r.a = a;
+  r.b = b;
+  ssize_t n;
+  do {
+    n = write(kWrapperStatusFd, &r, sizeof r);
+  } while (n < 0 && errno == EINTR);
+  // EPIPE: the agent is gone; the lifeline says so too.
+}
+
+// Removes the rank's cgroup and, when they have become empty, the job's and (levels 3: the agent
+// is gone) the agent's.
+void RemoveCgroupDirs(const std::string& procs_file, int levels) {
+  if (procs_file.empty()) return;
+  std::string dir = procs_file.substr(0, procs_file.rfind('/'));
+  for (int i = 0; i < levels && !dir.empty(); ++i) {
+    if (rmdir(dir.c_str()) != 0) break;  // not empty yet (another rank), or busy
+    dir = dir.substr(0, dir.rfind('/'));
+  }
+}
+
+// Kills every re-parented descendant until none is left (each death may re-parent its own
+// children to us), reaping as it goes. Bounded.
+void KillDescendants() {
+  const auto deadline = Clock::now() + kDescendantsDeadline;
+  while (Clock::now() < deadline) {
+    while (waitpid(-1, nullptr, WNOHANG) > 0) {
+    }
+    std::vector<pid_t> kids = ChildrenOf(getpid());
+    if (kids.empty()) return;
+    for (pid_t k : kids) kill(k, SIGKILL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+class Wrapper {
+ public:
+  Wrapper(std::string cgroup_procs, std::vector<std::string> program)
+      : cgroup_procs_(std::move(cgroup_procs)), program_(std::move(program)) {}
+
+  [[noreturn]] void Run() {
+    Setup();
+    Spawn();
+    Supervise();
+  }
+
+ private:
+  void Setup() {
+    for (int fd : {kWrapperStatusFd, kWrapperLifelineFd}) {
+      if (fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        Die("descriptor " + std::to_string(fd) + " is not open (only hvd-agent starts this)");
+      }
+    }
+    prctl(PR_SET_NAME, "hvd-wrapper");
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    // The agent's side set SIGKILL; the wrapper needs to hear it and clean up instead.
+    prctl(PR_SET_PDEATHSIG, SIGHUP);
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGCHLD, SIGHUP, SIGTERM, SIGINT, SIGPIPE}) sigaddset(&set, sig);
+    sigprocmask(SIG_BLOCK, &set, nullptr);
+    signal_fd_ = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (signal_fd_ < 0) Die(std::string("signalfd: ") + std::strerror(errno));
+  }
+
+  void Spawn() {
+    std::vector<std::string> argv_strings = program_;
+    std::vector<char*> argv;
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    const char* path = std::getenv("PATH");
+    std::vector<std::string> candidate_strings =
+        ExecCandidates(program_[0], path != nullptr ? path : "/bin:/usr/bin");
+    std::vector<const char*> candidates;
+    for (const std::string& c : candidate_strings) candidates.push_back(c.c_str());
+    candidates.push_back(nullptr);
+
+    int err_pipe[2];
+    if (pipe2(err_pipe, O_CLOEXEC) != 0) Die(std::string("pipe: ") + std::strerror(errno));
+    const pid_t self = getpid();
+    worker_ = fork();
+    if (worker_ < 0) {
+      Report(WrapperReport::kExecFailed, errno, 0);
+      _exit(127);
+    }
+    if (worker_ == 0) {
+      close(err_pipe[0]);
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != self) _exit(127);
+      if (!cgroup_procs_.empty()) {
+        const int fd = open(cgroup_procs_.c_str(), O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+          ssize_t unused = write(fd, "0", 1);
+          (void)unused;
+          close(fd);
+        }
+      }
+      int err = ExecFirst(candidates.data(), argv.data(), environ);
+      ssize_t unused = write(err_pipe[1], &err, sizeof err);
+      (void)unused;
+      _exit(127);
+    }
+    setpgid(worker_, worker_);
+    close(err_pipe[1]);
+    int err = 0;
+    ssize_t n;
+    do {
+      n = read(err_pipe[0], &err, sizeof err);
+    } while (n < 0 && errno == EINTR);
+    close(err_pipe[0]);
+    if (n > 0) {
+      while (waitpid(worker_, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      Report(WrapperReport::kExecFailed, err, 0);
+      RemoveCgroupDirs(cgroup_procs_, 2);
+      _exit(127);
+    }
+    Report(WrapperReport::kStarted, worker_, 0);
+  }
+
+  // Whether the worker has exited, without reaping it: until it is reaped its pid, and so its
+  // group id, cannot be reused, which keeps kill(-worker_) aimed at its group.
+  bool WorkerExited() {
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(worker_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) {
+      return true;
+    }
+    return info.si_pid == worker_;
+  }
+
+  [[noreturn]] void Supervise() {
+    while (true) {
+      pollfd fds[2] = {{kWrapperLifelineFd, POLLIN, 0}, {signal_fd_, POLLIN, 0}};
+      // Re-parented orphans exit too; the timeout also covers a SIGCHLD merged with another.
+      poll(fds, 2, 1000);
+      bool agent_gone = fds[0].revents != 0;
+      signalfd_siginfo si;
+      while (read(signal_fd_, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        if (si.ssi_signo == SIGHUP) agent_gone = true;
+        if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+          kill(-worker_, SIGTERM);
+          kill(-worker_, SIGCONT);
+        }
+      }
+      if (agent_gone) {
+        KillAll(3);
+        _exit(137);
+      }
+      if (WorkerExited()) {
+        const int status = KillAll(2);
+        if (WIFSIGNALED(status)) {
+          Report(WrapperReport::kExited, 0, WTERMSIG(status));
+          _exit(128 + WTERMSIG(status));
+        }
+        Report(WrapperReport::kExited, WEXITSTATUS(status), 0);
+        _exit(WEXITSTATUS(status));
+      }
+      // Reap orphans that exited, but never the worker (WorkerExited must see it first).
+      siginfo_t info{};
+      while (waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0 &&
+             info.si_pid != worker_) {
+        waitpid(info.si_pid, nullptr, 0);
+        info = {};
+      }
+    }
+  }
+
+  // Everything the worker left, then the worker's wait status. `levels` of cgroup directories are
+  // removed once empty (RemoveCgroupDirs).
+  int KillAll(int levels) {
+    kill(-worker_, SIGKILL);
+    kill(worker_, SIGKILL);
+    if (!cgroup_procs_.empty()) KillCgroupNow(cgroup_procs_.substr(0, cgroup_procs_.rfind('/')));
+    int status = 0;
+    while (waitpid(worker_, &status, 0) < 0 && errno == EINTR) {
+    }
+    KillDescendants();
+    RemoveCgroupDirs(cgroup_procs_, levels);
+    return status;
+  }
+
+  const std::string cgroup_procs_;
+  const std::vector<std::string> program_;
+  int signal_fd_ = -1;
+  pid_t worker_ = -1;
+};
+
+}  // namespace
+
+std::vector<std::string> WrapperArgv(const std::string& cgroup_procs_file,
+                                     const std::vector<std::string>& program) {
+  // argv[0] is what ps shows; the binary is exec'd by path (often /proc/self/exe).
+  std::vector<std::string> argv = {"hvd-wrapper", kWorkerWrapperFlag, cgroup_procs_file, "--"};
+  argv.insert(argv.end(), program.begin(), program.end());
+  return argv;
+}
+
+void RunWorkerWrapperIfAsked(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], kWorkerWrapperFlag) != 0) return;
+  if (argc < 5 || std::strcmp(argv[3], "--") != 0) {
+    Die("usage: <exe> --hvd-worker-wrapper CGROUP_PROCS -- PROGRAM [ARGS...]");
+  }
+  Wrapper(argv[2], std::vector<std::string>(argv + 4, argv + argc)).Run();
+}
+
+}  // namespace hvd::agent

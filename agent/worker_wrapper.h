@@ -1,0 +1,50 @@
+// The worker wrapper: a small supervisor process the agent puts between itself and each worker,
+// so that no process of a job can outlive the agent, whatever kills it.
+//
+// hvd-agent (and hvdrun, whose embedded agent does the same) re-executes its own binary with
+// argv[1] == kWorkerWrapperFlag; main() hands such a process to RunWorkerWrapperIfAsked before
+// anything else. The wrapper:
+//   - becomes a child subreaper, so every descendant of the worker that is orphaned (a daemonized
+//     data loader whose parent exited) is re-parented to it instead of to init;
+//   - forks the worker into its own process group, with PR_SET_PDEATHSIG(SIGKILL) tied to the
+//     wrapper, joins it to the rank's cgroup (when the agent has one) and execs it;
+//   - watches the lifeline: the read end of a pipe whose only write end the agent holds. EOF (or
+//     SIGHUP, its own parent-death signal) means the agent is gone: SIGKILL to the worker's group,
+//     its cgroup and every descendant, then exit;
+//   - when the worker exits: the same cleanup, then reports the worker's exit to the agent.
+// SIGTERM or SIGINT sent to the wrapper itself are forwarded to the worker's group.
+//
+// Descriptors, fixed by the agent at exec time:
+//   3 - status pipe (write end): WrapperReport records, in order: kStarted or kExecFailed, then
+//       kExited.
+//   4 - lifeline (read end).
+// argv: <exe> --hvd-worker-wrapper <cgroup procs file, or ""> -- <program> [args...]
+// The environment is the worker's; the working directory is already the worker's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hvd::agent {
+
+inline constexpr char kWorkerWrapperFlag[] = "--hvd-worker-wrapper";
+inline constexpr int kWrapperStatusFd = 3;
+inline constexpr int kWrapperLifelineFd = 4;
+
+struct WrapperReport {
+  enum Kind : int32_t { kStarted = 1, kExecFailed = 2, kExited = 3 };
+  int32_t kind = 0;
+  int32_t a = 0;  // kStarted: the worker's pid; kExecFailed: errno; kExited: exit code
+  int32_t b = 0;  // kExited: the signal that ended it (0: it exited)
+};
+
+// The wrapper's command line for `program` (argv[0] "hvd-wrapper", whatever binary runs it).
+std::vector<std::string> WrapperArgv(const std::string& cgroup_procs_file,
+                                     const std::vector<std::string>& program);
+
+// When argv[1] is kWorkerWrapperFlag, runs the wrapper and exits the process; otherwise returns
+// at once. Call it first thing in main(), before any thread starts.
+void RunWorkerWrapperIfAsked(int argc, char** argv);
+
+}  // namespace hvd::agent
