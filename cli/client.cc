@@ -65,7 +65,7 @@ Status Client::ListAgents(std::vector<v1::AgentInfo>* agents) {
   return Status::OK();
 }
 
-Status Client::Watch(const std::string& job_id, int64_t from_seq, bool follow,
+Status Client::Watch(const std::string& job_id, int64_t from_seq, bool follow, bool attach,
                      const std::function<void(const v1::JobEvent&)>& on_event) {
   // No deadline: a followed job may run for days. InterruptWatches() ends it instead.
   auto ctx = control::NewClientContext(token_);
@@ -78,6 +78,7 @@ Status Client::Watch(const std::string& job_id, int64_t from_seq, bool follow,
   req.set_job_id(job_id);
   req.set_from_seq(from_seq);
   req.set_follow(follow);
+  req.set_attach(attach);
   auto reader = stub_->WatchJob(ctx.get(), req);
   v1::JobEvent event;
   while (reader->Read(&event)) on_event(event);

@@ -33,8 +33,9 @@ class Client {
 
   // Streams the job's events from `from_seq` to `on_event` until the stream ends (the job ended,
   // or without `follow` the output so far was sent). OK when the launcher closed the stream
-  // normally; an error when it broke or was interrupted (code kCancelled).
-  Status Watch(const std::string& job_id, int64_t from_seq, bool follow,
+  // normally; an error when it broke or was interrupted (code kCancelled). `attach`: this is the
+  // client the job was submitted by, and the job is cancelled when it stays away (the lease).
+  Status Watch(const std::string& job_id, int64_t from_seq, bool follow, bool attach,
                const std::function<void(const v1::JobEvent&)>& on_event);
 
   // Ends every Watch in progress, and any started later, with kCancelled. Thread-safe: called

@@ -50,10 +50,11 @@ class Follower {
     Clock::time_point broken_since{};
     while (true) {
       bool got_event = false;
-      Status s = client_->Watch(job_id_, next_seq_, o_.follow, [&](const v1::JobEvent& e) {
-        got_event = true;
-        OnEvent(e);
-      });
+      Status s =
+          client_->Watch(job_id_, next_seq_, o_.follow, o_.attach, [&](const v1::JobEvent& e) {
+            got_event = true;
+            OnEvent(e);
+          });
       // Cancelled by us (a signal); a launcher that cancels the stream while stopping is retried.
       if (s.code() == StatusCode::kCancelled && client_->interrupted()) return s;
       if (s.ok() && (result_->ended || !o_.follow)) break;
@@ -107,6 +108,16 @@ class Follower {
   void OnStatus(const v1::JobStatus& st) {
     const bool changed = st.state() != result_->status.state();
     const bool reason_changed = st.reason() != result_->status.reason();
+    // A stall is news whether or not --verbose asked for progress: it is what a silent hang
+    // looks like from outside.
+    if (st.stall() != result_->status.stall()) {
+      sink_->Message(st.stall().empty() ? "hvdrun: job " + job_id_ + " is making progress again"
+                                        : "hvdrun: job " + job_id_ + " stalled: " + st.stall());
+    }
+    // Restarts too: the user sees why the job starts over.
+    if (changed && st.state() == v1::RESTARTING) {
+      sink_->Message("hvdrun: job " + job_id_ + " " + st.reason());
+    }
     if (o_.verbose && (changed || (st.state() == v1::PENDING && reason_changed))) {
       sink_->Message("hvdrun: job " + job_id_ + " " + JobStateText(st.state()) +
                      (st.reason().empty() ? "" : ": " + st.reason()));

@@ -17,6 +17,7 @@ namespace hvd::cli {
 struct FollowOptions {
   bool follow = true;    // false: only the output so far (`logs` without -f)
   bool verbose = false;  // progress events and state changes
+  bool attach = false;   // the submitting client: the job ends if it stays away (Client::Watch)
   int64_t from_seq = 0;
   // How long a broken stream is retried before hvdrun gives up on the launcher.
   std::chrono::milliseconds reconnect_for{30000};

@@ -51,7 +51,12 @@ std::string FailureLines(const v1::JobStatus& status, const std::string& prefix)
       !f.message().empty()
           ? f.message()
           : control::DescribeRankExit(f.rank(), f.host(), f.exit_code(), f.signal());
-  std::string out = prefix + job + " failed: " + what + "\n";
+  const int restarts = status.previous_failures_size();
+  std::string out = prefix + job + " failed: " + what +
+                    (restarts == 0 ? ""
+                                   : " (after " + std::to_string(restarts) + " restart" +
+                                         (restarts == 1 ? "" : "s") + ")") +
+                    "\n";
   if (f.stderr_tail().empty()) return out;
   out += prefix + "last stderr lines of rank " + std::to_string(f.rank()) + ":\n";
   size_t start = 0;
@@ -94,7 +99,7 @@ std::string JobDetail(const v1::JobStatus& st, int64_t now_ms) {
   std::string out;
   auto field = [&out](const char* label, const std::string& value) {
     std::string l = std::string(label) + ":";
-    l.resize(11, ' ');
+    l.resize(std::max<size_t>(11, l.size() + 1), ' ');
     out += l + value + "\n";
   };
   field("job", st.id() + (spec.name().empty() ? "" : " (" + spec.name() + ")"));
@@ -120,7 +125,18 @@ std::string JobDetail(const v1::JobStatus& st, int64_t now_ms) {
     const int64_t end = st.end_time_ms() > 0 ? st.end_time_ms() : now_ms;
     field("ran", FormatDuration(end - st.start_time_ms()));
   }
-  if (st.attempt() > 0) field("attempt", std::to_string(st.attempt()));
+  if (spec.max_restarts() > 0 || st.attempt() > 0) {
+    field("attempt", std::to_string(st.attempt() + 1) + " of " +
+                         std::to_string(spec.max_restarts() + 1) + " (--max-restarts " +
+                         std::to_string(spec.max_restarts()) + ")");
+  }
+  for (int i = 0; i < st.previous_failures_size(); ++i) {
+    field(("attempt " + std::to_string(i + 1)).c_str(),
+          "failed: " + st.previous_failures(i).message());
+  }
+  if (!st.stall().empty()) {
+    field("stalled", st.stall() + " (since " + Since(st.stall_since_ms(), now_ms) + " ago)");
+  }
   out += FailureLines(st, "");
   if (st.ranks().empty()) return out;
   std::vector<std::vector<std::string>> rows = {{"RANK", "HOST", "LOCAL", "STATE", "PID", "END"}};

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -109,14 +110,48 @@ Status AddKnobs(const JobFlags& f, std::map<std::string, std::string>* env) {
     if (f.timeline_filename.empty()) return InvalidArgument("--timeline-filename is empty");
     HVD_RETURN_IF_ERROR(set("--timeline-filename", "HVD_TIMELINE", f.timeline_filename));
   }
-  if (given("--start-timeout")) {
-    if (f.start_timeout <= 0) {
-      return InvalidArgument("--start-timeout must be a positive number of seconds, not " +
-                             std::to_string(f.start_timeout));
+  if (given("--stall-check-time") || given("--stall-timeout")) {
+    // The runtime reports a stall after its check time; a stall timeout needs the report first.
+    double check = f.stall_check_time;
+    if (!given("--stall-check-time")) check = std::min(60.0, std::max(1.0, f.stall_timeout / 2));
+    if (!(check > 0) || check > 86400) {
+      return InvalidArgument("--stall-check-time must be a number of seconds above 0");
     }
-    HVD_RETURN_IF_ERROR(
-        set("--start-timeout", "HVD_START_TIMEOUT_SECONDS", std::to_string(f.start_timeout)));
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%g", check);
+    if (given("--stall-check-time") || !env->count("HVD_STALL_CHECK_TIME_SECONDS")) {
+      HVD_RETURN_IF_ERROR(set("--stall-check-time", "HVD_STALL_CHECK_TIME_SECONDS", buf));
+    }
   }
+  return Status::OK();
+}
+
+// --start-timeout, --stall-timeout, --kill-grace, --max-restarts: the launcher enforces them.
+Status SetLimits(const JobFlags& f, v1::JobSpec* spec) {
+  auto given = [&](const char* name) { return f.flag_set != nullptr && f.flag_set->Given(name); };
+  auto ms = [](double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000)); };
+  struct Limit {
+    const char* flag;
+    double value;
+    void (v1::JobSpec::*set)(int64_t);
+  };
+  const Limit limits[] = {{"--start-timeout", f.start_timeout, &v1::JobSpec::set_start_timeout_ms},
+                          {"--stall-timeout", f.stall_timeout, &v1::JobSpec::set_stall_timeout_ms},
+                          {"--kill-grace", f.kill_grace, &v1::JobSpec::set_kill_grace_ms}};
+  for (const Limit& l : limits) {
+    if (!given(l.flag)) continue;
+    if (!(l.value >= 0) || l.value > 30 * 86400) {
+      char buf[64];
+      std::snprintf(buf, sizeof(buf), "%g", l.value);
+      return InvalidArgument(std::string(l.flag) + " must be a number of seconds >= 0, not " + buf);
+    }
+    (spec->*l.set)(ms(l.value));
+  }
+  if (f.max_restarts < 0 || f.max_restarts > 1000) {
+    return InvalidArgument("--max-restarts must be between 0 and 1000, not " +
+                           std::to_string(f.max_restarts));
+  }
+  spec->set_max_restarts(static_cast<int32_t>(f.max_restarts));
   return Status::OK();
 }
 
@@ -165,8 +200,20 @@ void JobFlags::Register(control::FlagSet* flags) {
                 "milliseconds between negotiation cycles (HVD_CYCLE_TIME)");
   flags->String("--timeline-filename", &timeline_filename,
                 "write a Chrome trace of every tensor here (HVD_TIMELINE)");
-  flags->Int("--start-timeout", &start_timeout,
-             "seconds ranks wait for each other at start (HVD_START_TIMEOUT_SECONDS)");
+  flags->Double("--start-timeout", &start_timeout,
+                "seconds every rank has to reach the rendezvous (hvd::Init) before the job fails "
+                "naming the missing ones (default 30; 0: no limit, for programs without hvd)");
+  flags->Double("--stall-timeout", &stall_timeout,
+                "fail the job once a rank has made no progress this many seconds (default: "
+                "stalls are reported in status and output, never fatal)");
+  flags->Double("--stall-check-time", &stall_check_time,
+                "seconds without progress before a stall is reported (HVD_STALL_CHECK_TIME_SECONDS;"
+                " default 60, or half of --stall-timeout)");
+  flags->Double("--kill-grace", &kill_grace,
+                "seconds between SIGTERM and SIGKILL when the job's ranks are stopped (default: "
+                "the launcher's, 5)");
+  flags->Int("--max-restarts", &max_restarts,
+             "run a failed job again, all ranks, up to N times (HVD_ATTEMPT tells the attempt)");
 }
 
 Status ParseEnvFlags(const std::vector<std::string>& entries,
@@ -289,7 +336,7 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   spec->mutable_env()->insert(env.begin(), env.end());
   spec->set_working_dir(wd);
   spec->set_name(f.name);
-  return Status::OK();
+  return SetLimits(f, spec);
 }
 
 Status EmbeddedAgentFor(const v1::JobSpec& spec, const std::vector<std::string>& local_names,

@@ -40,7 +40,12 @@ struct JobFlags {
   double fusion_threshold_mb = 0;
   double cycle_time_ms = 0;
   std::string timeline_filename;
-  int64_t start_timeout = 0;
+  // Seconds; the job's limits (JobSpec), given only when the flag is.
+  double start_timeout = 0;
+  double stall_timeout = 0;
+  double stall_check_time = 0;
+  double kill_grace = 0;
+  int64_t max_restarts = 0;
 
   // Registers the flags; `flags` must outlive BuildJobSpec (it tells which knobs were given).
   void Register(control::FlagSet* flags);

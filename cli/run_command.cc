@@ -199,6 +199,7 @@ int RunCommand(int argc, char** argv, int first) {
 
   FollowOptions fo;
   fo.verbose = f.verbose;
+  fo.attach = true;
   fo.ranks_gone_wait = kLocalKillGrace + kCancelSlack;
   FollowResult result;
   s = FollowJob(client.get(), job_id, sink.get(), fo, &result);

@@ -20,6 +20,8 @@ const char* JobStateName(JobState s) {
       return "FAILED";
     case JobState::kCancelled:
       return "CANCELLED";
+    case JobState::kRestarting:
+      return "RESTARTING";
   }
   return "UNKNOWN";
 }
@@ -53,13 +55,16 @@ bool RankEnded(RankState s) {
 }
 
 bool CanTransition(JobState from, JobState to) {
+  const bool ends = to == JobState::kFailed || to == JobState::kCancelled;
   switch (from) {
     case JobState::kPending:
+      return to == JobState::kStarting || ends;
     case JobState::kStarting:
-      return to == (from == JobState::kPending ? JobState::kStarting : JobState::kRunning) ||
-             to == JobState::kFailed || to == JobState::kCancelled;
+      return to == JobState::kRunning || to == JobState::kRestarting || ends;
     case JobState::kRunning:
-      return to == JobState::kSucceeded || to == JobState::kFailed || to == JobState::kCancelled;
+      return to == JobState::kSucceeded || to == JobState::kRestarting || ends;
+    case JobState::kRestarting:
+      return to == JobState::kPending || ends;
     default:
       return false;  // unspecified is never a real state; terminal states are final
   }

@@ -3,6 +3,7 @@
 //
 //   PENDING -> STARTING -> RUNNING -> SUCCEEDED | FAILED | CANCELLED
 //   PENDING | STARTING -> FAILED | CANCELLED
+//   STARTING | RUNNING -> RESTARTING -> PENDING (the next attempt) | FAILED | CANCELLED
 //   SUCCEEDED, FAILED, CANCELLED are final.
 #pragma once
 
@@ -21,6 +22,7 @@ enum class JobState {
   kSucceeded = 4,
   kFailed = 5,
   kCancelled = 6,
+  kRestarting = 7,  // an attempt failed and another is allowed: its ranks are being ended
 };
 
 enum class RankState {

@@ -44,6 +44,18 @@ std::string AgentRegistry::Register(AgentInfo info, std::shared_ptr<AgentLink> l
   return id;
 }
 
+void AgentRegistry::Expect(const std::vector<AgentInfo>& agents) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const AgentInfo& a : agents) {
+    Record& r = agents_[a.id];
+    if (r.order != 0) continue;
+    r.order = ++next_order_;
+    r.info = a;
+    r.info.state = "DISCONNECTED";
+    r.last_seen = Clock::now();
+  }
+}
+
 void AgentRegistry::Touch(const std::string& id, const AgentLink* link) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = agents_.find(id);

@@ -43,6 +43,9 @@ class AgentRegistry {
   // reconnect keeps its id and its ranks) or a new id. A previous link under the same id is
   // closed. Returns the id.
   std::string Register(AgentInfo info, std::shared_ptr<AgentLink> link);
+  // Agents a restarted launcher expects back (their ranks were running): known, DISCONNECTED, and
+  // LOST if they do not register within the lease from now. Known ids are left as they are.
+  void Expect(const std::vector<AgentInfo>& agents);
   // Any message from the agent over `link`: renews its lease. Ignored for a replaced link.
   void Touch(const std::string& id, const AgentLink* link);
   // The stream of `link` ended. Ignored when a newer link has taken over.

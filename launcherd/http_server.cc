@@ -30,7 +30,13 @@ json RankJson(const RankStatus& r) {
           {"signal", r.signal},
           {"start_time_ms", r.start_time_ms},
           {"end_time_ms", r.end_time_ms},
+          {"rendezvous_time_ms", r.rendezvous_time_ms},
           {"error", r.error}};
+}
+
+json FailureJson(const JobFailure& f) {
+  return {{"rank", f.rank},     {"host", f.host},       {"exit_code", f.exit_code},
+          {"signal", f.signal}, {"message", f.message}, {"stderr_tail", f.stderr_tail}};
 }
 
 json JobJson(const JobStatus& s, bool full) {
@@ -44,7 +50,9 @@ json JobJson(const JobStatus& s, bool full) {
             {"start_time_ms", s.start_time_ms},
             {"end_time_ms", s.end_time_ms},
             {"exit_code", s.exit_code},
-            {"attempt", s.attempt}};
+            {"attempt", s.attempt},
+            {"stall", s.stall},
+            {"stall_since_ms", s.stall_since_ms}};
   if (!full) return j;
   json hosts = json::array();
   for (const control::HostRequest& h : s.spec.hosts) {
@@ -55,13 +63,11 @@ json JobJson(const JobStatus& s, bool full) {
   json ranks = json::array();
   for (const RankStatus& r : s.ranks) ranks.push_back(RankJson(r));
   j["ranks"] = ranks;
-  if (s.has_failure) {
-    j["failure"] = {{"rank", s.failure.rank},           {"host", s.failure.host},
-                    {"exit_code", s.failure.exit_code}, {"signal", s.failure.signal},
-                    {"message", s.failure.message},     {"stderr_tail", s.failure.stderr_tail}};
-  } else {
-    j["failure"] = nullptr;
-  }
+  j["failure"] = s.has_failure ? FailureJson(s.failure) : json(nullptr);
+  json previous = json::array();
+  for (const JobFailure& f : s.previous_failures) previous.push_back(FailureJson(f));
+  j["previous_failures"] = previous;
+  j["max_restarts"] = s.spec.max_restarts;
   return j;
 }
 
@@ -217,7 +223,7 @@ class HttpServerImpl final : public HttpServer {
     }
     const JobCounts counts = jobs_->Counts();
     m << "# HELP hvd_jobs Jobs in the launcher's table, by state.\n# TYPE hvd_jobs gauge\n";
-    for (int s = static_cast<int>(JobState::kPending); s <= static_cast<int>(JobState::kCancelled);
+    for (int s = static_cast<int>(JobState::kPending); s <= static_cast<int>(JobState::kRestarting);
          ++s) {
       auto it = counts.jobs.find(static_cast<JobState>(s));
       m << "hvd_jobs{state=\"" << control::JobStateName(static_cast<JobState>(s)) << "\"} "

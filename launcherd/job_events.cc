@@ -13,15 +13,12 @@ constexpr int kFailedToStartExitCode = 127;
 // Longer lines are cut so one runaway line cannot take the output log's whole byte budget.
 constexpr size_t kMaxLineBytes = 16 << 10;
 
-bool Live(RankState s) {
-  return s == RankState::kStarting || s == RankState::kRunning;
-}
-
 }  // namespace
 
 void JobManager::ChangedLocked(Job& job, bool marker) {
   ++job.version;
   if (marker) job.log.AddStatus(job.status, job.version);
+  PersistLocked(job);
   job.cv.notify_all();
 }
 
@@ -51,20 +48,65 @@ void JobManager::EndLocked(Job& job, JobState to, const std::string& reason, int
   RankEndedLocked(job);
 }
 
-void JobManager::FailLocked(Job& job, const JobFailure& failure, int exit_code) {
-  if (control::IsTerminal(job.status.state)) return;  // the first failure is the cause
+void JobManager::FailLocked(Job& job, const JobFailure& failure, int exit_code, bool permanent) {
+  // The first failure is the cause; while restarting, the attempt's later failures are its echo.
+  if (control::IsTerminal(job.status.state) || job.status.state == JobState::kRestarting) return;
+  control::RestartPolicy policy = options_.restart;
+  policy.max_restarts = job.status.spec.max_restarts;
+  const control::RestartDecision d = control::DecideRestart(policy, job.status.attempt, permanent);
+  if (d.restart) {
+    RestartLocked(job, failure, d);
+    return;
+  }
   job.status.has_failure = true;
   job.status.failure = failure;
-  EndLocked(job, JobState::kFailed, failure.message, exit_code);
+  EndLocked(job, JobState::kFailed,
+            failure.message +
+                (d.text.empty() || job.status.attempt == 0
+                     ? ""
+                     : " (attempt " + std::to_string(job.status.attempt + 1) + "; " + d.text + ")"),
+            exit_code);
+}
+
+void JobManager::RestartLocked(Job& job, const JobFailure& failure,
+                               const control::RestartDecision& d) {
+  job.status.previous_failures.push_back(failure);
+  job.restart_at = Clock::now() + d.delay;
+  const std::string reason = "attempt " + std::to_string(job.status.attempt + 1) +
+                             " failed: " + failure.message + "; " + d.text;
+  SetStateLocked(job, JobState::kRestarting, reason);
+  HVD_LOG(INFO) << "job " << job.status.id << ": " << reason;
+  job.log.AddProgress("restarting: " + d.text);
+  StopAgentsLocked(job, "restarting the job after: " + failure.message);
+  RankEndedLocked(job);  // with nothing left running, the next attempt starts now
+}
+
+void JobManager::NextAttemptLocked(Job& job) {
+  store_->EraseScope("job/" + job.status.id + "/attempt/" + std::to_string(job.status.attempt) +
+                     "/");
+  ++job.status.attempt;
+  job.status.ranks.clear();
+  job.status.start_time_ms = 0;
+  job.status.stall.clear();
+  job.status.stall_since_ms = 0;
+  job.stalls.clear();
+  job.ranks_started = 0;
+  job.at_rendezvous = 0;
+  job.agents_ready.clear();
+  job.stop_sent.clear();
+  SetStateLocked(job, JobState::kPending,
+                 "attempt " + std::to_string(job.status.attempt + 1) + " of " +
+                     std::to_string(job.status.spec.max_restarts + 1) + ": waiting for placement");
+  ScheduleLocked();
 }
 
 void JobManager::StopAgentsLocked(Job& job, const std::string& reason) {
   std::set<std::string> agents;
   for (const RankStatus& r : job.status.ranks) {
-    if (Live(r.state)) agents.insert(r.placement.agent_id);
+    if (RankLive(r.state)) agents.insert(r.placement.agent_id);
   }
   for (const std::string& id : agents) {
-    StopJobCommand cmd{job.status.id, reason, options_.kill_grace.count()};
+    StopJobCommand cmd{job.status.id, reason, KillGrace(job).count()};
     std::shared_ptr<AgentLink> link = agents_->Link(id);
     // A disconnected agent gets it when it reconnects and lists the job (OnHeartbeat).
     if (link && link->SendStopJob(cmd)) job.stop_sent.insert(id);
@@ -72,10 +114,12 @@ void JobManager::StopAgentsLocked(Job& job, const std::string& reason) {
 }
 
 void JobManager::RankEndedLocked(Job& job) {
+  if (job.status.state == JobState::kRestarting && Clock::now() >= job.restart_at &&
+      !AnyRankLive(job.status)) {
+    NextAttemptLocked(job);  // until then, Tick() retries
+  }
   if (!job.finished && control::IsTerminal(job.status.state)) {
-    bool any_live = false;
-    for (const RankStatus& r : job.status.ranks) any_live |= Live(r.state);
-    if (!any_live) {
+    if (!AnyRankLive(job.status)) {
       job.finished = true;
       store_->EraseScope("job/" + job.status.id + "/");
       {
@@ -206,6 +250,7 @@ void JobManager::OnHeartbeat(const std::string& agent_id,
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
   std::set<std::string> running(running_jobs.begin(), running_jobs.end());
+  ReconcileRestoredLocked(agent_id, running);
   std::shared_ptr<AgentLink> link = agents_->Link(agent_id);
   for (const std::string& id : running) {
     JobPtr job = FindLocked(id);
@@ -219,7 +264,7 @@ void JobManager::OnHeartbeat(const std::string& agent_id,
     if (!control::IsTerminal(job->status.state)) continue;
     const bool overdue = now - job->ended_at > options_.reconcile_after;
     if (link && (!job->stop_sent.count(agent_id) || overdue)) {
-      link->SendStopJob({id, job->status.reason, options_.kill_grace.count()});
+      link->SendStopJob({id, job->status.reason, KillGrace(*job).count()});
       job->stop_sent.insert(agent_id);
     }
   }
@@ -231,19 +276,24 @@ void JobManager::OnHeartbeat(const std::string& agent_id,
         now - job->ended_at <= options_.reconcile_after) {
       continue;
     }
-    bool changed = false;
-    for (RankStatus& r : job->status.ranks) {
-      if (r.placement.agent_id != agent_id || !Live(r.state)) continue;
-      r.state = RankState::kKilled;
-      r.error = "its agent no longer runs it";
-      r.end_time_ms = NowMs();
-      changed = true;
-    }
-    if (changed) {
-      ChangedLocked(*job, /*marker=*/false);
+    if (!KillRanksOnAgentLocked(*job, agent_id, "its agent no longer runs it").empty()) {
       RankEndedLocked(*job);
     }
   }
+}
+
+std::vector<int> JobManager::KillRanksOnAgentLocked(Job& job, const std::string& agent_id,
+                                                    const std::string& error) {
+  std::vector<int> killed;
+  for (RankStatus& r : job.status.ranks) {
+    if (r.placement.agent_id != agent_id || !RankLive(r.state)) continue;
+    r.state = RankState::kKilled;
+    r.error = error;
+    r.end_time_ms = NowMs();
+    killed.push_back(r.placement.rank);
+  }
+  if (!killed.empty()) ChangedLocked(job, /*marker=*/false);
+  return killed;
 }
 
 void JobManager::OnAgentLost(const AgentInfo& agent) {
@@ -252,23 +302,13 @@ void JobManager::OnAgentLost(const AgentInfo& agent) {
   std::vector<JobPtr> jobs = jobs_;
   for (const JobPtr& job : jobs) {
     if (job->finished) continue;
-    std::string lost;
-    int first = -1;
-    for (RankStatus& r : job->status.ranks) {
-      if (r.placement.agent_id != agent.id || !Live(r.state)) continue;
-      r.state = RankState::kKilled;
-      r.error = cause;
-      r.end_time_ms = NowMs();
-      if (first < 0) first = r.placement.rank;
-      lost += (lost.empty() ? "" : ", ") + std::to_string(r.placement.rank);
-    }
-    if (first < 0) continue;
-    ChangedLocked(*job, /*marker=*/false);
+    const std::vector<int> lost = KillRanksOnAgentLocked(*job, agent.id, cause);
+    if (lost.empty()) continue;
     JobFailure f;
-    f.rank = first;
+    f.rank = lost[0];
     f.host = agent.host;
-    f.message = cause + " (agent " + agent.id + " stopped sending heartbeats); rank" +
-                (lost.find(',') == std::string::npos ? " " : "s ") + lost + " ran there";
+    f.message = cause + " (agent " + agent.id + " stopped sending heartbeats); " + RankList(lost) +
+                " ran there";
     FailLocked(*job, f, control::kGenericFailureExitCode);
     RankEndedLocked(*job);
   }

@@ -18,13 +18,18 @@ void JobLog::AddProgress(std::string text) {
 }
 
 void JobLog::AddStatus(const JobStatus& status, uint64_t version) {
-  // Back-to-back changes need only the latest snapshot.
-  if (!entries_.empty() && entries_.back().kind == Entry::Kind::kStatus) {
+  // Back-to-back changes need only the latest snapshot, unless a watcher has already read the
+  // previous one: replacing it then would hide the change from that watcher.
+  if (!entries_.empty() && entries_.back().kind == Entry::Kind::kStatus && end() - 1 >= read_end_) {
     entries_.back().status = status;
     entries_.back().version = version;
     return;
   }
-  entries_.push_back(Entry{Entry::Kind::kStatus, {}, {}, status, version});
+  Entry e;
+  e.kind = Entry::Kind::kStatus;
+  e.status = status;
+  e.version = version;
+  entries_.push_back(std::move(e));
   Trim();
 }
 

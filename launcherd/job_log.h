@@ -5,6 +5,7 @@
 // memory. Not thread-safe: the owning JobManager guards it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -18,7 +19,7 @@ class JobLog {
  public:
   struct Entry {
     enum class Kind { kOutput, kProgress, kStatus };
-    Kind kind;
+    Kind kind = Kind::kOutput;
     OutputLine output;     // kOutput
     std::string progress;  // kProgress
     JobStatus status;      // kStatus
@@ -40,6 +41,12 @@ class JobLog {
   // The index of the first retained output line with seq >= from_seq (end() if none).
   int64_t FirstOutputFrom(int64_t from_seq) const;
   int64_t next_seq() const { return next_seq_; }
+  // A watcher has read every entry before `index`.
+  void NoteRead(int64_t index) { read_end_ = std::max(read_end_, index); }
+  // Numbers the next output line `seq` (a log restored after a launcher restart continues past
+  // every number handed out before, so a resuming watcher misses none of the new lines).
+  // REQUIRES: the log is empty and seq >= next_seq().
+  void ContinueFrom(int64_t seq) { next_seq_ = seq; }
 
  private:
   void Trim();
@@ -50,6 +57,7 @@ class JobLog {
   std::deque<Entry> entries_;
   int64_t base_ = 0;
   int64_t next_seq_ = 0;
+  int64_t read_end_ = 0;  // entries before it were read by some watcher
 };
 
 }  // namespace hvd::launcherd

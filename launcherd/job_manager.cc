@@ -57,6 +57,7 @@ Status JobManager::Submit(const JobSpec& spec, std::string* id) {
   job->status.state = JobState::kPending;
   job->status.reason = "waiting for placement";
   job->status.submit_time_ms = NowMs();
+  job->unwatched_since = Clock::now();
   job->secret = control::RandomHex(32);
   {
     std::lock_guard<std::mutex> secrets_lock(secrets_mu_);
@@ -109,6 +110,10 @@ Status JobManager::Cancel(const std::string& id, const std::string& reason, JobS
   }
   *state = job->status.state;
   return Status::OK();
+}
+
+std::chrono::milliseconds JobManager::KillGrace(const Job& job) const {
+  return OrDefault(job.status.spec.kill_grace_ms, options_.kill_grace);
 }
 
 std::map<std::string, std::set<int>> JobManager::BusySlotsLocked() const {
@@ -167,7 +172,7 @@ void JobManager::ScheduleLocked() {
         case control::PlacementOutcome::kNeverFits: {
           JobFailure f;
           f.message = "cannot place the job: " + r.reason;
-          FailLocked(*job, f, control::kGenericFailureExitCode);
+          FailLocked(*job, f, control::kGenericFailureExitCode, /*permanent=*/true);
           break;
         }
       }
@@ -214,7 +219,16 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
     used.insert(s.agent_id);
   }
   job.status.start_time_ms = NowMs();
+  job.attempt_started = Clock::now();
+  job.at_rendezvous = 0;
   const int np = job.status.spec.np;
+  // The runtime's own wait at start-up outlasts the launcher's, whose message names hosts and
+  // reasons; with no launcher limit the runtime's default stands.
+  std::map<std::string, std::string> job_env = job.status.spec.env;
+  const auto start_timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
+  if (start_timeout.count() > 0 && !job_env.count("HVD_START_TIMEOUT_SECONDS")) {
+    job_env["HVD_START_TIMEOUT_SECONDS"] = std::to_string(start_timeout.count() / 1000 + 10);
+  }
   SetStateLocked(job, JobState::kStarting,
                  "starting " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " on " +
                      std::to_string(used.size()) + " agent" + (used.size() == 1 ? "" : "s"));
@@ -232,7 +246,7 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
     in.attempt = job.status.attempt;
     in.job_secret = job.secret;
     in.advertise_addr = agent_by_id.at(r.placement.agent_id)->advertise_addr;
-    in.job_env = job.status.spec.env;
+    in.job_env = job_env;
     StartRankCommand cmd;
     cmd.job_id = job.status.id;
     cmd.attempt = job.status.attempt;
@@ -329,6 +343,12 @@ void JobManager::PruneLocked() {
   for (const JobPtr& job : jobs_) finished += job->finished;
   for (auto it = jobs_.begin(); it != jobs_.end() && finished > options_.max_finished_jobs;) {
     if ((*it)->finished) {
+      if (options_.job_store != nullptr) {
+        Status s = options_.job_store->Remove((*it)->status.id);
+        if (!s.ok()) {
+          HVD_LOG(WARNING) << s.message();
+        }
+      }
       by_id_.erase((*it)->status.id);
       it = jobs_.erase(it);
       --finished;

@@ -10,7 +10,15 @@
 //  - A job is "finished" once it is terminal and none of its ranks is STARTING or RUNNING any more.
 //    Only then are its rendezvous keys erased, its secret forgotten, and WatchJob's stream ended.
 //  - The first failure is the cause (rank, host, exit code or signal, stderr tail); later exits and
-//    kills are recorded on their ranks but change nothing else.
+//    kills are recorded on their ranks but change nothing else. With max_restarts, a failure
+//    instead ends the attempt: RESTARTING until its ranks are gone, then PENDING as attempt n+1
+//    (control/restart_policy.h), the cause kept in previous_failures.
+//  - Supervision (job_supervision.cc, driven by Tick()): a rank that does not reach the rendezvous
+//    within the start timeout, a stall reported for longer than the stall timeout, and an attached
+//    client gone for longer than its lease each end the job with a message naming who and why.
+//  - With a JobStore every change is written through, and Restore() reloads the table after a
+//    restart; restored jobs wait for their agents to re-register and say what still runs
+//    (job_recovery.cc).
 #pragma once
 
 #include <chrono>
@@ -23,10 +31,13 @@
 #include <vector>
 
 #include "common/thread_annotations.h"
+#include "control/restart_policy.h"
 #include "launcherd/agent_registry.h"
 #include "launcherd/job_log.h"
+#include "launcherd/job_store.h"
 #include "launcherd/job_types.h"
 #include "launcherd/kv_store.h"
+#include "launcherd/stall_reports.h"
 
 namespace hvd::launcherd {
 
@@ -39,6 +50,13 @@ struct JobManagerOptions {
   size_t max_output_lines = 100000;     // per job
   size_t max_output_bytes = 64u << 20;  // per job
   size_t max_finished_jobs = 500;       // older finished jobs are forgotten
+  // Defaults for jobs whose spec sets none; 0: no limit.
+  std::chrono::milliseconds start_timeout{30000};
+  // A job submitted attached is cancelled when no attached watcher has been connected this long.
+  std::chrono::milliseconds client_lease{5000};
+  // Delays between restarts (the count is each job's max_restarts).
+  control::RestartPolicy restart;
+  JobStore* job_store = nullptr;  // where every change is written; null: nothing persisted
 };
 
 // Where one WatchJob call stands; starts zeroed.
@@ -94,6 +112,20 @@ class JobManager {
   void OnHeartbeat(const std::string& agent_id, const std::vector<std::string>& running_jobs);
   void OnAgentLost(const AgentInfo& agent);
 
+  // Reloads the table from options.job_store (call once, before agents connect). Jobs that had
+  // ranks running wait for those agents; `expected` gets each such agent (id and host) so the
+  // registry can declare it lost if it does not come back within the lease.
+  Status Restore(std::vector<AgentInfo>* expected);
+  // A key the runtime wrote to the rendezvous store (KvStore's observer): a rank reaching the
+  // rendezvous ("job/<id>/attempt/<n>/host/<rank>") or a stall report (".../stall/<rank>").
+  void OnRendezvousKey(const std::string& key, const std::string& value);
+  // An attached client started or stopped following the job (WatchJob with attach).
+  void WatchStarted(const std::string& id);
+  void WatchEnded(const std::string& id);
+  // Runs the timers: start and stall timeouts, attached clients gone, delayed restarts. Called
+  // often (the launcher's sweeper, every lease/10).
+  void Tick();
+
   // The SecretResolver of the rendezvous endpoints: a live job's secret -> "job/<id>/".
   bool ResolveSecret(const std::string& secret, std::string* prefix) const;
 
@@ -121,6 +153,21 @@ class JobManager {
     std::set<std::string> stop_sent;  // agents that were sent StopJob for this job
     Clock::time_point ended_at;
     std::condition_variable cv;  // log appended, status changed, or shutdown
+    // Supervision (job_supervision.cc).
+    int watchers = 0;                   // attached WatchJob calls in progress
+    Clock::time_point unwatched_since;  // since when none is (submission counts)
+    Clock::time_point attempt_started;  // this attempt entered STARTING
+    int at_rendezvous = 0;              // ranks of this attempt that reached the rendezvous
+    struct Stall {
+      StallReport report;
+      Clock::time_point received;
+    };
+    std::map<int, Stall> stalls;   // by reporting rank
+    Clock::time_point restart_at;  // RESTARTING: the next attempt starts once ranks are gone and
+                                   // this time has come
+    // Restored after a launcher restart: agents whose first heartbeat has not yet said whether
+    // they still run the job.
+    std::set<std::string> unconfirmed_agents;
   };
   using JobPtr = std::shared_ptr<Job>;
 
@@ -135,10 +182,29 @@ class JobManager {
                        std::vector<JobEvent>* events, bool* done) REQUIRES(mu_);
   // State changes (job_events.cc).
   void SetStateLocked(Job& job, JobState to, const std::string& reason) REQUIRES(mu_);
-  void FailLocked(Job& job, const JobFailure& failure, int exit_code) REQUIRES(mu_);
+  // The attempt failed: FAILED, or RESTARTING when the restart policy allows another attempt
+  // (never when `permanent`: the job cannot be placed, the launcher stops).
+  void FailLocked(Job& job, const JobFailure& failure, int exit_code, bool permanent = false)
+      REQUIRES(mu_);
+  void RestartLocked(Job& job, const JobFailure& failure, const control::RestartDecision& d)
+      REQUIRES(mu_);
+  void NextAttemptLocked(Job& job) REQUIRES(mu_);
+  std::chrono::milliseconds KillGrace(const Job& job) const;
+  // Supervision (job_supervision.cc).
+  void CheckStartTimeoutLocked(Job& job, Clock::time_point now) REQUIRES(mu_);
+  void CheckStallTimeoutLocked(Job& job, Clock::time_point now) REQUIRES(mu_);
+  void RankAtRendezvousLocked(Job& job, int rank) REQUIRES(mu_);
+  void StallReportLocked(Job& job, int rank, const std::string& value) REQUIRES(mu_);
+  // Persistence and recovery (job_recovery.cc).
+  void PersistLocked(const Job& job) REQUIRES(mu_);
+  void ReconcileRestoredLocked(const std::string& agent_id, const std::set<std::string>& running)
+      REQUIRES(mu_);
   void EndLocked(Job& job, JobState to, const std::string& reason, int exit_code) REQUIRES(mu_);
   void StopAgentsLocked(Job& job, const std::string& reason) REQUIRES(mu_);
   void RankEndedLocked(Job& job) REQUIRES(mu_);
+  // Marks the job's live ranks on the agent KILLED with `error`; returns them (in rank order).
+  std::vector<int> KillRanksOnAgentLocked(Job& job, const std::string& agent_id,
+                                          const std::string& error) REQUIRES(mu_);
   void ChangedLocked(Job& job, bool marker) REQUIRES(mu_);
   void PruneLocked() REQUIRES(mu_);
 
@@ -153,6 +219,7 @@ class JobManager {
   bool watches_closed_ GUARDED_BY(mu_) = false;
   std::condition_variable finished_cv_;      // a job finished
   bool scheduling_ GUARDED_BY(mu_) = false;  // ScheduleLocked is on the stack
+  Clock::time_point persist_error_logged_ GUARDED_BY(mu_);
   bool reschedule_ GUARDED_BY(mu_) = false;  // ... and something it depends on changed
 
   // Separate so rendezvous authentication never waits behind job bookkeeping.

@@ -31,7 +31,17 @@ struct JobSpec {
   std::string working_dir;
   std::string name;
   bool detached = false;
+  // -1: the launcher's default (JobManagerOptions).
+  int64_t kill_grace_ms = -1;
+  int64_t start_timeout_ms = -1;  // 0: no limit
+  int64_t stall_timeout_ms = -1;  // 0: stalls are reported, never fatal
+  int max_restarts = 0;
 };
+
+// A spec's limit in milliseconds, or `fallback` (the launcher's default) when it sets none (-1).
+inline std::chrono::milliseconds OrDefault(int64_t ms, std::chrono::milliseconds fallback) {
+  return ms >= 0 ? std::chrono::milliseconds(ms) : fallback;
+}
 
 struct RankStatus {
   control::RankSlot placement;
@@ -42,7 +52,20 @@ struct RankStatus {
   int64_t start_time_ms = 0;
   int64_t end_time_ms = 0;
   std::string error;
+  int64_t rendezvous_time_ms = 0;  // when it reached the rendezvous; 0: not yet
 };
+
+// A rank whose process may exist: sent to its agent and not reported gone.
+inline bool RankLive(RankState s) {
+  return s == RankState::kStarting || s == RankState::kRunning;
+}
+
+// "rank 3" or "ranks 0, 2" (`word` false: "3" or "0, 2").
+inline std::string RankList(const std::vector<int>& ranks, bool word = true) {
+  std::string out = !word ? "" : ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
 
 struct JobFailure {
   int rank = -1;  // -1: no rank to blame (the job never fit, the launcher stopped)
@@ -66,6 +89,9 @@ struct JobStatus {
   int64_t end_time_ms = 0;
   int exit_code = 0;
   int attempt = 0;
+  std::string stall;  // what the runtime reports as not progressing; empty: nothing
+  int64_t stall_since_ms = 0;
+  std::vector<JobFailure> previous_failures;  // of earlier attempts, in order
 };
 
 struct OutputLine {
@@ -74,6 +100,13 @@ struct OutputLine {
   std::string text;
   int64_t seq = -1;  // position in the job's output log; set by the launcher
 };
+
+inline bool AnyRankLive(const JobStatus& job) {
+  for (const RankStatus& r : job.ranks) {
+    if (RankLive(r.state)) return true;
+  }
+  return false;
+}
 
 // One item of WatchJob's stream.
 struct JobEvent {

@@ -84,6 +84,7 @@ void JobManager::AddEventsLocked(Job& job, int64_t from_seq, bool follow, WatchC
       cursor->status_sent = entry.version;
     }
   }
+  job.log.NoteRead(cursor->next);
   if (!events->empty()) cursor->last_was_status = events->back().kind == JobEvent::Kind::kStatus;
   const bool caught_up = cursor->next >= job.log.end();
   const bool backlog_sent = cursor->next >= cursor->backlog_end;

@@ -34,6 +34,7 @@ Status KvStore::Set(const std::string& key, const std::string& value) {
     ++stats_.sets;
   }
   cv_.notify_all();
+  if (observer_) observer_(key, value);
   return Status::OK();
 }
 

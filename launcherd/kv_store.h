@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,6 +25,9 @@ struct KvStats {
 
 class KvStore {
  public:
+  // Called after every Set, outside the store's lock, with the key and the value written.
+  using Observer = std::function<void(const std::string& key, const std::string& value)>;
+
   KvStore() = default;
   KvStore(const KvStore&) = delete;
   KvStore& operator=(const KvStore&) = delete;
@@ -45,12 +49,16 @@ class KvStore {
 
   KvStats stats() const;
 
+  // REQUIRES: called before the store is shared (it is read without a lock afterwards).
+  void SetObserver(Observer observer) { observer_ = std::move(observer); }
+
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, std::string> data_ GUARDED_BY(mu_);
   bool shutdown_ GUARDED_BY(mu_) = false;
   KvStats stats_ GUARDED_BY(mu_);
+  Observer observer_;
 };
 
 }  // namespace hvd::launcherd

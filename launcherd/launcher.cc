@@ -20,6 +20,7 @@
 #include "launcherd/agent_registry.h"
 #include "launcherd/http_server.h"
 #include "launcherd/job_manager.h"
+#include "launcherd/job_store.h"
 #include "launcherd/kv_server.h"
 #include "launcherd/kv_store.h"
 #include "launcherd/launcher_service.h"
@@ -72,6 +73,10 @@ class LauncherImpl final : public Launcher {
     int kv_port = 0;
     HVD_RETURN_IF_ERROR_CTX(ParseListenAddress(kv_listen, &kv_host, &kv_port),
                             "--rendezvous-listen");
+    // Ranks reaching the rendezvous and the runtime's stall reports arrive as store writes.
+    store_.SetObserver([this](const std::string& key, const std::string& value) {
+      if (JobManager* jobs = jobs_ptr_.load()) jobs->OnRendezvousKey(key, value);
+    });
     SecretResolver resolver = [this](const std::string& secret, std::string* prefix) {
       JobManager* jobs = jobs_ptr_.load();
       return jobs != nullptr && jobs->ResolveSecret(secret, prefix);
@@ -88,7 +93,16 @@ class LauncherImpl final : public Launcher {
     jo.rendezvous_address = rendezvous_address_;
     jo.kill_grace = options_.kill_grace;
     jo.reconcile_after = options_.kill_grace + 2 * options_.heartbeat_interval + options_.lease;
+    jo.start_timeout = options_.start_timeout;
+    jo.client_lease = options_.client_lease.count() > 0 ? options_.client_lease : options_.lease;
+    if (!options_.state_dir.empty()) {
+      HVD_RETURN_IF_ERROR_CTX(JobStore::Open(options_.state_dir, &job_store_), "--state-dir");
+      jo.job_store = job_store_.get();
+    }
     jobs_ = std::make_unique<JobManager>(jo, &registry_, &store_);
+    std::vector<AgentInfo> expected;
+    HVD_RETURN_IF_ERROR(jobs_->Restore(&expected));
+    registry_.Expect(expected);
     jobs_ptr_.store(jobs_.get());
 
     launcher_service_ = std::make_unique<LauncherService>(options_.token, jobs_.get(), &registry_);
@@ -135,7 +149,15 @@ class LauncherImpl final : public Launcher {
       sweep_cv_.notify_all();
     }
     if (sweeper_.joinable()) sweeper_.join();
-    if (jobs_) {
+    if (jobs_ && job_store_ != nullptr) {
+      // Restartable: the jobs stay with their agents, which keep them for the lease and
+      // reconcile with the next start of this launcher on the same --state-dir.
+      HVD_LOG(WARNING) << "stopping; running jobs continue if a launcher on " << options_.state_dir
+                       << " is back within the agents' lease (" << options_.lease.count()
+                       << " ms), otherwise their agents end them";
+      jobs_->CloseWatches();
+      gateway_service_->Close();
+    } else if (jobs_) {
       jobs_->Shutdown("cancelled: the launcher is shutting down");
       // Agents report their ranks gone within the kill grace; waiting for that lets watchers
       // (hvdrun) see every rank end instead of a launcher that vanished mid-teardown.
@@ -175,12 +197,14 @@ class LauncherImpl final : public Launcher {
       for (const AgentInfo& lost : registry_.ExpireLeases(std::chrono::steady_clock::now())) {
         jobs_->OnAgentLost(lost);
       }
+      jobs_->Tick();
       lock.lock();
     }
   }
 
   const LauncherOptions options_;
   KvStore store_;
+  std::unique_ptr<JobStore> job_store_;  // before jobs_, which writes to it
   AgentRegistry registry_;
   std::unique_ptr<JobManager> jobs_;
   std::atomic<JobManager*> jobs_ptr_{nullptr};  // read by rendezvous threads

@@ -18,11 +18,18 @@ struct LauncherOptions {
                                        // listen host with a free port
   std::string advertise_host;          // host workers dial for rendezvous; empty: listen host
                                        // (or this host's name when listening on 0.0.0.0)
-  std::string state_dir;               // empty: nothing persisted
-  std::string token;                   // the cluster token; REQUIRED non-empty
+  // The job table (jobs.db, SQLite) lives here and is reloaded at start, so a restarted launcher
+  // loses no job; Stop() then leaves running jobs to their agents, to be picked up again by the
+  // next start within the lease. Empty: nothing persisted, and Stop() cancels every job.
+  std::string state_dir;
+  std::string token;  // the cluster token; REQUIRED non-empty
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds lease{5000};       // an agent silent this long is LOST
   std::chrono::milliseconds kill_grace{5000};  // SIGTERM -> SIGKILL when tearing a job down
+  // Every rank must reach the rendezvous within this (jobs may set their own); 0: no limit.
+  std::chrono::milliseconds start_timeout{30000};
+  // An attached job whose hvdrun has been gone this long is cancelled; 0: the lease.
+  std::chrono::milliseconds client_lease{0};
 };
 
 class Launcher {

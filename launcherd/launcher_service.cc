@@ -62,6 +62,15 @@ grpc::Status LauncherService::WatchJob(grpc::ServerContext* context,
   if (!auth.ok()) return auth;
   WatchCursor cursor;
   bool done = false;
+  // An attached client keeps its job alive while it watches (JobManager::Tick).
+  struct Attachment {
+    JobManager* jobs;
+    std::string id;
+    ~Attachment() {
+      if (jobs != nullptr) jobs->WatchEnded(id);
+    }
+  } attachment{request->attach() && request->follow() ? jobs_ : nullptr, request->job_id()};
+  if (attachment.jobs != nullptr) jobs_->WatchStarted(request->job_id());
   // Ends when the job finished (done), the client went away, or the launcher stops (done too).
   while (!done) {
     if (context->IsCancelled()) {

@@ -59,7 +59,7 @@ Status LoadToken(const std::string& flag_path, const std::string& state_dir, std
 int main(int argc, char** argv) {
   std::string listen = "0.0.0.0:7070", http, rendezvous_listen, advertise_host, state_dir,
               token_file, log_level;
-  int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000;
+  int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000, start_timeout_ms = 30000;
   bool help = false;
   hvd::control::FlagSet flags("hvd-launcherd");
   flags.String("--listen", &listen, "gRPC address for hvdrun and agents (default 0.0.0.0:7070)");
@@ -69,14 +69,19 @@ int main(int argc, char** argv) {
   flags.String("--advertise-host", &advertise_host,
                "host name or IP workers dial for rendezvous (default: the listen host, or this "
                "machine's name when listening on all interfaces)");
-  flags.String("--state-dir", &state_dir, "directory for the generated token (default: none)");
+  flags.String("--state-dir", &state_dir,
+               "directory for the job table (jobs.db, reloaded at start so a restart loses no "
+               "job) and the generated token (default: none; a stop then cancels every job)");
   flags.String("--token-file", &token_file,
                "cluster token file (default: $HVD_TOKEN_FILE, else generated)");
   flags.String("--log-level", &log_level, "trace, debug, info, warning or error");
   flags.Int("--heartbeat-interval-ms", &heartbeat_ms, "how often agents heartbeat (1000)");
   flags.Int("--lease-ms", &lease_ms, "an agent silent this long is LOST and its ranks fail (5000)");
   flags.Int("--kill-grace-ms", &kill_grace_ms,
-            "SIGTERM to SIGKILL delay when a job is torn down (5000)");
+            "SIGTERM to SIGKILL delay when a job is torn down (5000; jobs may set their own)");
+  flags.Int("--start-timeout-ms", &start_timeout_ms,
+            "every rank must reach the rendezvous this soon or the job fails naming the missing "
+            "ones (30000; jobs may set their own; 0: no limit)");
   flags.Bool("--help,-h", &help, "show this help");
   std::vector<std::string> positional;
   Status s = flags.Parse(argc, argv, 1, false, &positional);
@@ -121,10 +126,12 @@ int main(int argc, char** argv) {
   options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
   options.lease = std::chrono::milliseconds(lease_ms);
   options.kill_grace = std::chrono::milliseconds(kill_grace_ms);
-  if (heartbeat_ms <= 0 || lease_ms <= heartbeat_ms || kill_grace_ms < 0) {
+  options.start_timeout = std::chrono::milliseconds(start_timeout_ms);
+  if (heartbeat_ms <= 0 || lease_ms <= heartbeat_ms || kill_grace_ms < 0 || start_timeout_ms < 0) {
     std::cerr << "hvd-launcherd: need --heartbeat-interval-ms > 0, --lease-ms above it (a few "
-                 "intervals) and --kill-grace-ms >= 0; got "
-              << heartbeat_ms << ", " << lease_ms << ", " << kill_grace_ms << "\n";
+                 "intervals), --kill-grace-ms >= 0 and --start-timeout-ms >= 0; got "
+              << heartbeat_ms << ", " << lease_ms << ", " << kill_grace_ms << ", "
+              << start_timeout_ms << "\n";
     return kUsageError;
   }
   std::string token_path;

@@ -5,6 +5,7 @@ namespace {
 
 // The domain enums carry the wire numbers; these catch a proto edit that breaks that.
 static_assert(static_cast<int>(JobState::kCancelled) == v1::CANCELLED);
+static_assert(static_cast<int>(JobState::kRestarting) == v1::RESTARTING);
 static_assert(static_cast<int>(JobState::kPending) == v1::PENDING);
 static_assert(static_cast<int>(RankState::kKilled) == v1::RANK_KILLED);
 static_assert(static_cast<int>(RankState::kFailedToStart) == v1::RANK_FAILED_TO_START);
@@ -32,6 +33,19 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
   p->set_working_dir(s.working_dir);
   p->set_name(s.name);
   p->set_detached(s.detached);
+  if (s.kill_grace_ms >= 0) p->set_kill_grace_ms(s.kill_grace_ms);
+  if (s.start_timeout_ms >= 0) p->set_start_timeout_ms(s.start_timeout_ms);
+  if (s.stall_timeout_ms >= 0) p->set_stall_timeout_ms(s.stall_timeout_ms);
+  p->set_max_restarts(s.max_restarts);
+}
+
+void ToProto(const JobFailure& f, v1::JobFailure* p) {
+  p->set_rank(f.rank);
+  p->set_host(f.host);
+  p->set_exit_code(f.exit_code);
+  p->set_signal(f.signal);
+  p->set_stderr_tail(f.stderr_tail);
+  p->set_message(f.message);
 }
 
 void ToProto(const OutputLine& l, v1::OutputLine* p) {
@@ -52,6 +66,10 @@ JobSpec FromProto(const v1::JobSpec& p) {
   s.working_dir = p.working_dir();
   s.name = p.name();
   s.detached = p.detached();
+  if (p.has_kill_grace_ms()) s.kill_grace_ms = p.kill_grace_ms();
+  if (p.has_start_timeout_ms()) s.start_timeout_ms = p.start_timeout_ms();
+  if (p.has_stall_timeout_ms()) s.stall_timeout_ms = p.stall_timeout_ms();
+  s.max_restarts = p.max_restarts();
   return s;
 }
 
@@ -89,6 +107,66 @@ OutputLine FromProto(const v1::OutputLine& p) {
   return l;  // seq is the launcher's to assign
 }
 
+namespace {
+
+control::RankSlot FromProto(const v1::RankPlacement& p) {
+  control::RankSlot s;
+  s.rank = p.rank();
+  s.local_rank = p.local_rank();
+  s.local_size = p.local_size();
+  s.cross_rank = p.cross_rank();
+  s.cross_size = p.cross_size();
+  s.agent_id = p.agent_id();
+  s.host = p.host();
+  s.slot = p.slot();
+  return s;
+}
+
+JobFailure FromProto(const v1::JobFailure& p) {
+  JobFailure f;
+  f.rank = p.rank();
+  f.host = p.host();
+  f.exit_code = p.exit_code();
+  f.signal = p.signal();
+  f.stderr_tail = p.stderr_tail();
+  f.message = p.message();
+  return f;
+}
+
+}  // namespace
+
+JobStatus FromProto(const v1::JobStatus& p) {
+  JobStatus s;
+  s.id = p.id();
+  s.spec = FromProto(p.spec());
+  s.state = static_cast<JobState>(p.state());
+  s.reason = p.reason();
+  for (const v1::RankStatus& rp : p.ranks()) {
+    RankStatus r;
+    r.placement = FromProto(rp.placement());
+    r.state = static_cast<RankState>(rp.state());
+    r.pid = rp.pid();
+    r.exit_code = rp.exit_code();
+    r.signal = rp.signal();
+    r.start_time_ms = rp.start_time_ms();
+    r.end_time_ms = rp.end_time_ms();
+    r.error = rp.error();
+    r.rendezvous_time_ms = rp.rendezvous_time_ms();
+    s.ranks.push_back(std::move(r));
+  }
+  s.has_failure = p.has_failure();
+  if (s.has_failure) s.failure = FromProto(p.failure());
+  s.submit_time_ms = p.submit_time_ms();
+  s.start_time_ms = p.start_time_ms();
+  s.end_time_ms = p.end_time_ms();
+  s.exit_code = p.exit_code();
+  s.attempt = p.attempt();
+  s.stall = p.stall();
+  s.stall_since_ms = p.stall_since_ms();
+  for (const v1::JobFailure& f : p.previous_failures()) s.previous_failures.push_back(FromProto(f));
+  return s;
+}
+
 void ToProto(const JobStatus& s, v1::JobStatus* p) {
   p->set_id(s.id);
   ToProto(s.spec, p->mutable_spec());
@@ -104,21 +182,17 @@ void ToProto(const JobStatus& s, v1::JobStatus* p) {
     rp->set_start_time_ms(r.start_time_ms);
     rp->set_end_time_ms(r.end_time_ms);
     rp->set_error(r.error);
+    rp->set_rendezvous_time_ms(r.rendezvous_time_ms);
   }
-  if (s.has_failure) {
-    v1::JobFailure* f = p->mutable_failure();
-    f->set_rank(s.failure.rank);
-    f->set_host(s.failure.host);
-    f->set_exit_code(s.failure.exit_code);
-    f->set_signal(s.failure.signal);
-    f->set_stderr_tail(s.failure.stderr_tail);
-    f->set_message(s.failure.message);
-  }
+  if (s.has_failure) ToProto(s.failure, p->mutable_failure());
   p->set_submit_time_ms(s.submit_time_ms);
   p->set_start_time_ms(s.start_time_ms);
   p->set_end_time_ms(s.end_time_ms);
   p->set_exit_code(s.exit_code);
   p->set_attempt(s.attempt);
+  p->set_stall(s.stall);
+  p->set_stall_since_ms(s.stall_since_ms);
+  for (const JobFailure& f : s.previous_failures) ToProto(f, p->add_previous_failures());
 }
 
 void ToProto(const JobEvent& e, v1::JobEvent* p) {

@@ -13,6 +13,8 @@ JobSpec FromProto(const v1::JobSpec& p);
 RankEventReport FromProto(const v1::RankEvent& p);
 AgentInfo FromProto(const v1::AgentInfo& p);
 OutputLine FromProto(const v1::OutputLine& p);
+// The whole record, as ToProto wrote it (the launcher's state store reads jobs back with it).
+JobStatus FromProto(const v1::JobStatus& p);
 
 void ToProto(const JobStatus& s, v1::JobStatus* p);
 void ToProto(const JobEvent& e, v1::JobEvent* p);

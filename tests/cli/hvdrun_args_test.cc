@@ -105,7 +105,11 @@ TEST_F(HvdrunArgs, BadKnobs) {
   ExpectUsageError({"-np", "1", "--fusion-threshold-mb", "-1", "/bin/true"},
                    "--fusion-threshold-mb must be between 0");
   ExpectUsageError({"-np", "1", "--cycle-time-ms", "0", "/bin/true"}, "--cycle-time-ms must be");
-  ExpectUsageError({"-np", "1", "--start-timeout", "0", "/bin/true"}, "--start-timeout must be");
+  ExpectUsageError({"-np", "1", "--start-timeout", "-1", "/bin/true"},
+                   "--start-timeout must be a number of seconds >= 0, not -1");
+  ExpectUsageError({"-np", "1", "--kill-grace", "nan", "/bin/true"}, "--kill-grace");
+  ExpectUsageError({"-np", "1", "--max-restarts", "-2", "/bin/true"},
+                   "--max-restarts must be between 0 and 1000, not -2");
 }
 
 TEST_F(HvdrunArgs, MissingProgram) {
@@ -156,7 +160,8 @@ TEST_F(HvdrunArgs, Help) {
   EXPECT_EQ(r.exit_code, 0);
   for (const char* flag :
        {"-np", "--hosts, -H", "--hostfile", "-x", "--output-filename", "--fusion-threshold-mb",
-        "--cycle-time-ms", "--timeline-filename", "--start-timeout", "--launcher", "--token-file",
+        "--cycle-time-ms", "--timeline-filename", "--start-timeout", "--stall-timeout",
+        "--stall-check-time", "--kill-grace", "--max-restarts", "--launcher", "--token-file",
         "--verbose", "hvdrun submit", "hvdrun logs JOB [-f]", "--check-build"}) {
     EXPECT_HAS(r.out, flag);
   }

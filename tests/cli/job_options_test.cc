@@ -144,7 +144,12 @@ TEST_F(JobOptions, KnobsBecomeRuntimeVariables) {
   EXPECT_EQ(spec.env().at("HVD_FUSION_THRESHOLD"), "67108864");
   EXPECT_EQ(spec.env().at("HVD_CYCLE_TIME"), "0.5");
   EXPECT_EQ(spec.env().at("HVD_TIMELINE"), "/tmp/t.json");
-  EXPECT_EQ(spec.env().at("HVD_START_TIMEOUT_SECONDS"), "120");
+  // The start timeout is the launcher's to enforce (it sets the runtime's own wait from it).
+  EXPECT_EQ(spec.start_timeout_ms(), 120000);
+  EXPECT_EQ(spec.env().count("HVD_START_TIMEOUT_SECONDS"), 0u);
+  EXPECT_FALSE(spec.has_stall_timeout_ms());
+  EXPECT_FALSE(spec.has_kill_grace_ms());
+  EXPECT_EQ(spec.max_restarts(), 0);
   ASSERT_TRUE(Build({"-np", "1", "--fusion-threshold-mb", "0", "/bin/true"}, &spec).ok());
   EXPECT_EQ(spec.env().at("HVD_FUSION_THRESHOLD"), "0");  // 0 disables fusion
   ASSERT_TRUE(Build({"-np", "1", "--fusion-threshold-mb", "0.5", "/bin/true"}, &spec).ok());
@@ -152,6 +157,29 @@ TEST_F(JobOptions, KnobsBecomeRuntimeVariables) {
   // Knobs not given are not set: the runtime's defaults apply.
   ASSERT_TRUE(Build({"-np", "1", "/bin/true"}, &spec).ok());
   EXPECT_EQ(spec.env().count("HVD_CYCLE_TIME"), 0u);
+}
+
+TEST_F(JobOptions, LimitsAndRestarts) {
+  v1::JobSpec spec;
+  ASSERT_TRUE(Build({"-np", "1", "--start-timeout", "0", "--stall-timeout", "90", "--kill-grace",
+                     "0.5", "--max-restarts", "3", "/bin/true"},
+                    &spec)
+                  .ok());
+  EXPECT_TRUE(spec.has_start_timeout_ms());
+  EXPECT_EQ(spec.start_timeout_ms(), 0);  // no limit
+  EXPECT_EQ(spec.stall_timeout_ms(), 90000);
+  EXPECT_EQ(spec.kill_grace_ms(), 500);
+  EXPECT_EQ(spec.max_restarts(), 3);
+  // A stall is reported at half the timeout, so it is known before it is fatal.
+  EXPECT_EQ(spec.env().at("HVD_STALL_CHECK_TIME_SECONDS"), "45");
+  ASSERT_TRUE(Build({"-np", "1", "--stall-timeout", "300", "/bin/true"}, &spec).ok());
+  EXPECT_EQ(spec.env().at("HVD_STALL_CHECK_TIME_SECONDS"), "60");
+  ASSERT_TRUE(
+      Build({"-np", "1", "--stall-timeout", "30", "--stall-check-time", "2", "/bin/true"}, &spec)
+          .ok());
+  EXPECT_EQ(spec.env().at("HVD_STALL_CHECK_TIME_SECONDS"), "2");
+  EXPECT_HAS(Error({"-np", "1", "--stall-check-time", "0", "/bin/true"}), "--stall-check-time");
+  EXPECT_HAS(Error({"-np", "1", "--stall-timeout", "-1", "/bin/true"}), "not -1");
 }
 
 TEST_F(JobOptions, BadKnobs) {

@@ -233,6 +233,22 @@ TEST(JobDetail, ShowsRanks) {
   EXPECT_HAS(d, "RANK  HOST  LOCAL  STATE");
   EXPECT_HAS(d, "0     h     0/2    KILLED  100  SIGTERM");
   EXPECT_HAS(d, "1     h     1/2    EXITED  101  exit 3");
+  EXPECT_EQ(d.find("attempt"), std::string::npos) << d;  // no restarts asked for
+}
+
+TEST(JobDetail, ShowsAttemptsEarlierFailuresAndAStall) {
+  v1::JobStatus st = Job(v1::RUNNING, 0);
+  st.mutable_spec()->set_max_restarts(2);
+  st.set_attempt(1);
+  st.add_previous_failures()->set_message("rank 1 on h exited with code 3");
+  st.set_stall("rank 3 on h has not responded for 12 s: rank 0 waits for it");
+  st.set_stall_since_ms(3000);
+  const std::string d = JobDetail(st, 15000);
+  EXPECT_HAS(d, "attempt:   2 of 3 (--max-restarts 2)\n");
+  EXPECT_HAS(d, "attempt 1: failed: rank 1 on h exited with code 3\n");
+  EXPECT_HAS(d,
+             "stalled:   rank 3 on h has not responded for 12 s: rank 0 waits for it (since "
+             "12.0s ago)\n");
 }
 
 }  // namespace

@@ -10,14 +10,18 @@ namespace {
 
 constexpr JobState kAll[] = {JobState::kUnspecified, JobState::kPending,   JobState::kStarting,
                              JobState::kRunning,     JobState::kSucceeded, JobState::kFailed,
-                             JobState::kCancelled};
+                             JobState::kCancelled,   JobState::kRestarting};
 
 TEST(JobStateTest, ExactlyTheDesignedTransitions) {
   using S = JobState;
   const std::set<std::pair<S, S>> allowed = {
-      {S::kPending, S::kStarting},  {S::kPending, S::kFailed},  {S::kPending, S::kCancelled},
-      {S::kStarting, S::kRunning},  {S::kStarting, S::kFailed}, {S::kStarting, S::kCancelled},
-      {S::kRunning, S::kSucceeded}, {S::kRunning, S::kFailed},  {S::kRunning, S::kCancelled},
+      {S::kPending, S::kStarting},   {S::kPending, S::kFailed},
+      {S::kPending, S::kCancelled},  {S::kStarting, S::kRunning},
+      {S::kStarting, S::kFailed},    {S::kStarting, S::kCancelled},
+      {S::kRunning, S::kSucceeded},  {S::kRunning, S::kFailed},
+      {S::kRunning, S::kCancelled},  {S::kStarting, S::kRestarting},
+      {S::kRunning, S::kRestarting}, {S::kRestarting, S::kPending},
+      {S::kRestarting, S::kFailed},  {S::kRestarting, S::kCancelled},
   };
   for (S from : kAll) {
     for (S to : kAll) {

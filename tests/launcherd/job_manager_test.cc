@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/launcherd/job_manager_fixture.h"
+
 #include <csignal>
 
 namespace hvd::launcherd {
@@ -10,81 +12,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class FakeLink : public AgentLink {
- public:
-  bool SendStartRank(const StartRankCommand& c) override {
-    std::lock_guard<std::mutex> lock(mu);
-    starts.push_back(c);
-    return true;
-  }
-  bool SendStopJob(const StopJobCommand& c) override {
-    std::lock_guard<std::mutex> lock(mu);
-    stops.push_back(c);
-    return true;
-  }
-  void Close() override {}
-  std::mutex mu;
-  std::vector<StartRankCommand> starts;
-  std::vector<StopJobCommand> stops;
-};
-
-class JobManagerTest : public ::testing::Test {
- protected:
-  JobManagerTest() : registry_(60s) {
-    JobManagerOptions o;
-    o.rendezvous_address = "10.0.0.1:7071";
-    o.kill_grace = 1234ms;
-    o.reconcile_after = 0ms;
-    o.max_output_lines = 50;
-    jobs_ = std::make_unique<JobManager>(o, &registry_, &store_);
-  }
-
-  std::shared_ptr<FakeLink> AddAgent(const std::string& host, int slots) {
-    auto link = std::make_shared<FakeLink>();
-    AgentInfo info;
-    info.host = host;
-    info.advertise_addr = "addr-" + host;
-    info.slots = slots;
-    ids_[link.get()] = registry_.Register(info, link);
-    jobs_->Schedule();
-    return link;
-  }
-  std::string Id(const std::shared_ptr<FakeLink>& link) { return ids_[link.get()]; }
-
-  std::string Submit(int np, std::vector<control::HostRequest> hosts = {}) {
-    JobSpec spec;
-    spec.argv = {"./train", "--lr", "0.1"};
-    spec.np = np;
-    spec.hosts = std::move(hosts);
-    spec.env = {{"NCCL_DEBUG", "INFO"}};
-    std::string id;
-    Status s = jobs_->Submit(spec, &id);
-    EXPECT_TRUE(s.ok()) << s.ToString();
-    return id;
-  }
-  JobStatus Get(const std::string& id) {
-    JobStatus st;
-    EXPECT_TRUE(jobs_->Get(id, &st).ok());
-    return st;
-  }
-  void Event(const std::shared_ptr<FakeLink>& link, const std::string& job, int rank,
-             RankState state, int code = 0, int sig = 0, std::string tail = "") {
-    RankEventReport e;
-    e.job_id = job;
-    e.rank = rank;
-    e.state = state;
-    e.pid = 1000 + rank;
-    e.exit_code = code;
-    e.signal = sig;
-    e.stderr_tail = std::move(tail);
-    jobs_->OnRankEvent(Id(link), e);
-  }
-
-  KvStore store_;
-  AgentRegistry registry_;
-  std::unique_ptr<JobManager> jobs_;
-  std::map<const AgentLink*, std::string> ids_;
-};
+class JobManagerTest : public JobManagerFixture {};
 
 TEST_F(JobManagerTest, RefusesBadSpecsNamingTheFix) {
   std::string id;

@@ -1,0 +1,100 @@
+// JobManager: the job table across launcher restarts. Every change is written through to the
+// JobStore; Restore() reads it back at start. A job that had ranks running is then "unconfirmed"
+// on each of their agents until that agent's first heartbeat after it re-registers says whether it
+// still runs the job (its queued rank events, exits during the outage included, arrive before
+// that heartbeat). An agent that never comes back is declared lost after the lease like any
+// other, failing its jobs with that cause. Nothing is silently forgotten.
+#include "common/logging.h"
+#include "launcherd/job_manager.h"
+
+namespace hvd::launcherd {
+namespace {
+
+constexpr auto kPersistErrorLogEvery = std::chrono::seconds(10);
+
+}  // namespace
+
+void JobManager::PersistLocked(const Job& job) {
+  if (options_.job_store == nullptr) return;
+  StoredJob stored;
+  stored.status = job.status;
+  stored.secret = job.finished ? "" : job.secret;
+  stored.next_seq = job.log.next_seq();
+  Status s = options_.job_store->Put(stored);
+  if (!s.ok() && Clock::now() - persist_error_logged_ > kPersistErrorLogEvery) {
+    persist_error_logged_ = Clock::now();
+    HVD_LOG(ERROR) << s.message()
+                   << "; a restarted launcher would not know the latest state of job "
+                   << job.status.id;
+  }
+}
+
+Status JobManager::Restore(std::vector<AgentInfo>* expected) {
+  if (options_.job_store == nullptr) return Status::OK();
+  std::vector<StoredJob> stored;
+  HVD_RETURN_IF_ERROR(options_.job_store->LoadAll(&stored));
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, AgentInfo> agents;
+  int live_jobs = 0;
+  const auto now = Clock::now();
+  for (StoredJob& s : stored) {
+    if (by_id_.count(s.status.id)) continue;
+    auto job = std::make_shared<Job>(options_.max_output_lines, options_.max_output_bytes);
+    job->status = std::move(s.status);
+    job->secret = s.secret;
+    // Past any seq handed out before, even one written after the last persisted change.
+    job->log.ContinueFrom(std::max<int64_t>(s.next_seq, NowMs() * 1000));
+    job->unwatched_since = now;
+    job->attempt_started = now;
+    job->ended_at = now;
+    for (const RankStatus& r : job->status.ranks) {
+      if (r.rendezvous_time_ms != 0) ++job->at_rendezvous;
+      if (r.state == RankState::kRunning) ++job->ranks_started;
+      if (!RankLive(r.state)) continue;
+      job->unconfirmed_agents.insert(r.placement.agent_id);
+      AgentInfo& a = agents[r.placement.agent_id];
+      a.id = r.placement.agent_id;
+      a.host = r.placement.host;
+    }
+    job->finished = control::IsTerminal(job->status.state) && !AnyRankLive(job->status);
+    if (!job->finished) {
+      ++live_jobs;
+      std::lock_guard<std::mutex> secrets_lock(secrets_mu_);
+      secrets_[job->status.id] = job->secret;
+    }
+    job->log.AddStatus(job->status, job->version);
+    jobs_.push_back(job);
+    by_id_[job->status.id] = job;
+  }
+  for (auto& [id, a] : agents) expected->push_back(a);
+  if (!stored.empty()) {
+    HVD_LOG(INFO) << "restored " << stored.size() << " job(s) from the state dir; " << live_jobs
+                  << " not finished, waiting for " << agents.size()
+                  << " agent(s) to say what still runs";
+  }
+  ScheduleLocked();
+  return Status::OK();
+}
+
+void JobManager::ReconcileRestoredLocked(const std::string& agent_id,
+                                         const std::set<std::string>& running) {
+  std::vector<JobPtr> jobs = jobs_;
+  for (const JobPtr& job : jobs) {
+    if (job->unconfirmed_agents.erase(agent_id) == 0 || running.count(job->status.id)) continue;
+    // The agent is back and does not run the job: its ranks there ended while the launcher was
+    // away, and their ends were not among the events the agent kept for it.
+    const std::vector<int> lost =
+        KillRanksOnAgentLocked(*job, agent_id, "gone from its agent when the launcher restarted");
+    if (lost.empty()) continue;
+    JobFailure f;
+    f.rank = lost[0];
+    f.host = job->status.ranks[lost[0]].placement.host;
+    f.message = RankList(lost) + " on " + f.host +
+                " ended while the launcher was restarting (agent " + agent_id +
+                " no longer runs them and kept no exit report)";
+    FailLocked(*job, f, control::kGenericFailureExitCode);
+    RankEndedLocked(*job);
+  }
+}
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,203 @@
+// JobManager's supervision: the start timeout, stall reports and the stall timeout, the attached
+// client's lease, and restarts. Timers run on Tick(), driven here after short real waits.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "tests/launcherd/job_manager_fixture.h"
+#include "testutil/expect.h"
+
+namespace hvd::launcherd {
+namespace {
+
+class JobSupervision : public JobManagerFixture {
+ protected:
+  JobSupervision() {
+    JobManagerOptions o = Options();
+    o.client_lease = 24h;  // only the test about it shortens it
+    Reset(o);
+  }
+  // A job on one agent with every rank RUNNING.
+  std::string Running(JobSpec spec) {
+    spec.detached = true;
+    const std::string id = Submit(spec);
+    for (int r = 0; r < spec.np; ++r) Event(agent_, id, r, RankState::kRunning);
+    EXPECT_EQ(Get(id).state, JobState::kRunning);
+    return id;
+  }
+  void AtRendezvous(const std::string& id, int rank, int attempt = 0) {
+    jobs_->OnRendezvousKey(
+        "job/" + id + "/attempt/" + std::to_string(attempt) + "/host/" + std::to_string(rank),
+        "3\nh1");
+  }
+  void Stall(const std::string& id, int rank, const std::string& value) {
+    jobs_->OnRendezvousKey("job/" + id + "/attempt/0/stall/" + std::to_string(rank), value);
+  }
+  std::shared_ptr<FakeLink> agent_ = AddAgent("h1", 4);
+};
+
+TEST_F(JobSupervision, StartTimeoutNamesEachMissingRankAndWhy) {
+  JobSpec spec = Spec(3);
+  spec.start_timeout_ms = 100;
+  spec.detached = true;
+  const std::string id = Submit(spec);
+  Event(agent_, id, 0, RankState::kRunning);
+  Event(agent_, id, 1, RankState::kRunning);  // rank 2: its agent never says
+  AtRendezvous(id, 0);
+  jobs_->Tick();
+  EXPECT_EQ(Get(id).state, JobState::kStarting);  // not yet
+  std::this_thread::sleep_for(150ms);
+  jobs_->Tick();
+  const JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  ASSERT_TRUE(st.has_failure);
+  EXPECT_EQ(st.failure.rank, 1);
+  EXPECT_EQ(st.failure.host, "h1");
+  EXPECT_HAS(st.failure.message, "ranks 1, 2 did not reach the rendezvous within 0.1 s");
+  EXPECT_HAS(st.failure.message, "rank 1 on h1: running as pid 1001 but never called hvd::Init()");
+  EXPECT_HAS(st.failure.message,
+             "rank 2 on h1: its agent " + Id(agent_) + " never reported it started");
+  EXPECT_HAS(st.failure.message, "--start-timeout 0");
+  EXPECT_EQ(st.exit_code, 1);
+  // Every rank is told to stop.
+  ASSERT_EQ(agent_->stops.size(), 1u);
+  EXPECT_EQ(agent_->stops[0].job_id, id);
+}
+
+TEST_F(JobSupervision, RanksAtTheRendezvousDisarmTheStartTimeout) {
+  JobSpec spec = Spec(2);
+  spec.start_timeout_ms = 50;
+  const std::string id = Running(spec);
+  AtRendezvous(id, 0);
+  AtRendezvous(id, 1);
+  AtRendezvous(id, 1);  // a repeated key changes nothing
+  AtRendezvous(id, 7);  // no such rank: ignored
+  jobs_->OnRendezvousKey("job/" + id + "/attempt/0/init/1/host/0", "x");  // a re-Init: ignored
+  std::this_thread::sleep_for(80ms);
+  jobs_->Tick();
+  const JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kRunning);
+  EXPECT_GT(st.ranks[0].rendezvous_time_ms, 0);
+  EXPECT_GT(st.ranks[1].rendezvous_time_ms, 0);
+}
+
+TEST_F(JobSupervision, NoStartTimeoutWhenTheJobSetsZero) {
+  JobSpec spec = Spec(1);
+  spec.start_timeout_ms = 0;
+  const std::string id = Running(spec);
+  std::this_thread::sleep_for(30ms);
+  jobs_->Tick();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+}
+
+TEST_F(JobSupervision, StallReportsAreShownThenClearedOrFatalAfterTheStallTimeout) {
+  JobSpec spec = Spec(4);
+  spec.stall_timeout_ms = 100;
+  spec.start_timeout_ms = 0;
+  const std::string id = Running(spec);
+  Stall(id, 0, "W\n0\n3\nrank 0 waits for rank 3");
+  Stall(id, 2, "W\n0\n3\nrank 2 waits for rank 3");
+  JobStatus st = Get(id);
+  EXPECT_EQ(st.stall,
+            "rank 3 on h1 has not responded for 0 s: ranks 0, 2 wait for it (stopped, or stuck "
+            "outside hvd?)");
+  EXPECT_GT(st.stall_since_ms, 0);
+  Stall(id, 0, "");  // cleared
+  Stall(id, 2, "");
+  EXPECT_EQ(Get(id).stall, "");
+  Stall(id, 1, "garbage");  // malformed: ignored
+  EXPECT_EQ(Get(id).stall, "");
+
+  Stall(id, 0, "S\n0\n2\nrank 2 on h1 has not submitted allreduce 'fc1.grad' for 0 s");
+  jobs_->Tick();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  std::this_thread::sleep_for(150ms);
+  jobs_->Tick();
+  st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_EQ(st.failure.rank, 2);
+  EXPECT_HAS(st.failure.message,
+             "(--stall-timeout 0 s): rank 2 on h1 has not submitted "
+             "allreduce 'fc1.grad'");
+}
+
+TEST_F(JobSupervision, AnAttachedJobEndsWhenItsClientStaysAway) {
+  JobManagerOptions o = Options();
+  o.client_lease = 100ms;
+  Reset(o);
+  JobSpec spec = Spec(1);
+  spec.start_timeout_ms = 0;
+  const std::string attached = Submit(spec);
+  spec.detached = true;
+  const std::string detached = Submit(spec);
+  jobs_->WatchStarted(attached);
+  std::this_thread::sleep_for(150ms);
+  jobs_->Tick();
+  EXPECT_FALSE(control::IsTerminal(Get(attached).state));  // watched
+  jobs_->WatchEnded(attached);
+  jobs_->Tick();
+  EXPECT_FALSE(control::IsTerminal(Get(attached).state));  // within the lease
+  std::this_thread::sleep_for(150ms);
+  jobs_->Tick();
+  const JobStatus st = Get(attached);
+  EXPECT_EQ(st.state, JobState::kCancelled);
+  EXPECT_HAS(st.reason, "the hvdrun that submitted it attached went away");
+  EXPECT_EQ(st.exit_code, 130);
+  EXPECT_FALSE(control::IsTerminal(Get(detached).state));
+}
+
+TEST_F(JobSupervision, ARestartRunsEveryRankAgainAsTheNextAttempt) {
+  JobSpec spec = Spec(2);
+  spec.max_restarts = 1;
+  spec.start_timeout_ms = 0;
+  const std::string id = Running(spec);
+  agent_->starts.clear();
+  Event(agent_, id, 1, RankState::kExited, 3, 0, "boom");
+  JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kRestarting);
+  EXPECT_HAS(st.reason, "attempt 1 failed: rank 1 on h1 exited with code 3; restart 1 of 1");
+  ASSERT_EQ(agent_->stops.size(), 1u);
+  EXPECT_TRUE(agent_->starts.empty());  // not while rank 0 still runs
+  Event(agent_, id, 0, RankState::kKilled);
+  st = Get(id);
+  EXPECT_EQ(st.state, JobState::kStarting);
+  EXPECT_EQ(st.attempt, 1);
+  ASSERT_EQ(st.previous_failures.size(), 1u);
+  EXPECT_EQ(st.previous_failures[0].message, "rank 1 on h1 exited with code 3");
+  EXPECT_EQ(st.previous_failures[0].stderr_tail, "boom");
+  EXPECT_FALSE(st.has_failure);
+  ASSERT_EQ(agent_->starts.size(), 2u);
+  EXPECT_EQ(agent_->starts[0].attempt, 1);
+  EXPECT_EQ(agent_->starts[0].env.at("HVD_ATTEMPT"), "1");
+  // The old attempt's late events change nothing; the new attempt's do.
+  RankEventReport late;
+  late.job_id = id;
+  late.attempt = 0;
+  late.rank = 1;
+  late.state = RankState::kKilled;
+  jobs_->OnRankEvent(Id(agent_), late);
+  EXPECT_EQ(Get(id).state, JobState::kStarting);
+  RankEventReport e;
+  e.job_id = id;
+  e.attempt = 1;
+  e.rank = 0;
+  e.state = RankState::kExited;
+  e.exit_code = 5;
+  jobs_->OnRankEvent(Id(agent_), e);
+  st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_EQ(st.exit_code, 5);
+  EXPECT_EQ(st.reason,
+            "rank 0 on h1 exited with code 5 (attempt 2; no restarts left "
+            "(--max-restarts 1))");
+}
+
+TEST_F(JobSupervision, NoRestartForAJobThatCanNeverBePlaced) {
+  JobSpec spec = Spec(9, {{"h1", 9}});  // h1 has 4 slots
+  spec.max_restarts = 5;
+  const std::string id = Submit(spec);
+  EXPECT_EQ(Get(id).state, JobState::kFailed);
+}
+
+}  // namespace
+}  // namespace hvd::launcherd
