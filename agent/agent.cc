@@ -188,6 +188,9 @@ class AgentImpl : public Agent {
           std::lock_guard<std::mutex> lock(mu_);
           policy_.Disconnected(Clock::now());
         }
+        // A fresh channel dials at once on the next attempt: a failed one waits out gRPC's own
+        // reconnect backoff first, which can outlast a restarted launcher's patience.
+        channel_ = NewLauncherChannel(options_.launcher);
         if (stopping()) break;
         const auto now = Clock::now();
         // The first failure of an outage, then one line every kRepeatErrorLog (gRPC's text
@@ -334,7 +337,7 @@ class AgentImpl : public Agent {
   const std::vector<std::string> gpus_;
   const int slots_;
   const std::string host_;
-  std::shared_ptr<grpc::Channel> channel_;
+  std::shared_ptr<grpc::Channel> channel_;  // the connector thread's
   const std::shared_ptr<const CgroupTree> cgroups_;
   Outbox outbox_;
   Workers workers_;

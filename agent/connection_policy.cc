@@ -23,8 +23,11 @@ void ConnectionPolicy::Disconnected(Clock::time_point now) {
 
 ConnectionPolicy::Ms ConnectionPolicy::NextBackoff() {
   const Ms wait = backoff_;
-  backoff_ = std::min(backoff_ * 2, config_.max_backoff);
-  return wait;
+  // At least four tries per lease: a launcher back within the lease must find its agents back
+  // in time too (they end their jobs at the lease, and it declares them lost at the lease).
+  const Ms cap = std::max(config_.initial_backoff, std::min(config_.max_backoff, lease_ / 4));
+  backoff_ = std::min(backoff_ * 2, cap);
+  return std::min(wait, cap);
 }
 
 ConnectionPolicy::Ms ConnectionPolicy::UnreachableFor(Clock::time_point now) const {

@@ -1,6 +1,7 @@
 // When the agent retries the launcher and when it gives up the launcher's jobs. Pure (time is
 // passed in), so the rules are tested without a network:
-//   - reconnect with exponential backoff (reset by every successful registration);
+//   - reconnect with exponential backoff (reset by every successful registration), capped at a
+//     quarter of the lease so a launcher that is back within the lease is found in time;
 //   - the launcher is "unreachable" from the moment a stream breaks or an attempt fails until a
 //     registration succeeds;
 //   - once unreachable for longer than the lease (from RegisterAck; a default before the first

@@ -192,6 +192,7 @@ void RankRunner::ReadExit(int wstatus, RankExit* exit) {
   if (n == static_cast<ssize_t>(sizeof report) && report.kind == WrapperReport::kExited) {
     exit->exit_code = report.a;
     exit->signal = report.b;
+    exit->time_ms = report.time_ms;
     return;
   }
   // The wrapper died before it could report (SIGKILLed by someone): its worker died with it

@@ -29,6 +29,7 @@ struct RankExit {
   int signal = 0;           // the signal that ended it, 0 when it exited
   bool stopped = false;     // Stop/RequestStop came first: hvd ended it (or asked it to end)
   std::string stderr_tail;  // its last stderr lines, '\n'-separated
+  int64_t time_ms = 0;      // wall-clock ms when it ended (the wrapper's clock); 0: unknown
 };
 
 struct RankRunnerOptions {

@@ -35,11 +35,12 @@ constexpr auto kDescendantsDeadline = std::chrono::seconds(2);
   _exit(127);
 }
 
-void Report(WrapperReport::Kind kind, int a, int b) {
+void Report(WrapperReport::Kind kind, int a, int b, int64_t time_ms = 0) {
   WrapperReport r;
   r.kind = kind;
   r.a = a;
   r.b = b;
+  r.time_ms = time_ms;
   ssize_t n;
   do {
     n = write(kWrapperStatusFd, &r, sizeof r);
@@ -190,12 +191,16 @@ class Wrapper {
         _exit(137);
       }
       if (WorkerExited()) {
+        // When it ended, before the cleanup: failures of several ranks are ordered by it.
+        const int64_t ended_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count();
         const int status = KillAll(2);
         if (WIFSIGNALED(status)) {
-          Report(WrapperReport::kExited, 0, WTERMSIG(status));
+          Report(WrapperReport::kExited, 0, WTERMSIG(status), ended_ms);
           _exit(128 + WTERMSIG(status));
         }
-        Report(WrapperReport::kExited, WEXITSTATUS(status), 0);
+        Report(WrapperReport::kExited, WEXITSTATUS(status), 0, ended_ms);
         _exit(WEXITSTATUS(status));
       }
       // Reap orphans that exited, but never the worker (WorkerExited must see it first).

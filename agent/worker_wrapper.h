@@ -37,6 +37,8 @@ struct WrapperReport {
   int32_t kind = 0;
   int32_t a = 0;  // kStarted: the worker's pid; kExecFailed: errno; kExited: exit code
   int32_t b = 0;  // kExited: the signal that ended it (0: it exited)
+  int32_t unused = 0;
+  int64_t time_ms = 0;  // kExited: wall-clock ms when the wrapper saw the worker end
 };
 
 // The wrapper's command line for `program` (argv[0] "hvd-wrapper", whatever binary runs it).

@@ -2,6 +2,7 @@
 
 #include "agent/host_info.h"
 #include "common/logging.h"
+#include "control/grpc_util.h"
 
 namespace hvd::agent {
 
@@ -96,6 +97,7 @@ void Workers::StartRank(const hvd::v1::StartRank& cmd) {
     e.set_rank(rank);
     e.set_state(x.stopped ? hvd::v1::RANK_KILLED : hvd::v1::RANK_EXITED);
     e.set_pid(x.pid);
+    e.set_time_ms(x.time_ms > 0 ? x.time_ms : control::NowMs());
     e.set_exit_code(x.exit_code);
     e.set_signal(x.signal);
     e.set_stderr_tail(x.stderr_tail);
@@ -147,12 +149,13 @@ std::map<std::string, int> Workers::UnstoppedJobs() const {
 
 std::vector<std::string> Workers::RunningJobs() const {
   std::lock_guard<std::mutex> lock(mu_);
-  std::vector<std::string> jobs;
+  // Ranks still being started count: the launcher takes a job missing here as gone.
+  std::set<std::string> jobs;
+  for (const Key& key : starting_) jobs.insert(std::get<0>(key));
   for (const auto& [key, entry] : entries_) {
-    const std::string& job = std::get<0>(key);
-    if (!entry.runner->done() && (jobs.empty() || jobs.back() != job)) jobs.push_back(job);
+    if (!entry.runner->done()) jobs.insert(std::get<0>(key));
   }
-  return jobs;  // keys are sorted by job first, so each job appears once
+  return {jobs.begin(), jobs.end()};
 }
 
 int Workers::live_count() const {

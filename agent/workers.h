@@ -47,7 +47,7 @@ class Workers {
               const std::string& reason);
   // Jobs with a process still running and not yet asked to stop, with their rank counts.
   std::map<std::string, int> UnstoppedJobs() const;
-  // Jobs with a live process (heartbeat's running_jobs).
+  // Jobs with a live process, or one being started (heartbeat's running_jobs).
   std::vector<std::string> RunningJobs() const;
   int live_count() const;
   // Destroys runners whose process is reaped and reported (their threads are done).

@@ -82,7 +82,9 @@ class Follower {
                            " s. The job may still be running: hvdrun status " + job_id_);
       }
       std::this_thread::sleep_for(backoff);
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(2000));
+      // Back within the client lease (a second or two) once the launcher is: beyond it an
+      // attached job is cancelled for want of its client.
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
     }
     if (result_->ended) WaitForRanksGone();
     return Status::OK();

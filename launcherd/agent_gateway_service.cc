@@ -132,7 +132,8 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
   ack.mutable_ack()->set_heartbeat_interval_ms(heartbeat_interval_.count());
   ack.mutable_ack()->set_lease_ms(lease_.count());
   link->Ready(std::move(ack));
-  jobs_->Schedule();  // pending jobs may fit now
+  jobs_->OnAgentRegistered(id);  // its next heartbeat says which of its ranks still run
+  jobs_->Schedule();             // pending jobs may fit now
 
   v1::AgentMessage m;
   while (stream->Read(&m)) {

@@ -52,7 +52,7 @@ void AgentRegistry::Expect(const std::vector<AgentInfo>& agents) {
     r.order = ++next_order_;
     r.info = a;
     r.info.state = "DISCONNECTED";
-    r.last_seen = Clock::now();
+    r.last_seen = Clock::now() + lease_;
   }
 }
 

@@ -44,7 +44,8 @@ class AgentRegistry {
   // closed. Returns the id.
   std::string Register(AgentInfo info, std::shared_ptr<AgentLink> link);
   // Agents a restarted launcher expects back (their ranks were running): known, DISCONNECTED, and
-  // LOST if they do not register within the lease from now. Known ids are left as they are.
+  // LOST if they do not register within two leases from now (one more than usual: they noticed
+  // the outage late and back off between attempts). Known ids are left as they are.
   void Expect(const std::vector<AgentInfo>& agents);
   // Any message from the agent over `link`: renews its lease. Ignored for a replaced link.
   void Touch(const std::string& id, const AgentLink* link);

@@ -94,6 +94,10 @@ void JobManager::NextAttemptLocked(Job& job) {
   job.at_rendezvous = 0;
   job.agents_ready.clear();
   job.stop_sent.clear();
+  job.peer_failed.clear();
+  job.held.reset();
+  job.cause_time_ms = 0;
+  job.cause_secondary = false;
   SetStateLocked(job, JobState::kPending,
                  "attempt " + std::to_string(job.status.attempt + 1) + " of " +
                      std::to_string(job.status.spec.max_restarts + 1) + ": waiting for placement");
@@ -113,7 +117,51 @@ void JobManager::StopAgentsLocked(Job& job, const std::string& reason) {
   }
 }
 
+void JobManager::RankFailedLocked(Job& job, const JobFailure& f, int exit_code, int64_t time_ms) {
+  const bool secondary = job.peer_failed.count(f.rank) > 0;
+  // Which of two rank failures is the cause: one that blamed no peer, then the earlier death.
+  auto better = [&](bool other_secondary, int64_t other_time) {
+    if (secondary != other_secondary) return !secondary;
+    return time_ms > 0 && other_time > 0 && time_ms < other_time;
+  };
+  if (job.status.state == JobState::kFailed && job.status.has_failure && job.cause_time_ms > 0) {
+    if (!job.finished && better(job.cause_secondary, job.cause_time_ms)) {
+      job.status.failure = f;
+      job.status.exit_code = exit_code;
+      job.status.reason = f.message;
+      job.cause_time_ms = time_ms;
+      job.cause_secondary = secondary;
+      ChangedLocked(job, /*marker=*/true);
+    }
+    return;
+  }
+  if (control::IsTerminal(job.status.state) || job.status.state == JobState::kRestarting) return;
+  if (secondary) {
+    // It failed because of a peer: wait a moment for that peer's own failure.
+    if (!job.held || better(true, job.held->time_ms)) {
+      if (!job.held) job.settle_at = Clock::now() + options_.cause_settle;
+      job.held = Job::HeldFailure{f, exit_code, time_ms};
+    }
+    return;  // released by ReleaseHeldLocked: a better failure, every rank gone, or Tick()
+  }
+  job.held.reset();
+  FailLocked(job, f, exit_code);
+  job.cause_time_ms = time_ms;
+  job.cause_secondary = false;
+}
+
+void JobManager::ReleaseHeldLocked(Job& job) {
+  if (!job.held) return;
+  const Job::HeldFailure h = *job.held;
+  job.held.reset();
+  FailLocked(job, h.failure, h.exit_code);
+  job.cause_time_ms = h.time_ms;
+  job.cause_secondary = true;
+}
+
 void JobManager::RankEndedLocked(Job& job) {
+  // A held failure has nothing more to wait for once every rank is gone.
+  if (job.held && !AnyRankLive(job.status)) ReleaseHeldLocked(job);
   if (job.status.state == JobState::kRestarting && Clock::now() >= job.restart_at &&
       !AnyRankLive(job.status)) {
     NextAttemptLocked(job);  // until then, Tick() retries
@@ -186,7 +234,7 @@ void JobManager::OnRankEvent(const std::string& agent_id, const RankEventReport&
   r.exit_code = ev.exit_code;
   r.signal = ev.signal;
   r.error = ev.error;
-  r.end_time_ms = NowMs();
+  r.end_time_ms = ev.time_ms > 0 ? ev.time_ms : NowMs();
   if (!r.start_time_ms) r.start_time_ms = r.end_time_ms;
   ChangedLocked(job, /*marker=*/false);
 
@@ -208,7 +256,7 @@ void JobManager::OnRankEvent(const std::string& agent_id, const RankEventReport&
     }
   } else if (ev.state == RankState::kExited) {
     f.message = control::DescribeRankExit(ev.rank, f.host, ev.exit_code, ev.signal);
-    FailLocked(job, f, control::ExitCodeFor(ev.exit_code, ev.signal));
+    RankFailedLocked(job, f, control::ExitCodeFor(ev.exit_code, ev.signal), r.end_time_ms);
   } else if (ev.state == RankState::kFailedToStart) {
     f.message = "rank " + std::to_string(ev.rank) + " on " + f.host +
                 " failed to start: " + (ev.error.empty() ? "no reason given" : ev.error);
@@ -250,7 +298,7 @@ void JobManager::OnHeartbeat(const std::string& agent_id,
   std::lock_guard<std::mutex> lock(mu_);
   const auto now = Clock::now();
   std::set<std::string> running(running_jobs.begin(), running_jobs.end());
-  ReconcileRestoredLocked(agent_id, running);
+  ReconcileUnconfirmedLocked(agent_id, running);
   std::shared_ptr<AgentLink> link = agents_->Link(agent_id);
   for (const std::string& id : running) {
     JobPtr job = FindLocked(id);

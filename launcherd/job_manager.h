@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -54,6 +55,9 @@ struct JobManagerOptions {
   std::chrono::milliseconds start_timeout{30000};
   // A job submitted attached is cancelled when no attached watcher has been connected this long.
   std::chrono::milliseconds client_lease{5000};
+  // How long a failure that a rank's runtime attributed to a peer (abort/<rank> in the store) is
+  // held back, waiting for the failure it is a consequence of, before it becomes the cause.
+  std::chrono::milliseconds cause_settle{1000};
   // Delays between restarts (the count is each job's max_restarts).
   control::RestartPolicy restart;
   JobStore* job_store = nullptr;  // where every change is written; null: nothing persisted
@@ -111,6 +115,10 @@ class JobManager {
                 std::vector<OutputLine> lines);
   void OnHeartbeat(const std::string& agent_id, const std::vector<std::string>& running_jobs);
   void OnAgentLost(const AgentInfo& agent);
+  // The agent (re-)registered: after a reconnect, a restart of the agent or of the launcher, its
+  // first heartbeat decides which of the ranks placed on it still run; the others ended while it
+  // was out of touch and are reported as such (job_recovery.cc).
+  void OnAgentRegistered(const std::string& agent_id);
 
   // Reloads the table from options.job_store (call once, before agents connect). Jobs that had
   // ranks running wait for those agents; `expected` gets each such agent (id and host) so the
@@ -152,6 +160,20 @@ class JobManager {
     std::string agents_ready;         // last "agents ready n/N" sent, to send changes only
     std::set<std::string> stop_sent;  // agents that were sent StopJob for this job
     Clock::time_point ended_at;
+    // The failure's cause, when a rank exit: when it died (its agent's clock) and whether its
+    // runtime blamed a peer. A better cause (not blaming a peer, or dying earlier) reported
+    // before every rank is gone replaces it.
+    int64_t cause_time_ms = 0;
+    bool cause_secondary = false;
+    std::set<int> peer_failed;  // ranks whose runtime reported failing because of a peer
+    struct HeldFailure {
+      JobFailure failure;
+      int exit_code = 0;
+      int64_t time_ms = 0;
+    };
+    // A secondary failure waiting (until settle_at) for the one it is a consequence of.
+    std::optional<HeldFailure> held;
+    Clock::time_point settle_at;
     std::condition_variable cv;  // log appended, status changed, or shutdown
     // Supervision (job_supervision.cc).
     int watchers = 0;                   // attached WatchJob calls in progress
@@ -165,8 +187,8 @@ class JobManager {
     std::map<int, Stall> stalls;   // by reporting rank
     Clock::time_point restart_at;  // RESTARTING: the next attempt starts once ranks are gone and
                                    // this time has come
-    // Restored after a launcher restart: agents whose first heartbeat has not yet said whether
-    // they still run the job.
+    // Agents that (re-)registered (or were restored after a launcher restart) and whose first
+    // heartbeat since has not yet said whether they still run the job.
     std::set<std::string> unconfirmed_agents;
   };
   using JobPtr = std::shared_ptr<Job>;
@@ -197,11 +219,15 @@ class JobManager {
   void StallReportLocked(Job& job, int rank, const std::string& value) REQUIRES(mu_);
   // Persistence and recovery (job_recovery.cc).
   void PersistLocked(const Job& job) REQUIRES(mu_);
-  void ReconcileRestoredLocked(const std::string& agent_id, const std::set<std::string>& running)
+  void ReconcileUnconfirmedLocked(const std::string& agent_id, const std::set<std::string>& running)
       REQUIRES(mu_);
   void EndLocked(Job& job, JobState to, const std::string& reason, int exit_code) REQUIRES(mu_);
   void StopAgentsLocked(Job& job, const std::string& reason) REQUIRES(mu_);
   void RankEndedLocked(Job& job) REQUIRES(mu_);
+  // A rank exited non-zero or by a signal: the cause now, later, or a better one than before.
+  void RankFailedLocked(Job& job, const JobFailure& f, int exit_code, int64_t time_ms)
+      REQUIRES(mu_);
+  void ReleaseHeldLocked(Job& job) REQUIRES(mu_);
   // Marks the job's live ranks on the agent KILLED with `error`; returns them (in rank order).
   std::vector<int> KillRanksOnAgentLocked(Job& job, const std::string& agent_id,
                                           const std::string& error) REQUIRES(mu_);

@@ -1,9 +1,11 @@
-// JobManager: the job table across launcher restarts. Every change is written through to the
-// JobStore; Restore() reads it back at start. A job that had ranks running is then "unconfirmed"
-// on each of their agents until that agent's first heartbeat after it re-registers says whether it
-// still runs the job (its queued rank events, exits during the outage included, arrive before
-// that heartbeat). An agent that never comes back is declared lost after the lease like any
-// other, failing its jobs with that cause. Nothing is silently forgotten.
+// JobManager: the job table across launcher restarts, and agents that come back. Every change is
+// written through to the JobStore; Restore() reads it back at start. A job with ranks running on
+// an agent is "unconfirmed" there whenever that agent (re-)registers, and after a launcher
+// restart, until the agent's first heartbeat since says whether it still runs the job (its queued
+// rank events, exits during the outage included, arrive before that heartbeat). Ranks it no
+// longer runs ended while it was out of touch (the agent restarted, or lost its stream and the
+// StartRank with it) and fail the job saying so. An agent that never comes back is declared lost
+// after the lease like any other. Nothing is silently forgotten.
 #include "common/logging.h"
 #include "launcherd/job_manager.h"
 
@@ -44,7 +46,8 @@ Status JobManager::Restore(std::vector<AgentInfo>* expected) {
     job->secret = s.secret;
     // Past any seq handed out before, even one written after the last persisted change.
     job->log.ContinueFrom(std::max<int64_t>(s.next_seq, NowMs() * 1000));
-    job->unwatched_since = now;
+    // Its attached hvdrun gets an extra lease to reconnect, as agents do (AgentRegistry::Expect).
+    job->unwatched_since = now + options_.client_lease;
     job->attempt_started = now;
     job->ended_at = now;
     for (const RankStatus& r : job->status.ranks) {
@@ -76,22 +79,35 @@ Status JobManager::Restore(std::vector<AgentInfo>* expected) {
   return Status::OK();
 }
 
-void JobManager::ReconcileRestoredLocked(const std::string& agent_id,
-                                         const std::set<std::string>& running) {
+void JobManager::OnAgentRegistered(const std::string& agent_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const JobPtr& job : jobs_) {
+    if (job->finished) continue;
+    for (const RankStatus& r : job->status.ranks) {
+      if (r.placement.agent_id == agent_id && RankLive(r.state)) {
+        job->unconfirmed_agents.insert(agent_id);
+        break;
+      }
+    }
+  }
+}
+
+void JobManager::ReconcileUnconfirmedLocked(const std::string& agent_id,
+                                            const std::set<std::string>& running) {
   std::vector<JobPtr> jobs = jobs_;
   for (const JobPtr& job : jobs) {
     if (job->unconfirmed_agents.erase(agent_id) == 0 || running.count(job->status.id)) continue;
     // The agent is back and does not run the job: its ranks there ended while the launcher was
     // away, and their ends were not among the events the agent kept for it.
-    const std::vector<int> lost =
-        KillRanksOnAgentLocked(*job, agent_id, "gone from its agent when the launcher restarted");
+    const std::vector<int> lost = KillRanksOnAgentLocked(
+        *job, agent_id, "gone from its agent when it came back in touch with the launcher");
     if (lost.empty()) continue;
     JobFailure f;
     f.rank = lost[0];
     f.host = job->status.ranks[lost[0]].placement.host;
-    f.message = RankList(lost) + " on " + f.host +
-                " ended while the launcher was restarting (agent " + agent_id +
-                " no longer runs them and kept no exit report)";
+    f.message = RankList(lost) + " on " + f.host + " ended while agent " + agent_id +
+                " was out of touch with the launcher (it came back without them and kept no exit "
+                "report: the agent or the launcher restarted)";
     FailLocked(*job, f, control::kGenericFailureExitCode);
     RankEndedLocked(*job);
   }

@@ -7,7 +7,9 @@
 //     the record at once, and fail the job once the oldest has lasted this long;
 //   - attached client: a job not submitted detached is cancelled once no attached watcher has
 //     been connected for the client lease (hvdrun was killed, or its host died);
-//   - restarts: a RESTARTING job whose back-off has passed starts its next attempt.
+//   - restarts: a RESTARTING job whose back-off has passed starts its next attempt;
+//   - causes: a failure its rank's runtime blamed on a peer (abort/<rank>) is held up to
+//     cause_settle for the failure it is a consequence of.
 #include <cstdio>
 #include <cstdlib>
 
@@ -55,7 +57,8 @@ std::string Seconds(std::chrono::steady_clock::duration d) {
 void JobManager::OnRendezvousKey(const std::string& key, const std::string& value) {
   std::string id, kind;
   int attempt = 0, rank = 0;
-  if (!ParseRankKey(key, &id, &attempt, &kind, &rank) || (kind != "host" && kind != "stall")) {
+  if (!ParseRankKey(key, &id, &attempt, &kind, &rank) ||
+      (kind != "host" && kind != "stall" && kind != "abort")) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -67,8 +70,10 @@ void JobManager::OnRendezvousKey(const std::string& key, const std::string& valu
   }
   if (kind == "host") {
     RankAtRendezvousLocked(*job, rank);
-  } else {
+  } else if (kind == "stall") {
     StallReportLocked(*job, rank, value);
+  } else {
+    job->peer_failed.insert(rank);  // its coming failure is a consequence of another's
   }
 }
 
@@ -153,6 +158,10 @@ void JobManager::Tick() {
     }
     if (state == JobState::kRestarting) {
       RankEndedLocked(*job);  // starts the next attempt once the back-off has passed
+      continue;
+    }
+    if (job->held && now >= job->settle_at) {
+      ReleaseHeldLocked(*job);  // the failure it blamed never came: it is the cause after all
       continue;
     }
     if (state == JobState::kStarting || state == JobState::kRunning) {

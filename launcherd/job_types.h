@@ -128,6 +128,7 @@ struct RankEventReport {
   int signal = 0;
   std::string error;
   std::string stderr_tail;
+  int64_t time_ms = 0;  // wall clock when the agent saw it; 0: unknown (an older agent)
 };
 
 // An agent as registered and as listed (hvd.v1.AgentInfo).

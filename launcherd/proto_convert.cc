@@ -84,6 +84,7 @@ RankEventReport FromProto(const v1::RankEvent& p) {
   e.signal = p.signal();
   e.error = p.error();
   e.stderr_tail = p.stderr_tail();
+  e.time_ms = p.time_ms();
   return e;
 }
 

@@ -7,6 +7,7 @@
 
 #include "common/logging.h"
 #include "common/settings.h"
+#include "stall/watched_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace hvd::runtime::core {
@@ -254,6 +255,20 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
                             "connecting rank " + std::to_string(rank) + " to its peers");
   }
 
+  // Under hvd-launcherd, stalls and peer failures are reported to it (stall_reporter.h); a file
+  // store has nobody to read them.
+  if (url.rfind("hvd://", 0) == 0) {
+    stall::StallReporter::Options so;
+    so.rank = static_cast<int>(rank);
+    so.hosts = hosts;
+    so.check_seconds = eo.stall_check_seconds;
+    so.url = url;
+    so.scope = "job/" + job + "/attempt/" + std::to_string(attempt);
+    ctx->stall_reporter_ = std::make_unique<stall::StallReporter>(so, ctx->base_store_.get());
+    ctx->transport_ = stall::WatchWaits(std::move(ctx->transport_), ctx->stall_reporter_.get());
+    eo.stall_reporter = ctx->stall_reporter_.get();
+  }
+
   std::unique_ptr<timeline::Timeline> tl;
   if (!timeline_path.empty() && rank == 0) {
     HVD_RETURN_IF_ERROR_CTX(timeline::Timeline::Open(timeline_path, &tl), "HVD_TIMELINE");
@@ -281,9 +296,11 @@ Status Context::Shutdown() {
 }
 
 Context::~Context() {
-  // The engine must stop before the transport it uses is destroyed.
+  // The engine must stop before the transport it uses is destroyed, and the transport before the
+  // stall reporter it tells of its waits.
   engine_.reset();
   transport_.reset();
+  stall_reporter_.reset();
 }
 
 }  // namespace hvd::runtime::core

@@ -8,6 +8,7 @@
 #include "core/engine.h"
 #include "hvd/hvd.h"
 #include "rendezvous/store.h"
+#include "stall/stall_reporter.h"
 #include "transport/transport.h"
 
 namespace hvd::runtime::core {
@@ -42,6 +43,7 @@ class Context {
   Topology topology_;
   std::unique_ptr<rendezvous::Store> base_store_;
   std::unique_ptr<rendezvous::Store> store_;
+  std::unique_ptr<stall::StallReporter> stall_reporter_;  // outlives the transport that uses it
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<Engine> engine_;
 };

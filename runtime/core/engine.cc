@@ -90,6 +90,12 @@ void Engine::Loop() {
   while (Cycle()) {
     next += options_.cycle_time;
     auto now = Clock::now();
+    if (coordinator_ && options_.stall_reporter != nullptr && now >= next_stall_report_) {
+      next_stall_report_ = now + std::chrono::milliseconds(250);
+      stall::PendingKey oldest;
+      const bool stalled = coordinator_->OldestStall(now, &oldest);
+      options_.stall_reporter->SetInspectorReport(stalled, oldest);
+    }
     if (next < now) {
       next = now;  // a long cycle (big collective) does not owe sleep to later ones
     } else {
@@ -119,10 +125,23 @@ bool Engine::Cycle() {
   if (!s.ok()) {
     HVD_LOG(ERROR) << s.ToString();
     comm_.transport->Abort(s.message());
+    // Before user code hears of it: this rank fails because of a peer (launcherd names the rank
+    // that failed first as the job's cause, not this one).
+    if (options_.stall_reporter != nullptr) options_.stall_reporter->ReportPeerFailure(s.message());
     FailAll(s);
     return false;
   }
   if (stop) {
+    bool self_requested, pending;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      self_requested = stop_requested_;
+      pending = !queue_.empty();
+    }
+    if (!self_requested && (pending || !pending_.empty()) && options_.stall_reporter != nullptr) {
+      options_.stall_reporter->ReportPeerFailure(
+          "another rank shut hvd down while operations were pending here");
+    }
     // Later submissions are told what happened without the claim that they were pending.
     FailAll(Aborted("hvd was shut down (hvd::Shutdown on some rank) while this operation was "
                     "pending"),

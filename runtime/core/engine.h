@@ -32,6 +32,7 @@
 #include "core/operation.h"
 #include "fusion/coordinator.h"
 #include "fusion/response_cache.h"
+#include "stall/stall_reporter.h"
 #include "timeline/timeline.h"
 
 namespace hvd::runtime::core {
@@ -42,6 +43,8 @@ struct EngineOptions {
   uint32_t cache_capacity = 1024;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
+  // Rank 0 tells it the coordinator's oldest stall (not owned; may be null).
+  stall::StallReporter* stall_reporter = nullptr;
 };
 
 // Counters for tests, benchmarks and status reports.
@@ -116,6 +119,7 @@ class Engine {
   fusion::ResponseCache cache_;
   std::unique_ptr<fusion::Coordinator> coordinator_;  // rank 0
   std::set<int> joined_;
+  std::chrono::steady_clock::time_point next_stall_report_;
   std::thread thread_;
   mutable std::mutex stats_mu_;
   EngineStats stats_ GUARDED_BY(stats_mu_);

@@ -202,6 +202,17 @@ ResponseList Coordinator::Compute(Clock::time_point now) {
   return out;
 }
 
+bool Coordinator::OldestStall(Clock::time_point now, stall::PendingKey* out) const {
+  if (table_.empty() || stall_.check_seconds() <= 0) return false;
+  bool found = false;
+  for (stall::PendingKey& p : Pending()) {
+    if (p.missing.empty() || (found && p.first_seen >= out->first_seen)) continue;
+    *out = std::move(p);
+    found = true;
+  }
+  return found && now - out->first_seen >= std::chrono::duration<double>(stall_.check_seconds());
+}
+
 std::vector<stall::PendingKey> Coordinator::Pending() const {
   std::vector<stall::PendingKey> out;
   for (const auto& [key, e] : table_) {

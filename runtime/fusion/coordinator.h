@@ -36,6 +36,9 @@ class Coordinator {
 
   // Keys waiting on some rank (for status reports and tests).
   std::vector<stall::PendingKey> Pending() const;
+  // The key that has waited longest on missing ranks, when it has waited at least the stall
+  // check time (the stall reporter's inspector report); false when none has.
+  bool OldestStall(Clock::time_point now, stall::PendingKey* out) const;
 
  private:
   struct Entry {

@@ -21,6 +21,18 @@ TEST(ConnectionPolicyTest, BackoffDoublesUpToTheMaximumAndResetsOnRegistration) 
   EXPECT_EQ(p.NextBackoff(), Ms(100));
 }
 
+TEST(ConnectionPolicyTest, BackoffTriesAtLeastFourTimesPerLease) {
+  const auto t0 = ConnectionPolicy::Clock::now();
+  ConnectionPolicy p({Ms(100), Ms(2000), Ms(5000)}, t0);
+  p.Connected(Ms(2000));
+  p.Disconnected(t0);
+  EXPECT_EQ(p.NextBackoff(), Ms(100));
+  EXPECT_EQ(p.NextBackoff(), Ms(200));
+  EXPECT_EQ(p.NextBackoff(), Ms(400));
+  EXPECT_EQ(p.NextBackoff(), Ms(500));  // a quarter of the 2 s lease
+  EXPECT_EQ(p.NextBackoff(), Ms(500));
+}
+
 TEST(ConnectionPolicyTest, DefaultLeaseCountsFromStartUntilTheFirstRegistration) {
   const auto t0 = ConnectionPolicy::Clock::now();
   ConnectionPolicy p({Ms(100), Ms(1000), Ms(5000)}, t0);

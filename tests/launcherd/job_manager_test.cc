@@ -280,3 +280,60 @@ TEST_F(JobManagerTest, OutputLogIsBounded) {
 
 }  // namespace
 }  // namespace hvd::launcherd
+
+namespace hvd::launcherd {
+namespace {
+
+// Rank 1's failure is reported first, but rank 0 died first (the others failed because it was
+// gone, and their agent was quicker to tell): the cause becomes rank 0 while the job tears down.
+TEST_F(JobManagerTest, TheCauseIsTheRankThatDiedFirstNotTheFirstReport) {
+  auto a = AddAgent("h1", 1);
+  auto b = AddAgent("h2", 1);
+  const std::string id = Submit(2);
+  Event(a, id, 0, RankState::kRunning);
+  Event(b, id, 1, RankState::kRunning);
+  auto exit = [&](const std::shared_ptr<FakeLink>& link, int rank, int code, int64_t time_ms) {
+    RankEventReport e;
+    e.job_id = id;
+    e.rank = rank;
+    e.state = RankState::kExited;
+    e.exit_code = code;
+    e.time_ms = time_ms;
+    e.stderr_tail = "tail of " + std::to_string(rank);
+    jobs_->OnRankEvent(Id(link), e);
+  };
+  exit(b, 1, 1, 2000);  // "connection reset by rank 0"
+  JobStatus st = Get(id);
+  EXPECT_EQ(st.failure.rank, 1);
+  exit(a, 0, 7, 1000);
+  st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_EQ(st.failure.rank, 0);
+  EXPECT_EQ(st.failure.message, "rank 0 on h1 exited with code 7");
+  EXPECT_EQ(st.failure.stderr_tail, "tail of 0");
+  EXPECT_EQ(st.exit_code, 7);
+  EXPECT_EQ(st.reason, "rank 0 on h1 exited with code 7");
+}
+
+TEST_F(JobManagerTest, ALaterDeathDoesNotReplaceTheCause) {
+  auto a = AddAgent("h1", 2);
+  const std::string id = Submit(2);
+  Event(a, id, 0, RankState::kRunning);
+  Event(a, id, 1, RankState::kRunning);
+  RankEventReport e;
+  e.job_id = id;
+  e.state = RankState::kExited;
+  e.rank = 0;
+  e.exit_code = 3;
+  e.time_ms = 1000;
+  jobs_->OnRankEvent(Id(a), e);
+  e.rank = 1;
+  e.exit_code = 1;
+  e.time_ms = 1500;
+  jobs_->OnRankEvent(Id(a), e);
+  EXPECT_EQ(Get(id).failure.rank, 0);
+  EXPECT_EQ(Get(id).exit_code, 3);
+}
+
+}  // namespace
+}  // namespace hvd::launcherd

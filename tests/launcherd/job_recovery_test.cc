@@ -121,8 +121,28 @@ TEST_F(JobRecovery, AJobWhoseRanksVanishedDuringTheRestartFailsNamingThem) {
   jobs_->OnHeartbeat(agent_id, {});  // back, and no longer running it
   const JobStatus st = Get(id);
   EXPECT_EQ(st.state, JobState::kFailed);
-  EXPECT_HAS(st.failure.message, "ranks 0, 1 on h1 ended while the launcher was restarting");
+  EXPECT_HAS(st.failure.message, "ranks 0, 1 on h1 ended while agent " + agent_id +
+                                     " was out of touch with the launcher");
   EXPECT_EQ(st.ranks[0].state, RankState::kKilled);
+}
+
+// No launcher restart: the agent itself restarted (same id from its state dir) and runs nothing.
+TEST_F(JobRecovery, AnAgentThatComesBackWithoutItsRanksFailsTheirJob) {
+  auto a = AddAgent("h1", 2);
+  const std::string agent_id = Id(a);
+  const std::string id = RunningJob(a, 2);
+  jobs_->OnHeartbeat(agent_id, {id});  // before: it runs the job
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  jobs_->OnAgentRegistered(agent_id);  // it registers again...
+  jobs_->OnHeartbeat(agent_id, {});    // ...without the job
+  const JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_HAS(st.failure.message, "ranks 0, 1 on h1 ended while agent " + agent_id);
+  // A reconnect that still runs it changes nothing.
+  const std::string other = RunningJob(a, 2);
+  jobs_->OnAgentRegistered(agent_id);
+  jobs_->OnHeartbeat(agent_id, {other});
+  EXPECT_EQ(Get(other).state, JobState::kRunning);
 }
 
 TEST_F(JobRecovery, AnExitReportedAfterTheRestartKeepsItsOwnCause) {

@@ -192,6 +192,44 @@ TEST_F(JobSupervision, ARestartRunsEveryRankAgainAsTheNextAttempt) {
             "(--max-restarts 1))");
 }
 
+// Rank 0's runtime blamed a peer before it exited: its failure waits for the one it is a
+// consequence of (rank 1 exiting 3), which becomes the cause even though it arrived second.
+TEST_F(JobSupervision, AFailureBlamedOnAPeerWaitsForThePeersOwn) {
+  JobSpec spec = Spec(3);
+  spec.start_timeout_ms = 0;
+  const std::string id = Running(spec);
+  jobs_->OnRendezvousKey("job/" + id + "/attempt/0/abort/0", "rank 1 closed the connection");
+  Event(agent_, id, 0, RankState::kExited, 1, 0, "connection closed");
+  EXPECT_EQ(Get(id).state, JobState::kRunning);  // held
+  EXPECT_TRUE(agent_->stops.empty());
+  Event(agent_, id, 1, RankState::kExited, 3, 0, "the real error");
+  JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_EQ(st.failure.rank, 1);
+  EXPECT_EQ(st.exit_code, 3);
+  EXPECT_EQ(st.failure.stderr_tail, "the real error");
+}
+
+TEST_F(JobSupervision, AHeldFailureBecomesTheCauseWhenNothingBetterComes) {
+  JobManagerOptions o = Options();
+  o.client_lease = 24h;
+  o.cause_settle = 50ms;
+  Reset(o);
+  JobSpec spec = Spec(2);
+  spec.start_timeout_ms = 0;
+  const std::string id = Running(spec);
+  jobs_->OnRendezvousKey("job/" + id + "/attempt/0/abort/0", "rank 1 stopped responding");
+  Event(agent_, id, 0, RankState::kExited, 1);
+  jobs_->Tick();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  std::this_thread::sleep_for(80ms);
+  jobs_->Tick();
+  const JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_EQ(st.failure.rank, 0);
+  EXPECT_EQ(agent_->stops.size(), 1u);  // rank 1 is torn down
+}
+
 TEST_F(JobSupervision, NoRestartForAJobThatCanNeverBePlaced) {
   JobSpec spec = Spec(9, {{"h1", 9}});  // h1 has 4 slots
   spec.max_restarts = 5;

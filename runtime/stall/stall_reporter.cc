@@ -1,0 +1,176 @@
+#include "stall/stall_reporter.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+
+namespace hvd::runtime::stall {
+namespace {
+
+// How often the reporter looks; a report appears at most this late after the check time.
+constexpr auto kMaxPoll = std::chrono::milliseconds(1000);
+// After a store failure, how long before a fresh connection is tried.
+constexpr auto kReopenAfter = std::chrono::seconds(5);
+
+std::string Ranks(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
+  auto host = [&](int r) {
+    return r >= 0 && r < static_cast<int>(hosts.size()) ? hosts[r] : std::string("?");
+  };
+  if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]) + " on " + host(ranks[0]);
+  std::string out = "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(ranks[i]) + " (" + host(ranks[i]) + ")";
+  }
+  return out;
+}
+
+std::string Csv(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+StallReporter::StallReporter(Options options, rendezvous::Store* store)
+    : options_(std::move(options)), shared_store_(store) {
+  scoped_shared_ = rendezvous::NewPrefixStore(options_.scope, shared_store_);
+  thread_ = std::thread(&StallReporter::Loop, this);
+}
+
+StallReporter::~StallReporter() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void StallReporter::SetInspectorReport(bool stalled, const PendingKey& oldest) {
+  std::lock_guard<std::mutex> lock(mu_);
+  inspector_stalled_ = stalled;
+  if (stalled) inspector_ = oldest;
+}
+
+void StallReporter::WaitBegin(const std::vector<int>& peers) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // The same peers again: the wait goes on (a loop of short waits counts as one).
+  if (peers == wait_peers_) return;
+  wait_peers_ = peers;
+  wait_since_ = Clock::now();
+}
+
+void StallReporter::WaitEnd() {
+  // Progress: a later wait, even on the same peers, starts a new clock.
+  std::lock_guard<std::mutex> lock(mu_);
+  wait_peers_.clear();
+}
+
+std::string StallReporter::Report::Value() const {
+  if (kind == 0) return "";
+  return std::string(1, kind) + "\n" + std::to_string(age_s) + "\n" + Csv(blamed) + "\n" + message;
+}
+
+std::string StallReporter::Current() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Compose(Clock::now()).Value();
+}
+
+void StallReporter::ReportPeerFailure(const std::string& message) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!peer_failure_.empty()) return;  // the first failure says it
+  peer_failure_ = message.empty() ? "a peer failed" : message;
+  cv_.notify_all();
+  cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return peer_failure_written_; });
+}
+
+StallReporter::Report StallReporter::Compose(Clock::time_point now) {
+  Report r;
+  if (options_.check_seconds <= 0) return r;
+  if (inspector_stalled_ && !inspector_.missing.empty()) {
+    r.kind = 'S';
+    r.age_s = std::chrono::duration_cast<std::chrono::seconds>(now - inspector_.first_seen).count();
+    r.blamed = inspector_.missing;
+    const size_t n = inspector_.submitted.size();
+    r.message = Ranks(inspector_.missing, options_.hosts) +
+                (inspector_.missing.size() == 1 ? " has" : " have") + " not submitted " +
+                inspector_.op + " '" + inspector_.key + "' for " + std::to_string(r.age_s) +
+                " s (" + (n == 1 ? "rank " : "ranks ") + Csv(inspector_.submitted) +
+                (n == 1 ? " has" : " have") + ")";
+    return r;
+  }
+  if (!wait_peers_.empty() &&
+      now - wait_since_ >= std::chrono::duration<double>(options_.check_seconds)) {
+    r.kind = 'W';
+    r.age_s = std::chrono::duration_cast<std::chrono::seconds>(now - wait_since_).count();
+    r.blamed = wait_peers_;
+    r.message = Ranks({options_.rank}, options_.hosts) + " has waited " + std::to_string(r.age_s) +
+                " s for " + Ranks(wait_peers_, options_.hosts);
+  }
+  return r;
+}
+
+void StallReporter::Loop() {
+  const double check_s = options_.check_seconds > 0 ? options_.check_seconds : 4;
+  const auto poll = std::min<std::chrono::milliseconds>(
+      kMaxPoll, std::chrono::milliseconds(static_cast<int64_t>(check_s * 250) + 1));
+  const auto check = std::chrono::duration<double>(check_s);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait_for(lock, poll,
+                 [&] { return stop_ || (!peer_failure_.empty() && !peer_failure_written_); });
+    if (!peer_failure_.empty() && !peer_failure_written_) {
+      const std::string message = peer_failure_;
+      lock.unlock();
+      Write("abort/" + std::to_string(options_.rank), message);
+      lock.lock();
+      peer_failure_written_ = true;
+      cv_.notify_all();
+    }
+    const auto now = Clock::now();
+    Report r = stop_ ? Report() : Compose(now);
+    // A new kind or new blamed ranks are news at once; a grown age once per check interval.
+    const bool changed = r.kind != written_.kind || r.blamed != written_.blamed;
+    if (changed || (r.kind != 0 && now - written_at_ >= check)) {
+      written_ = r;
+      written_at_ = now;
+      lock.unlock();
+      Write("stall/" + std::to_string(options_.rank), r.Value());
+      lock.lock();
+    }
+    if (stop_) return;
+  }
+}
+
+void StallReporter::Write(const std::string& key, const std::string& value) {
+  rendezvous::Store* store = own_store_ ? own_store_.get() : scoped_shared_.get();
+  if (own_store_ == nullptr && shared_failed_ && !options_.url.empty() &&
+      Clock::now() >= reopen_after_) {
+    // The launcher may have restarted: the old connection is gone for good.
+    Status s = rendezvous::OpenStore(options_.url, &own_base_);
+    if (s.ok()) {
+      own_store_ = rendezvous::NewPrefixStore(options_.scope, own_base_.get());
+      store = own_store_.get();
+    } else {
+      reopen_after_ = Clock::now() + kReopenAfter;
+    }
+  }
+  if (shared_failed_ && own_store_ == nullptr) return;
+  Status s = store->Set(key, value);
+  if (s.ok()) return;
+  if (!shared_failed_) {
+    HVD_LOG(WARNING) << "cannot report to the launcher (" << s.message()
+                     << "); will retry on a new connection";
+  }
+  shared_failed_ = true;
+  own_store_.reset();
+  own_base_.reset();
+  reopen_after_ = Clock::now() + kReopenAfter;
+}
+
+}  // namespace hvd::runtime::stall

@@ -1,0 +1,109 @@
+// The stall reporter: tells whoever supervises the job (hvd-launcherd) when this rank sees no
+// progress, by writing the rendezvous key "stall/<rank>" under the job's attempt scope. The
+// launcher shows the reports in the job's record and `hvdrun status`, finds the culprit, and with
+// --stall-timeout fails the job (launcherd/stall_reports.h documents the value format).
+//
+// Two kinds of report, both after HVD_STALL_CHECK_TIME_SECONDS:
+//   inspector - rank 0's coordinator: a tensor some ranks submitted and others did not
+//               ("rank 2 on host-c has not submitted allreduce 'fc1.grad' for 61 s (ranks 0, 1
+//               have)"). The blamed ranks' background threads still run: they are stuck in user
+//               code, or submit under other names.
+//   wait      - any rank whose background thread is blocked in one transport wait on the same
+//               peers for that long ("rank 0 on host-a has waited 12 s for rank 3 on host-b").
+//               A SIGSTOPped rank reports nothing itself; the launcher finds it as the end of
+//               the wait chain.
+// A report is written when it appears, again every check interval while it lasts (its age
+// grows), and cleared (an empty value) when progress resumes. Writing never blocks the engine:
+// the reporter has its own thread, and a store that fails (the launcher restarting) is reopened
+// later, not retried in a loop.
+//
+// It also records "abort/<rank>" when this rank's operations fail because of a peer (a broken
+// link, a shutdown another rank started), before the failure reaches user code: the launcher then
+// knows this rank's exit is a consequence, and names the rank that failed first as the cause.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/thread_annotations.h"
+#include "rendezvous/store.h"
+#include "stall/stall_inspector.h"
+
+namespace hvd::runtime::stall {
+
+class StallReporter {
+ public:
+  struct Options {
+    int rank = 0;
+    std::vector<std::string> hosts;  // hosts[r]: rank r's host name
+    double check_seconds = 60;       // <= 0: the reporter reports nothing
+    std::string url;                 // HVD_RENDEZVOUS, to reopen the store after a failure
+    std::string scope;               // "job/<id>/attempt/<n>"
+  };
+
+  // `store` (the rank's connection to the rendezvous, not owned) must outlive the reporter; it is
+  // used until it fails, then a fresh one is opened from `url`.
+  StallReporter(Options options, rendezvous::Store* store);
+  ~StallReporter();  // clears a report still standing (best effort), stops the thread
+  StallReporter(const StallReporter&) = delete;
+  StallReporter& operator=(const StallReporter&) = delete;
+
+  // Rank 0: the oldest stalled key the coordinator knows of, or none (`stalled` false).
+  void SetInspectorReport(bool stalled, const PendingKey& oldest);
+
+  // The background thread starts and ends a blocking wait on `peers`. Cheap: called around every
+  // transport wait.
+  void WaitBegin(const std::vector<int>& peers);
+  void WaitEnd();
+
+  // This rank is about to fail its operations because of a peer; `message` says what happened.
+  // Waits (up to half a second) until the record is written, so it reaches the launcher before
+  // the rank's exit does.
+  void ReportPeerFailure(const std::string& message);
+
+  // The value that describes the stall now ("" when none); for tests.
+  std::string Current();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Report {
+    char kind = 0;  // 0: none, 'S': inspector, 'W': wait
+    int64_t age_s = 0;
+    std::vector<int> blamed;
+    std::string message;
+    std::string Value() const;  // the stored form; "" for none
+  };
+  void Loop();
+  Report Compose(Clock::time_point now) REQUIRES(mu_);
+  void Write(const std::string& key, const std::string& value);
+
+  const Options options_;
+  rendezvous::Store* const shared_store_;
+  std::unique_ptr<rendezvous::Store> own_base_;   // reopened after the shared one failed
+  std::unique_ptr<rendezvous::Store> own_store_;  // its attempt scope
+  Clock::time_point reopen_after_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ GUARDED_BY(mu_) = false;
+  bool inspector_stalled_ GUARDED_BY(mu_) = false;
+  PendingKey inspector_ GUARDED_BY(mu_);
+  Clock::time_point wait_since_ GUARDED_BY(mu_);
+  std::vector<int> wait_peers_ GUARDED_BY(mu_);  // empty: not waiting
+  Report written_ GUARDED_BY(mu_);               // the report last written
+  std::string peer_failure_ GUARDED_BY(mu_);     // to write as abort/<rank>; "" when none
+  bool peer_failure_written_ GUARDED_BY(mu_) = false;
+  Clock::time_point written_at_ GUARDED_BY(mu_);
+  // Loop's thread only.
+  std::unique_ptr<rendezvous::Store> scoped_shared_;
+  bool shared_failed_ = false;
+  std::thread thread_;
+};
+
+}  // namespace hvd::runtime::stall
