@@ -19,6 +19,7 @@
 
 #include "agent/connection_policy.h"
 #include "agent/host_info.h"
+#include "agent/interfaces.h"
 #include "agent/launcher_client.h"
 #include "agent/outbox.h"
 #include "agent/state_dir.h"
@@ -55,8 +56,9 @@ std::string Seconds(Ms d) {
 class AgentImpl : public Agent {
  public:
   AgentImpl(AgentOptions options, std::vector<std::string> gpus, int slots, std::string host,
-            std::string agent_id)
+            std::string agent_id, std::vector<control::InterfaceSelector> selectors)
       : options_(std::move(options)),
+        selectors_(std::move(selectors)),
         gpus_(gpus),
         slots_(slots),
         host_(std::move(host)),
@@ -129,16 +131,7 @@ class AgentImpl : public Agent {
       info.set_agent_id(agent_id_);  // the previous id, so the launcher can reconcile
     }
     info.set_host(host_);
-    std::string addr = options_.advertise_addr;
-    if (addr.empty()) {
-      Status s = LocalAddressTowards(options_.launcher, &addr);
-      if (!s.ok()) {
-        addr = host_;
-        HVD_LOG(WARNING) << "cannot tell this host's address towards the launcher (" << s.message()
-                         << "); advertising '" << host_ << "' (set --advertise-addr)";
-      }
-    }
-    info.set_advertise_addr(addr);
+    DescribeHostNetwork(options_.launcher, options_.advertise_addr, selectors_, host_, &info);
     info.set_slots(slots_);
     info.set_gpus(static_cast<int>(gpus_.size()));
     info.set_pid(static_cast<int>(getpid()));
@@ -324,6 +317,7 @@ class AgentImpl : public Agent {
   }
 
   const AgentOptions options_;
+  const std::vector<control::InterfaceSelector> selectors_;
   const std::vector<std::string> gpus_;
   const int slots_;
   const std::string host_;
@@ -367,9 +361,11 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   const int slots = options.slots > 0 ? options.slots : std::max(1, static_cast<int>(gpus.size()));
   std::string agent_id;
   HVD_RETURN_IF_ERROR(LoadAgentId(options.state_dir, &agent_id));
-  auto impl =
-      std::make_unique<AgentImpl>(options, std::move(gpus), slots,
-                                  options.host.empty() ? LocalHostName() : options.host, agent_id);
+  const std::string host_name = options.host.empty() ? LocalHostName() : options.host;
+  std::vector<control::InterfaceSelector> selectors;
+  HVD_RETURN_IF_ERROR(ParseAgentSelectors(options.network_interfaces, host_name, &selectors));
+  auto impl = std::make_unique<AgentImpl>(options, std::move(gpus), slots, host_name, agent_id,
+                                          std::move(selectors));
   impl->Begin();
   *out = std::move(impl);
   return Status::OK();

@@ -66,6 +66,9 @@ int main(int argc, char** argv) {
                "address other hosts reach this host's ranks at (default: the local address of "
                "the connection to the launcher)");
   flags.String("--host", &options.host, "host name reported to the launcher (default: hostname)");
+  flags.String("--network-interface", &options.network_interfaces,
+               "NAME[,NAME] or CIDR: the interfaces this host offers jobs, in order of "
+               "preference (default: $HVD_IFACE, else all)");
   flags.String("--log-level", &log_level,
                "trace, debug, info, warning or error (default: "
                "$HVD_LOG_LEVEL, else warning)");
@@ -93,6 +96,7 @@ int main(int argc, char** argv) {
   }
   options.slots = static_cast<int>(slots);
   options.launcher = flags.Given("--launcher") ? options.launcher : EnvOr("HVD_LAUNCHER", "");
+  if (!flags.Given("--network-interface")) options.network_interfaces = EnvOr("HVD_IFACE", "");
   if (options.launcher.empty()) {
     return Fail("--launcher HOST:PORT is required (or set HVD_LAUNCHER)");
   }

@@ -151,7 +151,10 @@ std::string AgentTable(const std::vector<v1::AgentInfo>& agents, int64_t now_ms)
   std::vector<std::vector<std::string>> rows = {
       {"AGENT", "HOST", "ADDRESS", "STATE", "SLOTS", "GPUS", "HEARTBEAT", "VERSION"}};
   for (const v1::AgentInfo& a : agents) {
-    rows.push_back({a.agent_id(), a.host(), a.advertise_addr(), a.state(),
+    const std::string address = a.advertise_iface().empty()
+                                    ? a.advertise_addr()
+                                    : a.advertise_addr() + " (" + a.advertise_iface() + ")";
+    rows.push_back({a.agent_id(), a.host(), address, a.state(),
                     std::to_string(a.slots_in_use()) + "/" + std::to_string(a.slots()),
                     std::to_string(a.gpus()), Since(a.last_heartbeat_ms(), now_ms) + " ago",
                     a.version()});

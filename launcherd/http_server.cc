@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "launcherd/listen_address.h"
+#include "launcherd/network_json.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -69,6 +70,8 @@ json AgentJson(const AgentInfo& a) {
   return {{"id", a.id},
           {"host", a.host},
           {"advertise_addr", a.advertise_addr},
+          {"advertise_iface", a.advertise_iface},
+          {"interfaces", InterfacesJson(a.interfaces)},
           {"slots", a.slots},
           {"slots_in_use", a.slots_in_use},
           {"gpus", a.gpus},

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "control/job_state.h"
+#include "control/netif.h"
 #include "control/placement.h"
 
 namespace hvd::launcherd {
@@ -109,6 +110,8 @@ struct AgentInfo {
   int64_t last_heartbeat_ms = 0;  // wall clock
   int slots_in_use = 0;           // filled by whoever combines registry and jobs
   std::string state;              // "READY", "DISCONNECTED" (stream gone, lease running), "LOST"
+  std::vector<control::NetInterface> interfaces;  // every IPv4 address of its host
+  std::string advertise_iface;                    // the interface holding advertise_addr
 };
 
 // Commands to an agent (hvd.v1.StartRank / StopJob).

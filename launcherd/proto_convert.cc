@@ -1,5 +1,7 @@
 #include "launcherd/proto_convert.h"
 
+#include "control/netif_proto.h"
+
 namespace hvd::launcherd {
 namespace {
 
@@ -78,6 +80,8 @@ AgentInfo FromProto(const v1::AgentInfo& p) {
   a.gpus = p.gpus();
   a.pid = p.pid();
   a.version = p.version();
+  control::FromProto(p.interfaces(), &a.interfaces);
+  a.advertise_iface = p.advertise_iface();
   return a;
 }
 
@@ -146,6 +150,8 @@ void ToProto(const AgentInfo& a, v1::AgentInfo* p) {
   p->set_last_heartbeat_ms(a.last_heartbeat_ms);
   p->set_slots_in_use(a.slots_in_use);
   p->set_state(a.state);
+  control::ToProto(a.interfaces, p->mutable_interfaces());
+  p->set_advertise_iface(a.advertise_iface);
 }
 
 void ToProto(const StartRankCommand& c, v1::StartRank* p) {
