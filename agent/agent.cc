@@ -22,6 +22,7 @@
 #include "agent/interfaces.h"
 #include "agent/launcher_client.h"
 #include "agent/outbox.h"
+#include "agent/probe.h"
 #include "agent/state_dir.h"
 #include "agent/workers.h"
 #include "common/logging.h"
@@ -64,6 +65,11 @@ class AgentImpl : public Agent {
         host_(std::move(host)),
         channel_(NewLauncherChannel(options_.launcher)),
         workers_(&outbox_, std::move(gpus)),
+        prober_([this](hvd::v1::AgentMessage m) { outbox_.AddMessage(std::move(m)); },
+                [this] {
+                  std::lock_guard<std::mutex> lock(mu_);
+                  return agent_id_;
+                }),
         agent_id_(std::move(agent_id)),
         policy_(ConnectionPolicy::Config{}, Clock::now()) {}
   ~AgentImpl() override { Stop(); }
@@ -242,6 +248,9 @@ class AgentImpl : public Agent {
                         << " rank(s) here, SIGKILL after " << Seconds(Ms(stop.grace_ms()));
           break;
         }
+        case hvd::v1::LauncherMessage::kProbe:  // the network check before a job (probe.h)
+          prober_.Handle(msg.probe());
+          break;
         case hvd::v1::LauncherMessage::kAck: {
           std::lock_guard<std::mutex> lock(mu_);
           policy_.Connected(Ms(msg.ack().lease_ms()));
@@ -324,6 +333,7 @@ class AgentImpl : public Agent {
   std::shared_ptr<grpc::Channel> channel_;
   Outbox outbox_;
   Workers workers_;
+  Prober prober_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -21,7 +21,8 @@ struct AgentOptions {
   std::string advertise_addr;  // address ranks on this host are reached at; empty: the local
                                // address of the connection to the launcher
   std::string host;            // host name reported to the launcher; empty: gethostname()
-  std::string network_interfaces;  // --network-interface: names/subnets this host offers jobs
+  // --network-interface: the interface names and subnets this host offers jobs; empty: all.
+  std::string network_interfaces;
 };
 
 class Agent {

@@ -121,6 +121,7 @@ std::string JobDetail(const v1::JobStatus& st, int64_t now_ms) {
     field("ran", FormatDuration(end - st.start_time_ms()));
   }
   if (st.attempt() > 0) field("attempt", std::to_string(st.attempt()));
+  if (st.network().decided()) field("network", st.network().summary());
   out += FailureLines(st, "");
   if (st.ranks().empty()) return out;
   std::vector<std::vector<std::string>> rows = {{"RANK", "HOST", "LOCAL", "STATE", "PID", "END"}};

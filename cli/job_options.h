@@ -41,6 +41,7 @@ struct JobFlags {
   double cycle_time_ms = 0;
   std::string timeline_filename;
   int64_t start_timeout = 0;
+  std::string network_interfaces;  // --network-interface (default $HVD_IFACE)
 
   // Registers the flags; `flags` must outlive BuildJobSpec (it tells which knobs were given).
   void Register(control::FlagSet* flags);

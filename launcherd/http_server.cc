@@ -47,6 +47,7 @@ json JobJson(const JobStatus& s, bool full) {
             {"exit_code", s.exit_code},
             {"attempt", s.attempt}};
   if (!full) return j;
+  j["network"] = NetworkReportJson(s.network);
   json hosts = json::array();
   for (const control::HostRequest& h : s.spec.hosts) {
     hosts.push_back({{"host", h.host}, {"slots", h.slots}});

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "control/iface_choice.h"
 #include "control/job_state.h"
 #include "control/netif.h"
 #include "control/placement.h"
@@ -32,6 +33,7 @@ struct JobSpec {
   std::string working_dir;
   std::string name;
   bool detached = false;
+  std::string network_interfaces;  // --network-interface; "": any that works
 };
 
 struct RankStatus {
@@ -67,6 +69,7 @@ struct JobStatus {
   int64_t end_time_ms = 0;
   int exit_code = 0;
   int attempt = 0;
+  control::NetworkReport network;  // how its hosts reach each other (network_check.h)
 };
 
 struct OutputLine {

@@ -21,8 +21,9 @@ struct LauncherOptions {
   std::string state_dir;               // empty: nothing persisted
   std::string token;                   // the cluster token; REQUIRED non-empty
   std::chrono::milliseconds heartbeat_interval{1000};
-  std::chrono::milliseconds lease{5000};       // an agent silent this long is LOST
-  std::chrono::milliseconds kill_grace{5000};  // SIGTERM -> SIGKILL when tearing a job down
+  std::chrono::milliseconds lease{5000};         // an agent silent this long is LOST
+  std::chrono::milliseconds kill_grace{5000};    // SIGTERM -> SIGKILL when tearing a job down
+  std::chrono::milliseconds probe_timeout{500};  // each dial of a job's network probe
 };
 
 class Launcher {

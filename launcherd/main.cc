@@ -59,7 +59,7 @@ Status LoadToken(const std::string& flag_path, const std::string& state_dir, std
 int main(int argc, char** argv) {
   std::string listen = "0.0.0.0:7070", http, rendezvous_listen, advertise_host, state_dir,
               token_file, log_level;
-  int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000;
+  int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000, probe_timeout_ms = 500;
   bool help = false;
   hvd::control::FlagSet flags("hvd-launcherd");
   flags.String("--listen", &listen, "gRPC address for hvdrun and agents (default 0.0.0.0:7070)");
@@ -77,6 +77,8 @@ int main(int argc, char** argv) {
   flags.Int("--lease-ms", &lease_ms, "an agent silent this long is LOST and its ranks fail (5000)");
   flags.Int("--kill-grace-ms", &kill_grace_ms,
             "SIGTERM to SIGKILL delay when a job is torn down (5000)");
+  flags.Int("--probe-timeout-ms", &probe_timeout_ms,
+            "how long each dial of a job's network probe may take (500)");
   flags.Bool("--help,-h", &help, "show this help");
   std::vector<std::string> positional;
   Status s = flags.Parse(argc, argv, 1, false, &positional);
@@ -127,6 +129,12 @@ int main(int argc, char** argv) {
               << heartbeat_ms << ", " << lease_ms << ", " << kill_grace_ms << "\n";
     return kUsageError;
   }
+  if (probe_timeout_ms <= 0 || probe_timeout_ms > 60000) {
+    std::cerr << "hvd-launcherd: --probe-timeout-ms must be between 1 and 60000, got "
+              << probe_timeout_ms << "\n";
+    return kUsageError;
+  }
+  options.probe_timeout = std::chrono::milliseconds(probe_timeout_ms);
   std::string token_path;
   s = LoadToken(token_file, state_dir, &options.token, &token_path);
   if (!s.ok()) {

@@ -1,6 +1,7 @@
 #include "launcherd/proto_convert.h"
 
 #include "control/netif_proto.h"
+#include "launcherd/network_convert.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -34,6 +35,7 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
   p->set_working_dir(s.working_dir);
   p->set_name(s.name);
   p->set_detached(s.detached);
+  p->set_network_interfaces(s.network_interfaces);
 }
 
 void ToProto(const OutputLine& l, v1::OutputLine* p) {
@@ -54,6 +56,7 @@ JobSpec FromProto(const v1::JobSpec& p) {
   s.working_dir = p.working_dir();
   s.name = p.name();
   s.detached = p.detached();
+  s.network_interfaces = p.network_interfaces();
   return s;
 }
 
@@ -123,6 +126,7 @@ void ToProto(const JobStatus& s, v1::JobStatus* p) {
   p->set_end_time_ms(s.end_time_ms);
   p->set_exit_code(s.exit_code);
   p->set_attempt(s.attempt);
+  ToProto(s.network, p->mutable_network());
 }
 
 void ToProto(const JobEvent& e, v1::JobEvent* p) {

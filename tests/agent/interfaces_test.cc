@@ -11,10 +11,8 @@ using control::InterfaceSelector;
 using control::NetInterface;
 
 const std::vector<NetInterface> kHost = {
-    {"lo", "127.0.0.1", 8, true, true},
-    {"docker0", "172.17.0.1", 16, false, true},
-    {"eth0", "10.0.0.2", 24, false, true},
-    {"ib0", "192.168.10.2", 24, false, true},
+    {"lo", "127.0.0.1", 8, true, true},     {"docker0", "172.17.0.1", 16, false, true},
+    {"eth0", "10.0.0.2", 24, false, true},  {"ib0", "192.168.10.2", 24, false, true},
     {"eth2", "10.9.0.2", 24, false, false},  // down
 };
 

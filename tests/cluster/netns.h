@@ -67,8 +67,8 @@ class NetnsCluster {
   // Bytes sent and received so far by `dev` in `ns`.
   static Status DeviceBytes(const std::string& ns, const std::string& dev, int64_t* tx,
                             int64_t* rx);
-  // Makes host i unable to reach host j's eth0 address (a blackhole route on i: packets are
-  // dropped silently, as by a misconfigured firewall), while both still reach the launcher.
+  // Makes host `from` unable to reach host `to`'s eth0 address (a route on `from` into a dead
+  // end: packets vanish silently, as behind a firewall), while both still reach the launcher.
   Status BreakRoute(int from, int to);
 
   // Deletes every namespace (idempotent); the first error, if any.
