@@ -66,6 +66,8 @@ Status HvdNetnsCluster::Begin() {
   HVD_RETURN_IF_ERROR(NetnsCluster::Create(options_.net, &net_));
   token_file_ = dir_ + "/token";
   HVD_RETURN_IF_ERROR(WriteToken(token_file_));
+  agents_.resize(net_->hosts());
+  if (!options_.start_launcher) return Status::OK();
   const std::string ip = net_->launcher_addr();
   std::vector<std::string> argv = {bin_.launcherd,
                                    "--listen",
@@ -94,7 +96,6 @@ Status HvdNetnsCluster::Begin() {
                        ":" + std::to_string(kHttpPort) + " (" + health.error +
                        "); stderr: " + launcher_->Err());
   }
-  agents_.resize(net_->hosts());
   if (!options_.start_agents) return Status::OK();
   for (int i = 0; i < net_->hosts(); ++i) {
     std::vector<std::string> a = {bin_.agent,

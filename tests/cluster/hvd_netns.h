@@ -27,7 +27,8 @@ struct Binaries {
 struct HvdClusterOptions {
   NetnsOptions net;
   int slots = 2;                            // per agent
-  bool start_agents = true;                 // false: namespaces and launcher only (SSH tests)
+  bool start_agents = true;                 // false: no agents
+  bool start_launcher = true;               // false: no launcher either (SSH tests)
   std::vector<std::string> launcher_flags;  // added to hvd-launcherd's
   // Added to host i's hvd-agent flags.
   std::function<std::vector<std::string>(int host)> agent_flags;
