@@ -263,10 +263,10 @@ void NetworkCheck::TimerLoop() {
             }
           }
         }
-        FinishLocked(p, listening
-                            ? "the agent on " + silent +
-                                  " did not answer the network probe within " + Seconds(waited)
-                            : "");
+        FinishLocked(p, listening ? "the agent on " + silent +
+                                        " did not answer the network probe within " +
+                                        Seconds(waited) + " (stuck, or older than the launcher?)"
+                                  : "");
         ended = true;
       }
       ++it;
