@@ -19,9 +19,11 @@
 
 #include "agent/connection_policy.h"
 #include "agent/host_info.h"
+#include "agent/interfaces.h"
 #include "agent/launcher_client.h"
 #include "agent/outbox.h"
 #include "agent/pid_records.h"
+#include "agent/probe.h"
 #include "agent/state_dir.h"
 #include "agent/workers.h"
 #include "common/logging.h"
@@ -56,14 +58,20 @@ std::string Seconds(Ms d) {
 class AgentImpl : public Agent {
  public:
   AgentImpl(AgentOptions options, WorkersOptions workers, int slots, std::string host,
-            std::string agent_id)
+            std::string agent_id, std::vector<control::InterfaceSelector> selectors)
       : options_(std::move(options)),
+        selectors_(std::move(selectors)),
         gpus_(workers.gpus),
         slots_(slots),
         host_(std::move(host)),
         channel_(NewLauncherChannel(options_.launcher)),
         cgroups_(workers.cgroups),
         workers_(&outbox_, std::move(workers)),
+        prober_([this](hvd::v1::AgentMessage m) { outbox_.AddMessage(std::move(m)); },
+                [this] {
+                  std::lock_guard<std::mutex> lock(mu_);
+                  return agent_id_;
+                }),
         agent_id_(std::move(agent_id)),
         policy_(ConnectionPolicy::Config{}, Clock::now()) {}
   ~AgentImpl() override { Stop(); }
@@ -132,16 +140,7 @@ class AgentImpl : public Agent {
       info.set_agent_id(agent_id_);  // the previous id, so the launcher can reconcile
     }
     info.set_host(host_);
-    std::string addr = options_.advertise_addr;
-    if (addr.empty()) {
-      Status s = LocalAddressTowards(options_.launcher, &addr);
-      if (!s.ok()) {
-        addr = host_;
-        HVD_LOG(WARNING) << "cannot tell this host's address towards the launcher (" << s.message()
-                         << "); advertising '" << host_ << "' (set --advertise-addr)";
-      }
-    }
-    info.set_advertise_addr(addr);
+    DescribeHostNetwork(options_.launcher, options_.advertise_addr, selectors_, host_, &info);
     info.set_slots(slots_);
     info.set_gpus(static_cast<int>(gpus_.size()));
     info.set_pid(static_cast<int>(getpid()));
@@ -255,6 +254,9 @@ class AgentImpl : public Agent {
                         << " rank(s) here, SIGKILL after " << Seconds(Ms(stop.grace_ms()));
           break;
         }
+        case hvd::v1::LauncherMessage::kProbe:  // the network check before a job (probe.h)
+          prober_.Handle(msg.probe());
+          break;
         case hvd::v1::LauncherMessage::kAck: {
           std::lock_guard<std::mutex> lock(mu_);
           policy_.Connected(Ms(msg.ack().lease_ms()));
@@ -334,6 +336,7 @@ class AgentImpl : public Agent {
   }
 
   const AgentOptions options_;
+  const std::vector<control::InterfaceSelector> selectors_;
   const std::vector<std::string> gpus_;
   const int slots_;
   const std::string host_;
@@ -341,6 +344,7 @@ class AgentImpl : public Agent {
   const std::shared_ptr<const CgroupTree> cgroups_;
   Outbox outbox_;
   Workers workers_;
+  Prober prober_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -419,10 +423,12 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   std::string agent_id;
   HVD_RETURN_IF_ERROR(LoadAgentId(options.state_dir, &agent_id));
   workers.wrapper = options.wrapper_path.empty() ? "/proc/self/exe" : options.wrapper_path;
+  const std::string host_name = options.host.empty() ? LocalHostName() : options.host;
+  std::vector<control::InterfaceSelector> selectors;
+  HVD_RETURN_IF_ERROR(ParseAgentSelectors(options.network_interfaces, host_name, &selectors));
   HVD_RETURN_IF_ERROR(CleanUpPreviousRun(options, &workers));
-  auto impl =
-      std::make_unique<AgentImpl>(options, std::move(workers), slots,
-                                  options.host.empty() ? LocalHostName() : options.host, agent_id);
+  auto impl = std::make_unique<AgentImpl>(options, std::move(workers), slots, host_name, agent_id,
+                                          std::move(selectors));
   impl->Begin();
   *out = std::move(impl);
   return Status::OK();

@@ -27,6 +27,8 @@ struct AgentOptions {
   std::string wrapper_path;
   // Put each job in cgroups of its own where this process may create them (cgroup.h).
   bool use_cgroups = true;
+  // --network-interface: the interface names and subnets this host offers jobs; empty: all.
+  std::string network_interfaces;
 };
 
 class Agent {

@@ -1,6 +1,7 @@
 // hvd-agent: flags and signals only; everything else is hvd::agent::Agent (agent/agent.h).
 #include <signal.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -8,6 +9,7 @@
 
 #include "agent/agent.h"
 #include "agent/worker_wrapper.h"
+#include "agent/stdin_session.h"
 #include "common/logging.h"
 #include "control/flags.h"
 #include "control/grpc_util.h"
@@ -56,19 +58,25 @@ int main(int argc, char** argv) {
   std::string token_file;
   std::string log_level;
   int64_t slots = -1;
-  bool help = false;
+  bool help = false, stop_on_eof = false;
   hvd::control::FlagSet flags("hvd-agent");
   flags.String("--launcher", &options.launcher,
                "HOST:PORT of hvd-launcherd's gRPC endpoint (default: $HVD_LAUNCHER)");
   flags.Int("--slots", &slots, "ranks this host runs at once (default: one per GPU, else 1)");
   flags.String("--token-file", &token_file,
-               "file holding the cluster token, mode 0600 (default: $HVD_TOKEN_FILE); required");
+               "file holding the cluster token, mode 0600 (default: $HVD_TOKEN_FILE); required; "
+               "'-': the first line of stdin");
+  flags.Bool("--stop-on-stdin-eof", &stop_on_eof,
+             "stop (as on SIGTERM) when stdin closes: for agents started over SSH by hvdrun --ssh");
   flags.String("--state-dir", &options.state_dir,
                "directory to keep the agent id in across restarts (default: none)");
   flags.String("--advertise-addr", &options.advertise_addr,
                "address other hosts reach this host's ranks at (default: the local address of "
                "the connection to the launcher)");
   flags.String("--host", &options.host, "host name reported to the launcher (default: hostname)");
+  flags.String("--network-interface", &options.network_interfaces,
+               "NAME[,NAME] or CIDR: the interfaces this host offers jobs, in order of "
+               "preference (default: $HVD_IFACE, else all)");
   flags.String("--log-level", &log_level,
                "trace, debug, info, warning or error (default: "
                "$HVD_LOG_LEVEL, else warning)");
@@ -96,6 +104,7 @@ int main(int argc, char** argv) {
   }
   options.slots = static_cast<int>(slots);
   options.launcher = flags.Given("--launcher") ? options.launcher : EnvOr("HVD_LAUNCHER", "");
+  if (!flags.Given("--network-interface")) options.network_interfaces = EnvOr("HVD_IFACE", "");
   if (options.launcher.empty()) {
     return Fail("--launcher HOST:PORT is required (or set HVD_LAUNCHER)");
   }
@@ -109,7 +118,8 @@ int main(int argc, char** argv) {
         "--token-file is required (or set HVD_TOKEN_FILE): the file holding the "
         "launcher's cluster token");
   }
-  s = hvd::control::ReadTokenFile(token_file, &options.token);
+  s = token_file == "-" ? hvd::agent::ReadTokenLine(0, std::chrono::seconds(30), &options.token)
+                        : hvd::control::ReadTokenFile(token_file, &options.token);
   if (!s.ok()) return Fail(s.message());
   ApplyLogLevel(log_level);
 
@@ -120,6 +130,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  if (stop_on_eof) hvd::agent::SigtermOnEof(0);
 
   std::unique_ptr<hvd::agent::Agent> agent;
   s = hvd::agent::Agent::Start(options, &agent);

@@ -5,11 +5,17 @@
 namespace hvd::agent {
 
 void Outbox::AddEvent(hvd::v1::RankEvent event) {
+  hvd::v1::AgentMessage m;
+  *m.mutable_rank_event() = std::move(event);
+  AddMessage(std::move(m));
+}
+
+void Outbox::AddMessage(hvd::v1::AgentMessage message) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     Item item;
     item.is_event = true;
-    *item.message.mutable_rank_event() = std::move(event);
+    item.message = std::move(message);
     item.added = Clock::now();
     items_.push_back(std::move(item));
     ++event_count_;

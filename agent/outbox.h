@@ -33,6 +33,8 @@ class Outbox {
   explicit Outbox(Limits limits) : limits_(limits) {}
 
   void AddEvent(hvd::v1::RankEvent event);
+  // Any other message (a network probe's report): due at once, like an event, never dropped.
+  void AddMessage(hvd::v1::AgentMessage message);
   void AddLine(const std::string& job_id, int rank, bool is_stderr, std::string text);
 
   // The messages to write now, in order, or none when nothing is due yet (`all`: everything).

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/embedded.h"
+#include "cli/ssh_session.h"
 
 #ifndef HVD_VERSION
 #define HVD_VERSION "dev"
@@ -58,8 +59,8 @@ std::string VersionText() {
 }
 
 std::string CheckBuildText() {
-  // Kept honest by hand: the runtime has a TCP transport only, no GPU code, and the control
-  // plane never uses SSH. Update these lines with the features, not before.
+  // Kept honest by hand: the runtime has a TCP transport only and no GPU code. Update these
+  // lines with the features, not before.
   std::string out = VersionText();
   out += "Available transports:\n";
   out += "    [X] TCP\n";
@@ -67,7 +68,8 @@ std::string CheckBuildText() {
   out += "    [ ] NCCL\n";
   out += "Available features:\n";
   out += "    [ ] CUDA (GPUs are assigned per slot via CUDA_VISIBLE_DEVICES; no GPU kernels)\n";
-  out += "    [ ] SSH (never needed: agents start ranks)\n";
+  out += std::string("    [") + (HaveSshBootstrap() ? "X" : " ") +
+         "] SSH bootstrap (hvdrun --ssh starts hvd-agent on hosts without one)\n";
   out += "    [ ] MPI\n";
   out += std::string("    [") + (HaveEmbeddedCluster() ? "X" : " ") +
          "] Local mode (embedded launcher and agent)\n";

@@ -137,6 +137,7 @@ std::string JobDetail(const v1::JobStatus& st, int64_t now_ms) {
   if (!st.stall().empty()) {
     field("stalled", st.stall() + " (since " + Since(st.stall_since_ms(), now_ms) + " ago)");
   }
+  if (st.network().decided()) field("network", st.network().summary());
   out += FailureLines(st, "");
   if (st.ranks().empty()) return out;
   std::vector<std::vector<std::string>> rows = {{"RANK", "HOST", "LOCAL", "STATE", "PID", "END"}};
@@ -167,7 +168,10 @@ std::string AgentTable(const std::vector<v1::AgentInfo>& agents, int64_t now_ms)
   std::vector<std::vector<std::string>> rows = {
       {"AGENT", "HOST", "ADDRESS", "STATE", "SLOTS", "GPUS", "HEARTBEAT", "VERSION"}};
   for (const v1::AgentInfo& a : agents) {
-    rows.push_back({a.agent_id(), a.host(), a.advertise_addr(), a.state(),
+    const std::string address = a.advertise_iface().empty()
+                                    ? a.advertise_addr()
+                                    : a.advertise_addr() + " (" + a.advertise_iface() + ")";
+    rows.push_back({a.agent_id(), a.host(), address, a.state(),
                     std::to_string(a.slots_in_use()) + "/" + std::to_string(a.slots()),
                     std::to_string(a.gpus()), Since(a.last_heartbeat_ms(), now_ms) + " ago",
                     a.version()});

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "control/netif.h"
 #include "control/worker_env.h"
 
 namespace hvd::cli {
@@ -155,6 +156,19 @@ Status SetLimits(const JobFlags& f, v1::JobSpec* spec) {
   return Status::OK();
 }
 
+// --network-interface, else HVD_IFACE: checked here for its form; whether the hosts have those
+// interfaces only their agents know, and the launcher checks that before the job starts.
+Status NetworkInterfacesFlag(const JobFlags& f, const HostEnvironment& host, v1::JobSpec* spec) {
+  const bool given = f.flag_set != nullptr && f.flag_set->Given("--network-interface");
+  const char* env = host.getenv("HVD_IFACE");
+  const std::string text = given ? f.network_interfaces : (env != nullptr ? env : "");
+  std::vector<control::InterfaceSelector> selectors;
+  HVD_RETURN_IF_ERROR_CTX(control::ParseInterfaceSelectors(text, &selectors),
+                          given ? "--network-interface" : "HVD_IFACE");
+  spec->set_network_interfaces(text);
+  return Status::OK();
+}
+
 }  // namespace
 
 HostEnvironment HostEnvironment::Current() {
@@ -214,6 +228,9 @@ void JobFlags::Register(control::FlagSet* flags) {
                 "the launcher's, 5)");
   flags->Int("--max-restarts", &max_restarts,
              "run a failed job again, all ranks, up to N times (HVD_ATTEMPT tells the attempt)");
+  flags->String("--network-interface", &network_interfaces,
+                "NAME[,NAME] or CIDR the ranks talk over, in order of preference (default: "
+                "$HVD_IFACE, else whatever works between all the job's hosts)");
 }
 
 Status ParseEnvFlags(const std::vector<std::string>& entries,
@@ -336,7 +353,8 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   spec->mutable_env()->insert(env.begin(), env.end());
   spec->set_working_dir(wd);
   spec->set_name(f.name);
-  return SetLimits(f, spec);
+  HVD_RETURN_IF_ERROR(SetLimits(f, spec));
+  return NetworkInterfacesFlag(f, host, spec);
 }
 
 Status EmbeddedAgentFor(const v1::JobSpec& spec, const std::vector<std::string>& local_names,

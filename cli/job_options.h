@@ -46,6 +46,7 @@ struct JobFlags {
   double stall_check_time = 0;
   double kill_grace = 0;
   int64_t max_restarts = 0;
+  std::string network_interfaces;  // --network-interface (default $HVD_IFACE)
 
   // Registers the flags; `flags` must outlive BuildJobSpec (it tells which knobs were given).
   void Register(control::FlagSet* flags);

@@ -16,6 +16,7 @@
 #include "cli/job_options.h"
 #include "cli/output.h"
 #include "cli/signals.h"
+#include "cli/ssh_cluster.h"
 #include "control/job_state.h"
 
 namespace hvd::cli {
@@ -118,6 +119,7 @@ class CancelOnSignal {
 struct RunFlags {
   JobFlags job;
   ClusterFlags cluster;
+  SshFlags ssh;
   std::string output_dir;
   bool verbose = false;
   bool help = false;
@@ -128,6 +130,7 @@ struct RunFlags {
                   "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr");
     flags->Bool("--verbose,-v", &verbose, "show progress (agents ready, ranks started...)");
     cluster.Register(flags);
+    ssh.Register(flags);
     flags->Bool("--help,-h", &help, "show this help");
   }
 };
@@ -145,11 +148,12 @@ int RunCommand(int argc, char** argv, int first) {
     std::fputs(MainUsage(flags).c_str(), stdout);
     return kExitOk;
   }
-  const bool local = !f.cluster.HasLauncher();
+  const bool local = !f.cluster.HasLauncher() && !f.ssh.enabled;
   const HostEnvironment host = HostEnvironment::Current();
   v1::JobSpec spec;
   s = BuildJobSpec(f.job, program, host, local ? ProgramCheck::kAlways : ProgramCheck::kWhenLocal,
                    &spec);
+  if (s.ok()) s = f.ssh.Validate(flags, f.cluster.HasLauncher(), spec);
   if (!s.ok()) return ReportError(s, kExitUsage);
   EmbeddedOptions eo;
   eo.kill_grace = kLocalKillGrace;
@@ -161,7 +165,7 @@ int RunCommand(int argc, char** argv, int first) {
   s = OutputSink::Create(f.output_dir, stdout, stderr, &sink);
   if (!s.ok()) return ReportError(s, kExitUsage);
   std::unique_ptr<Client> client;
-  if (!local) {
+  if (!local && !f.ssh.enabled) {
     s = f.cluster.Connect(&client);
     if (!s.ok()) return ReportError(s);
   }
@@ -173,7 +177,15 @@ int RunCommand(int argc, char** argv, int first) {
   if (!s.ok()) return ReportError(s);
 
   std::unique_ptr<EmbeddedCluster> cluster;
-  if (local) {
+  std::unique_ptr<SshCluster> ssh;  // hvdrun --ssh: agents started over SSH (ssh_cluster.h)
+  if (f.ssh.enabled) {
+    auto say = [&](const std::string& m) {
+      if (f.verbose) sink->Message("hvdrun: " + m);
+    };
+    s = SshCluster::Start(f.ssh, spec, say, &ssh);
+    if (!s.ok()) return ReportError(s, kExitError);
+    client = std::make_unique<Client>(ssh->address(), ssh->token());
+  } else if (local) {
     s = EmbeddedCluster::Start(eo, &cluster);
     if (!s.ok()) return ReportError(s);
     client = std::make_unique<Client>(cluster->address(), cluster->token());
@@ -229,6 +241,7 @@ int RunCommand(int argc, char** argv, int first) {
     if (f.verbose && summary.empty()) sink->Message("hvdrun: job " + job_id + " SUCCEEDED");
   }
   if (cluster) cluster->Stop();  // ends any rank still alive and reaps it before hvdrun exits
+  if (ssh) ssh->Stop();          // stops the agents it started
   return code;
 }
 

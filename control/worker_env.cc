@@ -38,6 +38,11 @@ std::map<std::string, std::string> WorkerEnv(const WorkerEnvInput& in) {
   env["HVD_HOSTNAME"] = p.host;
   env["HOROVOD_HOSTNAME"] = p.host;
   if (!in.advertise_addr.empty()) env["HVD_ADVERTISE_ADDR"] = in.advertise_addr;
+  if (!in.iface.empty()) {
+    env["HVD_IFACE"] = in.iface;
+    // "=" makes NCCL match the name exactly ("eth1" alone would also match eth10).
+    env["NCCL_SOCKET_IFNAME"] = "=" + in.iface;
+  }
   for (const auto& [name, value] : in.job_env) env[name] = value;
   return env;
 }

@@ -20,6 +20,7 @@ struct WorkerEnvInput {
   int attempt = 0;
   std::string job_secret;
   std::string advertise_addr;  // the agent's address, which peers dial to reach this rank
+  std::string iface;           // the interface holding it, when the launcher chose it
   std::map<std::string, std::string> job_env;  // -x NAME=VALUE
 };
 

@@ -6,6 +6,7 @@
 
 #include "common/logging.h"
 #include "control/grpc_util.h"
+#include "launcherd/network_convert.h"
 #include "launcherd/proto_convert.h"
 
 namespace hvd::launcherd {
@@ -26,6 +27,11 @@ class StreamLink final : public AgentLink {
   bool SendStopJob(const StopJobCommand& command) override {
     v1::LauncherMessage m;
     ToProto(command, m.mutable_stop());
+    return Enqueue(std::move(m), /*front=*/false);
+  }
+  bool SendProbe(const ProbeCommand& command) override {
+    v1::LauncherMessage m;
+    ToProto(command, m.mutable_probe());
     return Enqueue(std::move(m), /*front=*/false);
   }
   void Close() override {
@@ -153,6 +159,9 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
         jobs_->OnOutput(id, m.output().job_id(), std::move(lines));
         break;
       }
+      case v1::AgentMessage::kProbeReport:
+        if (network_ != nullptr) network_->OnReport(id, FromProto(m.probe_report()));
+        break;
       default:
         HVD_LOG(WARNING) << "agent " << id << " sent an unexpected message (case " << m.msg_case()
                          << "); ignored";

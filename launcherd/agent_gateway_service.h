@@ -19,6 +19,7 @@
 #include "hvd/v1/agent.grpc.pb.h"
 #include "launcherd/agent_registry.h"
 #include "launcherd/job_manager.h"
+#include "launcherd/network_check.h"
 
 namespace hvd::launcherd {
 
@@ -34,6 +35,9 @@ class AgentGatewayService final : public v1::AgentGateway::Service {
         jobs_(jobs),
         heartbeat_interval_(heartbeat_interval),
         lease_(lease) {}
+
+  // Where agents' network probe reports go (null: dropped). Set before serving.
+  void SetNetworkCheck(NetworkCheck* network) { network_ = network; }
 
   grpc::Status Connect(
       grpc::ServerContext* context,
@@ -51,6 +55,7 @@ class AgentGatewayService final : public v1::AgentGateway::Service {
   JobManager* const jobs_;
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds lease_;
+  NetworkCheck* network_ = nullptr;
 
   std::mutex mu_;
   std::set<StreamLink*> links_ GUARDED_BY(mu_);

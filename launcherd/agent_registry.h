@@ -16,6 +16,7 @@
 
 #include "common/thread_annotations.h"
 #include "launcherd/job_types.h"
+#include "launcherd/probe_types.h"
 
 namespace hvd::launcherd {
 
@@ -27,6 +28,8 @@ class AgentLink {
   // False when the stream is gone and the command was dropped.
   virtual bool SendStartRank(const StartRankCommand& command) = 0;
   virtual bool SendStopJob(const StopJobCommand& command) = 0;
+  // A step of a network probe (network_check.h). Links that cannot carry one refuse it.
+  virtual bool SendProbe(const ProbeCommand& command) { return false; }
   // Ends the stream (another connection took over the agent's id, or the launcher stops).
   virtual void Close() = 0;
 };

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "launcherd/listen_address.h"
+#include "launcherd/network_json.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -54,6 +55,7 @@ json JobJson(const JobStatus& s, bool full) {
             {"stall", s.stall},
             {"stall_since_ms", s.stall_since_ms}};
   if (!full) return j;
+  j["network"] = NetworkReportJson(s.network);
   json hosts = json::array();
   for (const control::HostRequest& h : s.spec.hosts) {
     hosts.push_back({{"host", h.host}, {"slots", h.slots}});
@@ -75,6 +77,8 @@ json AgentJson(const AgentInfo& a) {
   return {{"id", a.id},
           {"host", a.host},
           {"advertise_addr", a.advertise_addr},
+          {"advertise_iface", a.advertise_iface},
+          {"interfaces", InterfacesJson(a.interfaces)},
           {"slots", a.slots},
           {"slots_in_use", a.slots_in_use},
           {"gpus", a.gpus},

@@ -160,6 +160,7 @@ void JobManager::ScheduleLocked() {
       ReportAgentsReadyLocked(*job, agents);
       switch (r.outcome) {
         case control::PlacementOutcome::kPlaced:
+          if (!NetworkReadyLocked(*job, r)) break;
           for (const control::RankSlot& s : r.ranks) busy[s.agent_id].insert(s.slot);
           StartLocked(*job, r, agents);
           break;
@@ -246,6 +247,7 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
     in.attempt = job.status.attempt;
     in.job_secret = job.secret;
     in.advertise_addr = agent_by_id.at(r.placement.agent_id)->advertise_addr;
+    control::ChoiceFor(job.status.network, r.placement.agent_id, &in.advertise_addr, &in.iface);
     in.job_env = job_env;
     StartRankCommand cmd;
     cmd.job_id = job.status.id;

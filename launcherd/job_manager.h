@@ -42,6 +42,8 @@
 
 namespace hvd::launcherd {
 
+class NetworkCheck;
+
 struct JobManagerOptions {
   std::string rendezvous_address;  // "host:port" of the runtime's endpoint (HVD_RENDEZVOUS)
   std::chrono::milliseconds kill_grace{5000};
@@ -61,6 +63,7 @@ struct JobManagerOptions {
   // Delays between restarts (the count is each job's max_restarts).
   control::RestartPolicy restart;
   JobStore* job_store = nullptr;  // where every change is written; null: nothing persisted
+  NetworkCheck* network = nullptr;      // checks a multi-host job's network first (null: never)
 };
 
 // Where one WatchJob call stands; starts zeroed.
@@ -200,6 +203,8 @@ class JobManager {
                    const std::vector<control::AgentSlots>& agents) REQUIRES(mu_);
   void ReportAgentsReadyLocked(Job& job, const std::vector<control::AgentSlots>& agents)
       REQUIRES(mu_);
+  // Whether the placed job's network is decided (job_network.cc); false: it waits or failed.
+  bool NetworkReadyLocked(Job& job, const control::PlacementResult& placement) REQUIRES(mu_);
   void AddEventsLocked(Job& job, int64_t from_seq, bool follow, WatchCursor* cursor,
                        std::vector<JobEvent>* events, bool* done) REQUIRES(mu_);
   // State changes (job_events.cc).

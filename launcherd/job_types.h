@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "control/iface_choice.h"
 #include "control/job_state.h"
+#include "control/netif.h"
 #include "control/placement.h"
 
 namespace hvd::launcherd {
@@ -36,6 +38,7 @@ struct JobSpec {
   int64_t start_timeout_ms = -1;  // 0: no limit
   int64_t stall_timeout_ms = -1;  // 0: stalls are reported, never fatal
   int max_restarts = 0;
+  std::string network_interfaces;  // --network-interface; "": any that works
 };
 
 // A spec's limit in milliseconds, or `fallback` (the launcher's default) when it sets none (-1).
@@ -92,6 +95,7 @@ struct JobStatus {
   std::string stall;  // what the runtime reports as not progressing; empty: nothing
   int64_t stall_since_ms = 0;
   std::vector<JobFailure> previous_failures;  // of earlier attempts, in order
+  control::NetworkReport network;  // how its hosts reach each other (network_check.h)
 };
 
 struct OutputLine {
@@ -143,6 +147,8 @@ struct AgentInfo {
   int64_t last_heartbeat_ms = 0;  // wall clock
   int slots_in_use = 0;           // filled by whoever combines registry and jobs
   std::string state;              // "READY", "DISCONNECTED" (stream gone, lease running), "LOST"
+  std::vector<control::NetInterface> interfaces;  // every IPv4 address of its host
+  std::string advertise_iface;                    // the interface holding advertise_addr
 };
 
 // Commands to an agent (hvd.v1.StartRank / StopJob).

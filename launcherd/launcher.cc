@@ -25,6 +25,7 @@
 #include "launcherd/kv_store.h"
 #include "launcherd/launcher_service.h"
 #include "launcherd/listen_address.h"
+#include "launcherd/network_check.h"
 #include "launcherd/rendezvous_service.h"
 
 namespace hvd::launcherd {
@@ -46,6 +47,9 @@ Status ValidateOptions(const LauncherOptions& o) {
                            " ms) must be longer than the heartbeat interval (" +
                            std::to_string(o.heartbeat_interval.count()) +
                            " ms), which must be > 0; a few intervals is typical (--lease-ms)");
+  }
+  if (o.probe_timeout.count() <= 0) {
+    return InvalidArgument("the network probe timeout must be > 0 ms (--probe-timeout-ms)");
   }
   if (o.kill_grace.count() < 0) {
     return InvalidArgument("the kill grace must be >= 0 ms (--kill-grace-ms)");
@@ -89,7 +93,11 @@ class LauncherImpl final : public Launcher {
     if (advertise.empty()) advertise = IsWildcardHost(kv_host) ? LocalHostName() : kv_host;
     rendezvous_address_ = advertise + ":" + std::to_string(kv_port);
 
+    NetworkCheckOptions no;
+    no.dial_timeout = options_.probe_timeout;
+    network_ = std::make_unique<NetworkCheck>(no, &registry_);
     JobManagerOptions jo;
+    jo.network = network_.get();
     jo.rendezvous_address = rendezvous_address_;
     jo.kill_grace = options_.kill_grace;
     jo.reconcile_after = options_.kill_grace + 2 * options_.heartbeat_interval + options_.lease;
@@ -104,10 +112,12 @@ class LauncherImpl final : public Launcher {
     HVD_RETURN_IF_ERROR(jobs_->Restore(&expected));
     registry_.Expect(expected);
     jobs_ptr_.store(jobs_.get());
+    network_->SetOnDone([this] { jobs_->Schedule(); });  // a probe ended: place its job again
 
     launcher_service_ = std::make_unique<LauncherService>(options_.token, jobs_.get(), &registry_);
     gateway_service_ = std::make_unique<AgentGatewayService>(
         options_.token, &registry_, jobs_.get(), options_.heartbeat_interval, options_.lease);
+    gateway_service_->SetNetworkCheck(network_.get());
     rendezvous_service_ = std::make_unique<RendezvousService>(&store_, options_.token, resolver);
     grpc::ServerBuilder builder;
     int selected_port = 0;
@@ -149,6 +159,7 @@ class LauncherImpl final : public Launcher {
       sweep_cv_.notify_all();
     }
     if (sweeper_.joinable()) sweeper_.join();
+    if (network_) network_->Stop();  // no probe ends (and reschedules) from here on
     if (jobs_ && job_store_ != nullptr) {
       // Restartable: the jobs stay with their agents, which keep them for the lease and
       // reconcile with the next start of this launcher on the same --state-dir.
@@ -206,6 +217,7 @@ class LauncherImpl final : public Launcher {
   KvStore store_;
   std::unique_ptr<JobStore> job_store_;  // before jobs_, which writes to it
   AgentRegistry registry_;
+  std::unique_ptr<NetworkCheck> network_;  // before jobs_, which points to it
   std::unique_ptr<JobManager> jobs_;
   std::atomic<JobManager*> jobs_ptr_{nullptr};  // read by rendezvous threads
   std::unique_ptr<KvServer> kv_server_;

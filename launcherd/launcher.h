@@ -24,8 +24,9 @@ struct LauncherOptions {
   std::string state_dir;
   std::string token;  // the cluster token; REQUIRED non-empty
   std::chrono::milliseconds heartbeat_interval{1000};
-  std::chrono::milliseconds lease{5000};       // an agent silent this long is LOST
-  std::chrono::milliseconds kill_grace{5000};  // SIGTERM -> SIGKILL when tearing a job down
+  std::chrono::milliseconds lease{5000};         // an agent silent this long is LOST
+  std::chrono::milliseconds kill_grace{5000};    // SIGTERM -> SIGKILL when tearing a job down
+  std::chrono::milliseconds probe_timeout{500};  // each dial of a job's network probe
   // Every rank must reach the rendezvous within this (jobs may set their own); 0: no limit.
   std::chrono::milliseconds start_timeout{30000};
   // An attached job whose hvdrun has been gone this long is cancelled; 0: the lease.

@@ -59,7 +59,8 @@ Status LoadToken(const std::string& flag_path, const std::string& state_dir, std
 int main(int argc, char** argv) {
   std::string listen = "0.0.0.0:7070", http, rendezvous_listen, advertise_host, state_dir,
               token_file, log_level;
-  int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000, start_timeout_ms = 30000;
+  int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000, start_timeout_ms = 30000,
+          probe_timeout_ms = 500;
   bool help = false;
   hvd::control::FlagSet flags("hvd-launcherd");
   flags.String("--listen", &listen, "gRPC address for hvdrun and agents (default 0.0.0.0:7070)");
@@ -82,6 +83,8 @@ int main(int argc, char** argv) {
   flags.Int("--start-timeout-ms", &start_timeout_ms,
             "every rank must reach the rendezvous this soon or the job fails naming the missing "
             "ones (30000; jobs may set their own; 0: no limit)");
+  flags.Int("--probe-timeout-ms", &probe_timeout_ms,
+            "how long each dial of a job's network probe may take (500)");
   flags.Bool("--help,-h", &help, "show this help");
   std::vector<std::string> positional;
   Status s = flags.Parse(argc, argv, 1, false, &positional);
@@ -134,6 +137,12 @@ int main(int argc, char** argv) {
               << start_timeout_ms << "\n";
     return kUsageError;
   }
+  if (probe_timeout_ms <= 0 || probe_timeout_ms > 60000) {
+    std::cerr << "hvd-launcherd: --probe-timeout-ms must be between 1 and 60000, got "
+              << probe_timeout_ms << "\n";
+    return kUsageError;
+  }
+  options.probe_timeout = std::chrono::milliseconds(probe_timeout_ms);
   std::string token_path;
   s = LoadToken(token_file, state_dir, &options.token, &token_path);
   if (!s.ok()) {

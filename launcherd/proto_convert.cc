@@ -1,5 +1,8 @@
 #include "launcherd/proto_convert.h"
 
+#include "control/netif_proto.h"
+#include "launcherd/network_convert.h"
+
 namespace hvd::launcherd {
 namespace {
 
@@ -33,6 +36,7 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
   p->set_working_dir(s.working_dir);
   p->set_name(s.name);
   p->set_detached(s.detached);
+  p->set_network_interfaces(s.network_interfaces);
   if (s.kill_grace_ms >= 0) p->set_kill_grace_ms(s.kill_grace_ms);
   if (s.start_timeout_ms >= 0) p->set_start_timeout_ms(s.start_timeout_ms);
   if (s.stall_timeout_ms >= 0) p->set_stall_timeout_ms(s.stall_timeout_ms);
@@ -70,6 +74,7 @@ JobSpec FromProto(const v1::JobSpec& p) {
   if (p.has_start_timeout_ms()) s.start_timeout_ms = p.start_timeout_ms();
   if (p.has_stall_timeout_ms()) s.stall_timeout_ms = p.stall_timeout_ms();
   s.max_restarts = p.max_restarts();
+  s.network_interfaces = p.network_interfaces();
   return s;
 }
 
@@ -97,6 +102,8 @@ AgentInfo FromProto(const v1::AgentInfo& p) {
   a.gpus = p.gpus();
   a.pid = p.pid();
   a.version = p.version();
+  control::FromProto(p.interfaces(), &a.interfaces);
+  a.advertise_iface = p.advertise_iface();
   return a;
 }
 
@@ -165,6 +172,7 @@ JobStatus FromProto(const v1::JobStatus& p) {
   s.stall = p.stall();
   s.stall_since_ms = p.stall_since_ms();
   for (const v1::JobFailure& f : p.previous_failures()) s.previous_failures.push_back(FromProto(f));
+  if (p.has_network()) s.network = FromProto(p.network());
   return s;
 }
 
@@ -194,6 +202,7 @@ void ToProto(const JobStatus& s, v1::JobStatus* p) {
   p->set_stall(s.stall);
   p->set_stall_since_ms(s.stall_since_ms);
   for (const JobFailure& f : s.previous_failures) ToProto(f, p->add_previous_failures());
+  ToProto(s.network, p->mutable_network());
 }
 
 void ToProto(const JobEvent& e, v1::JobEvent* p) {
@@ -221,6 +230,8 @@ void ToProto(const AgentInfo& a, v1::AgentInfo* p) {
   p->set_last_heartbeat_ms(a.last_heartbeat_ms);
   p->set_slots_in_use(a.slots_in_use);
   p->set_state(a.state);
+  control::ToProto(a.interfaces, p->mutable_interfaces());
+  p->set_advertise_iface(a.advertise_iface);
 }
 
 void ToProto(const StartRankCommand& c, v1::StartRank* p) {

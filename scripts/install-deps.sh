@@ -10,6 +10,7 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev
   libsqlite3-dev
   python3 iproute2 procps
+  libssh-dev openssh-client openssh-server
 )
 
 missing=()
@@ -27,5 +28,14 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# openssh-server is here for the SSH tests, which start their own sshd on a test address; its
+# package scripts would also start the system's sshd on port 22. A policy-rc.d forbids service
+# starts for the install (only when the machine has none; removed afterwards).
+policy=/usr/sbin/policy-rc.d
+if [[ " ${missing[*]} " == *" openssh-server "* && ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' > "$policy"
+  chmod 755 "$policy"
+  trap 'rm -f "$policy"' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

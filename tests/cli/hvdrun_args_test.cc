@@ -183,7 +183,7 @@ TEST_F(HvdrunArgs, VersionAndCheckBuild) {
   EXPECT_HAS(r.out, "[ ] NCCL");
   EXPECT_HAS(r.out, "[ ] Shared memory");
   EXPECT_HAS(r.out, "[ ] CUDA");
-  EXPECT_HAS(r.out, "[ ] SSH");
+  EXPECT_HAS(r.out, "] SSH bootstrap (hvdrun --ssh");
 }
 
 }  // namespace

@@ -192,6 +192,26 @@ TEST_F(JobOptions, BadKnobs) {
              "keep one of them");
 }
 
+TEST_F(JobOptions, NetworkInterfaceFlagOrHvdIface) {
+  v1::JobSpec spec;
+  ASSERT_TRUE(Build({"-np", "1", "/bin/true"}, &spec).ok());
+  EXPECT_EQ(spec.network_interfaces(), "");
+  ASSERT_TRUE(
+      Build({"-np", "1", "--network-interface", "eth1,10.0.0.0/8", "/bin/true"}, &spec).ok());
+  EXPECT_EQ(spec.network_interfaces(), "eth1,10.0.0.0/8");
+  env_["HVD_IFACE"] = "ib0";
+  ASSERT_TRUE(Build({"-np", "1", "/bin/true"}, &spec).ok());
+  EXPECT_EQ(spec.network_interfaces(), "ib0");
+  ASSERT_TRUE(Build({"-np", "1", "--network-interface", "eth2", "/bin/true"}, &spec).ok());
+  EXPECT_EQ(spec.network_interfaces(), "eth2");  // the flag wins
+  EXPECT_HAS(Error({"-np", "1", "--network-interface", "10.0.0.0/33", "/bin/true"}),
+             "--network-interface: '10.0.0.0/33' is not an IPv4 subnet");
+  EXPECT_HAS(Error({"-np", "1", "--network-interface", "eth0,,eth1", "/bin/true"}),
+             "has an empty entry");
+  env_["HVD_IFACE"] = "bad name";
+  EXPECT_HAS(Error({"-np", "1", "/bin/true"}), "HVD_IFACE: 'bad name' is not an interface name");
+}
+
 TEST_F(JobOptions, WorkingDir) {
   mkdir((dir_ + "/sub").c_str(), 0755);
   v1::JobSpec spec;

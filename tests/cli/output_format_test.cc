@@ -233,6 +233,10 @@ TEST(JobDetail, ShowsRanks) {
   EXPECT_HAS(d, "RANK  HOST  LOCAL  STATE");
   EXPECT_HAS(d, "0     h     0/2    KILLED  100  SIGTERM");
   EXPECT_HAS(d, "1     h     1/2    EXITED  101  exit 3");
+  EXPECT_EQ(d.find("network:"), std::string::npos) << d;  // nothing decided: one host
+  st.mutable_network()->set_decided(true);
+  st.mutable_network()->set_summary("using eth0 (10.0.0.0/24) on all 2 hosts");
+  EXPECT_HAS(JobDetail(st, 5000), "network:   using eth0 (10.0.0.0/24) on all 2 hosts\n");
   EXPECT_EQ(d.find("attempt"), std::string::npos) << d;  // no restarts asked for
 }
 
@@ -249,6 +253,15 @@ TEST(JobDetail, ShowsAttemptsEarlierFailuresAndAStall) {
   EXPECT_HAS(d,
              "stalled:   rank 3 on h has not responded for 12 s: rank 0 waits for it (since "
              "12.0s ago)\n");
+}
+
+TEST(AgentTable, ShowsTheAdvertisedInterface) {
+  v1::AgentInfo a;
+  a.set_agent_id("ag1");
+  a.set_host("node-a");
+  a.set_advertise_addr("10.0.0.1");
+  a.set_advertise_iface("eth0");
+  EXPECT_HAS(AgentTable({a}, 0), "10.0.0.1 (eth0)");
 }
 
 }  // namespace

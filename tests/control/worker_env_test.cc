@@ -58,6 +58,19 @@ TEST(WorkerEnvTest, NoAdvertiseAddressLeavesItUnset) {
   EXPECT_EQ(env.count("HVD_ADVERTISE_ADDR"), 0u);
 }
 
+TEST(WorkerEnvTest, ChosenInterfaceForHvdAndNccl) {
+  WorkerEnvInput in = Input();
+  auto env = WorkerEnv(in);
+  EXPECT_EQ(env.count("HVD_IFACE"), 0u);  // nothing chosen: nothing said
+  EXPECT_EQ(env.count("NCCL_SOCKET_IFNAME"), 0u);
+  in.iface = "eth1";
+  env = WorkerEnv(in);
+  EXPECT_EQ(env["HVD_IFACE"], "eth1");
+  EXPECT_EQ(env["NCCL_SOCKET_IFNAME"], "=eth1");  // exact: not eth10
+  in.job_env = {{"NCCL_SOCKET_IFNAME", "ib"}};    // -x still wins
+  EXPECT_EQ(WorkerEnv(in)["NCCL_SOCKET_IFNAME"], "ib");
+}
+
 TEST(WorkerEnvTest, JobVariablesOnTop) {
   WorkerEnvInput in = Input();
   in.job_env = {{"NCCL_DEBUG", "INFO"}, {"HVD_LOG_LEVEL", "debug"}, {"HVD_HOSTNAME", "alias"}};

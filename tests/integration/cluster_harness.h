@@ -27,6 +27,7 @@
 
 #include "tests/cli/hvdrun_process.h"
 #include "testutil/expect.h"
+#include "testutil/http_get.h"
 
 #if !defined(HVD_LAUNCHERD_PATH) || !defined(HVD_AGENT_PATH) || !defined(HVDRUN_PATH)
 #error "tests/CMakeLists.txt must define HVD_LAUNCHERD_PATH, HVD_AGENT_PATH and HVDRUN_PATH"
@@ -68,61 +69,10 @@ inline void WriteTokenFile(const std::string& path, const std::string& token) {
   close(fd);
 }
 
-// GET http://127.0.0.1:port/path (HTTP/1.0, so the body ends with the connection).
-struct HttpAnswer {
-  int status = 0;
-  std::string body;
-  std::string error;  // non-empty: no answer
-};
-
+// GET http://127.0.0.1:port/path.
+using hvd::testing::HttpAnswer;
 inline HttpAnswer HttpGet(int port, const std::string& path) {
-  HttpAnswer a;
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    a.error = std::string("socket: ") + std::strerror(errno);
-    return a;
-  }
-  timeval tv{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    a.error = "connect 127.0.0.1:" + std::to_string(port) + ": " + std::strerror(errno);
-    close(fd);
-    return a;
-  }
-  const std::string req =
-      "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
-  if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
-    a.error = std::string("send: ") + std::strerror(errno);
-    close(fd);
-    return a;
-  }
-  std::string resp;
-  char buf[8192];
-  while (true) {
-    ssize_t n = recv(fd, buf, sizeof buf, 0);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      a.error = std::string("recv: ") + std::strerror(errno);
-      close(fd);
-      return a;
-    }
-    resp.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  const size_t head_end = resp.find("\r\n\r\n");
-  if (resp.rfind("HTTP/1.", 0) != 0 || head_end == std::string::npos) {
-    a.error = "malformed HTTP answer: " + resp.substr(0, 200);
-    return a;
-  }
-  a.status = std::atoi(resp.c_str() + resp.find(' ') + 1);
-  a.body = resp.substr(head_end + 4);
-  return a;
+  return hvd::testing::HttpGet(-1, "127.0.0.1", port, path);
 }
 
 inline std::string CmdlineOf(const std::string& pid) {

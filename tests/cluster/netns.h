@@ -1,0 +1,94 @@
+// A cluster of test hosts on one machine: Linux network namespaces joined by a bridge.
+//
+//   <prefix>-sw   the "switch": bridge br0, one veth port per namespace below
+//   <prefix>-l    the launcher's host, eth0 10.77.0.1/24
+//   <prefix>-h<i> host i ("host-a", "host-b", ...), eth0 10.77.0.(11+i)/24, and with `decoy` a
+//                 second interface decoy0 172.31.0.(11+i)/24: a bridge with no ports, present on
+//                 every host like docker0 but routing nowhere (packets to another host's decoy
+//                 address are dropped silently, so a dial hangs until its deadline)
+//
+// Nothing is added to the machine's own namespace: the bridge and every veth live in the
+// namespaces, so the addresses are private to this cluster and two clusters never collide. With
+// `rate`, every host's link is shaped both ways with tc tbf (and `delay` with netem, where the
+// kernel has it). The destructor deletes every namespace it created, which removes the veths and
+// the bridge with them. Namespaces left by a process that died without its destructor (SIGKILL)
+// carry that pid in their name and are deleted by the next Create.
+//
+// Needs root (CAP_NET_ADMIN, CAP_SYS_ADMIN) and iproute2. Create returns FailedPrecondition with
+// the reason when namespaces cannot be made here at all, so tests can skip with it; any later
+// failure is an error.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hvd/status.h"
+
+namespace hvd::clustertest {
+
+struct NetnsOptions {
+  int hosts = 3;       // 1..26
+  bool decoy = false;  // decoy0 on every host
+  std::string rate;    // tc rate per host link, both ways ("1gbit", "500mbit"); "": none
+  std::string delay;   // one-way delay per host link ("1ms"; needs netem); "": none
+  std::string prefix;  // namespace names; "": "hvdt-<pid>-<n>"
+};
+
+class NetnsCluster {
+ public:
+  static Status Create(const NetnsOptions& options, std::unique_ptr<NetnsCluster>* out);
+  ~NetnsCluster();
+  NetnsCluster(const NetnsCluster&) = delete;
+  NetnsCluster& operator=(const NetnsCluster&) = delete;
+
+  int hosts() const { return options_.hosts; }
+  const std::string& launcher_ns() const { return launcher_ns_; }
+  std::string launcher_addr() const { return "10.77.0.1"; }
+  std::string host_ns(int i) const;
+  std::string host_name(int i) const;   // "host-a", "host-b", ...
+  std::string host_addr(int i) const;   // 10.77.0.(11+i)
+  std::string decoy_addr(int i) const;  // 172.31.0.(11+i)
+  // Every namespace this cluster made, the switch last.
+  std::vector<std::string> namespaces() const;
+
+  // argv that runs `argv` inside namespace `ns` ("ip netns exec NS ..."): same pid, so a
+  // process harness can start, signal and reap it as usual.
+  static std::vector<std::string> In(const std::string& ns, const std::vector<std::string>& argv);
+  // Starts argv ($PATH searched) with PR_SET_PDEATHSIG(SIGKILL), so it dies with this process;
+  // out_fd and err_fd become its stdout and stderr (-1: inherited). The pid, or -1 (errno set).
+  static pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd);
+  // Runs a command to completion (bounded); errors name it and carry its stderr.
+  static Status Run(const std::vector<std::string>& argv, std::string* out = nullptr);
+  // A TCP socket created inside `ns` (a socket stays in the namespace it was made in, so the
+  // caller can connect it from any thread).
+  static Status SocketIn(const std::string& ns, int* fd);
+  // Bytes sent and received so far by `dev` in `ns`.
+  static Status DeviceBytes(const std::string& ns, const std::string& dev, int64_t* tx,
+                            int64_t* rx);
+  // Makes host `from` unable to reach host `to`'s eth0 address (a route on `from` into a dead
+  // end: packets vanish silently, as behind a firewall), while both still reach the launcher.
+  Status BreakRoute(int from, int to);
+
+  // Deletes every namespace (idempotent); the first error, if any.
+  Status Destroy();
+
+  // Parses a tc rate ("1gbit", "250mbit", "800kbit", "1000000bit") into bits per second.
+  static Status ParseRate(const std::string& rate, double* bits_per_second);
+
+ private:
+  explicit NetnsCluster(NetnsOptions options);
+  Status Build();
+  Status AddPort(const std::string& ns, const std::string& port, const std::string& addr);
+  Status Shape(const std::string& ns, const std::string& dev);
+
+  NetnsOptions options_;
+  std::string switch_ns_, launcher_ns_;
+  std::vector<std::string> created_;  // in creation order
+};
+
+// Deletes namespaces named "hvdt-<pid>-..." whose pid is no longer alive.
+void DeleteStaleNamespaces();
+
+}  // namespace hvd::clustertest
