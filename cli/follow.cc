@@ -84,7 +84,7 @@ class Follower {
       std::this_thread::sleep_for(backoff);
       // Back within the client lease (a second or two) once the launcher is: beyond it an
       // attached job is cancelled for want of its client.
-      backoff = std::min(backoff * 2, std::chrono::milliseconds(500));
+      backoff = std::min(backoff * 2, std::chrono::milliseconds(250));
     }
     if (result_->ended) WaitForRanksGone();
     return Status::OK();

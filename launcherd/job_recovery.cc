@@ -46,8 +46,9 @@ Status JobManager::Restore(std::vector<AgentInfo>* expected) {
     job->secret = s.secret;
     // Past any seq handed out before, even one written after the last persisted change.
     job->log.ContinueFrom(std::max<int64_t>(s.next_seq, NowMs() * 1000));
-    // Its attached hvdrun gets an extra lease to reconnect, as agents do (AgentRegistry::Expect).
-    job->unwatched_since = now + options_.client_lease;
+    // Its attached hvdrun gets two extra leases to reconnect: it noticed the outage late and
+    // backs off between attempts, and a job must not be lost for want of patience here.
+    job->unwatched_since = now + 2 * options_.client_lease;
     job->attempt_started = now;
     job->ended_at = now;
     for (const RankStatus& r : job->status.ranks) {

@@ -12,6 +12,8 @@ using fusion::Response;
 using fusion::ResponseCache;
 using Clock = std::chrono::steady_clock;
 
+constexpr const char* kPeerShutdown = "another rank shut hvd down while this rank still used it";
+
 namespace {
 
 // Flag bits of word 0 of the control vector; AND-reduced, so each says "every rank ...".
@@ -47,6 +49,7 @@ void Engine::Start() {
 
 void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
   Status reject;
+  bool report_peer = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string& key = op->request.key;
@@ -65,7 +68,10 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
       queue_.push_back(op);
       return;
     }
+    report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
   }
+  // Before user code hears of it: this operation fails because another rank shut hvd down.
+  if (report_peer) options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
   op->Complete(reject);
 }
 
@@ -138,9 +144,16 @@ bool Engine::Cycle() {
       self_requested = stop_requested_;
       pending = !queue_.empty();
     }
-    if (!self_requested && (pending || !pending_.empty()) && options_.stall_reporter != nullptr) {
-      options_.stall_reporter->ReportPeerFailure(
-          "another rank shut hvd down while operations were pending here");
+    if (!self_requested) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopped_by_peer_ = true;
+      }
+      // Operations pending here fail because of that rank; so will any submitted from now on
+      // (Enqueue reports those).
+      if ((pending || !pending_.empty()) && options_.stall_reporter != nullptr) {
+        options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
+      }
     }
     // Later submissions are told what happened without the claim that they were pending.
     FailAll(Aborted("hvd was shut down (hvd::Shutdown on some rank) while this operation was "

@@ -112,6 +112,7 @@ class Engine {
   std::set<std::string> in_flight_ GUARDED_BY(mu_);
   bool stop_requested_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;
+  bool stopped_by_peer_ GUARDED_BY(mu_) = false;  // another rank's Shutdown stopped this engine
   Status final_status_ GUARDED_BY(mu_);
 
   // Background thread only.
