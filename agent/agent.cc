@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "agent/connection_policy.h"
+#include "agent/gpu_inventory.h"
 #include "agent/host_info.h"
 #include "agent/interfaces.h"
 #include "agent/launcher_client.h"
@@ -417,7 +418,9 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
                            std::to_string(options.slots));
   }
   WorkersOptions workers;
-  workers.gpus = DetectGpus();
+  const GpuInventory gpus = DiscoverGpus();
+  HVD_LOG(INFO) << gpus.Describe();
+  workers.gpus = GpuIds(static_cast<int>(gpus.gpus.size()), std::getenv("CUDA_VISIBLE_DEVICES"));
   const int slots =
       options.slots > 0 ? options.slots : std::max(1, static_cast<int>(workers.gpus.size()));
   std::string agent_id;

@@ -104,10 +104,6 @@ std::vector<std::string> GpuIds(int device_count, const char* cuda_visible_devic
   return ids;
 }
 
-std::vector<std::string> DetectGpus() {
-  return GpuIds(CountNvidiaDevices(), std::getenv("CUDA_VISIBLE_DEVICES"));
-}
-
 std::string CudaDeviceForSlot(const std::vector<std::string>& gpus, int slot) {
   if (gpus.empty() || slot < 0) return "";
   return gpus[static_cast<size_t>(slot) % gpus.size()];

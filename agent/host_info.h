@@ -18,15 +18,13 @@ std::string LocalHostName();
 // network the launcher shares with this host, which is what other hosts' ranks should dial too.
 Status LocalAddressTowards(const std::string& host_port, std::string* address);
 
-// Number of /dev/nvidiaN device nodes in `dev_dir` (NVML-based detection comes later).
+// Number of /dev/nvidiaN device nodes in `dev_dir` (the last resort of gpu_inventory.h).
 int CountNvidiaDevices(const std::string& dev_dir = "/dev");
 
 // The CUDA device ids workers may be given: the agent's own CUDA_VISIBLE_DEVICES when it has one
 // (`cuda_visible_devices` non-null; empty means none), else 0..device_count-1.
 std::vector<std::string> GpuIds(int device_count, const char* cuda_visible_devices);
 
-// This host's GPUs: GpuIds(CountNvidiaDevices(), getenv("CUDA_VISIBLE_DEVICES")).
-std::vector<std::string> DetectGpus();
 
 // The CUDA_VISIBLE_DEVICES value for a rank in `slot`: one GPU per slot, wrapping around when
 // there are more slots than GPUs; "" when there are no GPUs (the variable is then not set).

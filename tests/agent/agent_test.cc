@@ -3,6 +3,8 @@
 // StopJob, Stop(), and what happens when the launcher goes away for longer or shorter than the
 // lease. Workers are real processes; every test checks they are gone.
 #include "agent/agent.h"
+#include "agent/gpu_inventory.h"
+#include "agent/host_info.h"
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
@@ -197,7 +199,9 @@ TEST_F(AgentTest, RegistersWithItsFactsAndHeartbeats) {
   EXPECT_EQ(info.host(), "test-host");
   EXPECT_EQ(info.advertise_addr(), "127.0.0.1");
   EXPECT_EQ(info.slots(), 3);
-  EXPECT_EQ(info.gpus(), static_cast<int>(DetectGpus().size()));
+  EXPECT_EQ(info.gpus(), static_cast<int>(GpuIds(static_cast<int>(DiscoverGpus().gpus.size()),
+                                                 std::getenv("CUDA_VISIBLE_DEVICES"))
+                                              .size()));
   EXPECT_EQ(info.pid(), getpid());
   EXPECT_FALSE(info.version().empty());
   EXPECT_TRUE(gateway_->WaitFor(
