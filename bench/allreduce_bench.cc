@@ -35,7 +35,7 @@
 #include "hvd/status.h"
 #include "hvd/types.h"
 #include "rendezvous/store.h"
-#include "transport/tcp/tcp_transport.h"
+#include "transport/connect.h"
 
 namespace hvd::bench {
 namespace {
@@ -56,6 +56,9 @@ struct Options {
   int iters = 0;  // 0: auto
   int warmup = 5;
   bool check = true;
+  std::string transport = "tcp";
+  size_t direct_max = 64 << 10;  // the runtime's defaults (core/comm_setup.cc)
+  size_t chunk = 256 << 10;
 };
 
 struct Ref {
@@ -113,6 +116,17 @@ Options ParseArgs(int argc, char** argv) {
                    } else if (flag == "--warmup" || flag == "-w") {
                      if (!ParseInt(v, 0, 1000000, &n)) bad("a warmup iteration count >= 0");
                      o.warmup = static_cast<int>(n);
+                   } else if (flag == "--transport") {
+                     if (std::string(v) != "tcp" && std::string(v) != "shm") bad("tcp or shm");
+                     o.transport = v;
+                   } else if (flag == "--direct-max") {
+                     if (std::string(v) == "0") {
+                       o.direct_max = 0;
+                     } else if (!ParseBytes(v, &o.direct_max)) {
+                       bad("a size like 0, 4K or 64K");
+                     }
+                   } else if (flag == "--chunk") {
+                     if (!ParseBytes(v, &o.chunk)) bad("a size like 64K or 256K");
                    } else if (flag == "--check" || flag == "-c") {
                      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
                      o.check = n == 1;
@@ -363,15 +377,23 @@ int RunRank(const Options& o, const RankEnv& env, std::vector<Ref> refs) {
   std::unique_ptr<runtime::rendezvous::Store> store;
   Status s = runtime::rendezvous::OpenStore(env.rendezvous, &store);
   if (!s.ok()) return fail(s);
-  runtime::transport::tcp::TcpOptions topts;
-  topts.scope = "bench";
-  topts.connect_timeout = std::chrono::seconds(120);
+  runtime::transport::ConnectOptions copts;
+  copts.hosts.assign(np, "localhost");
+  copts.use_shm = o.transport == "shm";
+  copts.tcp.scope = "bench";
+  copts.tcp.connect_timeout = std::chrono::seconds(120);
+  copts.shm.scope = "bench";
+  copts.shm.connect_timeout = std::chrono::seconds(120);
   std::unique_ptr<runtime::transport::Transport> transport;
-  s = runtime::transport::tcp::Connect(*store, rank, np, topts, &transport);
+  s = runtime::transport::Connect(*store, rank, np, copts, &transport);
   if (!s.ok()) return fail(s);
-  Comm comm{transport.get()};
+  Comm comm;
+  comm.transport = transport.get();
+  comm.direct_max_bytes = o.direct_max;
+  comm.ring_chunk_bytes = o.chunk;
   if (rank == 0) {
-    std::printf("# allreduce_bench: collectives::Allreduce over TCP 127.0.0.1, %d ranks\n", np);
+    std::printf("# allreduce_bench: collectives::Allreduce over %s, %d ranks\n",
+                o.transport == "shm" ? "shared memory" : "TCP 127.0.0.1", np);
     std::printf("# machine: %s\n", MachineLine().c_str());
     std::printf(
         "# warmup %d, iters %s, check %s; busbw = algbw * 2(N-1)/N; time is the slowest"
