@@ -3,7 +3,8 @@
 //
 // Choice (the same on every rank: it depends only on sizes and placement, never on timing):
 //   hierarchical - the job spans hosts with equal numbers of ranks (Comm::hierarchy);
-//   direct       - otherwise, buffers of at most Comm::direct_max_bytes (the latency path);
+//   direct       - otherwise, when each rank would send at most Comm::direct_max_bytes on it,
+//                  (size - 1) x the buffer: the latency path;
 //   ring         - otherwise.
 // All three reduce every element in the same order (collectives.h), so the choice never changes
 // a result. Special cases: count 0 is a no-op on every rank; with one rank the data is already the
@@ -26,7 +27,9 @@ Comm Comm::Over(transport::Transport* t) const {
 }
 
 std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
-                                               const std::vector<std::string>& hosts) {
+                                               const std::vector<std::string>& hosts,
+                                               size_t local_direct_max_bytes,
+                                               size_t cross_direct_max_bytes) {
   if (hosts.size() != static_cast<size_t>(t->size())) return nullptr;
   // Ranks per host in rank order, hosts in order of their lowest rank.
   std::map<std::string, std::vector<int>> by_host;
@@ -48,6 +51,8 @@ std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
   auto h = std::make_shared<Hierarchy>();
   h->local = transport::NewGroupView(t, mine);
   h->cross = transport::NewGroupView(t, cross);
+  h->local_direct_max_bytes = local_direct_max_bytes;
+  h->cross_direct_max_bytes = cross_direct_max_bytes;
   return h;
 }
 
@@ -69,10 +74,14 @@ enum class Algorithm { kRing, kDirect, kHierarchical };
 
 Algorithm Choose(const Comm& comm, size_t bytes) {
   if (comm.hierarchy != nullptr) return Algorithm::kHierarchical;
-  return bytes <= comm.direct_max_bytes ? Algorithm::kDirect : Algorithm::kRing;
+  return UseDirect(comm, bytes) ? Algorithm::kDirect : Algorithm::kRing;
 }
 
 }  // namespace
+
+bool UseDirect(const Comm& comm, size_t bytes) {
+  return comm.size() > 1 && bytes <= comm.direct_max_bytes / static_cast<size_t>(comm.size() - 1);
+}
 
 const char* AllreduceAlgorithm(const Comm& comm, size_t bytes) {
   static const char* const kNames[] = {"ring", "direct", "hierarchical"};

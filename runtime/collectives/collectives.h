@@ -33,6 +33,8 @@ namespace hvd::runtime::collectives {
 struct Hierarchy {
   std::unique_ptr<transport::Transport> local;  // the ranks on this host, in rank order
   std::unique_ptr<transport::Transport> cross;  // this local rank's rank on every host
+  size_t local_direct_max_bytes = 0;  // Comm::direct_max_bytes within the host...
+  size_t cross_direct_max_bytes = 0;  // ...and across hosts
 };
 
 struct Comm {
@@ -41,7 +43,8 @@ struct Comm {
   // The ring runs each segment in chunks of about this many bytes, chunk by chunk, so the bytes a
   // rank reduces are forwarded while they are still in its cache.
   size_t ring_chunk_bytes = 256 << 10;
-  // Allreduces of at most this many bytes take the direct (latency) path (direct_allreduce.cc).
+  // An allreduce takes the direct (latency) path (direct_allreduce.cc) when each rank would send
+  // at most this many bytes on it: (size - 1) x the buffer.
   size_t direct_max_bytes = 0;
   // Set when the job spans hosts with the same number of ranks on each: allreduces then run
   // hierarchically. Null: flat algorithms over `transport`.
@@ -56,7 +59,9 @@ struct Comm {
 // The hierarchy for a job whose ranks run on `hosts` (indexed by rank), or null when they share
 // one host or the hosts hold different numbers of ranks. `t` must outlive the result.
 std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
-                                               const std::vector<std::string>& hosts);
+                                               const std::vector<std::string>& hosts,
+                                               size_t local_direct_max_bytes,
+                                               size_t cross_direct_max_bytes);
 
 // ---- Allreduce ----
 //
@@ -83,6 +88,9 @@ Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, Redu
 // over the tensors of a fused buffer.
 Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& parts, DataType dtype,
                       ReduceOp op);
+
+// Whether `bytes` go through the direct path on `comm` (see Comm::direct_max_bytes).
+bool UseDirect(const Comm& comm, size_t bytes);
 
 // The algorithm AllreduceParts runs for `bytes`: "ring", "direct" or "hierarchical".
 const char* AllreduceAlgorithm(const Comm& comm, size_t bytes);

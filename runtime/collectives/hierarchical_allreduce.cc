@@ -8,10 +8,11 @@
 //                local rank l, one per host (Hierarchy::cross).
 //   parts       - the buffer has L*H parts (AllreduceLayout); local segment t is parts
 //                t*H .. t*H+H-1, cross part u of it is part t*H+u.
-// Large buffers (per local segment above Comm::direct_max_bytes):
+// Large buffers (unless both groups would take the direct path, see Comm::direct_max_bytes):
 //   1. ring reduce-scatter over the local group on the L local segments: local rank l ends with
 //      segment (l+1) mod L reduced over the host;
-//   2. allreduce of that segment over the cross group, its H parts as the ring's segments;
+//   2. allreduce of that segment over the cross group, its H parts as the parts (direct or ring
+//      by the same rule as a flat allreduce);
 //   3. ring allgather over the local group.
 //   Each rank moves 2(L-1)/L of the buffer over shared memory and 2(H-1)/H of a 1/L share over
 //   the network, and the L ranks of a host use the network concurrently.
@@ -30,8 +31,10 @@ namespace hvd::runtime::collectives {
 Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off,
                              DataType dtype, ReduceOp op) {
   if (comm.hierarchy == nullptr) return Internal("hierarchical allreduce without a hierarchy");
-  const Comm local = comm.Over(comm.hierarchy->local.get());
-  const Comm cross = comm.Over(comm.hierarchy->cross.get());
+  Comm local = comm.Over(comm.hierarchy->local.get());
+  Comm cross = comm.Over(comm.hierarchy->cross.get());
+  local.direct_max_bytes = comm.hierarchy->local_direct_max_bytes;
+  cross.direct_max_bytes = comm.hierarchy->cross_direct_max_bytes;
   const int nl = local.size(), nh = cross.size();
   if (off.size() != static_cast<size_t>(nl * nh) + 1) {
     return Internal("hierarchical allreduce: " + std::to_string(off.size() - 1) + " parts for " +
@@ -41,9 +44,8 @@ Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size
   std::vector<size_t> local_off(nl + 1);
   for (int t = 0; t <= nl; ++t) local_off[t] = off[static_cast<size_t>(t) * nh];
 
-  size_t max_segment = 0;
-  for (int t = 0; t < nl; ++t) max_segment = std::max(max_segment, local_off[t + 1] - local_off[t]);
-  if (max_segment * es <= comm.direct_max_bytes) {
+  const size_t bytes = off.back() * es;
+  if (UseDirect(local, bytes) && UseDirect(cross, bytes)) {
     HVD_RETURN_IF_ERROR_CTX(DirectAllreduce(local, buf, local_off, dtype, op),
                             "hierarchical allreduce, within the host");
     return DirectAllreduce(cross, buf, off, dtype, op)
@@ -57,9 +59,8 @@ Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size
   std::vector<size_t> parts(nh + 1);
   for (int u = 0; u <= nh; ++u) parts[u] = off[static_cast<size_t>(t) * nh + u] - local_off[t];
   char* segment = static_cast<char*>(buf) + local_off[t] * es;
-  Status s = parts.back() * es <= cross.direct_max_bytes
-                 ? DirectAllreduce(cross, segment, parts, dtype, op)
-                 : RingAllreduce(cross, segment, parts, dtype, op);
+  Status s = UseDirect(cross, parts.back() * es) ? DirectAllreduce(cross, segment, parts, dtype, op)
+                                                 : RingAllreduce(cross, segment, parts, dtype, op);
   HVD_RETURN_IF_ERROR_CTX(s, "hierarchical allreduce, across hosts");
   return RingAllgather(local, buf, local_off, dtype)
       .WithContext("hierarchical allreduce, within the host");

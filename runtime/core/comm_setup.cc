@@ -26,9 +26,12 @@ const Setting<int64_t> kShmRing("HVD_SHM_RING_BYTES", nullptr, int64_t{1} << 20,
                                 "peer); a power of two >= 4096");
 const Setting<int64_t> kShmSpin("HVD_SHM_SPIN_MICROSECONDS", nullptr, 100,
                                 "how long a rank waiting on shared memory polls before it sleeps");
-const Setting<int64_t> kDirectMax(
-    "HVD_ALLREDUCE_DIRECT_MAX_BYTES", nullptr, 64 << 10,
-    "allreduces up to this size take the latency path (direct exchange) instead of the ring");
+const Setting<int64_t> kDirectMaxShm(
+    "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", nullptr, 64 << 10,
+    "among ranks of one host, an allreduce takes the latency path instead of the ring while "
+    "(ranks - 1) x its size is at most this");
+const Setting<int64_t> kDirectMaxTcp("HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", nullptr, 256 << 10,
+                                     "the same over TCP links");
 const Setting<int64_t> kRingChunk("HVD_RING_CHUNK_BYTES", nullptr, 256 << 10,
                                   "the ring moves each segment in chunks of about this size");
 const Setting<bool> kHierarchical(
@@ -50,27 +53,29 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
                    std::unique_ptr<transport::Transport>* transport, collectives::Comm* comm) {
   transport::ConnectOptions o;
   o.hosts = hosts;
-  int64_t socket_buffer, ring, spin, direct, chunk;
+  int64_t socket_buffer, ring, spin, direct_shm, direct_tcp, chunk;
   bool hierarchical;
   HVD_RETURN_IF_ERROR(kAdvertiseAddr.Get(&o.tcp.advertise_addr));
   HVD_RETURN_IF_ERROR(kSocketBuffer.Get(&socket_buffer));
   HVD_RETURN_IF_ERROR(kShm.Get(&o.use_shm));
   HVD_RETURN_IF_ERROR(kShmRing.Get(&ring));
   HVD_RETURN_IF_ERROR(kShmSpin.Get(&spin));
-  HVD_RETURN_IF_ERROR(kDirectMax.Get(&direct));
+  HVD_RETURN_IF_ERROR(kDirectMaxShm.Get(&direct_shm));
+  HVD_RETURN_IF_ERROR(kDirectMaxTcp.Get(&direct_tcp));
   HVD_RETURN_IF_ERROR(kRingChunk.Get(&chunk));
   HVD_RETURN_IF_ERROR(kHierarchical.Get(&hierarchical));
   HVD_RETURN_IF_ERROR(CheckRange(kSocketBuffer, socket_buffer, 0, 1 << 30));
   HVD_RETURN_IF_ERROR(CheckRange(kShmRing, ring, 4096, int64_t{1} << 30));
   HVD_RETURN_IF_ERROR(CheckRange(kShmSpin, spin, 0, 10000000));
-  HVD_RETURN_IF_ERROR(CheckRange(kDirectMax, direct, 0, int64_t{1} << 30));
+  HVD_RETURN_IF_ERROR(CheckRange(kDirectMaxShm, direct_shm, 0, int64_t{1} << 30));
+  HVD_RETURN_IF_ERROR(CheckRange(kDirectMaxTcp, direct_tcp, 0, int64_t{1} << 30));
   HVD_RETURN_IF_ERROR(CheckRange(kRingChunk, chunk, 4096, int64_t{1} << 30));
 
+  const bool one_host =
+      std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
   if (size == 1) {
     *transport = NewSelfTransport();
   } else {
-    const bool one_host = std::all_of(hosts.begin(), hosts.end(),
-                                      [&](const std::string& h) { return h == hosts[0]; });
     if (o.tcp.advertise_addr.empty()) {
       if (!one_host) {
         return InvalidArgument(
@@ -93,10 +98,14 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
                             "connecting rank " + std::to_string(rank) + " to its peers");
   }
   comm->transport = transport->get();
-  comm->direct_max_bytes = static_cast<size_t>(direct);
+  // The latency path pays off up to a size that depends on the links (docs/performance.md).
+  const size_t within_host = static_cast<size_t>(o.use_shm ? direct_shm : direct_tcp);
+  comm->direct_max_bytes = one_host ? within_host : static_cast<size_t>(direct_tcp);
   comm->ring_chunk_bytes = static_cast<size_t>(chunk);
-  comm->hierarchy =
-      hierarchical && size > 1 ? collectives::MakeHierarchy(transport->get(), hosts) : nullptr;
+  if (hierarchical && size > 1) {
+    comm->hierarchy = collectives::MakeHierarchy(transport->get(), hosts, within_host,
+                                                 static_cast<size_t>(direct_tcp));
+  }
   return Status::OK();
 }
 

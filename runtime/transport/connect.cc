@@ -30,8 +30,8 @@ Status Connect(rendezvous::Store& store, int rank, int size, const ConnectOption
   for (int p = 0; p < size; ++p) {
     if (tcp_links[p] != nullptr) links[p] = std::move(tcp_links[p]);
   }
-  const auto spin = local.size() > 1 ? options.shm.spin : std::chrono::microseconds(0);
-  *out = NewLinkTransport(rank, size, std::move(links), std::move(abort), spin);
+  *out = NewLinkTransport(rank, size, std::move(links), std::move(abort),
+                          SpinFor(local.size(), options.shm.spin));
   return Status::OK();
 }
 

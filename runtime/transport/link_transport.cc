@@ -39,9 +39,7 @@ bool AbortState::Abort(const std::string& reason) {
 
 namespace {
 
-// A few hundred pause instructions (~1 us) before the spin starts yielding the CPU: with more
-// ranks than cores the peer we wait for may need this very core.
-constexpr unsigned kPauseSpins = 64;
+constexpr auto kMaxPause = std::chrono::microseconds(10);
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -52,7 +50,7 @@ inline void CpuRelax() {
 class LinkTransport final : public Transport {
  public:
   LinkTransport(int rank, int size, std::vector<std::unique_ptr<PollableLink>> links,
-                std::shared_ptr<AbortState> abort, std::chrono::microseconds spin)
+                std::shared_ptr<AbortState> abort, SpinPolicy spin)
       : rank_(rank), size_(size), links_(std::move(links)), abort_(std::move(abort)), spin_(spin) {
     links_.resize(size);
   }
@@ -65,7 +63,8 @@ class LinkTransport final : public Transport {
     if (abort_->aborted()) return abort_->status();
     bool spinnable = false;
     for (const WaitItem& it : items) spinnable |= it.link != nullptr && Of(it)->CanSpin();
-    if (spinnable && spin_.count() > 0 && Spin(items, std::min(deadline, Clock::now() + spin_))) {
+    if (spinnable && spin_.spin.count() > 0 &&
+        Spin(items, std::min(deadline, Clock::now() + spin_.spin))) {
       return abort_->aborted() ? abort_->status() : Status::OK();
     }
     return Sleep(items, deadline);
@@ -91,10 +90,16 @@ class LinkTransport final : public Transport {
   // True as soon as an item is ready now or the transport is aborted; false at `until`.
   // Links that cannot be ready now (TCP) are left to Sleep's poll.
   bool Spin(const std::vector<WaitItem>& items, Clock::time_point until) {
+    const Clock::time_point yield_from = std::min(until, Clock::now() + spin_.pause);
+    bool yielding = false;
     for (unsigned i = 0;; ++i) {
       if (AnyReadyNow(items) || abort_->aborted()) return true;
-      if (i < kPauseSpins) {
+      if (!yielding) {
         CpuRelax();
+        if ((i & 15) != 15) continue;  // read the clock every 16 polls
+        const Clock::time_point now = Clock::now();
+        if (now >= until) return false;
+        yielding = now >= yield_from;
         continue;
       }
       if (Clock::now() >= until) return false;
@@ -154,15 +159,24 @@ class LinkTransport final : public Transport {
   const int size_;
   std::vector<std::unique_ptr<PollableLink>> links_;
   const std::shared_ptr<AbortState> abort_;
-  const std::chrono::microseconds spin_;
+  const SpinPolicy spin_;
 };
 
 }  // namespace
 
+SpinPolicy SpinFor(size_t local_ranks, std::chrono::microseconds spin) {
+  cpu_set_t set;
+  const size_t cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  SpinPolicy p;
+  p.spin = local_ranks > 1 ? spin : std::chrono::microseconds(0);
+  p.pause = local_ranks <= cpus ? std::min(p.spin, std::chrono::microseconds(kMaxPause))
+                                : std::chrono::microseconds(0);
+  return p;
+}
+
 std::unique_ptr<Transport> NewLinkTransport(int rank, int size,
                                             std::vector<std::unique_ptr<PollableLink>> links,
-                                            std::shared_ptr<AbortState> abort,
-                                            std::chrono::microseconds spin) {
+                                            std::shared_ptr<AbortState> abort, SpinPolicy spin) {
   return std::make_unique<LinkTransport>(rank, size, std::move(links), std::move(abort), spin);
 }
 

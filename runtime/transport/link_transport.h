@@ -10,9 +10,10 @@
 //               peer to signal them (shared memory: raises a waiting flag in the segment, so the
 //               peer writes this rank's doorbell eventfd when it moves the ring's index).
 //   disarm    - after poll(2): lower the flags, drain the doorbell, note a peer found dead.
-//   spin      - WaitReady first re-checks "ready now" for up to `spin` (yielding the CPU between
-//               checks) when any waited link can be ready now: a peer on another core usually
-//               answers within microseconds, sooner than a sleep and a wake-up take.
+//   spin      - WaitReady first re-checks "ready now" for up to SpinPolicy::spin when any waited
+//               link can be ready now: a peer on another core usually answers within
+//               microseconds, sooner than a sleep and a wake-up take. The first SpinPolicy::pause
+//               of it polls with pause instructions; the rest yields the CPU between polls.
 // WaitReady = spin, then arm every item, re-check "ready now" (a signal sent between the check
 // and the arming is not lost: the flag is raised before the re-check), poll(2) over the armed fds
 // and the abort eventfd, disarm.
@@ -70,11 +71,19 @@ class PollableLink : public Link {
   virtual void Shutdown() = 0;
 };
 
+struct SpinPolicy {
+  std::chrono::microseconds spin{0};   // how long WaitReady polls ready-now links before sleeping
+  std::chrono::microseconds pause{0};  // the first part of it, without yielding the CPU
+};
+
+// The policy for `local_ranks` processes sharing this host's CPUs: pause-polling only when every
+// one of them can have a CPU of its own (else the peer we wait for may need ours), and then for
+// at most 10 us, so that a yield does not hand the core to an unrelated process for a slice.
+SpinPolicy SpinFor(size_t local_ranks, std::chrono::microseconds spin);
+
 // Takes the links (links[rank] and links of absent peers null) and the abort state they share.
-// `spin`: how long WaitReady re-checks ready-now links before it sleeps.
 std::unique_ptr<Transport> NewLinkTransport(int rank, int size,
                                             std::vector<std::unique_ptr<PollableLink>> links,
-                                            std::shared_ptr<AbortState> abort,
-                                            std::chrono::microseconds spin);
+                                            std::shared_ptr<AbortState> abort, SpinPolicy spin);
 
 }  // namespace hvd::runtime::transport

@@ -285,7 +285,8 @@ Comm MakeComm(const Config& setup, Transport* t, Millis idle_timeout) {
   comm.idle_timeout = idle_timeout;
   comm.direct_max_bytes = setup.direct_max;
   comm.ring_chunk_bytes = setup.chunk;
-  comm.hierarchy = MakeHierarchy(t, hvd::testing::SplitHosts(setup.ranks, setup.hosts));
+  comm.hierarchy = MakeHierarchy(t, hvd::testing::SplitHosts(setup.ranks, setup.hosts),
+                                 setup.direct_max, setup.direct_max);
   return comm;
 }
 

@@ -178,8 +178,9 @@ std::vector<float> RunTraining(int size, const std::string& fusion, bool grouped
 }
 
 TEST(Fusion, OnAndOffGiveIdenticalResults) {
-  std::vector<float> fused =
-      RunTraining(3, "134217728", false, 1, {{"HVD_ALLREDUCE_DIRECT_MAX_BYTES", "0"}});
+  std::vector<float> fused = RunTraining(
+      3, "134217728", false, 1,
+      {{"HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", "0"}, {"HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "0"}});
   std::vector<float> unfused = RunTraining(3, "0", false);
   ASSERT_FALSE(fused.empty());
   ASSERT_EQ(fused.size(), unfused.size());
@@ -190,9 +191,10 @@ TEST(Fusion, OnAndOffGiveIdenticalResults) {
 // Also with the fused buffer forced through the large-buffer path (local ring in small chunks)
 // while the unfused tensors take the small-buffer path.
 TEST(Fusion, OnAndOffGiveIdenticalResultsAcrossHosts) {
-  std::vector<float> fused =
-      RunTraining(4, "134217728", false, 2,
-                  {{"HVD_ALLREDUCE_DIRECT_MAX_BYTES", "0"}, {"HVD_RING_CHUNK_BYTES", "4096"}});
+  std::vector<float> fused = RunTraining(4, "134217728", false, 2,
+                                         {{"HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", "0"},
+                                          {"HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "0"},
+                                          {"HVD_RING_CHUNK_BYTES", "4096"}});
   std::vector<float> unfused = RunTraining(4, "0", false, 2);
   ASSERT_FALSE(fused.empty());
   ASSERT_EQ(fused.size(), unfused.size());

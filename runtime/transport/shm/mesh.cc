@@ -349,7 +349,8 @@ Status Connect(rendezvous::Store& store, int rank, int size, const ShmOptions& o
   auto abort = std::make_shared<AbortState>();
   std::vector<std::unique_ptr<PollableLink>> links;
   HVD_RETURN_IF_ERROR(ConnectLinks(store, rank, size, all, options, abort, &links));
-  *out = NewLinkTransport(rank, size, std::move(links), std::move(abort), options.spin);
+  *out = NewLinkTransport(rank, size, std::move(links), std::move(abort),
+                          SpinFor(static_cast<size_t>(size), options.spin));
   return Status::OK();
 }
 

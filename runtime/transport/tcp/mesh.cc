@@ -271,8 +271,7 @@ Status Connect(rendezvous::Store& store, int rank, int size, const TcpOptions& o
   auto abort = std::make_shared<AbortState>();
   std::vector<std::unique_ptr<PollableLink>> links;
   HVD_RETURN_IF_ERROR(ConnectLinks(store, rank, size, options, {}, abort, &links));
-  *out = NewLinkTransport(rank, size, std::move(links), std::move(abort),
-                          std::chrono::microseconds(0));
+  *out = NewLinkTransport(rank, size, std::move(links), std::move(abort), SpinPolicy{});
   return Status::OK();
 }
 
