@@ -1,9 +1,9 @@
-// allreduce_bench: collectives::Allreduce over the TCP transport, in the style of nccl-tests'
-// all_reduce_perf. No negotiation, fusion or background thread: this is the ceiling the engine
+// allreduce_bench: collectives::Allreduce over the TCP or the shared-memory transport, in the
+// style of nccl-tests' all_reduce_perf. No negotiation, fusion or background thread: this is the ceiling the engine
 // can reach, to be compared with memcpy and the reduction kernel on the same machine.
 //
 //   allreduce_bench -np 4 [-b 4K] [-e 256M] [-f 2] [-t float32] [-o sum] [--iters auto|N]
-//                   [--warmup N] [--check 1]
+//                   [--warmup N] [--check 1] [--transport tcp|shm] [--direct-max B] [--chunk B]
 //
 // Without HVD_SIZE in the environment it forks -np rank processes that meet through a file store
 // in a fresh temp directory; with HVD_SIZE/HVD_RANK/HVD_RENDEZVOUS set (e.g. under hvdrun) it is
@@ -35,7 +35,7 @@
 #include "hvd/status.h"
 #include "hvd/types.h"
 #include "rendezvous/store.h"
-#include "transport/tcp/tcp_transport.h"
+#include "transport/connect.h"
 
 namespace hvd::bench {
 namespace {
@@ -56,6 +56,10 @@ struct Options {
   int iters = 0;  // 0: auto
   int warmup = 5;
   bool check = true;
+  std::string transport = "tcp";
+  size_t direct_max = 0;  // 0: the runtime's default for the transport (core/comm_setup.cc)
+  bool direct_given = false;
+  size_t chunk = 256 << 10;
 };
 
 struct Ref {
@@ -67,11 +71,16 @@ struct Ref {
   std::fprintf(error.empty() ? stdout : stderr,
                "usage: allreduce_bench -np N [-b 4K] [-e 256M] [-f 2] [-t float32] [-o sum]\n"
                "                       [--iters auto|N] [--warmup N] [--check 0|1]\n"
+               "                       [--transport tcp|shm] [--direct-max B] [--chunk B]\n"
                "  -np      ranks to fork (1..64); under HVD_SIZE it must match or be left out\n"
                "  -b, -e   smallest, largest buffer in bytes; suffix K, M or G (x1024)\n"
                "  -f       size multiplier between rows (integer >= 2)\n"
                "  -t       float32 float64 float16 bfloat16 int8 uint8 int32 int64\n"
-               "  -o       sum average min max product\n");
+               "  -o       sum average min max product\n"
+               "  --transport   tcp (127.0.0.1, default) or shm (shared memory)\n"
+               "  --direct-max  latency path while (N-1) x size <= this (0: never); default: the\n"
+               "                runtime's for the transport (64K shm, 256K tcp)\n"
+               "  --chunk       the ring's chunk size (default 256K)\n");
   std::exit(error.empty() ? 0 : kExitUsage);
 }
 
@@ -113,6 +122,18 @@ Options ParseArgs(int argc, char** argv) {
                    } else if (flag == "--warmup" || flag == "-w") {
                      if (!ParseInt(v, 0, 1000000, &n)) bad("a warmup iteration count >= 0");
                      o.warmup = static_cast<int>(n);
+                   } else if (flag == "--transport") {
+                     if (std::string(v) != "tcp" && std::string(v) != "shm") bad("tcp or shm");
+                     o.transport = v;
+                   } else if (flag == "--direct-max") {
+                     o.direct_given = true;
+                     if (std::string(v) == "0") {
+                       o.direct_max = 0;
+                     } else if (!ParseBytes(v, &o.direct_max)) {
+                       bad("a size like 0, 4K or 64K");
+                     }
+                   } else if (flag == "--chunk") {
+                     if (!ParseBytes(v, &o.chunk)) bad("a size like 64K or 256K");
                    } else if (flag == "--check" || flag == "-c") {
                      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
                      o.check = n == 1;
@@ -363,15 +384,24 @@ int RunRank(const Options& o, const RankEnv& env, std::vector<Ref> refs) {
   std::unique_ptr<runtime::rendezvous::Store> store;
   Status s = runtime::rendezvous::OpenStore(env.rendezvous, &store);
   if (!s.ok()) return fail(s);
-  runtime::transport::tcp::TcpOptions topts;
-  topts.scope = "bench";
-  topts.connect_timeout = std::chrono::seconds(120);
+  runtime::transport::ConnectOptions copts;
+  copts.hosts.assign(np, "localhost");
+  copts.use_shm = o.transport == "shm";
+  copts.tcp.scope = "bench";
+  copts.tcp.connect_timeout = std::chrono::seconds(120);
+  copts.shm.scope = "bench";
+  copts.shm.connect_timeout = std::chrono::seconds(120);
   std::unique_ptr<runtime::transport::Transport> transport;
-  s = runtime::transport::tcp::Connect(*store, rank, np, topts, &transport);
+  s = runtime::transport::Connect(*store, rank, np, copts, &transport);
   if (!s.ok()) return fail(s);
-  Comm comm{transport.get()};
+  Comm comm;
+  comm.transport = transport.get();
+  comm.direct_max_bytes =
+      o.direct_given ? o.direct_max : (o.transport == "shm" ? size_t{64} << 10 : size_t{256} << 10);
+  comm.ring_chunk_bytes = o.chunk;
   if (rank == 0) {
-    std::printf("# allreduce_bench: collectives::Allreduce over TCP 127.0.0.1, %d ranks\n", np);
+    std::printf("# allreduce_bench: collectives::Allreduce over %s, %d ranks\n",
+                o.transport == "shm" ? "shared memory" : "TCP 127.0.0.1", np);
     std::printf("# machine: %s\n", MachineLine().c_str());
     std::printf(
         "# warmup %d, iters %s, check %s; busbw = algbw * 2(N-1)/N; time is the slowest"

@@ -1,16 +1,95 @@
-// Allreduce dispatcher: validates arguments, runs the ring (the only algorithm for now), and turns
-// kAverage into a sum followed by Scale(1/size).
+// Allreduce dispatcher: validates arguments, chooses the algorithm, and turns kAverage into a sum
+// followed by Scale(1/size).
 //
-// Vocabulary: see collectives.h. Special cases: count 0 is a no-op on every rank; with one rank
-// the data is already the result and only kAverage's scaling (by 1, exact) runs.
+// Choice (the same on every rank: it depends only on sizes and placement, never on timing):
+//   hierarchical - the job spans hosts with equal numbers of ranks (Comm::hierarchy);
+//   direct       - otherwise, when each rank would send at most Comm::direct_max_bytes on it,
+//                  (size - 1) x the buffer: the latency path;
+//   ring         - otherwise.
+// All three reduce every element in the same order (collectives.h), so the choice never changes
+// a result. Special cases: count 0 is a no-op on every rank; with one rank the data is already the
+// result and only kAverage's scaling (by 1, exact) runs.
+#include <algorithm>
+#include <map>
 #include <string>
 
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
+#include "transport/group.h"
 
 namespace hvd::runtime::collectives {
 
-Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op) {
+Comm Comm::Over(transport::Transport* t) const {
+  Comm c = *this;
+  c.transport = t;
+  c.hierarchy = nullptr;
+  return c;
+}
+
+std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
+                                               const std::vector<std::string>& hosts,
+                                               size_t local_direct_max_bytes,
+                                               size_t cross_direct_max_bytes) {
+  if (hosts.size() != static_cast<size_t>(t->size())) return nullptr;
+  // Ranks per host in rank order, hosts in order of their lowest rank.
+  std::map<std::string, std::vector<int>> by_host;
+  std::vector<std::string> order;
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    if (by_host[hosts[r]].empty()) order.push_back(hosts[r]);
+    by_host[hosts[r]].push_back(static_cast<int>(r));
+  }
+  const size_t local_size = by_host[hosts[0]].size();
+  if (order.size() < 2 || local_size < 2) return nullptr;  // one host, or one rank per host
+  for (const auto& [host, ranks] : by_host) {
+    if (ranks.size() != local_size) return nullptr;
+  }
+  const std::vector<int>& mine = by_host[hosts[t->rank()]];
+  const size_t l = std::find(mine.begin(), mine.end(), t->rank()) - mine.begin();
+  std::vector<int> cross;
+  for (const std::string& h : order) cross.push_back(by_host[h][l]);
+  std::sort(cross.begin(), cross.end());
+  auto h = std::make_shared<Hierarchy>();
+  h->local = transport::NewGroupView(t, mine);
+  h->cross = transport::NewGroupView(t, cross);
+  h->local_direct_max_bytes = local_direct_max_bytes;
+  h->cross_direct_max_bytes = cross_direct_max_bytes;
+  return h;
+}
+
+std::vector<size_t> AllreduceLayout(const Comm& comm, size_t count) {
+  if (comm.hierarchy == nullptr) return RingSegments(count, comm.size());
+  const int nl = comm.hierarchy->local->size(), nh = comm.hierarchy->cross->size();
+  const std::vector<size_t> local = RingSegments(count, nl);
+  std::vector<size_t> parts = {0};
+  for (int t = 0; t < nl; ++t) {
+    const std::vector<size_t> cross = RingSegments(local[t + 1] - local[t], nh);
+    for (int u = 1; u <= nh; ++u) parts.push_back(local[t] + cross[u]);
+  }
+  return parts;
+}
+
+namespace {
+
+enum class Algorithm { kRing, kDirect, kHierarchical };
+
+Algorithm Choose(const Comm& comm, size_t bytes) {
+  if (comm.hierarchy != nullptr) return Algorithm::kHierarchical;
+  return UseDirect(comm, bytes) ? Algorithm::kDirect : Algorithm::kRing;
+}
+
+}  // namespace
+
+bool UseDirect(const Comm& comm, size_t bytes) {
+  return comm.size() > 1 && bytes <= comm.direct_max_bytes / static_cast<size_t>(comm.size() - 1);
+}
+
+const char* AllreduceAlgorithm(const Comm& comm, size_t bytes) {
+  static const char* const kNames[] = {"ring", "direct", "hierarchical"};
+  return kNames[static_cast<int>(Choose(comm, bytes))];
+}
+
+Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& parts, DataType dtype,
+                      ReduceOp op) {
   if (comm.transport == nullptr) return InvalidArgument("allreduce: no transport");
   if (!IsValid(dtype)) {
     return InvalidArgument("allreduce: invalid dtype " + std::to_string(static_cast<int>(dtype)));
@@ -18,13 +97,34 @@ Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, Redu
   if (!IsValid(op)) {
     return InvalidArgument("allreduce: invalid reduce op " + std::to_string(static_cast<int>(op)));
   }
+  if (parts.empty()) return InvalidArgument("allreduce: no part boundaries");
+  const size_t count = parts.back();
   if (count == 0) return Status::OK();
   if (buf == nullptr) return InvalidArgument("allreduce: null buffer for a non-empty tensor");
 
-  const ReduceOp ring_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-  HVD_RETURN_IF_ERROR(RingAllreduce(comm, buf, count, dtype, ring_op));
+  const ReduceOp sum_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+  if (comm.size() > 1) {
+    Status s;
+    switch (Choose(comm, count * DataTypeSize(dtype))) {
+      case Algorithm::kHierarchical:
+        s = HierarchicalAllreduce(comm, buf, parts, dtype, sum_op);
+        break;
+      case Algorithm::kDirect:
+        s = DirectAllreduce(comm, buf, parts, dtype, sum_op);
+        break;
+      case Algorithm::kRing:
+        s = RingAllreduce(comm, buf, parts, dtype, sum_op);
+        break;
+    }
+    HVD_RETURN_IF_ERROR(s);
+  }
   if (op == ReduceOp::kAverage) Scale(buf, count, dtype, 1.0 / comm.size());
   return Status::OK();
+}
+
+Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op) {
+  if (comm.transport == nullptr) return InvalidArgument("allreduce: no transport");
+  return AllreduceParts(comm, buf, AllreduceLayout(comm, count), dtype, op);
 }
 
 }  // namespace hvd::runtime::collectives

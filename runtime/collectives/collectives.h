@@ -3,11 +3,11 @@
 //
 // Vocabulary:
 //   count     - number of elements (not bytes) of the reduced buffer.
-//   segment   - the ring splits a buffer into `size` contiguous segments of whole elements (the
-//               first count % size one element longer); after the reduce-scatter phase segment i
-//               is fully reduced on rank (i - 1) mod size (see ring_allreduce.cc for the schedule).
-//   chunk     - the unit in which received bytes are reduced while the rest is still in flight
-//               (at most 512 KiB per send/recv call; see pipeline.h).
+//   part      - allreduce splits a buffer into contiguous parts of whole elements (the first
+//               count % parts one element longer); a part fixes the order in which its elements
+//               are reduced (see "Allreduce" below). The ring's segments are its parts.
+//   chunk     - the ring moves each segment in chunks (Comm::ring_chunk_bytes) chunk by chunk;
+//               within a step, received bytes are reduced while the rest is in flight (pipeline.h).
 //   idle timeout - the longest time an algorithm may go without moving a byte before it fails with
 //               an error naming the peer it was waiting on (a stopped or hung peer).
 //
@@ -18,6 +18,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "hvd/status.h"
@@ -26,32 +28,95 @@
 
 namespace hvd::runtime::collectives {
 
+// The groups the hierarchical allreduce runs over (hierarchical_allreduce.cc): views of the
+// job's transport (transport/group.h).
+struct Hierarchy {
+  std::unique_ptr<transport::Transport> local;  // the ranks on this host, in rank order
+  std::unique_ptr<transport::Transport> cross;  // this local rank's rank on every host
+  size_t local_direct_max_bytes = 0;  // Comm::direct_max_bytes within the host...
+  size_t cross_direct_max_bytes = 0;  // ...and across hosts
+};
+
 struct Comm {
   transport::Transport* transport = nullptr;
   std::chrono::milliseconds idle_timeout{60000};
+  // The ring runs each segment in chunks of about this many bytes, chunk by chunk, so the bytes a
+  // rank reduces are forwarded while they are still in its cache.
+  size_t ring_chunk_bytes = 256 << 10;
+  // An allreduce takes the direct (latency) path (direct_allreduce.cc) when each rank would send
+  // at most this many bytes on it: (size - 1) x the buffer.
+  size_t direct_max_bytes = 0;
+  // Set when the job spans hosts with the same number of ranks on each: allreduces then run
+  // hierarchically. Null: flat algorithms over `transport`.
+  std::shared_ptr<const Hierarchy> hierarchy;
+
   int rank() const { return transport->rank(); }
   int size() const { return transport->size(); }
+  // This communicator over another transport (a group view), without the hierarchy.
+  Comm Over(transport::Transport* t) const;
 };
 
+// The hierarchy for a job whose ranks run on `hosts` (indexed by rank), or null when they share
+// one host or the hosts hold different numbers of ranks. `t` must outlive the result.
+std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
+                                               const std::vector<std::string>& hosts,
+                                               size_t local_direct_max_bytes,
+                                               size_t cross_direct_max_bytes);
+
+// ---- Allreduce ----
+//
+// Every algorithm below reduces an element in the same order, fixed by the "part" of the buffer
+// it lies in, so the result never depends on which algorithm ran, how the ring was chunked, or
+// what else was fused into the buffer:
+//   flat (one host, or unequal hosts): the buffer has size() parts; part i is reduced along the
+//     ring starting at rank i: ((x_i op x_{i+1}) op x_{i+2}) ... op x_{i-1} (left to right with
+//     the newly added rank's value as the first operand, as the ring computes it).
+//   hierarchical: local_size x hosts parts; local segment t (parts t*H .. t*H+H-1) is reduced over
+//     the host's ranks in ring order from local rank t, then part t*H+u over the hosts in ring
+//     order from host u.
+
+// The part boundaries of a `count`-element allreduce on `comm`: parts + 1 element offsets.
+// Tensor fusion lays each tensor out part by part and passes the summed boundaries, so an element
+// is reduced the same way fused or not.
+std::vector<size_t> AllreduceLayout(const Comm& comm, size_t count);
+
 // In-place allreduce of `count` elements of `dtype` at `buf`. kAverage sums and then divides by
-// size (integers round to nearest). Chooses the algorithm (ring for now) by size.
+// size (integers round to nearest). Chooses the algorithm by size and placement.
 Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op);
 
-// Bandwidth-optimal ring: reduce-scatter then allgather, pipelined (ring_allreduce.cc).
-// REQUIRES: op != kAverage.
-Status RingAllreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op);
+// The same with explicit part boundaries: `parts` as AllreduceLayout returns them, or summed
+// over the tensors of a fused buffer.
+Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& parts, DataType dtype,
+                      ReduceOp op);
 
-// The ring's split of `count` elements into `parts` segments: parts + 1 element offsets, the first
-// count % parts segments one element longer.
-std::vector<size_t> RingSegments(size_t count, int parts);
+// Whether `bytes` go through the direct path on `comm` (see Comm::direct_max_bytes).
+bool UseDirect(const Comm& comm, size_t bytes);
 
-// The ring with explicit segment boundaries (offsets.size() == size + 1, offsets.back() = count).
-// Each element's reduction order depends only on the segment it lies in, so tensor fusion lays
-// every tensor out piecewise by RingSegments(tensor count) and passes the summed boundaries: an
-// element then travels the same path fused or not, and results are bit-identical either way.
-// REQUIRES: op != kAverage.
-Status RingAllreduceSegments(const Comm& comm, void* buf, const std::vector<size_t>& offsets,
+// The algorithm AllreduceParts runs for `bytes`: "ring", "direct" or "hierarchical".
+const char* AllreduceAlgorithm(const Comm& comm, size_t bytes);
+
+// The algorithms (REQUIRES: op != kAverage; `off` has size() + 1 entries, off.back() = count).
+// Bandwidth-optimal ring: reduce-scatter then allgather, pipelined and chunked (ring_allreduce.cc).
+Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
+                     ReduceOp op);
+// Ring phases alone: after the reduce-scatter, part i is reduced on rank (i - 1) mod size; the
+// allgather starts from that state.
+Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,
+                         DataType dtype, ReduceOp op);
+Status RingAllgather(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype);
+// Latency path: every rank sends its buffer to every other and reduces locally
+// (direct_allreduce.cc). `off` may have any number of parts; part i is reduced in ring order
+// from rank i mod size().
+Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
+                       ReduceOp op);
+// Reduce within the host, ring across hosts, allgather within the host
+// (hierarchical_allreduce.cc). REQUIRES: comm.hierarchy.
+Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off,
                              DataType dtype, ReduceOp op);
+
+// Splits `count` elements into `parts` contiguous pieces of whole elements, the first
+// count % parts one element longer. Returns parts + 1 element offsets.
+std::vector<size_t> RingSegments(size_t count, int parts);
 
 // Concatenates every rank's `bytes[r]` bytes into `out` in rank order. `in` holds this rank's
 // bytes[rank] bytes; `out` holds sum(bytes). `in` may alias out + offset of this rank. Any

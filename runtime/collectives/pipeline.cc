@@ -27,23 +27,22 @@ using transport::WaitItem;
 
 constexpr size_t kScratchBytes = 2 * kMaxIoBytes;
 
-// Per-thread scratch, kept between calls so a training loop does not fault in fresh pages for
-// every collective. At most kScratchBytes per thread that runs collectives.
-char* ThreadScratch(size_t bytes) {
-  thread_local std::unique_ptr<char[]> buf;
-  thread_local size_t capacity = 0;
-  if (capacity < bytes) {
-    buf.reset(new char[bytes]);
-    capacity = bytes;
-  }
-  return buf.get();
-}
-
 std::string Progress(const char* verb, size_t done, size_t total) {
   return std::string(verb) + " " + std::to_string(done) + " of " + std::to_string(total) + " bytes";
 }
 
 }  // namespace
+
+char* ThreadScratch(Scratch which, size_t bytes) {
+  thread_local std::unique_ptr<char[]> bufs[2];
+  thread_local size_t capacity[2] = {0, 0};
+  const int i = static_cast<int>(which);
+  if (capacity[i] < bytes) {
+    bufs[i].reset(new char[bytes]);
+    capacity[i] = bytes;
+  }
+  return bufs[i].get();
+}
 
 std::vector<size_t> SplitEvenly(size_t count, int parts) {
   std::vector<size_t> off(static_cast<size_t>(parts) + 1, 0);
@@ -57,9 +56,10 @@ std::vector<size_t> SplitEvenly(size_t count, int parts) {
 
 std::string PeerName(const Comm& comm, int peer, const Status* error) {
   if (peer == comm.rank()) return "rank " + std::to_string(peer) + " (self)";
+  // The link's description names the peer's rank in the whole job, also on a group view.
   const std::string& description = comm.transport->link(peer)->description();
   if (error != nullptr && error->message().find(description) != std::string::npos) {
-    return "rank " + std::to_string(peer);
+    return description.substr(0, description.find(" ("));
   }
   return description;
 }
@@ -78,10 +78,11 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
   }
   // kScratchBytes is a multiple of 8, and max_reduce a multiple of es: both keep elements whole.
   const size_t scratch_bytes = std::min(kScratchBytes, max_reduce);
-  char* scratch = scratch_bytes > 0 ? ThreadScratch(scratch_bytes) : nullptr;
+  char* scratch = scratch_bytes > 0 ? ThreadScratch(Scratch::kPipeline, scratch_bytes) : nullptr;
 
   size_t ri = 0, received = 0, processed = 0;  // current receive step and its progress
   size_t si = 0, sent = 0;                     // current send step and its progress
+  bool zero_copy_in = false;                   // the receive link has offered zero-copy bytes
 
   auto step_name = [&](bool recv) {
     const size_t k = recv ? ri : si;
@@ -89,7 +90,9 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
     return std::string(plan.algorithm) + " step " + std::to_string(k + 1) + "/" + std::to_string(n);
   };
   // Transport errors usually name the link already; then the short "rank N" avoids repeating it.
-  auto peer = [&](const Link* link, const Status& s) { return PeerName(comm, link->peer(), &s); };
+  auto peer = [&](const Link* link, const Status& s) {
+    return PeerName(comm, link == in ? plan.recv_peer : plan.send_peer, &s);
+  };
   auto recv_context = [&](const Status& s) {
     return step_name(true) + ": recv from " + peer(in, s);
   };
@@ -128,10 +131,42 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
         received += moved;
         processed = received;
       } else {
+        // Zero-copy (shared memory): reduce straight out of the link's buffer; when the send step
+        // now due forwards exactly these bytes, write the result straight into the outgoing
+        // buffer as well, so the ring never reads its own reduction back.
+        size_t contiguous = 0;
+        if (received == processed) {
+          const void* src = nullptr;
+          contiguous = in->PeekRecv(std::min(kMaxIoBytes, step.bytes - processed), &src);
+          size_t n = contiguous / es * es;
+          if (n > 0) {
+            void* fwd = nullptr;
+            size_t fwd_n = 0;
+            if (si < ns && plan.sends[si].gate == static_cast<int>(ri) &&
+                plan.sends[si].data == step.dst && sent == processed) {
+              fwd_n = out->PeekSend(n, &fwd) / es * es;
+            }
+            if (fwd_n > 0) {
+              n = fwd_n;
+              ReduceIntoCopy(step.dst + processed, src, fwd, n / es, plan.dtype, plan.op);
+              out->CommitSend(n);
+              sent += n;
+            } else {
+              ReduceInto(step.dst + processed, src, n / es, plan.dtype, plan.op);
+            }
+            in->ConsumeRecv(n);
+            received = processed = processed + n;
+            moved = n;
+          }
+        }
         const size_t pos = received % scratch_bytes;
-        const size_t want = std::min({kMaxIoBytes, step.bytes - received, scratch_bytes - pos,
-                                      scratch_bytes - (received - processed)});
-        if (want > 0) {
+        size_t want = std::min({kMaxIoBytes, step.bytes - received, scratch_bytes - pos,
+                                scratch_bytes - (received - processed)});
+        // An element split by the end of a zero-copy link's buffer: take just that element
+        // through scratch, then go back to reducing in place.
+        if (contiguous > 0 || zero_copy_in) want = std::min(want, es - (received - processed) % es);
+        zero_copy_in |= contiguous > 0;
+        if (moved == 0 && want > 0) {
           Status s = in->TryRecv(scratch + pos, want, &moved);
           if (!s.ok()) return s.WithContext(recv_context(s));
           received += moved;

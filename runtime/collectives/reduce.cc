@@ -88,34 +88,58 @@ struct Max {
   }
 };
 
-template <typename T, typename Op>
-HVD_ALWAYS_INLINE void Loop(T* __restrict dst, const T* __restrict src, size_t n, Op op) {
-  for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], src[i]);
+// Element i of an array at any alignment (src may point into a shared-memory ring at any byte
+// offset). The compiler turns these into plain unaligned vector loads and stores.
+template <typename T>
+HVD_ALWAYS_INLINE T LoadAt(const char* p, size_t i) {
+  T v;
+  std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+  return v;
+}
+template <typename T>
+HVD_ALWAYS_INLINE void StoreAt(char* p, size_t i, T v) {
+  std::memcpy(p + i * sizeof(T), &v, sizeof(T));
 }
 
-template <typename T>
-HVD_ALWAYS_INLINE void Dispatch(T* __restrict dst, const T* __restrict src, size_t n, ReduceOp op) {
+// dst op= src, and copy = the result when `copy` is given (two loops, each vectorized).
+template <typename T, typename Op>
+HVD_ALWAYS_INLINE void Loop(T* __restrict dst, const char* __restrict src, char* __restrict copy,
+                            size_t n, Op op) {
+  if (copy == nullptr) {
+    for (size_t i = 0; i < n; ++i) dst[i] = op(dst[i], LoadAt<T>(src, i));
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const T r = op(dst[i], LoadAt<T>(src, i));
+    dst[i] = r;
+    StoreAt<T>(copy, i, r);
+  }
+}
+
+template <typename Loop>
+HVD_ALWAYS_INLINE void DispatchOp(ReduceOp op, Loop loop) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage:  // callers scale afterwards; summing is the useful fallback
-      Loop(dst, src, n, Sum{});
+      loop(Sum{});
       return;
     case ReduceOp::kProduct:
-      Loop(dst, src, n, Product{});
+      loop(Product{});
       return;
     case ReduceOp::kMin:
-      Loop(dst, src, n, Min{});
+      loop(Min{});
       return;
     case ReduceOp::kMax:
-      Loop(dst, src, n, Max{});
+      loop(Max{});
       return;
   }
 }
 
 // One cloned entry point per element type (target_clones does not mix well with templates).
-#define HVD_DEFINE_REDUCE(NAME, T)                                                          \
-  HVD_CLONES void NAME(T* __restrict dst, const T* __restrict src, size_t n, ReduceOp op) { \
-    Dispatch(dst, src, n, op);                                                              \
+#define HVD_DEFINE_REDUCE(NAME, T)                                                           \
+  HVD_CLONES void NAME(T* __restrict dst, const char* __restrict src, char* __restrict copy, \
+                       size_t n, ReduceOp op) {                                              \
+    DispatchOp(op, [&](auto o) { Loop(dst, src, copy, n, o); });                             \
   }
 HVD_DEFINE_REDUCE(ReduceF32, float)
 HVD_DEFINE_REDUCE(ReduceF64, double)
@@ -216,47 +240,39 @@ HVD_ALWAYS_INLINE uint16_t FloatToBF16Bits(float f) {
 }
 
 template <typename Op>
-HVD_ALWAYS_INLINE void HalfLoopScalar(uint16_t* __restrict dst, const uint16_t* __restrict src,
-                                      size_t n, Op op) {
+HVD_ALWAYS_INLINE void HalfLoopScalar(uint16_t* __restrict dst, const char* __restrict src,
+                                      char* __restrict copy, size_t n, Op op) {
   for (size_t i = 0; i < n; ++i) {
-    dst[i] = FloatToHalfBits(op(HalfBitsToFloat(dst[i]), HalfBitsToFloat(src[i])));
+    dst[i] =
+        FloatToHalfBits(op(HalfBitsToFloat(dst[i]), HalfBitsToFloat(LoadAt<uint16_t>(src, i))));
+    if (copy != nullptr) StoreAt<uint16_t>(copy, i, dst[i]);
   }
 }
 
 template <typename Op>
-HVD_ALWAYS_INLINE void BF16Loop(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t n,
-                                Op op) {
+HVD_ALWAYS_INLINE void BF16Loop(uint16_t* __restrict dst, const char* __restrict src,
+                                char* __restrict copy, size_t n, Op op) {
+  auto one = [&](size_t i) {
+    return FloatToBF16Bits(op(BF16BitsToFloat(dst[i]), BF16BitsToFloat(LoadAt<uint16_t>(src, i))));
+  };
+  if (copy == nullptr) {
+    for (size_t i = 0; i < n; ++i) dst[i] = one(i);
+    return;
+  }
   for (size_t i = 0; i < n; ++i) {
-    dst[i] = FloatToBF16Bits(op(BF16BitsToFloat(dst[i]), BF16BitsToFloat(src[i])));
+    const uint16_t r = one(i);
+    dst[i] = r;
+    StoreAt<uint16_t>(copy, i, r);
   }
 }
 
-template <typename Loop>
-HVD_ALWAYS_INLINE void DispatchOp(ReduceOp op, Loop loop) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAverage:
-      loop(Sum{});
-      return;
-    case ReduceOp::kProduct:
-      loop(Product{});
-      return;
-    case ReduceOp::kMin:
-      loop(Min{});
-      return;
-    case ReduceOp::kMax:
-      loop(Max{});
-      return;
-  }
+void ReduceHalfScalar(uint16_t* dst, const char* src, char* copy, size_t n, ReduceOp op) {
+  DispatchOp(op, [&](auto o) { HalfLoopScalar(dst, src, copy, n, o); });
 }
 
-void ReduceHalfScalar(uint16_t* dst, const uint16_t* src, size_t n, ReduceOp op) {
-  DispatchOp(op, [&](auto o) { HalfLoopScalar(dst, src, n, o); });
-}
-
-HVD_CLONES void ReduceBF16(uint16_t* __restrict dst, const uint16_t* __restrict src, size_t n,
-                           ReduceOp op) {
-  DispatchOp(op, [&](auto o) { BF16Loop(dst, src, n, o); });
+HVD_CLONES void ReduceBF16(uint16_t* __restrict dst, const char* __restrict src,
+                           char* __restrict copy, size_t n, ReduceOp op) {
+  DispatchOp(op, [&](auto o) { BF16Loop(dst, src, copy, n, o); });
 }
 
 HVD_CLONES void ScaleBF16(uint16_t* __restrict buf, size_t n, float f) {
@@ -285,20 +301,21 @@ HVD_F16C HVD_ALWAYS_INLINE __m256 VecOp(Max, __m256 a, __m256 b) {
 }
 
 template <typename Op>
-HVD_F16C HVD_ALWAYS_INLINE void HalfLoopF16C(uint16_t* dst, const uint16_t* src, size_t n, Op op) {
+HVD_F16C HVD_ALWAYS_INLINE void HalfLoopF16C(uint16_t* dst, const char* src, char* copy, size_t n,
+                                             Op op) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 a = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(dst + i)));
-    __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-    __m256 r = VecOp(op, a, b);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256 b = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * i)));
+    __m128i r = _mm256_cvtps_ph(VecOp(op, a, b), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), r);
+    if (copy != nullptr) _mm_storeu_si128(reinterpret_cast<__m128i*>(copy + 2 * i), r);
   }
-  HalfLoopScalar(dst + i, src + i, n - i, op);
+  HalfLoopScalar(dst + i, src + 2 * i, copy != nullptr ? copy + 2 * i : nullptr, n - i, op);
 }
 
-HVD_F16C void ReduceHalfF16C(uint16_t* dst, const uint16_t* src, size_t n, ReduceOp op) {
-  DispatchOp(op, [&](auto o) HVD_F16C { HalfLoopF16C(dst, src, n, o); });
+HVD_F16C void ReduceHalfF16C(uint16_t* dst, const char* src, char* copy, size_t n, ReduceOp op) {
+  DispatchOp(op, [&](auto o) HVD_F16C { HalfLoopF16C(dst, src, copy, n, o); });
 }
 
 HVD_F16C void ScaleHalfF16C(uint16_t* buf, size_t n, float f) {
@@ -322,11 +339,11 @@ bool HaveF16C() {
 }
 #endif  // HVD_X86
 
-void ReduceHalf(uint16_t* dst, const uint16_t* src, size_t n, ReduceOp op) {
+void ReduceHalf(uint16_t* dst, const char* src, char* copy, size_t n, ReduceOp op) {
 #if HVD_X86
-  if (HaveF16C()) return ReduceHalfF16C(dst, src, n, op);
+  if (HaveF16C()) return ReduceHalfF16C(dst, src, copy, n, op);
 #endif
-  ReduceHalfScalar(dst, src, n, op);
+  ReduceHalfScalar(dst, src, copy, n, op);
 }
 
 void ScaleHalf(uint16_t* buf, size_t n, float f) {
@@ -338,26 +355,33 @@ void ScaleHalf(uint16_t* buf, size_t n, float f) {
 
 }  // namespace
 
-void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
+void ReduceIntoCopy(void* dst, const void* src, void* copy, size_t count, DataType dtype,
+                    ReduceOp op) {
   if (count == 0) return;
+  const char* s = static_cast<const char*>(src);
+  char* c = static_cast<char*>(copy);
   switch (dtype) {
     case DataType::kFloat32:
-      return ReduceF32(static_cast<float*>(dst), static_cast<const float*>(src), count, op);
+      return ReduceF32(static_cast<float*>(dst), s, c, count, op);
     case DataType::kFloat64:
-      return ReduceF64(static_cast<double*>(dst), static_cast<const double*>(src), count, op);
+      return ReduceF64(static_cast<double*>(dst), s, c, count, op);
     case DataType::kFloat16:
-      return ReduceHalf(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+      return ReduceHalf(static_cast<uint16_t*>(dst), s, c, count, op);
     case DataType::kBFloat16:
-      return ReduceBF16(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count, op);
+      return ReduceBF16(static_cast<uint16_t*>(dst), s, c, count, op);
     case DataType::kInt8:
-      return ReduceI8(static_cast<int8_t*>(dst), static_cast<const int8_t*>(src), count, op);
+      return ReduceI8(static_cast<int8_t*>(dst), s, c, count, op);
     case DataType::kUInt8:
-      return ReduceU8(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), count, op);
+      return ReduceU8(static_cast<uint8_t*>(dst), s, c, count, op);
     case DataType::kInt32:
-      return ReduceI32(static_cast<int32_t*>(dst), static_cast<const int32_t*>(src), count, op);
+      return ReduceI32(static_cast<int32_t*>(dst), s, c, count, op);
     case DataType::kInt64:
-      return ReduceI64(static_cast<int64_t*>(dst), static_cast<const int64_t*>(src), count, op);
+      return ReduceI64(static_cast<int64_t*>(dst), s, c, count, op);
   }
+}
+
+void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
+  ReduceIntoCopy(dst, src, nullptr, count, dtype, op);
 }
 
 void Scale(void* buf, size_t count, DataType dtype, double factor) {

@@ -11,9 +11,15 @@ namespace hvd::runtime::collectives {
 
 // dst[i] = dst[i] op src[i] for i < count. Integer sum and product wrap modulo 2^bits; float
 // min/max propagate NaN (either operand NaN gives NaN); half types are combined in float32 and
-// rounded to nearest even. REQUIRES: dst and src do not overlap; op != kAverage (callers sum,
-// then scale; kAverage is treated as kSum).
+// rounded to nearest even. `src` may have any alignment (it may point into a shared-memory ring);
+// `dst` is aligned to its element type. REQUIRES: dst and src do not overlap; op != kAverage
+// (callers sum, then scale; kAverage is treated as kSum).
 void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op);
+
+// ReduceInto, and the result also written to `copy` (any alignment, overlapping neither): the
+// ring forwards what it has just reduced without reading it back.
+void ReduceIntoCopy(void* dst, const void* src, void* copy, size_t count, DataType dtype,
+                    ReduceOp op);
 
 // buf[i] *= factor. float32: x * (float)factor; float64: x * factor; half types: widened to
 // float32, multiplied by (float)factor, rounded to nearest even. Integers: the nearest integer to

@@ -1,84 +1,120 @@
 // Ring allreduce: reduce-scatter, then allgather, as one pipelined stream per direction.
 //
 // Vocabulary (N ranks, this rank r, left = r-1, right = r+1, indices mod N):
-//   segment i  - elements [off[i], off[i+1]) of the buffer; the buffer is split evenly on element
-//                boundaries (SplitEvenly), so some segments are empty when count < N.
-//   S_j, R_j   - the j-th send step (to the right) and receive step (from the left),
+//   segment i  - elements [off[i], off[i+1]) of the buffer (some may be empty when count < N).
+//   chunk c    - every segment is cut into the same number C of chunks (SplitEvenly); C grows with
+//                the largest segment so that a chunk is about Comm::ring_chunk_bytes.
+//   S_j, R_j   - the j-th send step (to the right) and receive step (from the left) of a chunk,
 //                j = 0 .. 2N-3:
-//                  S_j = segment (r - j),   R_j = segment (r - 1 - j).
+//                  S_j = chunk of segment (r - j),   R_j = chunk of segment (r - 1 - j).
 //                R_0 .. R_{N-2} are reduce steps (received into scratch, then buf op= scratch);
 //                R_{N-1} .. R_{2N-3} are placed steps (the final values, written in place).
-//                After R_{N-2} this rank holds the fully reduced segment (r + 1).
-//   gate       - S_{j+1} is the segment R_j just produced, so S_{j+1} may send its first k bytes
-//                once k bytes of R_j are processed. A segment therefore streams around the ring
-//                chunk by chunk: send, receive and reduce of consecutive chunks overlap, and each
+//                After R_{N-2} this rank holds the fully reduced chunk of segment (r + 1).
+//   schedule   - the streams run chunk by chunk: S_0(0) .. S_{2N-3}(0), S_0(1) .. . A chunk
+//                reduced at R_j is forwarded at S_{j+1} right away, while it is still in this
+//                rank's cache; one pass over the whole segment per step would evict it first.
+//   gate       - S_{j+1}(c) is the chunk R_j(c) just produced, so it may send its first k bytes
+//                once k bytes of R_j(c) are processed: send, receive and reduce overlap, and each
 //                rank sends 2(N-1)/N of the buffer in total (bandwidth-optimal).
+// Reduction order: segment i is reduced along the ring from rank i (collectives.h), whatever C.
 //
-// Why bytes are never overwritten before they are sent:
+// Why bytes are never overwritten before they are sent (per chunk; chunks are disjoint):
 //   - Reduce steps write segment (r-1-j) for j <= N-2. Its sends are S_{j+1} (gated on that very
 //     write) and S_{j+1+N} (later still); S_{j+1-N} does not exist. Segment r = S_0 is never a
 //     reduce target (that would need j = N-1). So a reduce never touches bytes already queued.
 //   - Placed step R_{j+N} (j >= 0) overwrites segment (r-1-j), last sent as S_{j+1}. Byte b of
 //     R_{j+N} reaches us only after byte b of our S_{j+1} went around the ring: each hop q's
-//     S^q_{i+1} is gated on R^q_i, and all of them carry the same segment, so byte b of R_{j+N}
+//     S^q_{i+1} is gated on R^q_i, and all of them carry the same chunk, so byte b of R_{j+N}
 //     exists only once our byte b of S_{j+1} was handed to the transport (TrySend copies). The
 //     same chain covers R_{N-1} overwriting segment r = S_0. Only byte b lands at position b, so
 //     no unsent byte is clobbered.
 //
 // Deadlock freedom: every rank always receives (the scratch ring drains as it reduces), so every
 // send eventually completes; sends wait only on the left neighbour's data.
+#include <algorithm>
+
 #include "collectives/collectives.h"
 #include "collectives/pipeline.h"
 
 namespace hvd::runtime::collectives {
+namespace {
 
-Status RingAllreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op) {
-  return RingAllreduceSegments(comm, buf, RingSegments(count, comm.size()), dtype, op);
-}
-
-std::vector<size_t> RingSegments(size_t count, int parts) {
-  return internal::SplitEvenly(count, parts);
-}
-
-Status RingAllreduceSegments(const Comm& comm, void* buf, const std::vector<size_t>& off,
-                             DataType dtype, ReduceOp op) {
-  if (op == ReduceOp::kAverage) {
-    return InvalidArgument("ring allreduce: kAverage must be a sum followed by Scale");
-  }
+// Steps [first, last) of the ring's 2N-2, for every chunk.
+Status RunSteps(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
+                ReduceOp op, int first, int last, const char* algorithm) {
   const int n = comm.size();
   const int r = comm.rank();
   if (off.size() != static_cast<size_t>(n) + 1) {
-    return Internal("ring allreduce: " + std::to_string(off.size()) + " segment offsets for " +
-                    std::to_string(n) + " ranks");
+    return Internal(std::string(algorithm) + ": " + std::to_string(off.size()) +
+                    " segment offsets for " + std::to_string(n) + " ranks");
   }
   if (n == 1 || off.back() == 0) return Status::OK();
 
   const size_t es = DataTypeSize(dtype);
   char* base = static_cast<char*>(buf);
-  auto segment = [&](int i, char** data, size_t* bytes) {
+  size_t max_bytes = 0;
+  for (int i = 0; i < n; ++i) max_bytes = std::max(max_bytes, (off[i + 1] - off[i]) * es);
+  const size_t chunk_bytes = std::max<size_t>(comm.ring_chunk_bytes, es);
+  const int chunks =
+      static_cast<int>(std::max<size_t>(1, (max_bytes + chunk_bytes - 1) / chunk_bytes));
+  std::vector<std::vector<size_t>> cuts(n);
+  for (int i = 0; i < n; ++i) cuts[i] = internal::SplitEvenly(off[i + 1] - off[i], chunks);
+  auto piece = [&](int i, int c, char** data, size_t* bytes) {
     const size_t s = static_cast<size_t>(((i % n) + n) % n);
-    *data = base + off[s] * es;
-    *bytes = (off[s + 1] - off[s]) * es;
+    *data = base + (off[s] + cuts[s][c]) * es;
+    *bytes = (cuts[s][c + 1] - cuts[s][c]) * es;
   };
 
   internal::Pipeline plan;
-  plan.algorithm = "ring allreduce";
+  plan.algorithm = algorithm;
   plan.send_peer = (r + 1) % n;
   plan.recv_peer = (r - 1 + n) % n;
   plan.dtype = dtype;
   plan.op = op;
-  const int steps = 2 * (n - 1);
-  plan.sends.resize(steps);
-  plan.recvs.resize(steps);
-  for (int j = 0; j < steps; ++j) {
-    char* data;
-    size_t bytes;
-    segment(r - j, &data, &bytes);
-    plan.sends[j] = {data, bytes, j - 1};  // S_0 has gate -1: it is this rank's own input
-    segment(r - 1 - j, &data, &bytes);
-    plan.recvs[j] = {data, bytes, /*reduce=*/j < n - 1};
+  const int steps = last - first;
+  plan.sends.resize(static_cast<size_t>(steps) * chunks);
+  plan.recvs.resize(static_cast<size_t>(steps) * chunks);
+  for (int c = 0; c < chunks; ++c) {
+    for (int j = first; j < last; ++j) {
+      const int k = c * steps + (j - first);
+      char* data;
+      size_t bytes;
+      piece(r - j, c, &data, &bytes);
+      // The first step sends what this rank already holds (its input, or after a reduce-scatter
+      // its reduced segment); every later one forwards the chunk just received.
+      plan.sends[k] = {data, bytes, j == first ? -1 : k - 1};
+      piece(r - 1 - j, c, &data, &bytes);
+      plan.recvs[k] = {data, bytes, /*reduce=*/j < n - 1};
+    }
   }
   return internal::RunPipeline(comm, plan);
+}
+
+}  // namespace
+
+std::vector<size_t> RingSegments(size_t count, int parts) {
+  return internal::SplitEvenly(count, parts);
+}
+
+Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
+                     ReduceOp op) {
+  if (op == ReduceOp::kAverage) {
+    return InvalidArgument("ring allreduce: kAverage must be a sum followed by Scale");
+  }
+  return RunSteps(comm, buf, off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce");
+}
+
+Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,
+                         DataType dtype, ReduceOp op) {
+  if (op == ReduceOp::kAverage) {
+    return InvalidArgument("ring reduce-scatter: kAverage must be a sum followed by Scale");
+  }
+  return RunSteps(comm, buf, off, dtype, op, 0, comm.size() - 1, "ring reduce-scatter");
+}
+
+Status RingAllgather(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype) {
+  const int n = comm.size();
+  return RunSteps(comm, buf, off, dtype, ReduceOp::kSum, n - 1, 2 * (n - 1), "ring allgather");
 }
 
 }  // namespace hvd::runtime::collectives

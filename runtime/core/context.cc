@@ -8,7 +8,6 @@
 #include "common/logging.h"
 #include "common/settings.h"
 #include "stall/watched_transport.h"
-#include "transport/tcp/tcp_transport.h"
 
 namespace hvd::runtime::core {
 namespace {
@@ -40,17 +39,11 @@ const Setting<int64_t> kAttempt("HVD_ATTEMPT", nullptr, 0,
                                 "the previous attempt's");
 const Setting<std::string> kHostname("HVD_HOSTNAME", nullptr, "",
                                      "host identity for local/cross ranks; unset: gethostname()");
-const Setting<std::string> kAdvertiseAddr(
-    "HVD_ADVERTISE_ADDR", nullptr, "",
-    "IPv4 address peers dial to reach this rank; unset: 127.0.0.1 when all ranks share a host");
 const Setting<double> kStartTimeout("HVD_START_TIMEOUT_SECONDS", nullptr, 60,
                                     "how long Init() waits for every rank to arrive and connect");
 const Setting<double> kPeerTimeout("HVD_PEER_TIMEOUT_SECONDS", nullptr, 60,
                                    "a peer that moves no byte for this long while a collective or "
                                    "negotiation waits on it fails the job, naming it");
-const Setting<int64_t> kSocketBuffer(
-    "HVD_SOCKET_BUFFER_BYTES", nullptr, 0,
-    "SO_SNDBUF/SO_RCVBUF for TCP links; 0 keeps kernel autotuning");
 const Setting<double> kShutdownTimeout("HVD_SHUTDOWN_TIMEOUT_SECONDS", nullptr, 10,
                                        "how long Shutdown() waits for the other ranks to stop "
                                        "together before closing the links anyway");
@@ -162,7 +155,7 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
 
   EngineOptions eo;
   double cycle_ms, start_s, peer_s;
-  int64_t cache_capacity, socket_buffer;
+  int64_t cache_capacity;
   std::string timeline_path;
   HVD_RETURN_IF_ERROR(Read(kCycleTime, &cycle_ms));
   HVD_RETURN_IF_ERROR(Read(kFusionThreshold, &eo.fusion_threshold));
@@ -172,14 +165,12 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
   HVD_RETURN_IF_ERROR(Read(kTimeline, &timeline_path));
   HVD_RETURN_IF_ERROR(Read(kStartTimeout, &start_s));
   HVD_RETURN_IF_ERROR(Read(kPeerTimeout, &peer_s));
-  HVD_RETURN_IF_ERROR(Read(kSocketBuffer, &socket_buffer));
   if (cycle_ms < 0 || cycle_ms > 60000) {
     return InvalidArgument("HVD_CYCLE_TIME=" + std::to_string(cycle_ms) +
                            " ms is out of range [0, 60000]");
   }
   HVD_RETURN_IF_ERROR(CheckRange("HVD_FUSION_THRESHOLD", eo.fusion_threshold, 0, 1ll << 40, ""));
   HVD_RETURN_IF_ERROR(CheckRange("HVD_CACHE_CAPACITY", cache_capacity, 0, 1 << 20, ""));
-  HVD_RETURN_IF_ERROR(CheckRange("HVD_SOCKET_BUFFER_BYTES", socket_buffer, 0, 1 << 30, ""));
   if (start_s <= 0 || peer_s <= 0) {
     return InvalidArgument("HVD_START_TIMEOUT_SECONDS and HVD_PEER_TIMEOUT_SECONDS must be > 0");
   }
@@ -229,34 +220,9 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
   HVD_RETURN_IF_ERROR(Read(kCrossSize, &v));
   if (v >= 0) ctx->topology_.cross_size = static_cast<int>(v);
 
-  if (size == 1) {
-    ctx->transport_ = NewSelfTransport();
-  } else {
-    transport::tcp::TcpOptions to;
-    HVD_RETURN_IF_ERROR(Read(kAdvertiseAddr, &to.advertise_addr));
-    const bool one_host = std::all_of(hosts.begin(), hosts.end(),
-                                      [&](const std::string& h) { return h == hosts[0]; });
-    if (to.advertise_addr.empty()) {
-      if (!one_host) {
-        return InvalidArgument(
-            "the job's ranks run on several hosts but HVD_ADVERTISE_ADDR is not set on rank " +
-            std::to_string(rank) + " (host " + host +
-            "): set it to this host's IPv4 address that the other hosts can reach, or start "
-            "the job with hvdrun, which chooses one");
-      }
-      to.advertise_addr = "127.0.0.1";
-    }
-    to.bind_addr = to.advertise_addr;
-    to.scope = "tcp";
-    to.connect_timeout = start_timeout;
-    to.socket_buffer_bytes = static_cast<int>(socket_buffer);
-    HVD_RETURN_IF_ERROR_CTX(transport::tcp::Connect(*ctx->store_, static_cast<int>(rank),
-                                                    static_cast<int>(size), to, &ctx->transport_),
-                            "connecting rank " + std::to_string(rank) + " to its peers");
-  }
-
   // Under hvd-launcherd, stalls and peer failures are reported to it (stall_reporter.h); a file
   // store has nobody to read them.
+  TransportWrap wrap;
   if (url.rfind("hvd://", 0) == 0) {
     stall::StallReporter::Options so;
     so.rank = static_cast<int>(rank);
@@ -265,17 +231,20 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
     so.url = url;
     so.scope = "job/" + job + "/attempt/" + std::to_string(attempt);
     ctx->stall_reporter_ = std::make_unique<stall::StallReporter>(so, ctx->base_store_.get());
-    ctx->transport_ = stall::WatchWaits(std::move(ctx->transport_), ctx->stall_reporter_.get());
     eo.stall_reporter = ctx->stall_reporter_.get();
+    wrap = [reporter = ctx->stall_reporter_.get()](std::unique_ptr<transport::Transport> t) {
+      return stall::WatchWaits(std::move(t), reporter);
+    };
   }
+  collectives::Comm comm;
+  comm.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(peer_s * 1000));
+  HVD_RETURN_IF_ERROR(ConnectComm(*ctx->store_, static_cast<int>(rank), static_cast<int>(size),
+                                  hosts, start_timeout, wrap, &ctx->transport_, &comm));
 
   std::unique_ptr<timeline::Timeline> tl;
   if (!timeline_path.empty() && rank == 0) {
     HVD_RETURN_IF_ERROR_CTX(timeline::Timeline::Open(timeline_path, &tl), "HVD_TIMELINE");
   }
-  collectives::Comm comm;
-  comm.transport = ctx->transport_.get();
-  comm.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(peer_s * 1000));
   ctx->engine_ = std::make_unique<Engine>(comm, eo, std::move(tl));
   ctx->engine_->Start();
   HVD_LOG(INFO) << "initialized: rank " << rank << " of " << size << ", local "

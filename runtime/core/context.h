@@ -2,9 +2,13 @@
 // transport and its engine. Created by hvd::Init(), destroyed by hvd::Shutdown().
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "collectives/collectives.h"
 #include "core/engine.h"
 #include "hvd/hvd.h"
 #include "rendezvous/store.h"
@@ -56,6 +60,17 @@ EngineStats CurrentEngineStats();
 // local_rank = order among ranks on the same host; cross_rank = index of this host among the
 // hosts that have a rank with this local_rank (ordered by their lowest rank).
 Topology ComputeTopology(int rank, const std::vector<std::string>& hosts);
+
+// Connects this rank to its peers (shared memory on the same host, TCP across hosts, as the
+// environment says; core/comm_setup.cc) and fills in *comm except idle_timeout. `wrap`, when
+// given, decorates the connected transport before anything is built over it (the stall
+// reporter's WatchWaits).
+using TransportWrap =
+    std::function<std::unique_ptr<transport::Transport>(std::unique_ptr<transport::Transport>)>;
+Status ConnectComm(rendezvous::Store& store, int rank, int size,
+                   const std::vector<std::string>& hosts, std::chrono::milliseconds start_timeout,
+                   const TransportWrap& wrap, std::unique_ptr<transport::Transport>* transport,
+                   collectives::Comm* comm);
 
 // A transport for a job of one rank: there are no peers to talk to.
 std::unique_ptr<transport::Transport> NewSelfTransport();

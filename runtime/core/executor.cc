@@ -130,23 +130,27 @@ Status Executor::Execute(const std::vector<Response>& responses, int contributor
   return Status::OK();
 }
 
-// Fusion layout: the buffer is segment-major. Each tensor is cut by RingSegments(its count) into
-// `size` pieces, and ring segment s holds piece s of every tensor, in batch order. An element thus
-// sits in the same ring segment (and is reduced in the same order) whether its tensor runs alone
-// or fused, which makes fused and unfused results bit-identical.
+// Fusion layout: the buffer is part-major. Each tensor is cut by AllreduceLayout(its count) into
+// the allreduce's parts, and part s of the buffer holds piece s of every tensor, in batch order.
+// An element thus sits in the same part (and is reduced in the same order) whether its tensor runs
+// alone or fused, which makes fused and unfused results bit-identical.
 Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contributors) {
   const Response& head = *items[0].response;
   const DataType dtype = head.tensors[items[0].tensor].dtype;
   const size_t esize = DataTypeSize(dtype);
-  const int n = comm_.size();
   const bool fused = items.size() > 1;
 
-  // Piece boundaries of each tensor, and the segment boundaries of the whole buffer.
+  // Piece boundaries of each tensor, and the part boundaries of the whole buffer.
   std::vector<std::vector<size_t>> pieces(items.size());
-  std::vector<size_t> segments(n + 1, 0);
+  int n = 1;
+  std::vector<size_t> segments;
   for (size_t i = 0; i < items.size(); ++i) {
     const TensorSpec& spec = items[i].response->tensors[items[i].tensor];
-    pieces[i] = collectives::RingSegments(static_cast<size_t>(spec.num_elements()), n);
+    pieces[i] = collectives::AllreduceLayout(comm_, static_cast<size_t>(spec.num_elements()));
+    if (i == 0) {
+      n = static_cast<int>(pieces[0].size()) - 1;
+      segments.assign(n + 1, 0);
+    }
     for (int s = 0; s < n; ++s) segments[s + 1] += pieces[i][s + 1] - pieces[i][s];
   }
   for (int s = 0; s < n; ++s) segments[s + 1] += segments[s];
@@ -199,14 +203,14 @@ Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contr
   }
 
   if (timeline_) {
-    const std::string args = TimelineArgs("ring", total, items.size());
+    const std::string args =
+        TimelineArgs(collectives::AllreduceAlgorithm(comm_, total), total, items.size());
     for (const BatchRef& b : items) {
       timeline_->ActivityStart(b.response->tensors[b.tensor].name, "ALLREDUCE", args);
     }
   }
   if (in_place && head.prescale != 1.0) collectives::Scale(buf, count, dtype, head.prescale);
-  Status s =
-      collectives::RingAllreduceSegments(comm_, buf, segments, dtype, WireOp(head.reduce_op));
+  Status s = collectives::AllreduceParts(comm_, buf, segments, dtype, WireOp(head.reduce_op));
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
   const double post = PostFactor(head, contributors);
   if (post != 1.0) collectives::Scale(buf, count, dtype, post);

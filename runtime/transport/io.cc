@@ -1,8 +1,8 @@
-// Blocking Send/Recv/SendRecv over the non-blocking Link interface.
+// Blocking Send/Recv/SendRecv/Exchange over the non-blocking Link interface.
 //
-// The loop moves whatever each direction accepts, and only when neither moved a byte does it block
-// in WaitReady. The deadline restarts on every byte moved, so `idle_timeout` bounds how long a peer
-// may stall, not how long a large transfer may take.
+// The loop moves whatever each transfer accepts, and only when none moved a byte does it block in
+// WaitReady on all of them at once. The deadline restarts on every byte moved, so `idle_timeout`
+// bounds how long a peer may stall, not how long a large transfer may take.
 #include <string>
 
 #include "transport/transport.h"
@@ -10,88 +10,104 @@
 namespace hvd::runtime::transport {
 namespace {
 
-// Progress of one direction of a SendRecv.
+// Progress of one transfer.
 struct Direction {
-  const char* verb;  // "send to" / "recv from"
-  int peer;
-  size_t n;
+  const Transfer* what = nullptr;
   size_t done = 0;
   Link* link = nullptr;
-  bool pending() const { return done < n; }
+  bool pending() const { return done < what->bytes; }
+  const char* verb() const { return what->send ? "send to" : "recv from"; }
 };
 
 Status Resolve(Transport& t, Direction* d) {
-  if (d->n == 0) return Status::OK();  // an empty direction needs no peer
-  if (d->peer < 0 || d->peer >= t.size() || d->peer == t.rank()) {
-    return InvalidArgument(std::string(d->verb) + " rank " + std::to_string(d->peer) +
+  if (d->what->bytes == 0) return Status::OK();  // an empty transfer needs no peer
+  const int peer = d->what->peer;
+  if (peer < 0 || peer >= t.size() || peer == t.rank()) {
+    return InvalidArgument(std::string(d->verb()) + " rank " + std::to_string(peer) +
                            ": not a peer of rank " + std::to_string(t.rank()) +
                            " in a communicator of size " + std::to_string(t.size()));
   }
-  d->link = t.link(d->peer);
+  d->link = t.link(peer);
   return Status::OK();
 }
 
-std::string Outstanding(const Direction& d) {
-  return std::string(d.verb) + " " + d.link->description() + ": " + std::to_string(d.n - d.done) +
-         " of " + std::to_string(d.n) + " bytes outstanding";
-}
-
-Status IdleTimeout(std::chrono::milliseconds idle_timeout, const Direction& send,
-                   const Direction& recv) {
+Status IdleTimeout(std::chrono::milliseconds idle_timeout, const std::vector<Direction>& dirs) {
   std::string m = "no progress for " + std::to_string(idle_timeout.count()) + " ms: ";
-  if (send.pending()) m += Outstanding(send);
-  if (send.pending() && recv.pending()) m += "; ";
-  if (recv.pending()) m += Outstanding(recv);
+  const char* sep = "";
+  for (const Direction& d : dirs) {
+    if (!d.pending()) continue;
+    m += sep;
+    m += std::string(d.verb()) + " " + d.link->description() + ": " +
+         std::to_string(d.what->bytes - d.done) + " of " + std::to_string(d.what->bytes) +
+         " bytes outstanding";
+    sep = "; ";
+  }
   return DeadlineExceeded(std::move(m));
 }
 
 }  // namespace
 
-Status SendRecv(Transport& t, int send_peer, const void* send_data, size_t send_n, int recv_peer,
-                void* recv_data, size_t recv_n, std::chrono::milliseconds idle_timeout) {
-  Direction send{"send to", send_peer, send_n};
-  Direction recv{"recv from", recv_peer, recv_n};
-  HVD_RETURN_IF_ERROR(Resolve(t, &send));
-  HVD_RETURN_IF_ERROR(Resolve(t, &recv));
-  const char* out = static_cast<const char*>(send_data);
-  char* in = static_cast<char*>(recv_data);
+Status Exchange(Transport& t, const std::vector<Transfer>& transfers,
+                std::chrono::milliseconds idle_timeout) {
+  std::vector<Direction> dirs(transfers.size());
+  for (size_t i = 0; i < transfers.size(); ++i) {
+    dirs[i].what = &transfers[i];
+    HVD_RETURN_IF_ERROR(Resolve(t, &dirs[i]));
+  }
   Clock::time_point deadline = Clock::now() + idle_timeout;
   std::vector<WaitItem> items;
-  while (send.pending() || recv.pending()) {
-    size_t sent = 0, received = 0;
-    if (send.pending()) {
-      HVD_RETURN_IF_ERROR(send.link->TrySend(out + send.done, send.n - send.done, &sent));
-      send.done += sent;
+  for (;;) {
+    size_t moved_total = 0;
+    bool pending = false;
+    for (Direction& d : dirs) {
+      if (!d.pending()) continue;
+      size_t moved = 0;
+      char* p = static_cast<char*>(d.what->data) + d.done;
+      const size_t want = d.what->bytes - d.done;
+      HVD_RETURN_IF_ERROR(d.what->send ? d.link->TrySend(p, want, &moved)
+                                       : d.link->TryRecv(p, want, &moved));
+      d.done += moved;
+      moved_total += moved;
+      pending |= d.pending();
     }
-    if (recv.pending()) {
-      HVD_RETURN_IF_ERROR(recv.link->TryRecv(in + recv.done, recv.n - recv.done, &received));
-      recv.done += received;
-    }
-    if (sent + received > 0) {
+    if (!pending) return Status::OK();
+    if (moved_total > 0) {
       deadline = Clock::now() + idle_timeout;
       continue;
     }
+    // One wait item per link, both directions merged.
     items.clear();
-    if (send.pending() && recv.pending() && send.link == recv.link) {
-      items.push_back({send.link, true, true});
-    } else {
-      if (send.pending()) items.push_back({send.link, true, false});
-      if (recv.pending()) items.push_back({recv.link, false, true});
+    for (const Direction& d : dirs) {
+      if (!d.pending()) continue;
+      WaitItem* item = nullptr;
+      for (WaitItem& it : items) item = it.link == d.link ? &it : item;
+      if (item == nullptr) {
+        items.push_back({d.link, false, false});
+        item = &items.back();
+      }
+      (d.what->send ? item->send : item->recv) = true;
     }
     Status s = t.WaitReady(items, deadline);
-    if (s.code() == StatusCode::kDeadlineExceeded) return IdleTimeout(idle_timeout, send, recv);
+    if (s.code() == StatusCode::kDeadlineExceeded) return IdleTimeout(idle_timeout, dirs);
     HVD_RETURN_IF_ERROR(s);
   }
-  return Status::OK();
+}
+
+Status SendRecv(Transport& t, int send_peer, const void* send_data, size_t send_n, int recv_peer,
+                void* recv_data, size_t recv_n, std::chrono::milliseconds idle_timeout) {
+  return Exchange(t,
+                  {{send_peer, const_cast<void*>(send_data), send_n, true},
+                   {recv_peer, recv_data, recv_n, false}},
+                  idle_timeout);
 }
 
 Status Send(Transport& t, int peer, const void* data, size_t n,
             std::chrono::milliseconds idle_timeout) {
-  return SendRecv(t, peer, data, n, peer, nullptr, 0, idle_timeout);
+  return Exchange(t, {{peer, const_cast<void*>(data), n, true}}, idle_timeout);
 }
 
 Status Recv(Transport& t, int peer, void* data, size_t n, std::chrono::milliseconds idle_timeout) {
-  return SendRecv(t, peer, nullptr, 0, peer, data, n, idle_timeout);
+  return Exchange(t, {{peer, data, n, false}}, idle_timeout);
 }
 
 }  // namespace hvd::runtime::transport

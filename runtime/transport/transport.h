@@ -10,8 +10,9 @@
 //   abort     - Transport::Abort makes every blocked or later operation fail at once with a
 //               reason; used on shutdown and when a peer is known to be dead.
 //
-// The collectives never know which transport runs (TCP now; shared memory and NCCL later).
-// Every error names the peer: rank, host:port, the syscall and errno.
+// The collectives never know which transport runs: TCP (transport/tcp), shared memory between
+// ranks of one host (transport/shm), or both in one job (transport/connect.h). Every error names
+// the peer: rank, host:port or shared-memory segment, the syscall and errno.
 #pragma once
 
 #include <chrono>
@@ -41,6 +42,18 @@ class Link {
   // Unavailable, naming the peer, when the peer closed the stream or the connection broke.
   virtual Status TrySend(const void* data, size_t n, size_t* moved) = 0;
   virtual Status TryRecv(void* data, size_t n, size_t* moved) = 0;
+
+  // Zero-copy access, for links whose buffers this process can address (shared memory); the
+  // defaults (TCP) offer none, and callers fall back to TrySend/TryRecv, which also report errors.
+  // PeekRecv points *data at received, unconsumed bytes lying contiguously in the link's buffer
+  // and returns how many (at most n; 0 when none now). ConsumeRecv(k) releases the first k of
+  // them. PeekSend points *space at contiguous free space for outgoing bytes (at most n);
+  // CommitSend(k) sends the first k bytes written there. Pointers may have any alignment and are
+  // valid until the matching Consume/Commit.
+  virtual size_t PeekRecv(size_t n, const void** data) { return 0; }
+  virtual void ConsumeRecv(size_t k) {}
+  virtual size_t PeekSend(size_t n, void** space) { return 0; }
+  virtual void CommitSend(size_t k) {}
 };
 
 struct WaitItem {
@@ -73,10 +86,24 @@ class Transport {
 // Blocking helpers over any Transport. `idle_timeout` bounds the time without any progress (a
 // large transfer may take longer in total); on expiry the error names the peer and the bytes
 // still outstanding.
-Status Send(Transport& t, int peer, const void* data, size_t n, std::chrono::milliseconds idle_timeout);
+Status Send(Transport& t, int peer, const void* data, size_t n,
+            std::chrono::milliseconds idle_timeout);
 Status Recv(Transport& t, int peer, void* data, size_t n, std::chrono::milliseconds idle_timeout);
 // Sends to `send_peer` and receives from `recv_peer` concurrently (either may equal the other).
 Status SendRecv(Transport& t, int send_peer, const void* send_data, size_t send_n, int recv_peer,
                 void* recv_data, size_t recv_n, std::chrono::milliseconds idle_timeout);
+
+// One blocking transfer of Exchange: `bytes` from `data` to `peer` (send) or from `peer` into
+// `data`. A transfer of 0 bytes needs no peer.
+struct Transfer {
+  int peer = -1;
+  void* data = nullptr;  // read when sending
+  size_t bytes = 0;
+  bool send = false;
+};
+// Runs every transfer concurrently, so a rank can talk to many peers in one round trip. At most
+// one send and one receive per peer: a link carries one ordered stream each way.
+Status Exchange(Transport& t, const std::vector<Transfer>& transfers,
+                std::chrono::milliseconds idle_timeout);
 
 }  // namespace hvd::runtime::transport

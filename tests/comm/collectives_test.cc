@@ -1,5 +1,7 @@
-// Multi-process tests of the collectives over the TCP transport (127.0.0.1), one forked process
-// per rank (testutil/multiproc.h), parameterised over the number of ranks.
+// Multi-process tests of the collectives, one forked process per rank (testutil/multiproc.h),
+// parameterised over a grid of setups: rank counts x transports (TCP on 127.0.0.1, shared
+// memory, both with ranks on simulated hosts) x algorithm thresholds, so that the ring (chunked
+// and not), the direct latency path and the hierarchical path each run the whole grid.
 //
 // Allreduce covers every count x dtype x op on one mesh per rank count. Inputs are small integers
 // (sum/min/max/average: [-16, 16]; product: {1, 2, -1}) so every sum and product over <= 8 ranks
@@ -32,7 +34,6 @@
 namespace hvd::runtime::collectives {
 namespace {
 
-using hvd::testing::ConnectTcp;
 using hvd::testing::RunOptions;
 using hvd::testing::RunRanks;
 using hvd::testing::RunResult;
@@ -246,18 +247,68 @@ Status Done(const std::string& report) {
   return report.empty() ? Status::OK() : Internal("mismatches:\n" + report);
 }
 
-class Collectives : public ::testing::TestWithParam<int> {
+// One point of the grid.
+struct Config {
+  std::string name;
+  int ranks = 2;
+  int hosts = 1;     // simulated hosts (HVD_HOSTNAME groups): shared memory within, TCP across
+  bool shm = false;  // false: TCP between every pair
+  size_t direct_max = 64 << 10;
+  size_t chunk = 256 << 10;
+};
+
+void PrintTo(const Config& c, std::ostream* os) {
+  *os << c.name << " with " << c.ranks << " ranks";
+}
+
+std::vector<Config> Grid() {
+  constexpr size_t kAlways = ~size_t{0};
+  std::vector<Config> grid;
+  for (int n : {1, 2, 3, 4, 5, 8}) grid.push_back({"tcp", n});
+  for (int n : {2, 3, 4, 5, 8}) grid.push_back({"shm", n, 1, true});
+  // The ring alone, in many small chunks, and the direct path alone, at every size.
+  for (int n : {2, 3, 5}) grid.push_back({"shm_ring", n, 1, true, 0, 4096});
+  for (int n : {2, 3, 5}) grid.push_back({"shm_direct", n, 1, true, kAlways});
+  // Equal hosts: the hierarchical allreduce (both of its paths); unequal: flat over mixed links.
+  for (int n : {4, 6}) grid.push_back({"2hosts", n, 2, true});
+  grid.push_back({"2hosts_ring", 4, 2, true, 0, 4096});
+  grid.push_back({"3hosts_ring", 6, 3, true, 0, 4096});
+  grid.push_back({"2hosts_direct", 6, 2, true, kAlways});
+  for (int n : {3, 5}) grid.push_back({"2hosts_unequal", n, 2, true});
+  return grid;
+}
+
+// The communicator of `setup` for this rank, over `t` (which must outlive it).
+Comm MakeComm(const Config& setup, Transport* t, Millis idle_timeout) {
+  Comm comm;
+  comm.transport = t;
+  comm.idle_timeout = idle_timeout;
+  comm.direct_max_bytes = setup.direct_max;
+  comm.ring_chunk_bytes = setup.chunk;
+  comm.hierarchy = MakeHierarchy(t, hvd::testing::SplitHosts(setup.ranks, setup.hosts),
+                                 setup.direct_max, setup.direct_max);
+  return comm;
+}
+
+Status Connect(const Config& setup, int rank, const std::string& dir, std::unique_ptr<Transport>* t,
+               const std::string& scope = "default") {
+  return hvd::testing::ConnectHosts(rank, setup.ranks, dir,
+                                    hvd::testing::SplitHosts(setup.ranks, setup.hosts), setup.shm,
+                                    t, scope);
+}
+
+class Collectives : public ::testing::TestWithParam<Config> {
  protected:
-  // Runs `body(comm, rank, size, store_dir)` on GetParam() ranks over a fresh TCP mesh.
+  // Runs `body(comm, rank, size, store_dir)` on every rank of the setup over a fresh transport.
   template <typename Body>
   RunResult Run(Body body, RunOptions options = {}) {
+    const Config setup = GetParam();
     return RunRanks(
-        GetParam(),
-        [&body](int rank, int size, const std::string& dir) -> Status {
+        setup.ranks,
+        [&body, &setup](int rank, int size, const std::string& dir) -> Status {
           std::unique_ptr<Transport> t;
-          HVD_RETURN_IF_ERROR(ConnectTcp(rank, size, dir, &t));
-          Comm comm{t.get(), Millis(30000)};
-          return body(comm, rank, size, dir);
+          HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &t));
+          return body(MakeComm(setup, t.get(), Millis(30000)), rank, size, dir);
         },
         options);
   }
@@ -442,18 +493,72 @@ TEST_P(Collectives, BarrierSynchronizes) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, Collectives, ::testing::Values(1, 2, 3, 4, 5, 8),
-                         [](const ::testing::TestParamInfo<int>& info) {
-                           return std::to_string(info.param) + "ranks";
+INSTANTIATE_TEST_SUITE_P(Grid, Collectives, ::testing::ValuesIn(Grid()),
+                         [](const ::testing::TestParamInfo<Config>& info) {
+                           return info.param.name + "_" + std::to_string(info.param.ranks) +
+                                  "ranks";
                          });
+
+// ---- Determinism ------------------------------------------------------------------------------
+
+// Every algorithm reduces an element in the order its part fixes (collectives.h), so floats whose
+// sums depend on the order come out bit-identical from the ring (any chunking), the direct path
+// and the hierarchical paths, and equal on every rank.
+TEST(AllreduceAlgorithms, AgreeBitForBit) {
+  constexpr size_t kAlways = ~size_t{0};
+  const std::vector<std::vector<Config>> families = {
+      {{"direct", 3, 1, true, kAlways}, {"ring", 3, 1, true, 0, 4096}, {"ring", 3, 1, true, 0}},
+      {{"direct", 5, 1, true, kAlways}, {"ring", 5, 1, true, 0, 8192}, {"tcp", 5}},
+      {{"hier_direct", 4, 2, true, kAlways},
+       {"hier_ring", 4, 2, true, 0, 4096},
+       {"hier", 4, 2, true}},
+  };
+  for (const auto& family : families) {
+    const int n = family[0].ranks;
+    RunResult res = RunRanks(n, [&family](int rank, int size, const std::string& dir) -> Status {
+      std::vector<std::vector<float>> results;
+      for (const Config& c : family) {
+        std::unique_ptr<Transport> t;
+        HVD_RETURN_IF_ERROR(Connect(c, rank, dir, &t, "config" + std::to_string(results.size())));
+        const Comm comm = MakeComm(c, t.get(), Millis(30000));
+        for (size_t count : {size_t{1}, size_t{999}, size_t{100003}}) {
+          std::vector<float> v(count);
+          for (size_t i = 0; i < count; ++i) {
+            v[i] = static_cast<float>(Mix(i * 977 + rank) % 100000) * 1e-3f + 1.0f / (rank + 3);
+          }
+          HVD_RETURN_IF_ERROR(Allreduce(comm, v.data(), count, DataType::kFloat32, ReduceOp::kSum));
+          // Every rank's bytes, to compare across ranks too.
+          std::vector<float> all(count * size);
+          HVD_RETURN_IF_ERROR(Allgather(comm, v.data(), all.data(),
+                                        std::vector<size_t>(size, count * sizeof(float))));
+          if (std::memcmp(all.data(), all.data() + count * rank, count * sizeof(float)) != 0) {
+            return Internal(c.name + ": ranks disagree at count " + std::to_string(count));
+          }
+          results.push_back(std::move(v));
+        }
+      }
+      const size_t per = results.size() / family.size();
+      for (size_t k = per; k < results.size(); ++k) {
+        if (results[k] != results[k % per]) {
+          return Internal(family[k / per].name + " differs from " + family[0].name + " (count " +
+                          std::to_string(results[k].size()) + ")");
+        }
+      }
+      return Status::OK();
+    });
+    HVD_EXPECT_RANKS_OK(res);
+  }
+}
 
 // ---- Failures --------------------------------------------------------------------------------
 
 constexpr int kFailRanks = 4;
 constexpr int kVictim = 2;
 
-// Every surviving rank must get an error naming a peer, quickly, instead of hanging. The ranks
-// return OK when the collective failed as it should, so the harness result says which did not.
+// Every surviving rank must get an error naming a peer, quickly, instead of hanging; the victim's
+// successor (rank 3, which receives from it in every setup below) must name the victim itself.
+// The ranks return OK when the collective failed as it should, so the harness result says which
+// did not.
 Status ExpectPeerFailure(const Comm& comm, int rank, Millis limit) {
   std::vector<float> buf(4 << 20, 1.0f);  // 16 MiB
   const auto start = std::chrono::steady_clock::now();
@@ -467,19 +572,26 @@ Status ExpectPeerFailure(const Comm& comm, int rank, Millis limit) {
   if (s.message().find("rank ") == std::string::npos) {
     return Internal("error names no peer: " + s.ToString());
   }
+  const std::string victim = "rank " + std::to_string(kVictim) + " (";
+  if (rank == kVictim + 1 && s.message().find(victim) == std::string::npos) {
+    return Internal("error does not name the victim (" + victim + "...): " + s.ToString());
+  }
   return Status::OK();
 }
 
-TEST(CollectivesFailure, KilledPeerFailsEveryRankQuickly) {
+// Flat TCP, shared memory, and the hierarchical path over both (ranks 2-3 on the second host).
+class CollectivesFailure : public ::testing::TestWithParam<Config> {};
+
+TEST_P(CollectivesFailure, KilledPeerFailsEveryRankQuickly) {
   RunOptions options;
   options.timeout = Millis(60000);
   options.failure_grace = Millis(30000);  // the victim's death must not cut the others short
   RunResult res = RunRanks(
       kFailRanks,
-      [](int rank, int size, const std::string& dir) -> Status {
+      [setup = GetParam()](int rank, int size, const std::string& dir) -> Status {
         std::unique_ptr<Transport> t;
-        HVD_RETURN_IF_ERROR(ConnectTcp(rank, size, dir, &t));
-        Comm comm{t.get(), Millis(5000)};
+        HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &t));
+        const Comm comm = MakeComm(setup, t.get(), Millis(5000));
         int32_t warm = 1;  // the mesh works before the failure
         HVD_RETURN_IF_ERROR(Allreduce(comm, &warm, 1, DataType::kInt32, ReduceOp::kSum));
         if (rank == kVictim) raise(SIGKILL);
@@ -494,7 +606,7 @@ TEST(CollectivesFailure, KilledPeerFailsEveryRankQuickly) {
   }
 }
 
-TEST(CollectivesFailure, HungPeerFailsByIdleTimeout) {
+TEST_P(CollectivesFailure, HungPeerFailsByIdleTimeout) {
   // A stopped rank keeps its sockets open: only the idle timeout can detect it. The survivors
   // report an expected error (ABORTED, "survived: ...") so the harness kills the stopped rank.
   RunOptions options;
@@ -502,10 +614,10 @@ TEST(CollectivesFailure, HungPeerFailsByIdleTimeout) {
   options.failure_grace = Millis(2000);
   RunResult res = RunRanks(
       kFailRanks,
-      [](int rank, int size, const std::string& dir) -> Status {
+      [setup = GetParam()](int rank, int size, const std::string& dir) -> Status {
         std::unique_ptr<Transport> t;
-        HVD_RETURN_IF_ERROR(ConnectTcp(rank, size, dir, &t));
-        Comm comm{t.get(), Millis(3000)};
+        HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &t));
+        const Comm comm = MakeComm(setup, t.get(), Millis(3000));
         HVD_RETURN_IF_ERROR(Barrier(comm));
         if (rank == kVictim) raise(SIGSTOP);
         Status s = ExpectPeerFailure(comm, rank, Millis(10000));
@@ -521,6 +633,14 @@ TEST(CollectivesFailure, HungPeerFailsByIdleTimeout) {
         << res.ranks[r].Describe();
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, CollectivesFailure,
+                         ::testing::Values(Config{"tcp", kFailRanks},
+                                           Config{"shm", kFailRanks, 1, true},
+                                           Config{"2hosts", kFailRanks, 2, true}),
+                         [](const ::testing::TestParamInfo<Config>& info) {
+                           return info.param.name;
+                         });
 
 // ---- The harness itself -----------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
-// The TCP transport: meshes as threads and as processes, data integrity through SendRecv, and the
-// failure paths (peer exit, silent peer, missing rank, refused handshake, Abort) with the errors
-// they must produce. Everything runs on 127.0.0.1.
+// The TCP transport's own cases: small socket buffers, a mesh of processes, and its setup failures
+// (a dead published address, a refused handshake, a stray connection). What every transport must
+// do is in transport_contract_test.cc. Everything runs on 127.0.0.1.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "rendezvous/store.h"
+#include "testutil/exchange.h"
 #include "testutil/multiproc.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
@@ -22,10 +23,8 @@ using rendezvous::Store;
 using std::chrono::milliseconds;
 using tcp::TcpOptions;
 using TransportPtr = std::unique_ptr<Transport>;
-
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using hvd::testing::Contains;
+using hvd::testing::ExchangeWithAll;
 
 TcpOptions Options(const std::string& scope, milliseconds connect_timeout = milliseconds(20000)) {
   TcpOptions o;
@@ -47,64 +46,6 @@ void ConnectThreads(Store& store, int size, const std::vector<int>& ranks, const
   }
   for (auto& t : threads) t.join();
 }
-
-uint8_t Pattern(int src, int dst, size_t i) {
-  return static_cast<uint8_t>(src * 31 + dst * 7 + i * 13 + (i >> 9));
-}
-
-// Exchanges payloads of 0, 1 and 1 MiB + 3 bytes with every peer and checks every byte. Peers are
-// visited in increasing rank order, which orders all pairs consistently: no deadlock.
-Status ExchangeWithAll(Transport& t) {
-  for (size_t n : {size_t{0}, size_t{1}, size_t{(1 << 20) + 3}}) {
-    for (int p = 0; p < t.size(); ++p) {
-      if (p == t.rank()) continue;
-      std::vector<uint8_t> out(n), in(n, 0xEE);
-      for (size_t i = 0; i < n; ++i) out[i] = Pattern(t.rank(), p, i);
-      HVD_RETURN_IF_ERROR(SendRecv(t, p, out.data(), n, p, in.data(), n, milliseconds(20000)));
-      for (size_t i = 0; i < n; ++i) {
-        if (in[i] != Pattern(p, t.rank(), i)) {
-          return Internal("byte " + std::to_string(i) + " of " + std::to_string(n) + " from rank " +
-                          std::to_string(p) + " is wrong");
-        }
-      }
-    }
-  }
-  return Status::OK();
-}
-
-class MeshTest : public ::testing::TestWithParam<int> {};
-
-TEST_P(MeshTest, ThreadsExchangeAndVerify) {
-  const int size = GetParam();
-  auto store = rendezvous::NewMemoryStore();
-  std::vector<int> ranks;
-  for (int r = 0; r < size; ++r) ranks.push_back(r);
-  std::vector<Status> st;
-  std::vector<TransportPtr> t;
-  ConnectThreads(*store, size, ranks, Options("mesh" + std::to_string(size)), &st, &t);
-  for (int r = 0; r < size; ++r) {
-    ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
-    EXPECT_EQ(t[r]->rank(), r);
-    EXPECT_EQ(t[r]->size(), size);
-    for (int p = 0; p < size; ++p) {
-      if (p == r) continue;
-      ASSERT_NE(t[r]->link(p), nullptr);
-      EXPECT_EQ(t[r]->link(p)->peer(), p);
-      EXPECT_EQ(t[r]->link(p)->description().rfind("rank " + std::to_string(p) + " (127.0.0.1:", 0),
-                0u)
-          << t[r]->link(p)->description();
-    }
-  }
-  std::vector<Status> results(size);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r)
-    threads.emplace_back([&, r] { results[r] = ExchangeWithAll(*t[r]); });
-  for (auto& th : threads) th.join();
-  for (int r = 0; r < size; ++r)
-    EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].ToString();
-}
-
-INSTANTIATE_TEST_SUITE_P(Sizes, MeshTest, ::testing::Values(2, 3, 5));
 
 TEST(TcpTransportTest, SmallSocketBuffersStillDeliver) {
   auto store = rendezvous::NewMemoryStore();
@@ -140,76 +81,6 @@ TEST(TcpTransportTest, ProcessesMeshOverFileStore) {
         return ExchangeWithAll(*t);
       });
   HVD_EXPECT_RANKS_OK(res);
-}
-
-// Rank 1 exits right after connecting (no orderly shutdown: the kernel closes its sockets).
-Status ExpectPeerExitNoticed(Transport& t) {
-  auto start = Clock::now();
-  char buf[16];
-  Status s = Recv(t, 1, buf, sizeof(buf), milliseconds(10000));
-  auto elapsed = Clock::now() - start;
-  if (s.code() != StatusCode::kUnavailable || !Contains(s.message(), "rank 1 (127.0.0.1:") ||
-      !Contains(s.message(), "closed the connection") || elapsed > milliseconds(5000)) {
-    return Internal("Recv from the exited peer gave " + s.ToString() + " after " +
-                    std::to_string(elapsed / milliseconds(1)) + " ms");
-  }
-  // Sending to the dead peer fails with an error, never SIGPIPE (which would kill this rank).
-  std::vector<char> big(8 << 20);
-  s = Send(t, 1, big.data(), big.size(), milliseconds(10000));
-  if (s.code() != StatusCode::kUnavailable || !Contains(s.message(), "send to rank 1")) {
-    return Internal("Send to the exited peer gave " + s.ToString());
-  }
-  return Status::OK();
-}
-
-TEST(TcpTransportTest, PeerExitIsUnavailableNamingThePeer) {
-  hvd::testing::RunResult res =
-      hvd::testing::RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
-        std::unique_ptr<Store> store;
-        HVD_RETURN_IF_ERROR(rendezvous::NewFileStore(dir, &store));
-        TransportPtr t;
-        HVD_RETURN_IF_ERROR(tcp::Connect(*store, rank, size, Options("exit"), &t));
-        if (rank == 1) _exit(0);
-        return ExpectPeerExitNoticed(*t);
-      });
-  ASSERT_EQ(res.ranks.size(), 2u);
-  EXPECT_TRUE(res.ranks[0].ok()) << res.ranks[0].Describe();
-  EXPECT_TRUE(res.ranks[1].exited && res.ranks[1].exit_code == 0) << res.ranks[1].Describe();
-}
-
-TEST(TcpTransportTest, SilentPeerHitsIdleTimeout) {
-  auto store = rendezvous::NewMemoryStore();
-  std::vector<Status> st;
-  std::vector<TransportPtr> t;
-  ConnectThreads(*store, 2, {0, 1}, Options("silent"), &st, &t);
-  ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0].ToString() << " / " << st[1].ToString();
-  const char part[4] = {1, 2, 3, 4};
-  ASSERT_TRUE(Send(*t[1], 0, part, sizeof(part), milliseconds(1000)).ok());
-  auto start = Clock::now();
-  char buf[16];
-  Status s = Recv(*t[0], 1, buf, sizeof(buf), milliseconds(300));
-  auto elapsed = Clock::now() - start;
-  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "recv from rank 1 (127.0.0.1:")) << s.message();
-  EXPECT_TRUE(Contains(s.message(), "12 of 16 bytes outstanding")) << s.message();
-  EXPECT_GE(elapsed, milliseconds(300));
-  EXPECT_LT(elapsed, milliseconds(2000));
-}
-
-TEST(TcpTransportTest, MissingRankIsNamedInDeadline) {
-  auto store = rendezvous::NewMemoryStore();
-  std::vector<Status> st;
-  std::vector<TransportPtr> t;
-  auto start = Clock::now();
-  ConnectThreads(*store, 3, {0, 1}, Options("missing", milliseconds(500)), &st, &t);
-  EXPECT_LT(Clock::now() - start, milliseconds(5000));
-  for (int r : {0, 1}) {
-    EXPECT_EQ(st[r].code(), StatusCode::kDeadlineExceeded) << st[r].ToString();
-    EXPECT_TRUE(Contains(st[r].message(), "never published an address")) << st[r].message();
-    EXPECT_TRUE(Contains(st[r].message(), ": rank 2")) << st[r].message();
-    EXPECT_FALSE(Contains(st[r].message(), "rank " + std::to_string(1 - r) + " ("))
-        << st[r].message();
-  }
 }
 
 // A port nothing listens on: bind an ephemeral one and close it.
@@ -298,60 +169,6 @@ TEST(TcpTransportTest, StrayConnectionIsRefusedAndMeshStillForms) {
   ASSERT_TRUE(Send(*t1, 0, &c, 1, milliseconds(5000)).ok());
   ASSERT_TRUE(Recv(*t0, 1, &got, 1, milliseconds(5000)).ok());
   EXPECT_EQ(got, 'z');
-}
-
-TEST(TcpTransportTest, AbortUnblocksRecvPromptly) {
-  auto store = rendezvous::NewMemoryStore();
-  std::vector<Status> st;
-  std::vector<TransportPtr> t;
-  ConnectThreads(*store, 2, {0, 1}, Options("abort"), &st, &t);
-  ASSERT_TRUE(st[0].ok() && st[1].ok()) << st[0].ToString() << " / " << st[1].ToString();
-  Status blocked, peer;
-  Clock::time_point returned;
-  std::thread waiter([&] {
-    char buf[8];
-    blocked = Recv(*t[0], 1, buf, sizeof(buf), milliseconds(30000));
-    returned = Clock::now();
-  });
-  std::thread peer_waiter([&] {
-    char buf[8];
-    peer = Recv(*t[1], 0, buf, sizeof(buf), milliseconds(30000));
-  });
-  std::this_thread::sleep_for(milliseconds(100));
-  auto aborted_at = Clock::now();
-  t[0]->Abort("test says stop");
-  waiter.join();
-  peer_waiter.join();
-  EXPECT_EQ(blocked.code(), StatusCode::kAborted) << blocked.ToString();
-  EXPECT_EQ(blocked.message(), "test says stop");
-  EXPECT_LT(returned - aborted_at, milliseconds(1000));
-  // The peer learns at once too: Abort shuts the sockets down.
-  EXPECT_EQ(peer.code(), StatusCode::kUnavailable) << peer.ToString();
-  EXPECT_TRUE(Contains(peer.message(), "rank 0 (127.0.0.1:")) << peer.message();
-  // Every later operation fails with the same reason.
-  size_t moved = 0;
-  EXPECT_EQ(t[0]->link(1)->TrySend("x", 1, &moved).code(), StatusCode::kAborted);
-  EXPECT_EQ(
-      t[0]->WaitReady({{t[0]->link(1), false, true}}, Clock::now() + milliseconds(1000)).code(),
-      StatusCode::kAborted);
-  t[0]->Abort("second reason is ignored");
-  EXPECT_EQ(t[0]->link(1)->TryRecv(&moved, 1, &moved).message(), "test says stop");
-}
-
-TEST(TcpTransportTest, WaitReadyDeadlineNamesPeers) {
-  auto store = rendezvous::NewMemoryStore();
-  std::vector<Status> st;
-  std::vector<TransportPtr> t;
-  ConnectThreads(*store, 3, {0, 1, 2}, Options("wait"), &st, &t);
-  for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.ToString();
-  Status s = t[0]->WaitReady({{t[0]->link(1), false, true}, {t[0]->link(2), false, true}},
-                             Clock::now() + milliseconds(50));
-  EXPECT_EQ(s.code(), StatusCode::kDeadlineExceeded) << s.ToString();
-  EXPECT_TRUE(Contains(s.message(), "rank 1 (") && Contains(s.message(), "rank 2 ("))
-      << s.message();
-  // A writable link is ready at once.
-  EXPECT_TRUE(
-      t[0]->WaitReady({{t[0]->link(2), true, false}}, Clock::now() + milliseconds(1000)).ok());
 }
 
 }  // namespace

@@ -449,11 +449,11 @@ TEST(KvServerJob, ThreeRanksInitAndAllreduceOverHvdRendezvous) {
     return Shutdown();
   });
   HVD_EXPECT_RANKS_OK(res);
-  // The keys docs/rendezvous.md lists for a runtime job.
+  // The keys docs/rendezvous.md lists for a runtime job (on one host: the shared-memory mesh).
   std::vector<std::string> keys;
   for (int r = 0; r < 3; ++r) {
     keys.push_back("job/e2e/attempt/0/host/" + std::to_string(r));
-    keys.push_back("job/e2e/attempt/0/tcp/tcp/" + std::to_string(r));
+    keys.push_back("job/e2e/attempt/0/shm/shm/" + std::to_string(r));
   }
   EXPECT_EQ(server.Missing(keys), "missing: ");
 }

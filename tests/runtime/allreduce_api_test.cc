@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 
 #include "core/context.h"
 #include "runtime_env.h"
@@ -109,8 +110,9 @@ INSTANTIATE_TEST_SUITE_P(Ranks, AllreduceApi, ::testing::Values(1, 2, 3, 4),
 // Runs `steps` training steps of `tensors` float32 gradients with the given fusion threshold and
 // returns rank 0's bytes of every result, so runs can be compared bit for bit.
 Status TrainSteps(int rank, int size, const std::string& dir, const std::string& fusion,
-                  bool grouped, std::vector<float>* out) {
-  HVD_RETURN_IF_ERROR(InitRank(rank, size, dir, {{"HVD_FUSION_THRESHOLD", fusion}}));
+                  bool grouped, std::map<std::string, std::string> env, std::vector<float>* out) {
+  env["HVD_FUSION_THRESHOLD"] = fusion;
+  HVD_RETURN_IF_ERROR(InitRank(rank, size, dir, env));
   const int tensors = 12;
   std::vector<std::vector<float>> grads(tensors);
   for (int step = 0; step < 3; ++step) {
@@ -158,12 +160,17 @@ std::vector<float> Load(const std::string& file) {
   return v;
 }
 
-std::vector<float> RunTraining(int size, const std::string& fusion, bool grouped) {
+// `hosts` > 1 simulates that many hosts (HVD_HOSTNAME): shared memory within, TCP across, and
+// the hierarchical allreduce. `env` is set on every rank.
+std::vector<float> RunTraining(int size, const std::string& fusion, bool grouped, int hosts = 1,
+                               const std::map<std::string, std::string>& env = {}) {
   const std::string file = ::testing::TempDir() + "/hvd_train_" + std::to_string(getpid()) + "_" +
                            fusion + (grouped ? "_g" : "_u");
   auto res = RunRanks(size, [&](int rank, int n, const std::string& dir) -> Status {
+    setenv("HVD_HOSTNAME", testing::SplitHosts(n, hosts)[rank].c_str(), 1);
+    setenv("HVD_ADVERTISE_ADDR", "127.0.0.1", 1);
     std::vector<float> out;
-    HVD_RETURN_IF_ERROR(TrainSteps(rank, n, dir, fusion, grouped, &out));
+    HVD_RETURN_IF_ERROR(TrainSteps(rank, n, dir, fusion, grouped, env, &out));
     return rank == 0 ? Dump(out, file) : Status::OK();
   });
   EXPECT_TRUE(res.ok()) << res.FailureMessage();
@@ -171,12 +178,28 @@ std::vector<float> RunTraining(int size, const std::string& fusion, bool grouped
 }
 
 TEST(Fusion, OnAndOffGiveIdenticalResults) {
-  std::vector<float> fused = RunTraining(3, "134217728", false);
+  std::vector<float> fused = RunTraining(
+      3, "134217728", false, 1,
+      {{"HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", "0"}, {"HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "0"}});
   std::vector<float> unfused = RunTraining(3, "0", false);
   ASSERT_FALSE(fused.empty());
   ASSERT_EQ(fused.size(), unfused.size());
   EXPECT_EQ(0, std::memcmp(fused.data(), unfused.data(), fused.size() * sizeof(float)))
       << "fused and unfused allreduce differ";
+}
+
+// Also with the fused buffer forced through the large-buffer path (local ring in small chunks)
+// while the unfused tensors take the small-buffer path.
+TEST(Fusion, OnAndOffGiveIdenticalResultsAcrossHosts) {
+  std::vector<float> fused = RunTraining(4, "134217728", false, 2,
+                                         {{"HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", "0"},
+                                          {"HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "0"},
+                                          {"HVD_RING_CHUNK_BYTES", "4096"}});
+  std::vector<float> unfused = RunTraining(4, "0", false, 2);
+  ASSERT_FALSE(fused.empty());
+  ASSERT_EQ(fused.size(), unfused.size());
+  EXPECT_EQ(0, std::memcmp(fused.data(), unfused.data(), fused.size() * sizeof(float)))
+      << "fused and unfused hierarchical allreduce differ";
 }
 
 TEST(GroupedAllreduce, BitIdenticalRunToRun) {

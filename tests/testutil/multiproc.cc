@@ -20,6 +20,7 @@
 #include <optional>
 
 #include "rendezvous/store.h"
+#include "transport/connect.h"
 #include "transport/tcp/tcp_transport.h"
 
 namespace hvd::testing {
@@ -296,6 +297,28 @@ Status ConnectTcp(int rank, int size, const std::string& store_dir,
   runtime::transport::tcp::TcpOptions options;
   options.scope = scope;
   HVD_RETURN_IF_ERROR_CTX(runtime::transport::tcp::Connect(*store, rank, size, options, out), ctx);
+  return Status::OK();
+}
+
+std::vector<std::string> SplitHosts(int size, int hosts) {
+  std::vector<std::string> names(size);
+  for (int r = 0; r < size; ++r) names[r] = "host" + std::to_string(r * hosts / size);
+  return names;
+}
+
+Status ConnectHosts(int rank, int size, const std::string& store_dir,
+                    const std::vector<std::string>& hosts, bool shm,
+                    std::unique_ptr<runtime::transport::Transport>* out, const std::string& scope) {
+  std::unique_ptr<runtime::rendezvous::Store> store;
+  const std::string ctx =
+      "ConnectHosts rank " + std::to_string(rank) + " of " + std::to_string(size);
+  HVD_RETURN_IF_ERROR_CTX(runtime::rendezvous::NewFileStore(store_dir, &store), ctx);
+  runtime::transport::ConnectOptions options;
+  options.hosts = hosts;
+  options.use_shm = shm;
+  options.tcp.scope = scope + "/tcp";
+  options.shm.scope = scope + "/shm";
+  HVD_RETURN_IF_ERROR_CTX(runtime::transport::Connect(*store, rank, size, options, out), ctx);
   return Status::OK();
 }
 

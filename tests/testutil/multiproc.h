@@ -91,6 +91,17 @@ Status ConnectTcp(int rank, int size, const std::string& store_dir,
                   std::unique_ptr<runtime::transport::Transport>* out,
                   const std::string& scope = "default");
 
+// `size` ranks spread over `hosts` simulated hosts, consecutive ranks together: "host0", ...
+// (rank r on host r * hosts / size).
+std::vector<std::string> SplitHosts(int size, int hosts);
+
+// Builds the job transport (transport/connect.h) for `rank` over a file store in `store_dir`:
+// shared memory between ranks with equal `hosts` entries when `shm`, TCP on 127.0.0.1 otherwise.
+Status ConnectHosts(int rank, int size, const std::string& store_dir,
+                    const std::vector<std::string>& hosts, bool shm,
+                    std::unique_ptr<runtime::transport::Transport>* out,
+                    const std::string& scope = "default");
+
 }  // namespace hvd::testing
 
 // Fails the current test with every failing rank's message unless all ranks succeeded.

@@ -95,8 +95,7 @@ Hello MakeHello(int rank, int size, const std::string& scope, int listen_port) {
   h.version = kVersion;
   h.rank = rank;
   h.size = size;
-  h.scope_hash = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : scope) h.scope_hash = (h.scope_hash ^ c) * 1099511628211ull;
+  h.scope_hash = ScopeHash(scope);
   h.listen_port = static_cast<uint32_t>(listen_port);
   return h;
 }

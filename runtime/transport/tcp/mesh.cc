@@ -41,8 +41,18 @@ std::string AdvertisedHost(const TcpOptions& o) {
 
 class Mesh {
  public:
-  Mesh(rendezvous::Store& store, int rank, int size, const TcpOptions& o)
-      : store_(store), rank_(rank), size_(size), opts_(o), peers_(size), last_error_(size) {}
+  Mesh(rendezvous::Store& store, int rank, int size, const TcpOptions& o,
+       const std::vector<bool>& wanted)
+      : store_(store),
+        rank_(rank),
+        size_(size),
+        opts_(o),
+        wanted_(wanted.empty() ? std::vector<bool>(size, true) : wanted),
+        peers_(size),
+        last_error_(size) {
+    wanted_.resize(size, false);
+    wanted_[rank] = false;
+  }
 
   ~Mesh() {
     if (listen_fd_ >= 0) close(listen_fd_);
@@ -52,8 +62,9 @@ class Mesh {
     }
   }
 
-  Status Run(std::unique_ptr<Transport>* out) {
-    Status s = Build(out);
+  Status Run(const std::shared_ptr<AbortState>& abort,
+             std::vector<std::unique_ptr<PollableLink>>* out) {
+    Status s = Build(abort, out);
     if (s.ok()) return s;
     return s.WithContext("tcp mesh for rank " + std::to_string(rank_) + " of " +
                          std::to_string(size_) + " (scope '" + opts_.scope + "', " +
@@ -61,7 +72,8 @@ class Mesh {
   }
 
  private:
-  Status Build(std::unique_ptr<Transport>* out) {
+  Status Build(const std::shared_ptr<AbortState>& abort,
+               std::vector<std::unique_ptr<PollableLink>>* out) {
     deadline_ = Clock::now() + opts_.connect_timeout;
     cancel_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (cancel_fd_ < 0) return Internal("eventfd: " + ErrnoText(errno));
@@ -84,15 +96,22 @@ class Mesh {
     Status s = connect_status.ok() ? accept_status_ : connect_status;
     if (s.code() == StatusCode::kDeadlineExceeded) return DeadlineExceeded(DescribeMissing());
     HVD_RETURN_IF_ERROR(s);
-    *out = NewTcpTransport(rank_, size_, std::move(peers_));
-    peers_.assign(size_, PeerSocket{});  // ownership moved
+    out->resize(size_);
+    for (int p = 0; p < size_; ++p) {
+      if (peers_[p].fd < 0) continue;
+      (*out)[p] = std::make_unique<TcpLink>(peers_[p].fd, p, peers_[p].address, abort);
+      peers_[p].fd = -1;  // ownership moved
+    }
     HVD_LOG(DEBUG) << "tcp mesh ready: rank " << rank_ << " of " << size_ << " at " << address;
     return Status::OK();
   }
 
   Status AcceptHigher() {
-    int missing = size_ - rank_ - 1;
-    auto expected = [this](int r) { return r > rank_ && r < size_ && peers_[r].fd < 0; };
+    int missing = 0;
+    for (int r = rank_ + 1; r < size_; ++r) missing += wanted_[r] ? 1 : 0;
+    auto expected = [this](int r) {
+      return r > rank_ && r < size_ && wanted_[r] && peers_[r].fd < 0;
+    };
     while (missing > 0) {
       HVD_RETURN_IF_ERROR(WaitFd(listen_fd_, POLLIN, deadline_, cancel_fd_));
       sockaddr_in from{};
@@ -129,17 +148,22 @@ class Mesh {
   }
 
   Status ConnectLower() {
-    if (rank_ == 0) return Status::OK();
+    std::vector<int> lower;
     std::vector<std::string> keys;
-    for (int p = 0; p < rank_; ++p) keys.push_back(AddressKey(opts_.scope, p));
+    for (int p = 0; p < rank_; ++p) {
+      if (!wanted_[p]) continue;
+      lower.push_back(p);
+      keys.push_back(AddressKey(opts_.scope, p));
+    }
+    if (lower.empty()) return Status::OK();
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
     Status s = store_.Wait(keys, std::max(left, std::chrono::milliseconds(0)));
     if (s.code() == StatusCode::kDeadlineExceeded) return s;
     HVD_RETURN_IF_ERROR_CTX(s, "waiting for the addresses of lower ranks");
-    for (int p = 0; p < rank_; ++p) {
+    for (size_t i = 0; i < lower.size(); ++i) {
       std::string address;
-      HVD_RETURN_IF_ERROR(store_.Get(keys[p], &address));
-      HVD_RETURN_IF_ERROR(ConnectTo(p, address));
+      HVD_RETURN_IF_ERROR(store_.Get(keys[i], &address));
+      HVD_RETURN_IF_ERROR(ConnectTo(lower[i], address));
     }
     return Status::OK();
   }
@@ -181,7 +205,7 @@ class Mesh {
   std::string DescribeMissing() {
     std::vector<std::string> unpublished, unconnected;
     for (int p = 0; p < size_; ++p) {
-      if (p == rank_ || peers_[p].fd >= 0) continue;
+      if (!wanted_[p] || peers_[p].fd >= 0) continue;
       std::string address;
       if (!store_.Get(AddressKey(opts_.scope, p), &address).ok()) {
         unpublished.push_back("rank " + std::to_string(p));
@@ -211,6 +235,7 @@ class Mesh {
   const int rank_;
   const int size_;
   const TcpOptions opts_;
+  std::vector<bool> wanted_;  // peers to connect to
   Clock::time_point deadline_;
   Hello hello_;
   int listen_fd_ = -1;
@@ -225,17 +250,29 @@ class Mesh {
 
 }  // namespace
 
-Status Connect(rendezvous::Store& store, int rank, int size, const TcpOptions& options,
-               std::unique_ptr<Transport>* out) {
+Status ConnectLinks(rendezvous::Store& store, int rank, int size, const TcpOptions& options,
+                    const std::vector<bool>& peers, std::shared_ptr<AbortState> abort,
+                    std::vector<std::unique_ptr<PollableLink>>* links) {
   if (size < 1 || rank < 0 || rank >= size) {
     return InvalidArgument("tcp mesh: rank " + std::to_string(rank) + " of size " +
                            std::to_string(size) + " is out of range");
   }
-  if (size == 1) {
-    *out = NewTcpTransport(0, 1, std::vector<PeerSocket>(1));
-    return Status::OK();
+  links->resize(size);
+  bool any = false;
+  for (int p = 0; p < size; ++p) {
+    any |= p != rank && (peers.empty() || (static_cast<size_t>(p) < peers.size() && peers[p]));
   }
-  return Mesh(store, rank, size, options).Run(out);
+  if (!any) return Status::OK();
+  return Mesh(store, rank, size, options, peers).Run(abort, links);
+}
+
+Status Connect(rendezvous::Store& store, int rank, int size, const TcpOptions& options,
+               std::unique_ptr<Transport>* out) {
+  auto abort = std::make_shared<AbortState>();
+  std::vector<std::unique_ptr<PollableLink>> links;
+  HVD_RETURN_IF_ERROR(ConnectLinks(store, rank, size, options, {}, abort, &links));
+  *out = NewLinkTransport(rank, size, std::move(links), std::move(abort), SpinPolicy{});
+  return Status::OK();
 }
 
 }  // namespace hvd::runtime::transport::tcp

@@ -1,38 +1,11 @@
 #include "transport/tcp/tcp_link.h"
 
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <cstdint>
 
 #include "transport/tcp/socket_util.h"
 
 namespace hvd::runtime::transport::tcp {
-
-AbortState::AbortState() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
-
-AbortState::~AbortState() {
-  if (wake_fd_ >= 0) close(wake_fd_);
-}
-
-Status AbortState::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return Aborted(reason_);
-}
-
-bool AbortState::Abort(const std::string& reason) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_.load(std::memory_order_relaxed)) return false;
-    reason_ = reason.empty() ? "transport aborted" : reason;
-    aborted_.store(true, std::memory_order_release);
-  }
-  // Never read back: the counter stays nonzero, so every later poll returns at once too.
-  uint64_t one = 1;
-  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
-  return true;
-}
 
 TcpLink::TcpLink(int fd, int peer, const std::string& address, std::shared_ptr<AbortState> abort)
     : fd_(fd),
@@ -88,6 +61,17 @@ Status TcpLink::TryRecv(void* data, size_t n, size_t* moved) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) return Status::OK();
     return Failed("recv from", errno);
   }
+}
+
+size_t TcpLink::Arm(bool send, bool recv, std::vector<pollfd>* fds) {
+  const short events = static_cast<short>((send ? POLLOUT : 0) | (recv ? POLLIN : 0));
+  if (events == 0) return 0;
+  fds->push_back({fd_, events, 0});
+  return 1;
+}
+
+void TcpLink::Shutdown() {
+  shutdown(fd_, SHUT_RDWR);
 }
 
 }  // namespace hvd::runtime::transport::tcp

@@ -10,17 +10,19 @@
 // SIGPIPE).
 //
 // At run time: WaitReady is one poll(2) over the items' sockets plus an eventfd that Abort()
-// signals, so Abort from any thread wakes a blocked wait at once. Abort also shuts every socket
-// down, so peers blocked on this rank see "closed the connection" instead of waiting out their
-// idle timeouts.
+// signals (transport/link_transport.h), so Abort from any thread wakes a blocked wait at once.
+// Abort also shuts every socket down, so peers blocked on this rank see "closed the connection"
+// instead of waiting out their idle timeouts.
 #pragma once
 
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "hvd/status.h"
 #include "rendezvous/store.h"
+#include "transport/link_transport.h"
 #include "transport/transport.h"
 
 namespace hvd::runtime::transport::tcp {
@@ -41,5 +43,12 @@ struct TcpOptions {
 // scope, rank): a configuration error that retrying cannot fix.
 Status Connect(rendezvous::Store& store, int rank, int size, const TcpOptions& options,
                std::unique_ptr<Transport>* out);
+
+// The mesh's links to the peers p with peers[p] set (every peer when `peers` is empty), sharing
+// `abort`, for a transport that mixes kinds of links (transport/connect.h); (*links)[p] stays
+// null for the others. Errors as for Connect.
+Status ConnectLinks(rendezvous::Store& store, int rank, int size, const TcpOptions& options,
+                    const std::vector<bool>& peers, std::shared_ptr<AbortState> abort,
+                    std::vector<std::unique_ptr<PollableLink>>* links);
 
 }  // namespace hvd::runtime::transport::tcp

@@ -1,0 +1,66 @@
+// Direct allreduce, the latency path for small buffers: every rank sends its whole buffer to
+// every other rank in one round (transport::Exchange drives all links at once), then reduces
+// locally.
+//
+// Vocabulary (N ranks, this rank r):
+//   copy q     - rank q's input: this rank's own buffer for q = r, else the bytes received from q
+//                (gathered into a per-thread scratch area).
+//   chain      - part i is reduced in ring order from rank i mod N: copy_{i+1} op= copy_i, then
+//                copy_{i+2} op= copy_{i+1}, ... ; the last copy holds the result. This is the
+//                order and operand order of the ring (ring_allreduce.cc), so the result is the
+//                ring's bit for bit (collectives.h, "Allreduce").
+// Cost: one message latency instead of the ring's 2(N-1), for (N-1) times the bytes on the wire
+// and N-1 local reductions of the buffer per rank. Recursive doubling would send log2(N) times the
+// bytes, but it sums in a tree order, and then the result would depend on the algorithm chosen
+// (and so on the fusion threshold); docs/performance.md has the crossover measurements.
+#include <cstring>
+#include <string>
+
+#include "collectives/collectives.h"
+#include "collectives/pipeline.h"
+#include "collectives/reduce.h"
+
+namespace hvd::runtime::collectives {
+
+Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
+                       ReduceOp op) {
+  if (op == ReduceOp::kAverage) {
+    return InvalidArgument("direct allreduce: kAverage must be a sum followed by Scale");
+  }
+  const int n = comm.size();
+  const int r = comm.rank();
+  const size_t es = DataTypeSize(dtype);
+  const size_t bytes = off.back() * es;
+  if (n == 1 || bytes == 0) return Status::OK();
+  char* own = static_cast<char*>(buf);
+  char* gathered = internal::ThreadScratch(internal::Scratch::kGather, bytes * (n - 1));
+  auto copy = [&](int q) -> char* {
+    q = ((q % n) + n) % n;
+    return q == r ? own : gathered + bytes * static_cast<size_t>((q - r - 1 + n) % n);
+  };
+
+  std::vector<transport::Transfer> transfers;
+  transfers.reserve(2 * (n - 1));
+  for (int i = 1; i < n; ++i) {
+    transfers.push_back({(r + i) % n, own, bytes, true});
+    transfers.push_back({(r - i + n) % n, copy(r - i), bytes, false});
+  }
+  Status s = transport::Exchange(*comm.transport, transfers, comm.idle_timeout);
+  if (!s.ok()) return s.WithContext("direct allreduce");
+
+  // Every send has completed, so reducing into our own buffer cannot clobber bytes in flight.
+  const size_t parts = off.size() - 1;
+  for (size_t i = 0; i < parts; ++i) {
+    const size_t begin = off[i] * es, count = off[i + 1] - off[i];
+    if (count == 0) continue;
+    const int first = static_cast<int>(i % n);
+    for (int k = 1; k < n; ++k) {
+      ReduceInto(copy(first + k) + begin, copy(first + k - 1) + begin, count, dtype, op);
+    }
+    char* result = copy(first + n - 1);
+    if (result != own) std::memcpy(own + begin, result + begin, count * es);
+  }
+  return Status::OK();
+}
+
+}  // namespace hvd::runtime::collectives

@@ -1,0 +1,69 @@
+// Hierarchical allreduce for jobs on several hosts with L ranks each: reduce within each host
+// over shared memory, the ring across hosts, allgather within the host. Chosen automatically when
+// a job spans hosts (MakeHierarchy); Horovod's HOROVOD_HIERARCHICAL_ALLREDUCE, with the host's
+// reduction scattered so that all L ranks carry cross-host traffic at once.
+//
+// Vocabulary (H hosts, L ranks per host, this rank's local rank l):
+//   local group - the L ranks of this host (Hierarchy::local); cross group - the H ranks with
+//                local rank l, one per host (Hierarchy::cross).
+//   parts       - the buffer has L*H parts (AllreduceLayout); local segment t is parts
+//                t*H .. t*H+H-1, cross part u of it is part t*H+u.
+// Large buffers (unless both groups would take the direct path, see Comm::direct_max_bytes):
+//   1. ring reduce-scatter over the local group on the L local segments: local rank l ends with
+//      segment (l+1) mod L reduced over the host;
+//   2. allreduce of that segment over the cross group, its H parts as the parts (direct or ring
+//      by the same rule as a flat allreduce);
+//   3. ring allgather over the local group.
+//   Each rank moves 2(L-1)/L of the buffer over shared memory and 2(H-1)/H of a 1/L share over
+//   the network, and the L ranks of a host use the network concurrently.
+// Small buffers: two rounds instead of 2(L-1) + 2(H-1) + ...:
+//   1. direct allreduce over the local group with the L local segments as parts: every local rank
+//      holds the host's sum of the whole buffer;
+//   2. direct allreduce over the cross group of the whole buffer, all L*H parts (part t*H+u
+//      starts at cross rank u, as step 2 above).
+// Both orders are the same: local segment t in ring order from local rank t, then part t*H+u in
+// ring order from host u, so results do not depend on the size thresholds.
+#include "collectives/collectives.h"
+#include "collectives/pipeline.h"
+
+namespace hvd::runtime::collectives {
+
+Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off,
+                             DataType dtype, ReduceOp op) {
+  if (comm.hierarchy == nullptr) return Internal("hierarchical allreduce without a hierarchy");
+  Comm local = comm.Over(comm.hierarchy->local.get());
+  Comm cross = comm.Over(comm.hierarchy->cross.get());
+  local.direct_max_bytes = comm.hierarchy->local_direct_max_bytes;
+  cross.direct_max_bytes = comm.hierarchy->cross_direct_max_bytes;
+  const int nl = local.size(), nh = cross.size();
+  if (off.size() != static_cast<size_t>(nl * nh) + 1) {
+    return Internal("hierarchical allreduce: " + std::to_string(off.size() - 1) + " parts for " +
+                    std::to_string(nl) + " local ranks x " + std::to_string(nh) + " hosts");
+  }
+  const size_t es = DataTypeSize(dtype);
+  std::vector<size_t> local_off(nl + 1);
+  for (int t = 0; t <= nl; ++t) local_off[t] = off[static_cast<size_t>(t) * nh];
+
+  const size_t bytes = off.back() * es;
+  if (UseDirect(local, bytes) && UseDirect(cross, bytes)) {
+    HVD_RETURN_IF_ERROR_CTX(DirectAllreduce(local, buf, local_off, dtype, op),
+                            "hierarchical allreduce, within the host");
+    return DirectAllreduce(cross, buf, off, dtype, op)
+        .WithContext("hierarchical allreduce, across hosts");
+  }
+
+  HVD_RETURN_IF_ERROR_CTX(RingReduceScatter(local, buf, local_off, dtype, op),
+                          "hierarchical allreduce, within the host");
+  // The segment this rank holds reduced over its host, and its H parts relative to its start.
+  const int t = (local.rank() + 1) % nl;
+  std::vector<size_t> parts(nh + 1);
+  for (int u = 0; u <= nh; ++u) parts[u] = off[static_cast<size_t>(t) * nh + u] - local_off[t];
+  char* segment = static_cast<char*>(buf) + local_off[t] * es;
+  Status s = UseDirect(cross, parts.back() * es) ? DirectAllreduce(cross, segment, parts, dtype, op)
+                                                 : RingAllreduce(cross, segment, parts, dtype, op);
+  HVD_RETURN_IF_ERROR_CTX(s, "hierarchical allreduce, across hosts");
+  return RingAllgather(local, buf, local_off, dtype)
+      .WithContext("hierarchical allreduce, within the host");
+}
+
+}  // namespace hvd::runtime::collectives

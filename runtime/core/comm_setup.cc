@@ -1,0 +1,114 @@
+// Connects a rank to its peers and sets up the collectives' communicator from the environment:
+// shared memory between ranks with the same host name, TCP between hosts (transport/connect.h),
+// the hierarchy for jobs spanning hosts, and the algorithm thresholds. The settings that tune
+// the data path are declared here, where they are read.
+#include <algorithm>
+
+#include "common/settings.h"
+#include "core/context.h"
+#include "transport/connect.h"
+
+namespace hvd::runtime::core {
+namespace {
+
+using common::Setting;
+
+const Setting<std::string> kAdvertiseAddr(
+    "HVD_ADVERTISE_ADDR", nullptr, "",
+    "IPv4 address peers dial to reach this rank; unset: 127.0.0.1 when all ranks share a host");
+const Setting<int64_t> kSocketBuffer(
+    "HVD_SOCKET_BUFFER_BYTES", nullptr, 0,
+    "SO_SNDBUF/SO_RCVBUF for TCP links; 0 keeps kernel autotuning");
+const Setting<bool> kShm("HVD_SHM", nullptr, true,
+                         "shared memory between ranks with the same host name; 0: TCP everywhere");
+const Setting<int64_t> kShmRing("HVD_SHM_RING_BYTES", nullptr, int64_t{1} << 20,
+                                "bytes of each shared-memory ring (one per direction and local "
+                                "peer); a power of two >= 4096");
+const Setting<int64_t> kShmSpin("HVD_SHM_SPIN_MICROSECONDS", nullptr, 100,
+                                "how long a rank waiting on shared memory polls before it sleeps");
+const Setting<int64_t> kDirectMaxShm(
+    "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", nullptr, 64 << 10,
+    "among ranks of one host, an allreduce takes the latency path instead of the ring while "
+    "(ranks - 1) x its size is at most this");
+const Setting<int64_t> kDirectMaxTcp("HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", nullptr, 256 << 10,
+                                     "the same over TCP links");
+const Setting<int64_t> kRingChunk("HVD_RING_CHUNK_BYTES", nullptr, 256 << 10,
+                                  "the ring moves each segment in chunks of about this size");
+const Setting<bool> kHierarchical(
+    "HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", true,
+    "jobs on several hosts with equal ranks per host reduce within hosts first; 0: flat ring");
+
+Status CheckRange(const Setting<int64_t>& s, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi) {
+    return InvalidArgument(s.name() + "=" + std::to_string(v) + " is out of range [" +
+                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status ConnectComm(rendezvous::Store& store, int rank, int size,
+                   const std::vector<std::string>& hosts, std::chrono::milliseconds start_timeout,
+                   const TransportWrap& wrap, std::unique_ptr<transport::Transport>* transport,
+                   collectives::Comm* comm) {
+  transport::ConnectOptions o;
+  o.hosts = hosts;
+  int64_t socket_buffer, ring, spin, direct_shm, direct_tcp, chunk;
+  bool hierarchical;
+  HVD_RETURN_IF_ERROR(kAdvertiseAddr.Get(&o.tcp.advertise_addr));
+  HVD_RETURN_IF_ERROR(kSocketBuffer.Get(&socket_buffer));
+  HVD_RETURN_IF_ERROR(kShm.Get(&o.use_shm));
+  HVD_RETURN_IF_ERROR(kShmRing.Get(&ring));
+  HVD_RETURN_IF_ERROR(kShmSpin.Get(&spin));
+  HVD_RETURN_IF_ERROR(kDirectMaxShm.Get(&direct_shm));
+  HVD_RETURN_IF_ERROR(kDirectMaxTcp.Get(&direct_tcp));
+  HVD_RETURN_IF_ERROR(kRingChunk.Get(&chunk));
+  HVD_RETURN_IF_ERROR(kHierarchical.Get(&hierarchical));
+  HVD_RETURN_IF_ERROR(CheckRange(kSocketBuffer, socket_buffer, 0, 1 << 30));
+  HVD_RETURN_IF_ERROR(CheckRange(kShmRing, ring, 4096, int64_t{1} << 30));
+  HVD_RETURN_IF_ERROR(CheckRange(kShmSpin, spin, 0, 10000000));
+  HVD_RETURN_IF_ERROR(CheckRange(kDirectMaxShm, direct_shm, 0, int64_t{1} << 30));
+  HVD_RETURN_IF_ERROR(CheckRange(kDirectMaxTcp, direct_tcp, 0, int64_t{1} << 30));
+  HVD_RETURN_IF_ERROR(CheckRange(kRingChunk, chunk, 4096, int64_t{1} << 30));
+
+  const bool one_host =
+      std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  if (size == 1) {
+    *transport = NewSelfTransport();
+  } else {
+    if (o.tcp.advertise_addr.empty()) {
+      if (!one_host) {
+        return InvalidArgument(
+            "the job's ranks run on several hosts but HVD_ADVERTISE_ADDR is not set on rank " +
+            std::to_string(rank) + " (host " + hosts[rank] +
+            "): set it to this host's IPv4 address that the other hosts can reach, or start "
+            "the job with hvdrun, which chooses one");
+      }
+      o.tcp.advertise_addr = "127.0.0.1";
+    }
+    o.tcp.bind_addr = o.tcp.advertise_addr;
+    o.tcp.scope = "tcp";
+    o.tcp.connect_timeout = start_timeout;
+    o.tcp.socket_buffer_bytes = static_cast<int>(socket_buffer);
+    o.shm.scope = "shm";
+    o.shm.connect_timeout = start_timeout;
+    o.shm.ring_bytes = static_cast<size_t>(ring);
+    o.shm.spin = std::chrono::microseconds(spin);
+    HVD_RETURN_IF_ERROR_CTX(transport::Connect(store, rank, size, o, transport),
+                            "connecting rank " + std::to_string(rank) + " to its peers");
+  }
+  if (wrap) *transport = wrap(std::move(*transport));
+  comm->transport = transport->get();
+  // The latency path pays off up to a size that depends on the links (docs/performance.md).
+  const size_t within_host = static_cast<size_t>(o.use_shm ? direct_shm : direct_tcp);
+  comm->direct_max_bytes = one_host ? within_host : static_cast<size_t>(direct_tcp);
+  comm->ring_chunk_bytes = static_cast<size_t>(chunk);
+  if (hierarchical && size > 1) {
+    comm->hierarchy = collectives::MakeHierarchy(transport->get(), hosts, within_host,
+                                                 static_cast<size_t>(direct_tcp));
+  }
+  return Status::OK();
+}
+
+}  // namespace hvd::runtime::core

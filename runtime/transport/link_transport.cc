@@ -1,0 +1,183 @@
+// LinkTransport: per-peer links of any kind plus WaitReady (spin, then poll(2) over what the links
+// arm and the abort eventfd) and Abort. See link_transport.h for the vocabulary.
+#include "transport/link_transport.h"
+
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdint>
+
+#include "transport/fd_util.h"
+
+namespace hvd::runtime::transport {
+
+AbortState::AbortState() : wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+AbortState::~AbortState() {
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+Status AbortState::status() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Aborted(reason_);
+}
+
+bool AbortState::Abort(const std::string& reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (aborted_.load(std::memory_order_relaxed)) return false;
+    reason_ = reason.empty() ? "transport aborted" : reason;
+    aborted_.store(true, std::memory_order_release);
+  }
+  // Never read back: the counter stays nonzero, so every later poll returns at once too.
+  uint64_t one = 1;
+  if (wake_fd_ >= 0) (void)!write(wake_fd_, &one, sizeof(one));
+  return true;
+}
+
+namespace {
+
+constexpr auto kMaxPause = std::chrono::microseconds(10);
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+class LinkTransport final : public Transport {
+ public:
+  LinkTransport(int rank, int size, std::vector<std::unique_ptr<PollableLink>> links,
+                std::shared_ptr<AbortState> abort, SpinPolicy spin)
+      : rank_(rank), size_(size), links_(std::move(links)), abort_(std::move(abort)), spin_(spin) {
+    links_.resize(size);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  Link* link(int peer) override { return links_[peer].get(); }
+
+  Status WaitReady(const std::vector<WaitItem>& items, Clock::time_point deadline) override {
+    if (abort_->aborted()) return abort_->status();
+    bool spinnable = false;
+    for (const WaitItem& it : items) spinnable |= it.link != nullptr && Of(it)->CanSpin();
+    if (spinnable && spin_.spin.count() > 0 &&
+        Spin(items, std::min(deadline, Clock::now() + spin_.spin))) {
+      return abort_->aborted() ? abort_->status() : Status::OK();
+    }
+    return Sleep(items, deadline);
+  }
+
+  void Abort(const std::string& reason) override {
+    if (!abort_->Abort(reason)) return;
+    for (auto& l : links_) {
+      if (l != nullptr) l->Shutdown();
+    }
+  }
+
+ private:
+  static PollableLink* Of(const WaitItem& it) { return static_cast<PollableLink*>(it.link); }
+
+  static bool AnyReadyNow(const std::vector<WaitItem>& items) {
+    for (const WaitItem& it : items) {
+      if (it.link != nullptr && Of(it)->ReadyNow(it.send, it.recv)) return true;
+    }
+    return false;
+  }
+
+  // True as soon as an item is ready now or the transport is aborted; false at `until`.
+  // Links that cannot be ready now (TCP) are left to Sleep's poll.
+  bool Spin(const std::vector<WaitItem>& items, Clock::time_point until) {
+    const Clock::time_point yield_from = std::min(until, Clock::now() + spin_.pause);
+    bool yielding = false;
+    for (unsigned i = 0;; ++i) {
+      if (AnyReadyNow(items) || abort_->aborted()) return true;
+      if (!yielding) {
+        CpuRelax();
+        if ((i & 15) != 15) continue;  // read the clock every 16 polls
+        const Clock::time_point now = Clock::now();
+        if (now >= until) return false;
+        yielding = now >= yield_from;
+        continue;
+      }
+      if (Clock::now() >= until) return false;
+      sched_yield();
+    }
+  }
+
+  Status Sleep(const std::vector<WaitItem>& items, Clock::time_point deadline) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> first(items.size());
+    for (;;) {
+      fds.clear();
+      for (size_t i = 0; i < items.size(); ++i) {
+        first[i] = fds.size();
+        if (items[i].link != nullptr) Of(items[i])->Arm(items[i].send, items[i].recv, &fds);
+      }
+      fds.push_back({abort_->wake_fd(), POLLIN, 0});
+      // Armed first, checked second: a peer that moved an index after our last check either
+      // is seen here or saw our flag and rang the doorbell.
+      bool ready = AnyReadyNow(items);
+      int r = 0;
+      if (!ready) {
+        auto now = Clock::now();
+        auto left = deadline > now
+                        ? std::chrono::ceil<std::chrono::milliseconds>(deadline - now).count()
+                        : 0;
+        r = poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, INT_MAX)));
+      }
+      const int err = errno;
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (items[i].link != nullptr) {
+          Of(items[i])->Disarm(items[i].send, items[i].recv, fds.data() + first[i]);
+        }
+      }
+      if (abort_->aborted()) return abort_->status();
+      if (ready || r > 0) return Status::OK();
+      if (r < 0 && err != EINTR) return Internal("WaitReady: poll: " + ErrnoText(err));
+      if (r == 0 && Clock::now() >= deadline) return TimedOut(items);
+    }
+  }
+
+  static Status TimedOut(const std::vector<WaitItem>& items) {
+    std::string m = "WaitReady: deadline passed waiting on";
+    const char* sep = " ";
+    for (const WaitItem& it : items) {
+      if (it.link == nullptr) continue;
+      m += sep;
+      m += it.send && it.recv ? "send/recv " : it.send ? "send to " : "recv from ";
+      m += it.link->description();
+      sep = ", ";
+    }
+    if (*sep == ' ') m += " nothing";
+    return DeadlineExceeded(std::move(m));
+  }
+
+  const int rank_;
+  const int size_;
+  std::vector<std::unique_ptr<PollableLink>> links_;
+  const std::shared_ptr<AbortState> abort_;
+  const SpinPolicy spin_;
+};
+
+}  // namespace
+
+SpinPolicy SpinFor(size_t local_ranks, std::chrono::microseconds spin) {
+  cpu_set_t set;
+  const size_t cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  SpinPolicy p;
+  p.spin = local_ranks > 1 ? spin : std::chrono::microseconds(0);
+  p.pause = local_ranks <= cpus ? std::min(p.spin, std::chrono::microseconds(kMaxPause))
+                                : std::chrono::microseconds(0);
+  return p;
+}
+
+std::unique_ptr<Transport> NewLinkTransport(int rank, int size,
+                                            std::vector<std::unique_ptr<PollableLink>> links,
+                                            std::shared_ptr<AbortState> abort, SpinPolicy spin) {
+  return std::make_unique<LinkTransport>(rank, size, std::move(links), std::move(abort), spin);
+}
+
+}  // namespace hvd::runtime::transport
