@@ -89,7 +89,7 @@ const char* AllreduceAlgorithm(const Comm& comm, size_t bytes) {
 }
 
 Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& parts, DataType dtype,
-                      ReduceOp op) {
+                      ReduceOp op, double postscale) {
   if (comm.transport == nullptr) return InvalidArgument("allreduce: no transport");
   if (!IsValid(dtype)) {
     return InvalidArgument("allreduce: invalid dtype " + std::to_string(static_cast<int>(dtype)));
@@ -103,6 +103,9 @@ Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& pa
   if (buf == nullptr) return InvalidArgument("allreduce: null buffer for a non-empty tensor");
 
   const ReduceOp sum_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+  // One factor, so that every element is rounded once whichever algorithm runs.
+  double factor = postscale;
+  if (op == ReduceOp::kAverage) factor = factor / comm.size();
   if (comm.size() > 1) {
     Status s;
     switch (Choose(comm, count * DataTypeSize(dtype))) {
@@ -113,12 +116,13 @@ Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& pa
         s = DirectAllreduce(comm, buf, parts, dtype, sum_op);
         break;
       case Algorithm::kRing:
-        s = RingAllreduce(comm, buf, parts, dtype, sum_op);
+        s = RingAllreduce(comm, buf, parts, dtype, sum_op, factor);
+        factor = 1.0;  // applied inside the ring
         break;
     }
     HVD_RETURN_IF_ERROR(s);
   }
-  if (op == ReduceOp::kAverage) Scale(buf, count, dtype, 1.0 / comm.size());
+  if (factor != 1.0) Scale(buf, count, dtype, factor);
   return Status::OK();
 }
 

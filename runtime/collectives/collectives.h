@@ -33,8 +33,8 @@ namespace hvd::runtime::collectives {
 struct Hierarchy {
   std::unique_ptr<transport::Transport> local;  // the ranks on this host, in rank order
   std::unique_ptr<transport::Transport> cross;  // this local rank's rank on every host
-  size_t local_direct_max_bytes = 0;  // Comm::direct_max_bytes within the host...
-  size_t cross_direct_max_bytes = 0;  // ...and across hosts
+  size_t local_direct_max_bytes = 0;            // Comm::direct_max_bytes within the host...
+  size_t cross_direct_max_bytes = 0;            // ...and across hosts
 };
 
 struct Comm {
@@ -85,9 +85,11 @@ std::vector<size_t> AllreduceLayout(const Comm& comm, size_t count);
 Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op);
 
 // The same with explicit part boundaries: `parts` as AllreduceLayout returns them, or summed
-// over the tensors of a fused buffer.
+// over the tensors of a fused buffer; and the result multiplied by `postscale` (Scale's rounding,
+// once per element, on top of kAverage's division). The ring applies the factor to each chunk
+// as it completes, while it is in cache, instead of in a pass over the whole buffer afterwards.
 Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& parts, DataType dtype,
-                      ReduceOp op);
+                      ReduceOp op, double postscale = 1.0);
 
 // Whether `bytes` go through the direct path on `comm` (see Comm::direct_max_bytes).
 bool UseDirect(const Comm& comm, size_t bytes);
@@ -97,8 +99,9 @@ const char* AllreduceAlgorithm(const Comm& comm, size_t bytes);
 
 // The algorithms (REQUIRES: op != kAverage; `off` has size() + 1 entries, off.back() = count).
 // Bandwidth-optimal ring: reduce-scatter then allgather, pipelined and chunked (ring_allreduce.cc).
+// Each result element is multiplied by `scale` (Scale's rounding) before it is forwarded.
 Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
-                     ReduceOp op);
+                     ReduceOp op, double scale = 1.0);
 // Ring phases alone: after the reduce-scatter, part i is reduced on rank (i - 1) mod size; the
 // allgather starts from that state.
 Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,

@@ -149,11 +149,13 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
             if (fwd_n > 0) {
               n = fwd_n;
               ReduceIntoCopy(step.dst + processed, src, fwd, n / es, plan.dtype, plan.op);
+              if (step.scale != 1.0) Scale(fwd, n / es, plan.dtype, step.scale);
               out->CommitSend(n);
               sent += n;
             } else {
               ReduceInto(step.dst + processed, src, n / es, plan.dtype, plan.op);
             }
+            if (step.scale != 1.0) Scale(step.dst + processed, n / es, plan.dtype, step.scale);
             in->ConsumeRecv(n);
             received = processed = processed + n;
             moved = n;
@@ -176,6 +178,7 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
           const size_t ppos = processed % scratch_bytes;
           const size_t n = std::min((received - processed) / es * es, scratch_bytes - ppos);
           ReduceInto(step.dst + processed, scratch + ppos, n / es, plan.dtype, plan.op);
+          if (step.scale != 1.0) Scale(step.dst + processed, n / es, plan.dtype, step.scale);
           processed += n;
         }
       }

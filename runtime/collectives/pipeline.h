@@ -43,6 +43,7 @@ struct RecvStep {
   char* dst = nullptr;
   size_t bytes = 0;  // a multiple of the element size for reduce steps
   bool reduce = false;
+  double scale = 1.0;  // reduce steps: each reduced piece is then multiplied by this (Scale)
 };
 
 struct Pipeline {

@@ -10,6 +10,9 @@
 //                R_0 .. R_{N-2} are reduce steps (received into scratch, then buf op= scratch);
 //                R_{N-1} .. R_{2N-3} are placed steps (the final values, written in place).
 //                After R_{N-2} this rank holds the fully reduced chunk of segment (r + 1).
+//   scale      - an average's 1/N (or any postscale) is applied at R_{N-2}, to each piece just
+//                reduced and still in cache, so the allgather forwards final values and no pass
+//                over the whole buffer follows.
 //   schedule   - the streams run chunk by chunk: S_0(0) .. S_{2N-3}(0), S_0(1) .. . A chunk
 //                reduced at R_j is forwarded at S_{j+1} right away, while it is still in this
 //                rank's cache; one pass over the whole segment per step would evict it first.
@@ -41,7 +44,7 @@ namespace {
 
 // Steps [first, last) of the ring's 2N-2, for every chunk.
 Status RunSteps(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
-                ReduceOp op, int first, int last, const char* algorithm) {
+                ReduceOp op, int first, int last, const char* algorithm, double scale = 1.0) {
   const int n = comm.size();
   const int r = comm.rank();
   if (off.size() != static_cast<size_t>(n) + 1) {
@@ -84,7 +87,7 @@ Status RunSteps(const Comm& comm, void* buf, const std::vector<size_t>& off, Dat
       // its reduced segment); every later one forwards the chunk just received.
       plan.sends[k] = {data, bytes, j == first ? -1 : k - 1};
       piece(r - 1 - j, c, &data, &bytes);
-      plan.recvs[k] = {data, bytes, /*reduce=*/j < n - 1};
+      plan.recvs[k] = {data, bytes, /*reduce=*/j < n - 1, /*scale=*/j == n - 2 ? scale : 1.0};
     }
   }
   return internal::RunPipeline(comm, plan);
@@ -97,11 +100,11 @@ std::vector<size_t> RingSegments(size_t count, int parts) {
 }
 
 Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
-                     ReduceOp op) {
+                     ReduceOp op, double scale) {
   if (op == ReduceOp::kAverage) {
     return InvalidArgument("ring allreduce: kAverage must be a sum followed by Scale");
   }
-  return RunSteps(comm, buf, off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce");
+  return RunSteps(comm, buf, off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce", scale);
 }
 
 Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,

@@ -54,6 +54,9 @@ const Setting<double> kCycleTime("HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", 1.0,
 const Setting<int64_t> kFusionThreshold("HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
                                         128ll << 20,
                                         "fusion buffer bytes; 0 disables tensor fusion");
+const Setting<int64_t> kFusionMaxTensor("HVD_FUSION_MAX_TENSOR_BYTES", nullptr, 64 << 10,
+                                        "larger tensors are reduced alone in place, not copied "
+                                        "into the fusion buffer; 0: no limit");
 const Setting<int64_t> kCacheCapacity("HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", 1024,
                                       "response cache entries; 0 disables the cache");
 const Setting<std::string> kTimeline("HVD_TIMELINE", "HOROVOD_TIMELINE", "",
@@ -158,7 +161,8 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
   int64_t cache_capacity;
   std::string timeline_path;
   HVD_RETURN_IF_ERROR(Read(kCycleTime, &cycle_ms));
-  HVD_RETURN_IF_ERROR(Read(kFusionThreshold, &eo.fusion_threshold));
+  HVD_RETURN_IF_ERROR(Read(kFusionThreshold, &eo.fusion.threshold_bytes));
+  HVD_RETURN_IF_ERROR(Read(kFusionMaxTensor, &eo.fusion.max_tensor_bytes));
   HVD_RETURN_IF_ERROR(Read(kCacheCapacity, &cache_capacity));
   HVD_RETURN_IF_ERROR(Read(kStallCheck, &eo.stall_check_seconds));
   HVD_RETURN_IF_ERROR(Read(kStallShutdown, &eo.stall_shutdown_seconds));
@@ -169,7 +173,10 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
     return InvalidArgument("HVD_CYCLE_TIME=" + std::to_string(cycle_ms) +
                            " ms is out of range [0, 60000]");
   }
-  HVD_RETURN_IF_ERROR(CheckRange("HVD_FUSION_THRESHOLD", eo.fusion_threshold, 0, 1ll << 40, ""));
+  HVD_RETURN_IF_ERROR(
+      CheckRange("HVD_FUSION_THRESHOLD", eo.fusion.threshold_bytes, 0, 1ll << 40, ""));
+  HVD_RETURN_IF_ERROR(CheckRange("HVD_FUSION_MAX_TENSOR_BYTES", eo.fusion.max_tensor_bytes, 0,
+                                 1ll << 40, " (0: no limit)"));
   HVD_RETURN_IF_ERROR(CheckRange("HVD_CACHE_CAPACITY", cache_capacity, 0, 1 << 20, ""));
   if (start_s <= 0 || peer_s <= 0) {
     return InvalidArgument("HVD_START_TIMEOUT_SECONDS and HVD_PEER_TIMEOUT_SECONDS must be > 0");

@@ -31,7 +31,7 @@ Engine::Engine(collectives::Comm comm, EngineOptions options,
     : comm_(comm),
       options_(options),
       timeline_(std::move(timeline)),
-      executor_(comm, options.fusion_threshold, timeline_.get()),
+      executor_(comm, options.fusion, timeline_.get()),
       cache_(options.cache_capacity) {
   if (comm_.rank() == 0) {
     coordinator_ = std::make_unique<fusion::Coordinator>(comm_.size(), options.stall_check_seconds,

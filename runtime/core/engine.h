@@ -39,7 +39,7 @@ namespace hvd::runtime::core {
 
 struct EngineOptions {
   std::chrono::microseconds cycle_time{1000};
-  int64_t fusion_threshold = 128ll << 20;
+  fusion::FusionLimits fusion{128ll << 20, 0};
   uint32_t cache_capacity = 1024;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;

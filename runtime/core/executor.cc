@@ -86,8 +86,9 @@ std::string TimelineArgs(const char* algorithm, size_t bytes, size_t fused) {
 
 }  // namespace
 
-Executor::Executor(collectives::Comm comm, int64_t fusion_threshold, timeline::Timeline* timeline)
-    : comm_(comm), fusion_threshold_(fusion_threshold), timeline_(timeline) {}
+Executor::Executor(collectives::Comm comm, fusion::FusionLimits fusion,
+                   timeline::Timeline* timeline)
+    : comm_(comm), fusion_(fusion), timeline_(timeline) {}
 
 Status Executor::Execute(const std::vector<Response>& responses, int contributors,
                          const Lookup& lookup, const Finish& finish) {
@@ -106,7 +107,7 @@ Status Executor::Execute(const std::vector<Response>& responses, int contributor
     }
   }
 
-  for (const fusion::Batch& batch : fusion::PlanBatches(responses, fusion_threshold_)) {
+  for (const fusion::Batch& batch : fusion::PlanBatches(responses, fusion_)) {
     const Response& head = responses[batch.items[0].response];
     Status s;
     if (head.type == OpType::kAllreduce) {
@@ -210,10 +211,9 @@ Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contr
     }
   }
   if (in_place && head.prescale != 1.0) collectives::Scale(buf, count, dtype, head.prescale);
-  Status s = collectives::AllreduceParts(comm_, buf, segments, dtype, WireOp(head.reduce_op));
+  Status s = collectives::AllreduceParts(comm_, buf, segments, dtype, WireOp(head.reduce_op),
+                                         PostFactor(head, contributors));
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
-  const double post = PostFactor(head, contributors);
-  if (post != 1.0) collectives::Scale(buf, count, dtype, post);
 
   if (!in_place) {
     if (timeline_) {

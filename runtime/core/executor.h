@@ -14,6 +14,7 @@
 
 #include "collectives/collectives.h"
 #include "core/operation.h"
+#include "fusion/fusion_planner.h"
 #include "fusion/message.h"
 #include "timeline/timeline.h"
 
@@ -28,13 +29,14 @@ class Executor {
   // Completes an operation (removes it from the pending table, then Operation::Complete).
   using Finish = std::function<void(const std::string& key, const Status& status)>;
 
-  Executor(collectives::Comm comm, int64_t fusion_threshold, timeline::Timeline* timeline);
+  Executor(collectives::Comm comm, fusion::FusionLimits fusion, timeline::Timeline* timeline);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
   // Runs `responses`. `contributors` is the number of ranks that have not joined: averages divide
-  // by it unless a response records its own count (Response::contributors). Operation failures complete the operation; a non-OK return means the transport broke
-  // and the job cannot go on (every pending operation must then be failed by the caller).
+  // by it unless a response records its own count (Response::contributors). Operation failures
+  // complete the operation; a non-OK return means the transport broke and the job cannot go on
+  // (every pending operation must then be failed by the caller).
   Status Execute(const std::vector<fusion::Response>& responses, int contributors,
                  const Lookup& lookup, const Finish& finish);
 
@@ -46,7 +48,7 @@ class Executor {
   Status RunOther(const fusion::Response& r, internal::Operation* op, int contributors);
 
   collectives::Comm comm_;
-  int64_t fusion_threshold_;
+  fusion::FusionLimits fusion_;
   timeline::Timeline* timeline_;  // null unless this rank writes the timeline
   std::vector<char> fusion_buffer_;
   std::vector<char> scratch_;

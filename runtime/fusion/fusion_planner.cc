@@ -16,7 +16,11 @@ int64_t Bytes(const TensorSpec& t) {
 
 }  // namespace
 
-std::vector<Batch> PlanBatches(const std::vector<Response>& responses, int64_t threshold) {
+std::vector<Batch> PlanBatches(const std::vector<Response>& responses, const FusionLimits& limits) {
+  const int64_t threshold = limits.threshold_bytes;
+  auto large = [&](int64_t bytes) {
+    return limits.max_tensor_bytes > 0 && bytes > limits.max_tensor_bytes;
+  };
   std::vector<BatchItem> items;
   for (size_t r = 0; r < responses.size(); ++r) {
     if (!responses[r].ok()) continue;
@@ -42,12 +46,16 @@ std::vector<Batch> PlanBatches(const std::vector<Response>& responses, int64_t t
     }
     const TensorSpec& spec = head.tensors[items[i].tensor];
     b.bytes = Bytes(spec);
+    if (large(b.bytes)) {
+      batches.push_back(std::move(b));
+      continue;
+    }
     for (size_t j = i + 1; j < items.size() && b.bytes < threshold; ++j) {
       if (taken[j]) continue;
       const Response& other = responses[items[j].response];
       if (!Fusable(head, other)) continue;
       const TensorSpec& s = other.tensors[items[j].tensor];
-      if (s.dtype != spec.dtype || b.bytes + Bytes(s) > threshold) continue;
+      if (s.dtype != spec.dtype || large(Bytes(s)) || b.bytes + Bytes(s) > threshold) continue;
       taken[j] = true;
       b.bytes += Bytes(s);
       b.items.push_back(items[j]);

@@ -6,6 +6,10 @@
 //            reduce op and scales and their bytes fit the threshold (HVD_FUSION_THRESHOLD);
 //            everything else runs alone. A single item larger than the threshold runs alone,
 //            without a copy into the fusion buffer.
+//   large  - an item above max_tensor_bytes (HVD_FUSION_MAX_TENSOR_BYTES). It runs alone, in
+//            the caller's buffer: fusing saves one collective's fixed cost (microseconds on
+//            shared memory, tens of them on TCP) but costs a copy in and a copy out, which for a
+//            tensor of megabytes is far more (docs/performance.md, "Tensor fusion").
 // The plan depends only on the response list, so every rank computes the same plan.
 #pragma once
 
@@ -22,6 +26,11 @@ struct BatchItem {
   size_t tensor = 0;
 };
 
+struct FusionLimits {
+  int64_t threshold_bytes = 0;   // a batch's bytes at most; 0 fuses nothing
+  int64_t max_tensor_bytes = 0;  // larger tensors are never fused; 0: no such limit
+};
+
 struct Batch {
   std::vector<BatchItem> items;
   int64_t bytes = 0;
@@ -29,6 +38,6 @@ struct Batch {
 
 // Items of OK responses only (error responses are not executed). Order: the first item of each
 // batch follows the response order; compatible later items are pulled forward into it.
-std::vector<Batch> PlanBatches(const std::vector<Response>& responses, int64_t threshold_bytes);
+std::vector<Batch> PlanBatches(const std::vector<Response>& responses, const FusionLimits& limits);
 
 }  // namespace hvd::runtime::fusion

@@ -203,7 +203,7 @@ TEST(FusionPlanner, FusesCompatibleAllreducesUnderTheThreshold) {
   failed.error = "mismatch";
   rs.push_back(failed);
 
-  auto batches = fusion::PlanBatches(rs, 100);  // bytes
+  auto batches = fusion::PlanBatches(rs, {100, 0});  // bytes
   ASSERT_EQ(batches.size(), 4u);
   EXPECT_EQ(batches[0].items.size(), 2u);  // a + c (40 + 40 bytes)
   EXPECT_EQ(batches[0].items[1].response, 2u);
@@ -211,8 +211,28 @@ TEST(FusionPlanner, FusesCompatibleAllreducesUnderTheThreshold) {
   EXPECT_EQ(batches[2].items[0].response, 3u);  // d is larger than the threshold
   EXPECT_EQ(batches[3].items[0].response, 4u);  // the broadcast; the failed one is not run
 
-  auto unfused = fusion::PlanBatches(rs, 0);
+  auto unfused = fusion::PlanBatches(rs, {0, 0});
   EXPECT_EQ(unfused.size(), 5u);
+}
+
+TEST(FusionPlanner, LargeTensorsRunAloneAndSmallOnesAroundThemStillFuse) {
+  // float32 x count: 40, 400, 40, 400, 40 bytes; tensors above 100 bytes are never fused.
+  std::vector<Response> rs = {Cached("a", 10), Cached("B", 100), Cached("c", 10), Cached("D", 100),
+                              Cached("e", 10)};
+  auto batches = fusion::PlanBatches(rs, {1 << 20, 100});
+  ASSERT_EQ(batches.size(), 3u);
+  ASSERT_EQ(batches[0].items.size(), 3u);  // a, c, e: pulled forward past B and D
+  EXPECT_EQ(batches[0].items[1].response, 2u);
+  EXPECT_EQ(batches[0].items[2].response, 4u);
+  EXPECT_EQ(batches[0].bytes, 120);
+  ASSERT_EQ(batches[1].items.size(), 1u);
+  EXPECT_EQ(batches[1].items[0].response, 1u);
+  ASSERT_EQ(batches[2].items.size(), 1u);
+  EXPECT_EQ(batches[2].items[0].response, 3u);
+
+  // A tensor exactly at the limit still fuses; 0 means no limit.
+  EXPECT_EQ(fusion::PlanBatches(rs, {1 << 20, 400}).size(), 1u);
+  EXPECT_EQ(fusion::PlanBatches(rs, {1 << 20, 0}).size(), 1u);
 }
 
 TEST(Topology, MatchesHorovodDefinitions) {
