@@ -7,6 +7,7 @@
 
 #include "common/logging.h"
 #include "common/settings.h"
+#include "core/job_settings.h"
 #include "stall/watched_transport.h"
 
 namespace hvd::runtime::core {
@@ -91,11 +92,13 @@ std::string Hostname() {
   return buf;
 }
 
-// Publishes this rank's host and size and collects everybody's, naming the ranks that never
-// arrive.
+// Publishes this rank's size, host and job-wide settings (job_settings.h) and collects
+// everybody's, naming the ranks that never arrive and any that disagree.
 Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::string& host,
                     std::chrono::milliseconds timeout, std::vector<std::string>* hosts) {
-  const std::string mine = std::to_string(size) + "\n" + host;
+  std::string settings;
+  HVD_RETURN_IF_ERROR(JobWideSettings(&settings));
+  const std::string mine = std::to_string(size) + "\n" + host + "\n" + settings;
   HVD_RETURN_IF_ERROR_CTX(store.Set("host/" + std::to_string(rank), mine),
                           "rendezvous in " + store.Describe());
   std::vector<std::string> keys;
@@ -128,7 +131,13 @@ Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::str
                              their_size + " but rank " + std::to_string(rank) + " with " +
                              std::to_string(size) + "; every rank of a job needs the same size");
     }
-    (*hosts)[r] = v.substr(nl + 1);
+    const auto nl2 = v.find('\n', nl + 1);
+    if (nl2 == std::string::npos) {
+      return InvalidArgument("rank " + std::to_string(r) + " published no job settings in " +
+                             store.Describe() + " (a different hvd version?)");
+    }
+    (*hosts)[r] = v.substr(nl + 1, nl2 - nl - 1);
+    HVD_RETURN_IF_ERROR(CompareJobWideSettings(settings, rank, v.substr(nl2 + 1), r));
   }
   return Status::OK();
 }

@@ -196,6 +196,28 @@ TEST(Errors, MissingRankAtStartupIsNamed) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+TEST(Errors, SettingsThatShapeCollectivesMustAgreeAcrossRanks) {
+  auto res = RunRanks(3, [](int rank, int size, const std::string& dir) -> Status {
+    // "true" and "1", an unset variable and its default: equal, not a mismatch.
+    setenv("HVD_SHM", rank == 0 ? "true" : "1", 1);
+    if (rank == 1) setenv("HVD_FUSION_MAX_TENSOR_BYTES", "65536", 1);
+    if (rank == 2) setenv("HOROVOD_FUSION_THRESHOLD", "0", 1);  // the Horovod alias counts too
+    Status s = InitRank(rank, size, dir);
+    HVD_RETURN_IF_ERROR(Check(s.code() == StatusCode::kInvalidArgument, s.ToString()));
+    const std::string other = rank == 2 ? "rank 0" : "rank 2";
+    for (const std::string& part : {std::string("HVD_FUSION_THRESHOLD is "), other,
+                                    std::string("must be equal on every rank")}) {
+      HVD_RETURN_IF_ERROR(
+          Check(Contains(s.message(), part), "message lacks '" + part + "': " + s.message()));
+    }
+    // The same settings everywhere: Init succeeds in a fresh rendezvous directory.
+    unsetenv("HOROVOD_FUSION_THRESHOLD");
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir + "/again"));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 TEST(Timeline, IsValidJsonNamingEveryTensor) {
   const std::string path =
       ::testing::TempDir() + "/hvd_timeline_" + std::to_string(getpid()) + ".json";
