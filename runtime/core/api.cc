@@ -6,6 +6,7 @@
 
 #include "core/context.h"
 #include "core/operation.h"
+#include "gpu/cuda_probe.h"
 #include "hvd/hvd.h"
 
 namespace hvd {
@@ -50,6 +51,24 @@ Status CheckTensor(const char* what, const Tensor& t) {
   if (t.data == nullptr && t.num_elements() > 0) {
     return InvalidArgument(std::string(what) + ": data is null for a tensor of shape " +
                            runtime::fusion::ShapeString(t.shape));
+  }
+  if (t.device < -1) {
+    return InvalidArgument(std::string(what) + ": device " + std::to_string(t.device) +
+                           " is not a device; use -1 for host memory or a CUDA device ordinal");
+  }
+  if (t.device >= 0) {
+    // Say first whether this process could use a GPU at all: that is what users need to fix.
+    runtime::gpu::CudaInfo cuda;
+    const Status& probe = runtime::gpu::CachedCudaProbe(&cuda);
+    if (!probe.ok()) {
+      return FailedPrecondition(std::string(what) + ": the tensor is on CUDA device " +
+                                std::to_string(t.device) + ", but " + probe.message() +
+                                ". Pass host memory (device = -1).");
+    }
+    return FailedPrecondition(std::string(what) + ": the tensor is on CUDA device " +
+                              std::to_string(t.device) + " (" + std::to_string(cuda.device_count) +
+                              " visible), but this build of hvd reduces host memory only: copy "
+                              "it to the host first (docs/gpu.md)");
   }
   return Status::OK();
 }

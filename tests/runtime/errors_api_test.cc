@@ -17,12 +17,9 @@ namespace hvd {
 namespace {
 
 using testing::Check;
+using testing::Contains;
 using testing::InitRank;
 using testing::RunRanks;
-
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 TEST(Errors, ShapeMismatchFailsOnEveryRankNamingRanksAndShapes) {
   auto res = RunRanks(3, [](int rank, int size, const std::string& dir) -> Status {

@@ -39,6 +39,11 @@ Status ExpectEqual(const std::string& what, const std::vector<T>& got, const std
   return Status::OK();
 }
 
+// Whether `s` contains `part` (for checking error messages).
+inline bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
 // Fails with `message` unless `cond`.
 inline Status Check(bool cond, const std::string& message) {
   return cond ? Status::OK() : Internal(message);

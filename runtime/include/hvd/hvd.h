@@ -71,6 +71,11 @@ struct Tensor {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
+  // -1: host memory. >= 0: memory on that CUDA device, produced on `stream` (a cudaStream_t;
+  // null: the legacy default stream). This build reduces host memory only: a device tensor fails
+  // with FailedPrecondition, saying why (no GPU here, or no GPU data path; docs/gpu.md).
+  int device = -1;
+  void* stream = nullptr;
 
   int64_t num_elements() const {
     int64_t n = 1;
