@@ -1,9 +1,15 @@
 // allreduce_bench: collectives::Allreduce over the TCP or the shared-memory transport, in the
-// style of nccl-tests' all_reduce_perf. No negotiation, fusion or background thread: this is the ceiling the engine
-// can reach, to be compared with memcpy and the reduction kernel on the same machine.
+// style of nccl-tests' all_reduce_perf. No negotiation, fusion or background thread: this is the
+// ceiling the engine can reach, to be compared with memcpy and the reduction kernel on the same
+// machine. With --api 1 the same loop runs through the public API instead (hvd::Init, then
+// hvd::Allreduce: negotiation, response cache, fusion and the background thread included).
 //
-//   allreduce_bench -np 4 [-b 4K] [-e 256M] [-f 2] [-t float32] [-o sum] [--iters auto|N]
-//                   [--warmup N] [--check 1] [--transport tcp|shm] [--direct-max B] [--chunk B]
+//   allreduce_bench -np 4 [-b 4K] [-e 256M] [-f 2] [--sizes 4K,1M,..] [-t float32] [-o sum]
+//                   [--iters auto|N] [--warmup N] [--check 1] [--transport tcp|shm]
+//                   [--direct-max B] [--chunk B] [--api 0|1] [--results 0|1]
+//
+// --results 1 adds one machine-readable line per size (bench/peers/report.py reads them):
+//   RESULT impl=hvd-shm np=2 bytes=4096 iters=1000 us=1.2 wrong=0 memcpy_gbs=.. reduce2t_gbs=..
 //
 // Without HVD_SIZE in the environment it forks -np rank processes that meet through a file store
 // in a fresh temp directory; with HVD_SIZE/HVD_RANK/HVD_RENDEZVOUS set (e.g. under hvdrun) it is
@@ -32,6 +38,7 @@
 #include "bench_util.h"
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
+#include "hvd/hvd.h"
 #include "hvd/status.h"
 #include "hvd/types.h"
 #include "rendezvous/store.h"
@@ -60,6 +67,9 @@ struct Options {
   size_t direct_max = 0;  // 0: the runtime's default for the transport (core/comm_setup.cc)
   bool direct_given = false;
   size_t chunk = 256 << 10;
+  std::vector<size_t> sizes;  // --sizes: exactly these, instead of -b/-e/-f
+  bool api = false;
+  bool results = false;
 };
 
 struct Ref {
@@ -80,7 +90,11 @@ struct Ref {
                "  --transport   tcp (127.0.0.1, default) or shm (shared memory)\n"
                "  --direct-max  latency path while (N-1) x size <= this (0: never); default: the\n"
                "                runtime's for the transport (64K shm, 256K tcp)\n"
-               "  --chunk       the ring's chunk size (default 256K)\n");
+               "  --chunk       the ring's chunk size (default 256K)\n"
+               "  --sizes       comma-separated sizes, e.g. 4K,64K,1M (instead of -b/-e/-f)\n"
+               "  --api 1       through hvd::Init/hvd::Allreduce (the full runtime path); the\n"
+               "                transport then follows HVD_SHM like any job's\n"
+               "  --results 1   also print a RESULT line per size (bench/peers/report.py)\n");
   std::exit(error.empty() ? 0 : kExitUsage);
 }
 
@@ -134,6 +148,25 @@ Options ParseArgs(int argc, char** argv) {
                      }
                    } else if (flag == "--chunk") {
                      if (!ParseBytes(v, &o.chunk)) bad("a size like 64K or 256K");
+                   } else if (flag == "--sizes") {
+                     o.sizes.clear();
+                     std::string list = v;
+                     for (size_t start = 0; start <= list.size();) {
+                       size_t comma = list.find(',', start);
+                       if (comma == std::string::npos) comma = list.size();
+                       size_t b;
+                       if (!ParseBytes(list.substr(start, comma - start), &b)) {
+                         bad("comma-separated sizes like 4K,64K,1M");
+                       }
+                       o.sizes.push_back(b);
+                       start = comma + 1;
+                     }
+                   } else if (flag == "--api") {
+                     if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
+                     o.api = n == 1;
+                   } else if (flag == "--results") {
+                     if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
+                     o.results = n == 1;
                    } else if (flag == "--check" || flag == "-c") {
                      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
                      o.check = n == 1;
@@ -147,6 +180,7 @@ Options ParseArgs(int argc, char** argv) {
 }
 
 std::vector<size_t> Sizes(const Options& o) {
+  if (!o.sizes.empty()) return o.sizes;
   std::vector<size_t> sizes;
   for (size_t b = o.min_bytes; b <= o.max_bytes; b *= o.factor) {
     sizes.push_back(b);
@@ -298,59 +332,67 @@ Ref MeasureReference(size_t bytes) {
 
 // ---- One rank. ----
 
-double MaxAcrossRanks(const Comm& comm, double v, Status* s) {
-  if (s->ok()) *s = coll::Allreduce(comm, &v, 1, DataType::kFloat64, ReduceOp::kMax);
+// What the timed loop runs: the collective layer over one transport, or the public API.
+struct Path {
+  int rank = 0, np = 1;
+  std::string impl;  // RESULT's impl= name: hvd-shm, hvd-tcp, hvd-api
+  std::function<Status(void* buf, size_t count, DataType dtype, ReduceOp op)> allreduce;
+  std::function<Status()> barrier;
+};
+
+double MaxAcrossRanks(const Path& path, double v, Status* s) {
+  if (s->ok()) *s = path.allreduce(&v, 1, DataType::kFloat64, ReduceOp::kMax);
   return v;
 }
 
 // Times `iters` allreduces; returns the slowest rank's seconds.
-double TimedLoop(const Comm& comm, void* buf, size_t count, const Options& o, int iters,
+double TimedLoop(const Path& path, void* buf, size_t count, const Options& o, int iters,
                  Status* s) {
-  if (s->ok()) *s = coll::Barrier(comm);
+  if (s->ok()) *s = path.barrier();
   auto t0 = Clock::now();
-  for (int i = 0; i < iters && s->ok(); ++i) *s = coll::Allreduce(comm, buf, count, o.dtype, o.op);
-  return MaxAcrossRanks(comm, SecondsSince(t0), s);
+  for (int i = 0; i < iters && s->ok(); ++i) *s = path.allreduce(buf, count, o.dtype, o.op);
+  return MaxAcrossRanks(path, SecondsSince(t0), s);
 }
 
 // Every rank runs this with the same sizes; iteration counts are derived from max-reduced times,
 // so all ranks agree on them without talking about it. `refs` (one per size) only on rank 0.
-Status RunSizes(const Comm& comm, const Options& o, const std::vector<Ref>& refs, int64_t* wrong) {
-  const int rank = comm.rank(), np = comm.size();
+Status RunSizes(const Path& path, const Options& o, const std::vector<Ref>& refs, int64_t* wrong) {
+  const int rank = path.rank, np = path.np;
   const size_t esize = DataTypeSize(o.dtype);
-  std::unique_ptr<char[]> buf(new char[o.max_bytes]);
+  std::vector<size_t> sizes = Sizes(o);
+  std::unique_ptr<char[]> buf(new char[*std::max_element(sizes.begin(), sizes.end())]);
   if (rank == 0) {
     std::printf("# %10s %11s %8s %7s %7s %11s %12s %12s %8s %13s %14s\n", "size(B)", "count",
                 "type", "redop", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
                 "memcpy(GB/s)", "reduce2t(GB/s)");
   }
   Status s;
-  std::vector<size_t> sizes = Sizes(o);
   for (size_t k = 0; k < sizes.size() && s.ok(); ++k) {
     size_t count = sizes[k] / esize, bytes = count * esize;
     if (count == 0) continue;
     Fill(buf.get(), count, o, rank, np);
     for (int i = 0; i < o.warmup && s.ok(); ++i) {
-      s = coll::Allreduce(comm, buf.get(), count, o.dtype, o.op);
+      s = path.allreduce(buf.get(), count, o.dtype, o.op);
     }
     int iters = o.iters;
     if (iters == 0) {
       // Grow a probe loop to >= 1/10 of the target, then extrapolate.
       int n = 1;
-      double t = TimedLoop(comm, buf.get(), count, o, n, &s);
+      double t = TimedLoop(path, buf.get(), count, o, n, &s);
       while (s.ok() && t < kTargetSeconds / 10 && n < kMaxIters) {
         n = std::min(kMaxIters, n * 4);
-        t = TimedLoop(comm, buf.get(), count, o, n, &s);
+        t = TimedLoop(path, buf.get(), count, o, n, &s);
       }
       iters = std::clamp(static_cast<int>(std::ceil(kTargetSeconds * n / std::max(t, 1e-9))), 1,
                          kMaxIters);
     }
-    double seconds = TimedLoop(comm, buf.get(), count, o, iters, &s);
+    double seconds = TimedLoop(path, buf.get(), count, o, iters, &s);
     int64_t size_wrong = 0;
     if (o.check && s.ok()) {
       Fill(buf.get(), count, o, rank, np);
-      s = coll::Allreduce(comm, buf.get(), count, o.dtype, o.op);
+      s = path.allreduce(buf.get(), count, o.dtype, o.op);
       size_wrong = s.ok() ? CountWrong(buf.get(), count, o, np) : 0;
-      if (s.ok()) s = coll::Allreduce(comm, &size_wrong, 1, DataType::kInt64, ReduceOp::kSum);
+      if (s.ok()) s = path.allreduce(&size_wrong, 1, DataType::kInt64, ReduceOp::kSum);
     }
     if (!s.ok()) break;
     *wrong += size_wrong;
@@ -363,27 +405,37 @@ Status RunSizes(const Comm& comm, const Options& o, const std::vector<Ref>& refs
                   count, std::string(DataTypeName(o.dtype)).c_str(),
                   std::string(ReduceOpName(o.op)).c_str(), iters, per_op * 1e6, algbw, busbw,
                   wrong_text.c_str(), refs[k].memcpy_gbs, refs[k].reduce_gbs);
+      if (o.results) {
+        std::printf(
+            "RESULT impl=%s np=%d bytes=%zu iters=%d us=%.3f wrong=%s memcpy_gbs=%.3f "
+            "reduce2t_gbs=%.3f\n",
+            path.impl.c_str(), np, bytes, iters, per_op * 1e6,
+            o.check ? std::to_string(size_wrong).c_str() : "-1", refs[k].memcpy_gbs,
+            refs[k].reduce_gbs);
+      }
       std::fflush(stdout);
     }
   }
   return s;
 }
 
-// `env` says who this rank is and where the rendezvous store is (forked or under hvdrun).
-int RunRank(const Options& o, const RankEnv& env, std::vector<Ref> refs) {
+void PrintHeader(const Options& o, const std::string& what, int np) {
+  std::printf("# allreduce_bench: %s, %d ranks\n", what.c_str(), np);
+  std::printf("# machine: %s\n", MachineLine().c_str());
+  std::printf(
+      "# warmup %d, iters %s, check %s; busbw = algbw * 2(N-1)/N; time is the slowest"
+      " rank's\n# memcpy, reduce2t: one process, same size (reduce2t: 2 threads of"
+      " the float32 sum kernel, a[i] += b[i])\n",
+      o.warmup, o.iters ? std::to_string(o.iters).c_str() : "auto (>= 0.3 s, <= 1000)",
+      o.check ? "on" : "off");
+}
+
+// The collective layer over a transport of its own.
+Status RunCollectives(const Options& o, const RankEnv& env, const std::vector<Ref>& refs,
+                      int64_t* wrong) {
   const int rank = env.rank, np = env.size;
-  auto fail = [&](const Status& s) {
-    std::fprintf(stderr, "allreduce_bench: rank %d: %s\n", rank, s.ToString().c_str());
-    return kExitFailed;
-  };
-  signal(SIGPIPE, SIG_IGN);  // a dead peer must be an error status, not a silent exit
-  if (rank == 0 && refs.empty()) {
-    // Launched externally: measure before meeting the others, while they idle in rendezvous.
-    for (size_t bytes : Sizes(o)) refs.push_back(MeasureReference(bytes));
-  }
   std::unique_ptr<runtime::rendezvous::Store> store;
-  Status s = runtime::rendezvous::OpenStore(env.rendezvous, &store);
-  if (!s.ok()) return fail(s);
+  HVD_RETURN_IF_ERROR(runtime::rendezvous::OpenStore(env.rendezvous, &store));
   runtime::transport::ConnectOptions copts;
   copts.hosts.assign(np, "localhost");
   copts.use_shm = o.transport == "shm";
@@ -392,27 +444,69 @@ int RunRank(const Options& o, const RankEnv& env, std::vector<Ref> refs) {
   copts.shm.scope = "bench";
   copts.shm.connect_timeout = std::chrono::seconds(120);
   std::unique_ptr<runtime::transport::Transport> transport;
-  s = runtime::transport::Connect(*store, rank, np, copts, &transport);
-  if (!s.ok()) return fail(s);
+  HVD_RETURN_IF_ERROR(runtime::transport::Connect(*store, rank, np, copts, &transport));
   Comm comm;
   comm.transport = transport.get();
   comm.direct_max_bytes =
       o.direct_given ? o.direct_max : (o.transport == "shm" ? size_t{64} << 10 : size_t{256} << 10);
   comm.ring_chunk_bytes = o.chunk;
   if (rank == 0) {
-    std::printf("# allreduce_bench: collectives::Allreduce over %s, %d ranks\n",
-                o.transport == "shm" ? "shared memory" : "TCP 127.0.0.1", np);
-    std::printf("# machine: %s\n", MachineLine().c_str());
-    std::printf(
-        "# warmup %d, iters %s, check %s; busbw = algbw * 2(N-1)/N; time is the slowest"
-        " rank's\n# memcpy, reduce2t: one process, same size (reduce2t: 2 threads of"
-        " the float32 sum kernel, a[i] += b[i])\n",
-        o.warmup, o.iters ? std::to_string(o.iters).c_str() : "auto (>= 0.3 s, <= 1000)",
-        o.check ? "on" : "off");
+    PrintHeader(o,
+                std::string("collectives::Allreduce over ") +
+                    (o.transport == "shm" ? "shared memory" : "TCP 127.0.0.1"),
+                np);
+  }
+  Path path;
+  path.rank = rank;
+  path.np = np;
+  path.impl = "hvd-" + o.transport;
+  path.allreduce = [&comm](void* buf, size_t count, DataType dtype, ReduceOp op) {
+    return coll::Allreduce(comm, buf, count, dtype, op);
+  };
+  path.barrier = [&comm] { return coll::Barrier(comm); };
+  return RunSizes(path, o, refs, wrong);
+}
+
+// The public API: Init reads HVD_RANK/HVD_SIZE/HVD_RENDEZVOUS (set by LaunchRanks or hvdrun).
+Status RunApi(const Options& o, const RankEnv& env, const std::vector<Ref>& refs, int64_t* wrong) {
+  HVD_RETURN_IF_ERROR(hvd::Init());
+  if (env.rank == 0) {
+    PrintHeader(o, "hvd::Allreduce (negotiation, cache, fusion, background thread)", env.size);
+  }
+  Path path;
+  path.rank = env.rank;
+  path.np = env.size;
+  path.impl = "hvd-api";
+  path.allreduce = [](void* buf, size_t count, DataType dtype, ReduceOp op) {
+    // One name per buffer size and type: every iteration after the first is a cache hit.
+    Tensor t = MakeTensor(buf, dtype, static_cast<int64_t>(count));
+    AllreduceOptions options;
+    options.op = op;
+    return hvd::Allreduce("bench." + std::to_string(count) + "." +
+                              std::string(DataTypeName(dtype)) + "." +
+                              std::string(ReduceOpName(op)),
+                          t, t, options);
+  };
+  path.barrier = [] { return hvd::Barrier(); };
+  Status s = RunSizes(path, o, refs, wrong);
+  Status down = hvd::Shutdown();
+  return s.ok() ? down : s;
+}
+
+// `env` says who this rank is and where the rendezvous store is (forked or under hvdrun).
+int RunRank(const Options& o, const RankEnv& env, std::vector<Ref> refs) {
+  const int rank = env.rank;
+  signal(SIGPIPE, SIG_IGN);  // a dead peer must be an error status, not a silent exit
+  if (rank == 0 && refs.empty()) {
+    // Launched externally: measure before meeting the others, while they idle in rendezvous.
+    for (size_t bytes : Sizes(o)) refs.push_back(MeasureReference(bytes));
   }
   int64_t wrong = 0;
-  s = RunSizes(comm, o, refs, &wrong);
-  if (!s.ok()) return fail(s);
+  Status s = o.api ? RunApi(o, env, refs, &wrong) : RunCollectives(o, env, refs, &wrong);
+  if (!s.ok()) {
+    std::fprintf(stderr, "allreduce_bench: rank %d: %s\n", rank, s.ToString().c_str());
+    return kExitFailed;
+  }
   if (rank == 0) std::printf("# wrong values: %lld\n", static_cast<long long>(wrong));
   std::fflush(stdout);
   return wrong == 0 ? 0 : kExitWrong;

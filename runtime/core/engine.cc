@@ -66,6 +66,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
                                "pending operations (wait for the first one, or rename)");
     } else {
       queue_.push_back(op);
+      if (idle_) wake_cv_.notify_one();
       return;
     }
     report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
@@ -79,6 +80,7 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     stop_requested_ = true;
+    wake_cv_.notify_one();
     if (!thread_.joinable()) return final_status_;
     if (!stopped_cv_.wait_for(lock, grace, [&] { return stopped_; })) {
       // Peers did not take part in an orderly stop (dead or stuck): break the links.
@@ -102,11 +104,15 @@ void Engine::Loop() {
       const bool stalled = coordinator_->OldestStall(now, &oldest);
       options_.stall_reporter->SetInspectorReport(stalled, oldest);
     }
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_ = pending_.empty();
     if (next < now) {
       next = now;  // a long cycle (big collective) does not owe sleep to later ones
     } else {
-      std::this_thread::sleep_until(next);
+      wake_cv_.wait_until(lock, next,
+                          [&] { return stop_requested_ || (idle_ && !queue_.empty()); });
     }
+    idle_ = false;
   }
   if (timeline_) timeline_->Close();
   std::lock_guard<std::mutex> lock(mu_);

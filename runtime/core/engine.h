@@ -108,6 +108,12 @@ class Engine {
 
   std::mutex mu_;
   std::condition_variable stopped_cv_;
+  // The loop sleeps on this between cycles. While the engine is idle (its last cycle left
+  // nothing pending), a submission wakes it at once instead of at the next HVD_CYCLE_TIME tick:
+  // a lone synchronous operation then costs a negotiation, not up to a whole cycle time. Busy,
+  // the engine keeps its cadence, which is what lets tensors of one backward pass fuse.
+  std::condition_variable wake_cv_;
+  bool idle_ GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<internal::Operation>> queue_ GUARDED_BY(mu_);
   std::set<std::string> in_flight_ GUARDED_BY(mu_);
   bool stop_requested_ GUARDED_BY(mu_) = false;

@@ -275,3 +275,31 @@ TEST(Allreduce, PrescalePostscaleAndOutOfPlace) {
 
 }  // namespace
 }  // namespace hvd
+
+namespace hvd {
+namespace {
+
+// An idle engine runs a submission at once rather than at its next cycle tick: with a 5 s cycle
+// time, five synchronous allreduces and a shutdown would take 25 s or more otherwise. (A
+// behaviour check with a wide margin, not a timing target: bench/allreduce_bench --api 1 measures.)
+TEST(Engine, AnIdleEngineRunsASubmissionWithoutWaitingForTheCycleTime) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir, {{"HVD_CYCLE_TIME", "5000"}}));
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<float> v(16, 1.0f);
+    for (int i = 0; i < 5; ++i) {
+      Tensor t = MakeTensor(v.data(), DataType::kFloat32, 16);
+      HVD_RETURN_IF_ERROR(Allreduce("lone." + std::to_string(i), t, t, testing::Sum()));
+    }
+    HVD_RETURN_IF_ERROR(ExpectEqual("sum", v, std::vector<float>(16, 32.0f)));
+    HVD_RETURN_IF_ERROR(Shutdown());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return Check(seconds < 12.0, "5 allreduces and a shutdown took " + std::to_string(seconds) +
+                                     " s with HVD_CYCLE_TIME=5000: the engine waited for ticks");
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+}  // namespace
+}  // namespace hvd
