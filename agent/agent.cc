@@ -245,7 +245,7 @@ class AgentImpl : public Agent {
     while (stream.Read(&msg)) {
       switch (msg.msg_case()) {
         case hvd::v1::LauncherMessage::kStart:
-          workers_.StartRank(msg.start());
+          workers_.StartRankAsync(msg.start());
           break;
         case hvd::v1::LauncherMessage::kStop: {
           const auto& stop = msg.stop();

@@ -22,33 +22,56 @@ void Workers::Report(const hvd::v1::StartRank& cmd, hvd::v1::RankState state, in
   outbox_->AddEvent(std::move(e));
 }
 
-void Workers::StartRank(const hvd::v1::StartRank& cmd) {
-  const std::string job = cmd.job_id();
-  const int attempt = cmd.attempt();
-  const int rank = cmd.placement().rank();
-  const Key key{job, attempt, rank};
+bool Workers::ClaimStart(const hvd::v1::StartRank& cmd) {
+  const Key key{cmd.job_id(), cmd.attempt(), cmd.placement().rank()};
   std::unique_ptr<RankRunner> previous;  // a finished runner under the same key
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (shutting_down_) {
       Report(cmd, hvd::v1::RANK_FAILED_TO_START, 0,
              "hvd-agent on " + LocalHostName() + " is shutting down");
-      return;
+      return false;
     }
-    if (starting_.count(key) != 0) return;
+    if (starting_.count(key) != 0) return false;
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       if (!it->second.runner->done()) {
         Report(cmd, hvd::v1::RANK_RUNNING, it->second.runner->pid(), "");
-        return;
+        return false;
       }
       previous = std::move(it->second.runner);
       entries_.erase(it);
     }
     starting_.insert(key);
   }
+  // Destroyed outside the lock: joining a runner's thread must not wait on anything we hold.
   previous.reset();
+  return true;
+}
 
+void Workers::StartRank(const hvd::v1::StartRank& cmd) {
+  if (ClaimStart(cmd)) Spawn(cmd);
+}
+
+void Workers::StartRankAsync(const hvd::v1::StartRank& cmd) {
+  JoinStarters(/*all=*/false);
+  // Claimed here, in command order: a StopJob read after this command finds the rank in
+  // starting_ even if its thread has not run yet.
+  if (!ClaimStart(cmd)) return;
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::thread t([this, cmd, done] {
+    Spawn(cmd);
+    done->store(true);
+  });
+  std::lock_guard<std::mutex> lock(starters_mu_);
+  starters_.push_back({std::move(t), std::move(done)});
+}
+
+void Workers::Spawn(const hvd::v1::StartRank& cmd) {
+  const std::string job = cmd.job_id();
+  const int attempt = cmd.attempt();
+  const int rank = cmd.placement().rank();
+  const Key key{job, attempt, rank};
   RankRunnerOptions o;
   o.argv.assign(cmd.argv().begin(), cmd.argv().end());
   o.env.insert(cmd.env().begin(), cmd.env().end());
@@ -119,8 +142,35 @@ void Workers::StartRank(const hvd::v1::StartRank& cmd) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   starting_.erase(key);
-  if (runner != nullptr) entries_[key].runner = std::move(runner);
+  auto stop = stop_while_starting_.find(key);
+  if (runner != nullptr) {
+    Entry& entry = entries_[key];
+    entry.runner = std::move(runner);
+    if (stop != stop_while_starting_.end()) {
+      // StopJob came while this rank was starting: it counted the rank, so stop it now.
+      stop_reasons_.emplace(key, stop->second.reason);
+      entry.runner->RequestStop(stop->second.grace);
+      entry.stop_requested = true;
+    }
+  }
+  if (stop != stop_while_starting_.end()) stop_while_starting_.erase(stop);
   cv_.notify_all();
+}
+
+void Workers::JoinStarters(bool all) {
+  std::vector<Starter> finished;
+  {
+    std::lock_guard<std::mutex> lock(starters_mu_);
+    for (auto it = starters_.begin(); it != starters_.end();) {
+      if (all || it->done->load()) {
+        finished.push_back(std::move(*it));
+        it = starters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Starter& s : finished) s.thread.join();
 }
 
 int Workers::StopJob(const std::string& job_id, std::chrono::milliseconds grace,
@@ -133,6 +183,11 @@ int Workers::StopJob(const std::string& job_id, std::chrono::milliseconds grace,
     if (!entry.stop_requested) stop_reasons_[key] = reason;  // the first reason stands
     entry.runner->RequestStop(grace);
     entry.stop_requested = true;
+    ++n;
+  }
+  for (const Key& key : starting_) {
+    if (std::get<0>(key) != job_id) continue;
+    stop_while_starting_.emplace(key, StopRequest{grace, reason});  // StartRank applies it
     ++n;
   }
   return n;
@@ -194,6 +249,8 @@ void Workers::Shutdown(std::chrono::milliseconds grace, const std::string& reaso
   }
   for (auto& [key, entry] : all) entry.runner->RequestStop(grace);
   for (auto& [key, entry] : all) entry.runner->Stop(grace);  // waits until reaped and reported
+  // Every claimed start has finished (starting_ was empty): their threads are ending.
+  JoinStarters(/*all=*/true);
 }
 
 }  // namespace hvd::agent

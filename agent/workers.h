@@ -3,6 +3,7 @@
 // EXITED, KILLED) and every output line to the Outbox. Thread-safe.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -10,6 +11,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -39,8 +41,14 @@ class Workers {
   ~Workers();  // Shutdown(0, ...)
 
   // Starts a rank; its RUNNING or FAILED_TO_START event goes to the outbox. A rank that already
-  // runs (a command repeated after a reconnect) is reported again, not started twice.
+  // runs (a command repeated after a reconnect) is reported again, not started twice. Blocks
+  // until the rank's program has been exec'd (or failed to be).
   void StartRank(const hvd::v1::StartRank& cmd);
+  // StartRank on a thread of its own, so that the ranks of a job start side by side: each start
+  // waits ~10 ms for its wrapper to exec the program, which one after another adds up to a
+  // noticeable part of `hvdrun -np N`'s launch time. A StopJob for the job while the rank starts
+  // stops it as soon as it runs.
+  void StartRankAsync(const hvd::v1::StartRank& cmd);
   // SIGTERM to every process of the job now, SIGKILL after `grace`. `reason` becomes the KILLED
   // events' error. Returns how many ranks were asked to stop (0: none of that job runs here).
   int StopJob(const std::string& job_id, std::chrono::milliseconds grace,
@@ -63,6 +71,19 @@ class Workers {
   };
   void Report(const hvd::v1::StartRank& cmd, hvd::v1::RankState state, int pid,
               const std::string& error);
+  // Registers the start in starting_; false (after reporting why, if needed) when the rank must
+  // not be started: the agent shuts down, the rank already starts or runs.
+  bool ClaimStart(const hvd::v1::StartRank& cmd);
+  // Spawns a claimed rank and moves it from starting_ to entries_.
+  void Spawn(const hvd::v1::StartRank& cmd);
+  // Joins the StartRankAsync threads that have finished (all of them when `all`: each ends when
+  // its Spawn does, bounded by the wrapper's start timeout).
+  void JoinStarters(bool all);
+
+  struct StopRequest {
+    std::chrono::milliseconds grace{0};
+    std::string reason;
+  };
 
   Outbox* const outbox_;
   const WorkersOptions options_;
@@ -70,9 +91,17 @@ class Workers {
   mutable std::mutex mu_;
   std::condition_variable cv_;  // starting_ shrank
   std::map<Key, Entry> entries_;
-  std::set<Key> starting_;                   // StartRank in progress (outside mu_)
-  std::map<Key, std::string> stop_reasons_;  // why hvd stopped a rank, for its KILLED event
+  std::set<Key> starting_;                          // StartRank in progress (outside mu_)
+  std::map<Key, std::string> stop_reasons_;         // why hvd stopped a rank, for its KILLED event
+  std::map<Key, StopRequest> stop_while_starting_;  // StopJob reached a rank in starting_
   bool shutting_down_ = false;
+
+  struct Starter {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::mutex starters_mu_;  // never held while taking mu_, nor by a starter thread
+  std::vector<Starter> starters_;
 };
 
 }  // namespace hvd::agent

@@ -119,5 +119,21 @@ TEST_F(WorkersTest, ARankThatExitsByItselfIsExitedNotKilled) {
   EXPECT_TRUE(e.error().empty());
 }
 
+TEST_F(WorkersTest, AsyncStartsRunSideBySideAndAStopDuringTheStartStillStopsThem) {
+  for (int r = 0; r < 3; ++r) workers_.StartRankAsync(Cmd("j", r, r, {"/bin/sleep", "100"}));
+  // At once, while the starts are (most likely) still in flight: every claimed rank counts.
+  EXPECT_EQ(workers_.StopJob("j", milliseconds(1000), "job j cancelled"), 3);
+  for (int r = 0; r < 3; ++r) {
+    v1::RankEvent k = WaitEvent("j", r, v1::RANK_KILLED);
+    EXPECT_EQ(k.error(), "job j cancelled") << "rank " << r;
+  }
+  EXPECT_TRUE(workers_.RunningJobs().empty());
+  // A rank started asynchronously and left running is stopped by Shutdown like any other.
+  workers_.StartRankAsync(Cmd("k", 0, 0, {"/bin/sleep", "100"}));
+  WaitEvent("k", 0, v1::RANK_RUNNING);
+  workers_.Shutdown(milliseconds(1000), "agent stopping");
+  EXPECT_EQ(WaitEvent("k", 0, v1::RANK_KILLED).error(), "agent stopping");
+}
+
 }  // namespace
 }  // namespace hvd::agent
