@@ -40,6 +40,23 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Ms = std::chrono::milliseconds;
 
+// hvd-worker-wrapper installed beside this executable (or, in the build tree, in agent/ beside
+// cli/ where hvdrun lives); else this executable, which runs the wrapper as well but loads every
+// library of the agent first.
+std::string DefaultWrapperPath() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n > 0) {
+    const std::string self(buf, static_cast<size_t>(n));
+    const std::string dir = self.substr(0, self.rfind('/'));
+    for (const std::string& candidate :
+         {dir + "/hvd-worker-wrapper", dir + "/../agent/hvd-worker-wrapper"}) {
+      if (access(candidate.c_str(), X_OK) == 0) return candidate;
+    }
+  }
+  return "/proc/self/exe";
+}
+
 constexpr Ms kRegisterTimeout{10000};
 constexpr Ms kDefaultHeartbeat{1000};
 // SIGTERM -> SIGKILL when the agent itself ends jobs: on Stop() and when the lease runs out (the
@@ -425,7 +442,8 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
       options.slots > 0 ? options.slots : std::max(1, static_cast<int>(workers.gpus.size()));
   std::string agent_id;
   HVD_RETURN_IF_ERROR(LoadAgentId(options.state_dir, &agent_id));
-  workers.wrapper = options.wrapper_path.empty() ? "/proc/self/exe" : options.wrapper_path;
+  workers.wrapper = options.wrapper_path.empty() ? DefaultWrapperPath() : options.wrapper_path;
+  HVD_LOG(INFO) << "workers start through " << workers.wrapper;
   const std::string host_name = options.host.empty() ? LocalHostName() : options.host;
   std::vector<control::InterfaceSelector> selectors;
   HVD_RETURN_IF_ERROR(ParseAgentSelectors(options.network_interfaces, host_name, &selectors));

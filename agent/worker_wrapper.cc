@@ -246,7 +246,7 @@ std::vector<std::string> WrapperArgv(const std::string& cgroup_procs_file,
 void RunWorkerWrapperIfAsked(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], kWorkerWrapperFlag) != 0) return;
   if (argc < 5 || std::strcmp(argv[3], "--") != 0) {
-    Die("usage: <exe> --hvd-worker-wrapper CGROUP_PROCS -- PROGRAM [ARGS...]");
+    Die(std::string("usage: <exe> ") + kWorkerWrapperFlag + " CGROUP_PROCS -- PROGRAM [ARGS...]");
   }
   Wrapper(argv[2], std::vector<std::string>(argv + 4, argv + argc)).Run();
 }

@@ -18,7 +18,7 @@
 //   3 - status pipe (write end): WrapperReport records, in order: kStarted or kExecFailed, then
 //       kExited.
 //   4 - lifeline (read end).
-// argv: <exe> --hvd-worker-wrapper <cgroup procs file, or ""> -- <program> [args...]
+// argv: <exe> --hvd-worker-wrapper-v1 <cgroup procs file, or ""> -- <program> [args...]
 // The environment is the worker's; the working directory is already the worker's.
 #pragma once
 
@@ -28,7 +28,9 @@
 
 namespace hvd::agent {
 
-inline constexpr char kWorkerWrapperFlag[] = "--hvd-worker-wrapper";
+// Versioned: a wrapper binary left over from another version does not recognize it and refuses
+// to run, rather than speaking a different fd protocol.
+inline constexpr char kWorkerWrapperFlag[] = "--hvd-worker-wrapper-v1";
 inline constexpr int kWrapperStatusFd = 3;
 inline constexpr int kWrapperLifelineFd = 4;
 
