@@ -28,6 +28,19 @@ bool ParseInt(const char* s, long long lo, long long hi, long long* out) {
   return true;
 }
 
+bool ParseByteList(const std::string& s, std::vector<size_t>* out) {
+  out->clear();
+  for (size_t start = 0; start <= s.size();) {
+    size_t comma = s.find(',', start);
+    if (comma == std::string::npos) comma = s.size();
+    size_t b;
+    if (!ParseBytes(s.substr(start, comma - start), &b)) return false;
+    out->push_back(b);
+    start = comma + 1;
+  }
+  return !out->empty();
+}
+
 void ParseFlagPairs(int argc, char** argv,
                     const std::function<void(const std::string& error)>& usage,
                     const std::function<bool(const std::string& flag, const char* value,

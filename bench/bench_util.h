@@ -28,6 +28,9 @@ bool ParseInt(const char* s, long long lo, long long hi, long long* out);
 // "4096", "4K", "256M", "1G" (binary multiples), 1 byte .. 1 TiB.
 bool ParseBytes(std::string s, size_t* out);
 
+// "4K,64K,1M": a comma-separated list of ParseBytes sizes, at least one.
+bool ParseByteList(const std::string& s, std::vector<size_t>* out);
+
 // Walks argv as "FLAG VALUE" pairs, the form every benchmark flag takes. -h/--help calls
 // usage(""); a flag without a value calls usage("FLAG: missing value (see usage)"). For each pair,
 // handle(flag, value, bad) returns false for a flag it does not know (usage names it);

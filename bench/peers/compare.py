@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""compare.py: hvd's allreduce side by side with Open MPI, Gloo and PyTorch, in one run.
+
+Runs (after bench/peers/run.sh has installed the peers and built everything):
+  hvd-shm     allreduce_bench --transport shm   hvd's collectives over shared memory
+  hvd-tcp     allreduce_bench --transport tcp   hvd's collectives over TCP on 127.0.0.1
+  hvd-api     allreduce_bench --api 1           hvd::Allreduce: negotiation, cache, fusion, engine
+  mpi-shm     mpirun ... --mca btl self,vader   Open MPI's MPI_Allreduce over shared memory
+  mpi-tcp     mpirun ... --mca btl self,tcp     Open MPI's MPI_Allreduce over TCP on lo
+  gloo        gloo_allreduce                    Gloo's AllreduceRingChunked over TCP
+  torch-gloo  torch_allreduce.py                torch.distributed.all_reduce, gloo backend
+  memref      allreduce_bench -np 1             memcpy and a 2-thread a += b on the same size
+on the same sizes and rank counts, every program timed and checked by the same method
+(bench/allreduce_loop.h; the torch script mirrors it), the order of programs rotated round by
+round so drift on a shared machine hits them all alike, and medians over the rounds. Then the
+launch time (hvdrun, mpirun, torchrun to every rank's first allreduce, then exit) and the fusion
+benchmark; then the issue's targets, each with its measured ratio.
+
+  bench/peers/compare.py [--rounds 3] [--np 2,4] [--sizes 4K,64K,1M,16M,64M,256M]
+                         [--impls hvd-shm,...] [--launch-runs 10] [--fusion-rounds 3]
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.path.join(ROOT, "build")
+PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there, not in a pyenv python3
+IMPLS = ["hvd-shm", "hvd-tcp", "hvd-api", "mpi-shm", "mpi-tcp", "gloo", "torch-gloo"]
+RUN_TIMEOUT_S = 900  # one program over all sizes; a hang ends as a failure, not a stuck bench
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
+          "--mca", "pml", "ob1", "--mca", "oob_tcp_if_include", "lo"]
+MPI_BTL = {"mpi-shm": ["--mca", "btl", "self,vader"],
+           "mpi-tcp": ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]}
+RESULT = re.compile(r"^RESULT (.*)$", re.M)
+
+
+def parse_bytes(s):
+    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1:].lower(), 1)
+    return int(s[:-1] if mult > 1 else s) * mult
+
+
+def human(n):
+    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+        if n >= 1 << shift and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+def binary(*parts):
+    return os.path.join(BUILD, *parts)
+
+
+def command(impl, np_, sizes):
+    """The argv (and extra environment) that runs `impl` on `np_` ranks over `sizes`."""
+    loop = ["--sizes", sizes, "--results", "1"]
+    bench = binary("bench", "allreduce_bench")
+    if impl == "hvd-shm":
+        return [bench, "-np", str(np_), "--transport", "shm", "--ref", "0"] + loop, {}
+    if impl == "hvd-tcp":
+        return [bench, "-np", str(np_), "--transport", "tcp", "--ref", "0"] + loop, {}
+    if impl == "hvd-api":
+        # A job on one host: the runtime picks shared memory itself (HVD_SHM's default).
+        return [bench, "-np", str(np_), "--api", "1", "--ref", "0"] + loop, {}
+    if impl == "memref":
+        return [bench, "-np", "1", "--iters", "1", "--warmup", "0"] + loop, {}
+    if impl in MPI_BTL:
+        return (MPIRUN + MPI_BTL[impl] + ["-np", str(np_), binary("bench", "peers", "mpi_allreduce"),
+                                          "--impl", impl] + loop, {})
+    if impl == "gloo":
+        return [binary("bench", "peers", "gloo_allreduce"), "-np", str(np_)] + loop, {}
+    if impl == "torch-gloo":
+        return [PYTHON, os.path.join(ROOT, "bench", "peers", "torch_allreduce.py"),
+                "-np", str(np_)] + loop, {"OMP_NUM_THREADS": "1"}
+    raise ValueError(impl)
+
+
+def run(argv, extra_env, timeout=RUN_TIMEOUT_S):
+    """Runs argv in a session of its own; on timeout kills that whole session (ranks included)."""
+    env = dict(os.environ, **extra_env)
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, errout = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return None, f"timed out after {timeout} s (killed): {' '.join(argv)}"
+    if p.returncode != 0:
+        tail = "\n".join((errout or out).strip().splitlines()[-3:])
+        return out, f"exit {p.returncode}: {' '.join(argv[:3])}...: {tail}"
+    return out, None
+
+
+def parse_results(text):
+    rows = []
+    for m in RESULT.finditer(text or ""):
+        fields = dict(kv.split("=", 1) for kv in m.group(1).split())
+        rows.append(fields)
+    return rows
+
+
+class Results:
+    def __init__(self):
+        self.us = {}     # (impl, np, bytes) -> [us per op, one per round]
+        self.ref = {}    # bytes -> {"memcpy": [GB/s], "reduce2t": [GB/s]}
+        self.wrong = {}  # (impl, np) -> wrong elements seen
+        self.errors = []
+
+    def add(self, impl, np_, text):
+        for f in parse_results(text):
+            b = int(f["bytes"])
+            if impl == "memref":
+                r = self.ref.setdefault(b, {"memcpy": [], "reduce2t": []})
+                r["memcpy"].append(float(f["memcpy_gbs"]))
+                r["reduce2t"].append(float(f["reduce2t_gbs"]))
+                continue
+            self.us.setdefault((impl, np_, b), []).append(float(f["us"]))
+            if int(f["wrong"]) != 0:
+                self.wrong[(impl, np_)] = self.wrong.get((impl, np_), 0) + int(f["wrong"])
+
+    def median_us(self, impl, np_, b):
+        v = self.us.get((impl, np_, b))
+        return statistics.median(v) if v else None
+
+    def busbw(self, impl, np_, b):
+        us = self.median_us(impl, np_, b)
+        return b / (us * 1e-6) / 1e9 * 2 * (np_ - 1) / np_ if us else None
+
+    def ref_gbs(self, b, which):
+        r = self.ref.get(b)
+        return statistics.median(r[which]) if r and r[which] else None
+
+
+def available(impl):
+    need = {"mpi-shm": binary("bench", "peers", "mpi_allreduce"),
+            "mpi-tcp": binary("bench", "peers", "mpi_allreduce"),
+            "gloo": binary("bench", "peers", "gloo_allreduce"),
+            "torch-gloo": PYTHON}
+    path = need.get(impl, binary("bench", "allreduce_bench"))
+    if not os.access(path, os.X_OK):
+        return f"{path} is missing (run bench/peers/run.sh, which installs the peers and builds)"
+    if impl == "torch-gloo":
+        r = subprocess.run([PYTHON, "-c", "import torch.distributed"], capture_output=True)
+        if r.returncode != 0:
+            return "python3-torch is not installed (bench/peers/run.sh installs it)"
+    return None
+
+
+def bench_allreduce(args, impls, results):
+    sizes = ",".join(human(b) for b in args.sizes)
+    jobs = [("memref", 1)] + [(i, n) for n in args.np for i in impls]
+    for r in range(args.rounds):
+        # Rotate the order each round: no program always runs first (cold) or last (hot).
+        k = (r * 3) % len(jobs)
+        order = jobs[k:] + jobs[:k]
+        for impl, np_ in order:
+            argv, env = command(impl, np_, sizes)
+            t0 = time.monotonic()
+            out, err = run(argv, env)
+            took = time.monotonic() - t0
+            print(f"# round {r + 1}/{args.rounds}: {impl:<10} np={np_} {took:6.1f} s"
+                  f"{'  FAILED: ' + err if err else ''}", flush=True)
+            if err:
+                results.errors.append(f"round {r + 1} {impl} np={np_}: {err}")
+            results.add(impl, np_, out)
+
+
+def print_tables(args, impls, res):
+    for np_ in args.np:
+        print(f"\n## {np_} ranks: median time per op (us) | bus bandwidth (GB/s), float32 sum, "
+              f"{args.rounds} interleaved rounds")
+        head = f"{'size':>6} " + " ".join(f"{i:>17}" for i in impls) + f" {'memcpy':>7} {'red2t':>7}"
+        print(head)
+        for b in args.sizes:
+            cells = []
+            for i in impls:
+                us, bw = res.median_us(i, np_, b), res.busbw(i, np_, b)
+                cells.append(f"{us:9.1f} |{bw:6.2f}" if us else f"{'-':>17}")
+            mc, rd = res.ref_gbs(b, "memcpy"), res.ref_gbs(b, "reduce2t")
+            print(f"{human(b):>6} " + " ".join(f"{c:>17}" for c in cells) +
+                  f" {mc or 0:7.2f} {rd or 0:7.2f}")
+        pairs = [(a, p) for a, p in [("hvd-shm", "mpi-shm"), ("hvd-shm", "gloo"),
+                                     ("hvd-shm", "torch-gloo"), ("hvd-tcp", "mpi-tcp"),
+                                     ("hvd-tcp", "gloo"), ("hvd-api", "mpi-shm")]
+                 if a in impls and p in impls]
+        if pairs:
+            print(f"\n## {np_} ranks: speed of hvd / peer (peer's time / hvd's time; > 1: hvd faster)")
+            print(f"{'size':>6} " + " ".join(f"{a + '/' + p:>20}" for a, p in pairs))
+            for b in args.sizes:
+                cells = []
+                for a, p in pairs:
+                    ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
+                    cells.append(f"{up / ua:19.2f}x" if ua and up else f"{'-':>20}")
+                print(f"{human(b):>6} " + " ".join(cells))
+
+
+def time_command(argv, env):
+    t0 = time.perf_counter()
+    out, err = run(argv, env, timeout=120)
+    return time.perf_counter() - t0, err
+
+
+def launch_commands(np_):
+    hello = os.path.join(ROOT, "bench", "peers", "torch_allreduce.py")
+    return {
+        "hvdrun": ([binary("cli", "hvdrun"), "-np", str(np_),
+                    binary("bench", "peers", "launch_hello_hvd")], {}),
+        "mpirun": (MPIRUN + MPI_BTL["mpi-shm"] +
+                   ["-np", str(np_), binary("bench", "peers", "launch_hello_mpi")], {}),
+        # Debian's torchrun on Python 3.11 crashes parsing the default --redirects/--tee "0"
+        # (its Std enum lost the 0 member); "1" (stdout only) parses.
+        "torchrun": (["torchrun", "--nproc_per_node", str(np_), "--redirects", "1", "--tee", "1",
+                      hello, "--hello", "1"], {"OMP_NUM_THREADS": "1"}),
+    }
+
+
+def bench_launch(args, res):
+    np_ = 4
+    cmds = launch_commands(np_)
+    names = [n for n in cmds if shutil.which(cmds[n][0][0]) or os.access(cmds[n][0][0], os.X_OK)]
+    times = {n: [] for n in names}
+    for r in range(args.launch_runs):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            t, err = time_command(*cmds[n])
+            if err:
+                res.errors.append(f"launch {n}: {err}")
+            else:
+                times[n].append(t)
+    print(f"\n## launch: -np {np_} to every rank's first allreduce, then exit "
+          f"(median of {args.launch_runs} interleaved runs)")
+    for n in names:
+        v = times[n]
+        print(f"{n:>9}: " + (f"{statistics.median(v) * 1e3:8.1f} ms  (min {min(v) * 1e3:.1f}, "
+                              f"max {max(v) * 1e3:.1f})" if v else "failed"))
+    return {n: statistics.median(v) for n, v in times.items() if v}
+
+
+def bench_fusion(args, res):
+    argv = [binary("bench", "fusion_bench"), "-np", "2", "--rounds", str(args.fusion_rounds)]
+    out, err = run(argv, {})
+    print(f"\n## fusion: ResNet-50-shaped step (161 tensors), 2 ranks, full runtime path")
+    if err:
+        res.errors.append(f"fusion_bench: {err}")
+        print("failed")
+        return None
+    for line in out.splitlines():
+        if line.startswith("  fused") or line.startswith("  unfused") or "speedup" in line:
+            print(line)
+    m = re.search(r"speedup fused/unfused.*?: ([0-9.]+)x", out)
+    return float(m.group(1)) if m else None
+
+
+def verdict(ok, text):
+    return f"  [{'met' if ok else 'MISSED'}] {text}"
+
+
+def print_targets(args, impls, res, launch, fusion):
+    print("\n## targets (issue 6), from the medians above")
+    lines = []
+    M = 1 << 20
+
+    def ratio(a, p, np_, b):
+        ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
+        return up / ua if ua and up else None
+
+    if 2 in args.np and 64 * M in args.sizes:
+        for peer, want in (("mpi-shm", 2.0), ("gloo", 4.0)):
+            x = ratio("hvd-shm", peer, 2, 64 * M)
+            if x is not None:
+                lines.append(verdict(x >= want, f"2 ranks, 64 MiB: hvd-shm busbw {x:.2f}x {peer}'s "
+                                     f"(want >= {want}x)"))
+        bw, rd = res.busbw("hvd-shm", 2, 64 * M), res.ref_gbs(64 * M, "reduce2t")
+        if bw and rd:
+            lines.append(verdict(bw >= rd / 2, f"2 ranks, 64 MiB: hvd-shm busbw {bw:.2f} GB/s = "
+                                 f"{bw / rd:.2f} of the 2-thread reduce's {rd:.2f} GB/s (want >= 0.5)"))
+    if 2 in args.np:
+        mid = [b for b in args.sizes if 64 << 10 <= b <= 16 * M]
+        xs = [(b, ratio("hvd-shm", "mpi-shm", 2, b)) for b in mid]
+        xs = [(b, x) for b, x in xs if x is not None]
+        if xs:
+            worst = min(xs, key=lambda t: t[1])
+            lines.append(verdict(worst[1] >= 1.0, "2 ranks, 64 KiB-16 MiB: hvd-shm / mpi-shm "
+                                 f"at least 1x at every size: lowest {worst[1]:.2f}x at "
+                                 f"{human(worst[0])}"))
+    if 4 << 10 in args.sizes:
+        for np_ in args.np:
+            x = ratio("hvd-shm", "mpi-shm", np_, 4 << 10)
+            if x is not None:
+                lines.append(verdict(x >= 0.5, f"{np_} ranks, 4 KiB: hvd-shm time {1 / x:.2f}x "
+                                     "mpi-shm's (want <= 2x)"))
+            x = ratio("hvd-shm", "gloo", np_, 4 << 10)
+            if x is not None:
+                lines.append(verdict(x >= 20, f"{np_} ranks, 4 KiB: hvd-shm {x:.1f}x faster "
+                                     "than gloo (want >= 20x)"))
+    for np_ in args.np:
+        for b in (16 * M, 64 * M):
+            x = ratio("hvd-tcp", "mpi-tcp", np_, b)
+            if b in args.sizes and x is not None:
+                lines.append(verdict(x >= 1.5, f"{np_} ranks, {human(b)}: hvd-tcp {x:.2f}x "
+                                     "mpi-tcp (want >= 1.5x)"))
+    if fusion is not None:
+        lines.append(verdict(fusion >= 1.65, f"fusion, ResNet-50 step, 2 ranks: fused {fusion:.2f}x "
+                             "faster than unfused (want >= 1.65x)"))
+    if "hvdrun" in launch and "mpirun" in launch:
+        x = launch["hvdrun"] / launch["mpirun"]
+        lines.append(verdict(x <= 0.5, f"launch -np 4: hvdrun takes {x:.2f} of mpirun's time "
+                             "(want <= 0.5)"))
+    if "hvdrun" in launch and "torchrun" in launch:
+        x = launch["torchrun"] / launch["hvdrun"]
+        lines.append(verdict(x >= 20, f"launch -np 4: hvdrun {x:.1f}x faster than torchrun "
+                             "(want >= 20x)"))
+    print("\n".join(lines) if lines else "  (none measured)")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.splitlines()[1:]))
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--np", default="2,4", help="rank counts, e.g. 2,4")
+    p.add_argument("--sizes", default="4K,64K,1M,16M,64M,256M")
+    p.add_argument("--impls", default=",".join(IMPLS))
+    p.add_argument("--launch-runs", type=int, default=10, help="0: skip the launch timing")
+    p.add_argument("--fusion-rounds", type=int, default=3, help="0: skip the fusion benchmark")
+    args = p.parse_args()
+    try:
+        args.np = [int(n) for n in args.np.split(",")]
+        args.sizes = [parse_bytes(s) for s in args.sizes.split(",")]
+    except ValueError:
+        p.error("--np: expected rank counts like 2,4; --sizes: sizes like 4K,64K,1M")
+    if any(n < 2 or n > 64 for n in args.np):
+        p.error("--np: rank counts must be 2..64 (an allreduce of one rank moves nothing)")
+    if args.rounds < 1:
+        p.error("--rounds: expected at least 1")
+    impls = [i for i in args.impls.split(",") if i]
+    unknown = [i for i in impls if i not in IMPLS]
+    if unknown:
+        p.error(f"--impls: unknown {','.join(unknown)}; choose from {','.join(IMPLS)}")
+    missing = {i: available(i) for i in impls}
+    for i, why in missing.items():
+        if why:
+            print(f"# {i}: skipped: {why}")
+    impls = [i for i in impls if not missing[i]]
+    uname = os.uname()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
+                if l.startswith("model name")), "?")
+    print(f"# machine: {cpu}, nproc {os.cpu_count()}, {uname.sysname} {uname.release}; "
+          f"load average {os.getloadavg()[0]:.1f}")
+
+    res = Results()
+    bench_allreduce(args, impls, res)
+    print_tables(args, impls, res)
+    launch = bench_launch(args, res) if args.launch_runs > 0 else {}
+    fusion = bench_fusion(args, res) if args.fusion_rounds > 0 else None
+    print_targets(args, impls, res, launch, fusion)
+    print(f"# load average at the end {os.getloadavg()[0]:.1f}")
+    bad = {k: v for k, v in res.wrong.items() if v}
+    for (impl, np_), n in bad.items():
+        print(f"# WRONG RESULTS: {impl} np={np_}: {n} elements")
+    for e in res.errors:
+        print(f"# error: {e}")
+    return 1 if bad or res.errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

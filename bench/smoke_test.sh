@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# A ctest smoke run of the benchmarks (not a measurement): every allreduce path of
+# allreduce_bench, the peers' programs that this build has (bench/peers), the launch hello under
+# hvdrun, and compare.py end to end on one small size, each checked for exit 0 and correct
+# results; a bad flag must be refused with exit 2 naming it. Sizes include a count that no rank
+# count divides (1025 floats).
+#   smoke_test.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$1
+src=$2
+bench=$build/bench/allreduce_bench
+fail() { echo "smoke_test: $*" >&2; exit 1; }
+
+# RESULT lines of a run: one per size, every one with wrong=0.
+expect_results() {
+  local what=$1 want=$2 out=$3
+  local n
+  n=$(grep -c '^RESULT .* wrong=0 ' <<<"$out" || true)
+  [ "$n" -eq "$want" ] || fail "$what: $n correct RESULT lines, want $want:"$'\n'"$out"
+}
+
+for transport in shm tcp; do
+  out=$(timeout 120 "$bench" -np 3 --transport $transport --sizes 4100,64K --iters 3 --warmup 1 \
+    --ref 0 --results 1)
+  expect_results "allreduce_bench --transport $transport" 2 "$out"
+done
+out=$(timeout 120 "$bench" -np 2 --api 1 --sizes 4100,1M --iters 3 --ref 0 --results 1)
+expect_results "allreduce_bench --api 1" 2 "$out"
+
+set +e
+err=$("$bench" -np 2 --sizes 4Q 2>&1 >/dev/null)
+code=$?
+set -e
+[ $code -eq 2 ] && grep -q -- "--sizes: expected comma-separated sizes" <<<"$err" ||
+  fail "a bad --sizes gave exit $code: $err"
+
+impls=hvd-shm,hvd-tcp
+if [ -x "$build/bench/peers/gloo_allreduce" ]; then
+  out=$(timeout 120 "$build/bench/peers/gloo_allreduce" -np 3 --sizes 4100,64K --iters 3 --results 1)
+  expect_results gloo_allreduce 2 "$out"
+  impls=$impls,gloo
+fi
+if [ -x "$build/bench/peers/mpi_allreduce" ] && command -v mpirun >/dev/null; then
+  out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+    --mca btl self,vader --mca oob_tcp_if_include lo -np 3 \
+    "$build/bench/peers/mpi_allreduce" --impl mpi-shm --sizes 4100,64K --iters 3 --results 1)
+  expect_results mpi_allreduce 2 "$out"
+  impls=$impls,mpi-shm
+fi
+if [ -x "$build/cli/hvdrun" ]; then
+  timeout 120 "$build/cli/hvdrun" -np 3 "$build/bench/peers/launch_hello_hvd" >/dev/null ||
+    fail "hvdrun -np 3 launch_hello_hvd failed"
+fi
+
+out=$(timeout 300 python3 "$src/bench/peers/compare.py" --rounds 1 --np 2 --sizes 4K \
+  --impls $impls --launch-runs 0 --fusion-rounds 0) || fail "compare.py failed:"$'\n'"$out"
+for impl in ${impls//,/ }; do
+  grep -q "round 1/1: $impl " <<<"$out" || fail "compare.py did not run $impl:"$'\n'"$out"
+done
+grep -q '^    4K ' <<<"$out" || fail "compare.py printed no 4K row:"$'\n'"$out"
+echo "smoke_test: ok ($impls)"
