@@ -11,8 +11,9 @@ Runs (after bench/peers/run.sh has installed the peers and built everything):
   torch-gloo  torch_allreduce.py                torch.distributed.all_reduce, gloo backend
   memref      allreduce_bench -np 1             memcpy and a 2-thread a += b on the same size
 on the same sizes and rank counts, every program timed and checked by the same method
-(bench/allreduce_loop.h; the torch script mirrors it), the order of programs rotated round by
-round so drift on a shared machine hits them all alike, and medians over the rounds. Then the
+(bench/allreduce_loop.h; the torch script mirrors it). Each round runs every program once per
+size, the sizes one after the other and the programs' order rotated, so that drift on a shared
+machine hits the programs compared at a size alike; tables show medians over the rounds. Then the
 launch time (hvdrun, mpirun, torchrun to every rank's first allreduce, then exit) and the fusion
 benchmark; then the issue's targets, each with its measured ratio.
 
@@ -108,26 +109,31 @@ def parse_results(text):
 
 class Results:
     def __init__(self):
-        self.us = {}     # (impl, np, bytes) -> [us per op, one per round]
-        self.ref = {}    # bytes -> {"memcpy": [GB/s], "reduce2t": [GB/s]}
+        self.us = {}     # (impl, np, bytes) -> {round: us per op}
+        self.ref = {}    # bytes -> {"memcpy": {round: GB/s}, "reduce2t": {round: GB/s}}
         self.wrong = {}  # (impl, np) -> wrong elements seen
         self.errors = []
 
-    def add(self, impl, np_, text):
+    def add(self, impl, np_, rnd, text):
         for f in parse_results(text):
             b = int(f["bytes"])
             if impl == "memref":
-                r = self.ref.setdefault(b, {"memcpy": [], "reduce2t": []})
-                r["memcpy"].append(float(f["memcpy_gbs"]))
-                r["reduce2t"].append(float(f["reduce2t_gbs"]))
+                r = self.ref.setdefault(b, {"memcpy": {}, "reduce2t": {}})
+                r["memcpy"][rnd] = float(f["memcpy_gbs"])
+                r["reduce2t"][rnd] = float(f["reduce2t_gbs"])
                 continue
-            self.us.setdefault((impl, np_, b), []).append(float(f["us"]))
+            self.us.setdefault((impl, np_, b), {})[rnd] = float(f["us"])
             if int(f["wrong"]) != 0:
                 self.wrong[(impl, np_)] = self.wrong.get((impl, np_), 0) + int(f["wrong"])
 
     def median_us(self, impl, np_, b):
         v = self.us.get((impl, np_, b))
-        return statistics.median(v) if v else None
+        return statistics.median(v.values()) if v else None
+
+    def round_ratios(self, a, p, np_, b):
+        """Peer's time / hvd's time in each round both ran: pairs measured minutes apart."""
+        va, vp = self.us.get((a, np_, b), {}), self.us.get((p, np_, b), {})
+        return [vp[r] / va[r] for r in sorted(va) if r in vp]
 
     def busbw(self, impl, np_, b):
         us = self.median_us(impl, np_, b)
@@ -135,7 +141,13 @@ class Results:
 
     def ref_gbs(self, b, which):
         r = self.ref.get(b)
-        return statistics.median(r[which]) if r and r[which] else None
+        return statistics.median(r[which].values()) if r and r[which] else None
+
+    def round_ref_ratios(self, impl, np_, b, which):
+        """impl's busbw / the reference's GB/s, in each round both ran."""
+        va, vr = self.us.get((impl, np_, b), {}), self.ref.get(b, {}).get(which, {})
+        f = 2 * (np_ - 1) / np_
+        return [b / (va[r] * 1e-6) / 1e9 * f / vr[r] for r in sorted(va) if r in vr and vr[r]]
 
 
 def available(impl):
@@ -154,22 +166,23 @@ def available(impl):
 
 
 def bench_allreduce(args, impls, results):
-    sizes = ",".join(human(b) for b in args.sizes)
+    """Every program once per size per round, one size at a time: the machine's slow spells
+    (seconds to minutes on a shared VM) then hit the programs compared at a size alike."""
     jobs = [("memref", 1)] + [(i, n) for n in args.np for i in impls]
     for r in range(args.rounds):
-        # Rotate the order each round: no program always runs first (cold) or last (hot).
-        k = (r * 3) % len(jobs)
-        order = jobs[k:] + jobs[:k]
-        for impl, np_ in order:
-            argv, env = command(impl, np_, sizes)
-            t0 = time.monotonic()
-            out, err = run(argv, env)
-            took = time.monotonic() - t0
-            print(f"# round {r + 1}/{args.rounds}: {impl:<10} np={np_} {took:6.1f} s"
-                  f"{'  FAILED: ' + err if err else ''}", flush=True)
-            if err:
-                results.errors.append(f"round {r + 1} {impl} np={np_}: {err}")
-            results.add(impl, np_, out)
+        t_round = time.monotonic()
+        for b in args.sizes:
+            # Rotate the order by round and size: no program always runs first or last.
+            k = (r * 3 + args.sizes.index(b)) % len(jobs)
+            for impl, np_ in jobs[k:] + jobs[:k]:
+                argv, env = command(impl, np_, human(b))
+                out, err = run(argv, env)
+                if err:
+                    print(f"# round {r + 1}: {impl} np={np_} {human(b)}: FAILED: {err}", flush=True)
+                    results.errors.append(f"round {r + 1} {impl} np={np_} {human(b)}: {err}")
+                results.add(impl, np_, r, out)
+        print(f"# round {r + 1}/{args.rounds} done in {time.monotonic() - t_round:.0f} s "
+              f"(load average {os.getloadavg()[0]:.1f})", flush=True)
 
 
 def print_tables(args, impls, res):
@@ -270,16 +283,22 @@ def print_targets(args, impls, res, launch, fusion):
         ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
         return up / ua if ua and up else None
 
+    def rounds(a, p, np_, b):
+        return "; per round " + " ".join(f"{x:.2f}" for x in res.round_ratios(a, p, np_, b))
+
     if 2 in args.np and 64 * M in args.sizes:
         for peer, want in (("mpi-shm", 2.0), ("gloo", 4.0)):
             x = ratio("hvd-shm", peer, 2, 64 * M)
             if x is not None:
                 lines.append(verdict(x >= want, f"2 ranks, 64 MiB: hvd-shm busbw {x:.2f}x {peer}'s "
-                                     f"(want >= {want}x)"))
+                                     f"(want >= {want}x)" + rounds("hvd-shm", peer, 2, 64 * M)))
         bw, rd = res.busbw("hvd-shm", 2, 64 * M), res.ref_gbs(64 * M, "reduce2t")
         if bw and rd:
             lines.append(verdict(bw >= rd / 2, f"2 ranks, 64 MiB: hvd-shm busbw {bw:.2f} GB/s = "
-                                 f"{bw / rd:.2f} of the 2-thread reduce's {rd:.2f} GB/s (want >= 0.5)"))
+                                 f"{bw / rd:.2f} of the 2-thread reduce's {rd:.2f} GB/s (want >= 0.5)"
+                                 "; per round " + " ".join(
+                                     f"{x:.2f}" for x in res.round_ref_ratios("hvd-shm", 2, 64 * M,
+                                                                              "reduce2t"))))
     if 2 in args.np:
         mid = [b for b in args.sizes if 64 << 10 <= b <= 16 * M]
         xs = [(b, ratio("hvd-shm", "mpi-shm", 2, b)) for b in mid]
@@ -304,7 +323,7 @@ def print_targets(args, impls, res, launch, fusion):
             x = ratio("hvd-tcp", "mpi-tcp", np_, b)
             if b in args.sizes and x is not None:
                 lines.append(verdict(x >= 1.5, f"{np_} ranks, {human(b)}: hvd-tcp {x:.2f}x "
-                                     "mpi-tcp (want >= 1.5x)"))
+                                     "mpi-tcp (want >= 1.5x)" + rounds("hvd-tcp", "mpi-tcp", np_, b)))
     if fusion is not None:
         lines.append(verdict(fusion >= 1.65, f"fusion, ResNet-50 step, 2 ranks: fused {fusion:.2f}x "
                              "faster than unfused (want >= 1.65x)"))
