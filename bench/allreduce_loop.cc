@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -19,6 +20,7 @@ namespace coll = runtime::collectives;
 namespace {
 
 constexpr double kRefSeconds = 0.1;  // per memory-bandwidth reference measurement
+constexpr size_t kBufferAlignment = 64;
 
 // ---- Element access: every type through double, with exact small-integer test patterns. ----
 
@@ -234,7 +236,13 @@ Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& 
   const size_t esize = DataTypeSize(o.dtype);
   const std::vector<size_t>& sizes = o.sizes;
   if (sizes.empty()) return Status::OK();
-  std::unique_ptr<char[]> buf(new char[*std::max_element(sizes.begin(), sizes.end())]);
+  // 64-byte aligned, as PyTorch's CPU allocator aligns tensors: the alignment of a buffer
+  // changes every program's speed (docs/performance.md), so all of them get the same kind.
+  const size_t max_bytes = (*std::max_element(sizes.begin(), sizes.end()) + 63) / 64 * 64;
+  std::unique_ptr<char, decltype(&std::free)> buf(
+      static_cast<char*>(std::aligned_alloc(kBufferAlignment, max_bytes)), &std::free);
+  if (buf == nullptr)
+    return Internal("out of memory for a " + std::to_string(max_bytes) + " B buffer");
   if (rank == 0) {
     std::printf("# %10s %11s %8s %7s %7s %11s %12s %12s %8s %13s %14s\n", "size(B)", "count",
                 "type", "redop", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
