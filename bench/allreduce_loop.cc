@@ -184,7 +184,7 @@ const char kLoopFlagsUsage[] =
     "  -t            float32 float64 float16 bfloat16 int8 uint8 int32 int64\n"
     "  -o            sum average min max product\n"
     "  --iters       auto (each timed loop >= 0.3 s, <= 1000 ops) or a count\n"
-    "  --warmup N    untimed operations per size (default 5; 1 per 64 MiB above 16 MiB)\n"
+    "  --warmup N    untimed operations per size (default 5; at most 64 MiB of warmup traffic)\n"
     "  --check 0|1   check every element after timing (default 1)\n"
     "  --results 1   also print a machine-readable RESULT line per size\n";
 
@@ -305,7 +305,8 @@ void PrintHeader(const LoopOptions& o, const std::string& what, int np) {
   std::printf("# %s, %d ranks\n", what.c_str(), np);
   std::printf("# machine: %s\n", MachineLine().c_str());
   std::printf(
-      "# warmup %d (1 per 64 MiB above 16 MiB), iters %s, check %s; busbw = algbw * 2(N-1)/N; time "
+      "# warmup %d (at most 64 MiB of warmup traffic), iters %s, check %s; busbw = algbw * "
+      "2(N-1)/N; time "
       "is the slowest"
       " rank's\n# memcpy, reduce2t: one process, same size (reduce2t: 2 threads of"
       " the float32 sum kernel, a[i] += b[i])\n",

@@ -40,7 +40,7 @@ struct LoopOptions {
   DataType dtype = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int iters = 0;   // 0: calibrated per size (see `iters` above)
-  int warmup = 5;  // untimed operations per size; at most one per 64 MiB... see WarmupCount
+  int warmup = 5;  // untimed operations per size, fewer for large sizes: see WarmupCount
   bool check = true;
   bool results = false;
 };

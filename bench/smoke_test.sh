@@ -19,12 +19,21 @@ expect_results() {
   [ "$n" -eq "$want" ] || fail "$what: $n correct RESULT lines, want $want:"$'\n'"$out"
 }
 
+# Runs a command under a deadline; a failure (124: the deadline) is named with its output.
+try() {
+  local what=$1 out
+  shift
+  out=$(timeout 60 "$@" 2>&1) || fail "$what: exit $? (124: no end within 60 s):"$'\n'"$out"
+  printf '%s' "$out"
+}
+
 for transport in shm tcp; do
-  out=$(timeout 120 "$bench" -np 3 --transport $transport --sizes 4100,64K --iters 3 --warmup 1 \
-    --ref 0 --results 1)
+  out=$(try "allreduce_bench --transport $transport" "$bench" -np 3 --transport $transport \
+    --sizes 4100,64K --iters 3 --warmup 1 --ref 0 --results 1)
   expect_results "allreduce_bench --transport $transport" 2 "$out"
 done
-out=$(timeout 120 "$bench" -np 2 --api 1 --sizes 4100,1M --iters 3 --ref 0 --results 1)
+out=$(try "allreduce_bench --api 1" "$bench" -np 2 --api 1 --sizes 4100,1M --iters 3 --ref 0 \
+  --results 1)
 expect_results "allreduce_bench --api 1" 2 "$out"
 
 set +e
@@ -36,24 +45,27 @@ set -e
 
 impls=hvd-shm,hvd-tcp
 if [ -x "$build/bench/peers/gloo_allreduce" ]; then
-  out=$(timeout 120 "$build/bench/peers/gloo_allreduce" -np 3 --sizes 4100,64K --iters 3 --results 1)
+  out=$(try gloo_allreduce "$build/bench/peers/gloo_allreduce" -np 3 --sizes 4100,64K --iters 3 \
+    --results 1)
   expect_results gloo_allreduce 2 "$out"
   impls=$impls,gloo
 fi
 if [ -x "$build/bench/peers/mpi_allreduce" ] && command -v mpirun >/dev/null; then
-  out=$(timeout 120 mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
+  out=$(try mpi_allreduce mpirun --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 \
     --mca btl self,vader --mca oob_tcp_if_include lo -np 3 \
     "$build/bench/peers/mpi_allreduce" --impl mpi-shm --sizes 4100,64K --iters 3 --results 1)
   expect_results mpi_allreduce 2 "$out"
   impls=$impls,mpi-shm
 fi
 if [ -x "$build/cli/hvdrun" ]; then
-  timeout 120 "$build/cli/hvdrun" -np 3 "$build/bench/peers/launch_hello_hvd" >/dev/null ||
-    fail "hvdrun -np 3 launch_hello_hvd failed"
+  try "hvdrun -np 3 launch_hello_hvd" "$build/cli/hvdrun" -np 3 \
+    "$build/bench/peers/launch_hello_hvd" >/dev/null
 fi
 
-out=$(timeout 300 python3 "$src/bench/peers/compare.py" --rounds 1 --np 2 --sizes 4K \
-  --impls $impls --launch-runs 0 --fusion-rounds 0) || fail "compare.py failed:"$'\n'"$out"
+# compare.py kills what it runs when its own timeout (SIGTERM) or --run-timeout strikes.
+out=$(timeout 240 python3 "$src/bench/peers/compare.py" --build-dir "$build" --rounds 1 --np 2 \
+  --sizes 4K --impls $impls --launch-runs 0 --fusion-rounds 0 --run-timeout 60 2>&1) ||
+  fail "compare.py: exit $?:"$'\n'"$out"
 grep -q "round 1/1 done" <<<"$out" || fail "compare.py ran no round:"$'\n'"$out"
 # The 4K row of the time table: a time and a bus bandwidth for every program.
 row=$(grep -m1 '^    4K ' <<<"$out") || fail "compare.py printed no 4K row:"$'\n'"$out"

@@ -31,10 +31,12 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.path.join(ROOT, "build")
+BUILD = os.path.join(ROOT, "build")  # --build-dir changes it
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there, not in a pyenv python3
 IMPLS = ["hvd-shm", "hvd-tcp", "hvd-api", "mpi-shm", "mpi-tcp", "gloo", "torch-gloo"]
-RUN_TIMEOUT_S = 900  # one program over all sizes; a hang ends as a failure, not a stuck bench
+RUN_TIMEOUT_S = 900  # one program at one size; a hang ends as a failure (--run-timeout)
+KILL_GRACE_S = 5     # SIGTERM first (mpirun tears its job down), then SIGKILL
+_running = None      # the child now running, killed with its session on SIGTERM/SIGINT
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none",
           "--mca", "pml", "ob1", "--mca", "oob_tcp_if_include", "lo"]
 MPI_BTL = {"mpi-shm": ["--mca", "btl", "self,vader"],
@@ -43,8 +45,12 @@ RESULT = re.compile(r"^RESULT (.*)$", re.M)
 
 
 def parse_bytes(s):
+    """'4K' -> 4096; rounded down to whole float32 elements, as the programs report sizes."""
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1:].lower(), 1)
-    return int(s[:-1] if mult > 1 else s) * mult
+    n = int(s[:-1] if mult > 1 else s) * mult // 4 * 4
+    if n <= 0:
+        raise ValueError(s)
+    return n
 
 
 def human(n):
@@ -82,17 +88,39 @@ def command(impl, np_, sizes):
     raise ValueError(impl)
 
 
-def run(argv, extra_env, timeout=RUN_TIMEOUT_S):
+def kill_session(p):
+    """Ends `p`'s session: SIGTERM first, so that mpirun stops its ranks (which it puts in
+    process groups of their own), then SIGKILL to whatever is left in the session."""
+    def members():
+        out = subprocess.run(["ps", "-eo", "pid=,sid="], capture_output=True, text=True).stdout
+        return [int(a) for a, b in (l.split() for l in out.splitlines()) if int(b) == p.pid]
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 0)):
+        for pid in members():
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while members() and time.monotonic() < deadline:
+            time.sleep(0.1)
+
+
+def run(argv, extra_env, timeout=None):
     """Runs argv in a session of its own; on timeout kills that whole session (ranks included)."""
+    global _running
+    timeout = timeout or RUN_TIMEOUT_S
     env = dict(os.environ, **extra_env)
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          start_new_session=True)
+    _running = p
     try:
         out, errout = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
+        kill_session(p)
         p.communicate()
         return None, f"timed out after {timeout} s (killed): {' '.join(argv)}"
+    finally:
+        _running = None
     if p.returncode != 0:
         tail = "\n".join((errout or out).strip().splitlines()[-3:])
         return out, f"exit {p.returncode}: {' '.join(argv[:3])}...: {tail}"
@@ -123,7 +151,7 @@ class Results:
                 r["reduce2t"][rnd] = float(f["reduce2t_gbs"])
                 continue
             self.us.setdefault((impl, np_, b), {})[rnd] = float(f["us"])
-            if int(f["wrong"]) != 0:
+            if int(f["wrong"]) > 0:  # -1: not checked
                 self.wrong[(impl, np_)] = self.wrong.get((impl, np_), 0) + int(f["wrong"])
 
     def median_us(self, impl, np_, b):
@@ -148,6 +176,21 @@ class Results:
         va, vr = self.us.get((impl, np_, b), {}), self.ref.get(b, {}).get(which, {})
         f = 2 * (np_ - 1) / np_
         return [b / (va[r] * 1e-6) / 1e9 * f / vr[r] for r in sorted(va) if r in vr and vr[r]]
+
+
+def versions():
+    """The peers' versions, as their own tools report them."""
+    def ask(argv):
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return r.stdout.strip() if r.returncode == 0 else None
+    mpi = re.search(r"v([0-9][0-9.]*)", ask(["ompi_info", "--version"]) or "")
+    torch = ask([PYTHON, "-c", "import torch; print(torch.__version__)"])
+    gloo = ask(["dpkg-query", "-W", "-f=${Version}", "libgloo-dev"])
+    return (f"Open MPI {mpi.group(1) if mpi else '(none)'}, PyTorch {torch or '(none)'}, "
+            f"Gloo (libgloo-dev) {gloo or '(none)'}")
 
 
 def available(impl):
@@ -238,6 +281,9 @@ def bench_launch(args, res):
     np_ = 4
     cmds = launch_commands(np_)
     names = [n for n in cmds if shutil.which(cmds[n][0][0]) or os.access(cmds[n][0][0], os.X_OK)]
+    if not names:
+        print("\n## launch: skipped: none of hvdrun, mpirun, torchrun was found")
+        return {}
     times = {n: [] for n in names}
     for r in range(args.launch_runs):
         for n in names[r % len(names):] + names[:r % len(names)]:
@@ -339,6 +385,7 @@ def print_targets(args, impls, res, launch, fusion):
 
 
 def main():
+    global BUILD, RUN_TIMEOUT_S
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
                                 epilog="\n".join(__doc__.splitlines()[1:]))
@@ -348,12 +395,27 @@ def main():
     p.add_argument("--impls", default=",".join(IMPLS))
     p.add_argument("--launch-runs", type=int, default=10, help="0: skip the launch timing")
     p.add_argument("--fusion-rounds", type=int, default=3, help="0: skip the fusion benchmark")
+    p.add_argument("--build-dir", default=BUILD, help="where scripts/build.sh built hvd")
+    p.add_argument("--run-timeout", type=int, default=RUN_TIMEOUT_S,
+                   help="seconds one program may run at one size before it is killed")
     args = p.parse_args()
     try:
         args.np = [int(n) for n in args.np.split(",")]
+    except ValueError:
+        p.error(f"--np: expected rank counts like 2,4, got '{args.np}'")
+    try:
         args.sizes = [parse_bytes(s) for s in args.sizes.split(",")]
     except ValueError:
-        p.error("--np: expected rank counts like 2,4; --sizes: sizes like 4K,64K,1M")
+        p.error(f"--sizes: expected positive sizes like 4K,64K,1M (at least 4 bytes), "
+                f"got '{args.sizes}'")
+    BUILD, RUN_TIMEOUT_S = os.path.abspath(args.build_dir), args.run_timeout
+    # A SIGTERM (e.g. a test's timeout) or Ctrl-C must not leave the program now running behind.
+    def stop(sig, frame):
+        if _running is not None:
+            kill_session(_running)
+        sys.exit(128 + sig)
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
     if any(n < 2 or n > 64 for n in args.np):
         p.error("--np: rank counts must be 2..64 (an allreduce of one rank moves nothing)")
     if args.rounds < 1:
@@ -372,6 +434,7 @@ def main():
                 if l.startswith("model name")), "?")
     print(f"# machine: {cpu}, nproc {os.cpu_count()}, {uname.sysname} {uname.release}; "
           f"load average {os.getloadavg()[0]:.1f}")
+    print(f"# peers: {versions()}")
 
     res = Results()
     bench_allreduce(args, impls, res)

@@ -15,9 +15,11 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <map>
 #include <memory>
@@ -101,14 +103,29 @@ int RunRank(const Options& o, const RankEnv& env) {
     path.rank = env.rank;
     path.np = env.size;
     path.impl = "gloo";
-    path.allreduce = [&](void* buf, size_t count, DataType t, ReduceOp op) -> Status {
+    // Runs the algorithm bound to (buf, count, t, op), built on first use.
+    auto run_on = [&](void* buf, size_t count, DataType t, ReduceOp op) -> Status {
       std::unique_ptr<gloo::Algorithm>& a = algorithms[Key{buf, count, t, op}];
       if (!a) a = MakeAlgorithm(context, buf, count, t, op);
-      if (!a)
+      if (!a) {
         return InvalidArgument("Gloo's ring has no " + std::string(DataTypeName(t)) + " " +
                                std::string(ReduceOpName(op)));
+      }
       a->run();
       return Status::OK();
+    };
+    alignas(8) char scalar[8];
+    path.allreduce = [&](void* buf, size_t count, DataType t, ReduceOp op) -> Status {
+      if (count > static_cast<size_t>(INT_MAX)) {
+        return InvalidArgument(std::to_string(count) + " elements: Gloo's counts are ints");
+      }
+      if (count != 1) return run_on(buf, count, t, op);
+      // The loop's scalar reductions (slowest time, wrong count) pass stack variables: they go
+      // through a buffer of our own, so that every algorithm stays bound to live memory.
+      std::memcpy(scalar, buf, DataTypeSize(t));
+      Status s = run_on(scalar, 1, t, op);
+      std::memcpy(buf, scalar, DataTypeSize(t));
+      return s;
     };
     gloo::BarrierAllToAll barrier(context);
     path.barrier = [&] {

@@ -8,6 +8,7 @@
 // Exit status: 0 ok, 1 wrong results, 2 bad arguments, 3 an MPI call failed.
 #include <mpi.h>
 
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -124,6 +125,9 @@ int main(int argc, char** argv) {
     MPI_Datatype t;
     MPI_Op p;
     if (!MpiType(dtype, &t) || !MpiOp(rop, &p)) return InvalidArgument("unsupported by MPI");
+    if (count > static_cast<size_t>(INT_MAX)) {
+      return InvalidArgument(std::to_string(count) + " elements: MPI_Allreduce counts are ints");
+    }
     return MpiStatus("MPI_Allreduce", MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(count), t,
                                                     p, MPI_COMM_WORLD));
   };

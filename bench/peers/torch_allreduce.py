@@ -6,8 +6,9 @@ bench/peers/compare.py. Runs under /usr/bin/python3 (Debian's python3-torch).
     torch_allreduce.py -np 2 [--sizes 4K,1M] [--results 1]      spawns its ranks (file:// store)
     torchrun --nproc_per_node 2 torch_allreduce.py --hello 1      launch test: one allreduce
 
-Same method as the C++ loop: per size, warmup (5, or 1 per 64 MiB above 16 MiB), a probe loop
-grown x4 until it lasts 0.03 s, then ceil(0.3 s / probe time) timed ops (at most 1000); the
+Same method as the C++ loop: per size, warmup (5, but at most 64 MiB of warmup traffic and at
+least 1), a probe loop of n ops grown x4 until it lasts 0.03 s, then ceil(0.3 s x n / probe time)
+timed ops (at most 1000); the
 slowest rank's time (a MAX allreduce); then the buffer is refilled with the same pattern
 ((i*7 + r*3 + 1) % 8, exact in float32) and every element checked. Prints the same RESULT lines.
 """
@@ -110,6 +111,9 @@ def run_sizes(torch, dist, rank, np_, args):
             w = torch.tensor([int((buf != expected(torch, count, np_)).sum())], dtype=torch.int64)
             dist.all_reduce(w)
             wrong = int(w[0])
+            if wrong and rank == 0:
+                print(f"torch_allreduce: {wrong} wrong elements at {count * 4} bytes",
+                      file=sys.stderr)
         total_wrong += wrong
         if rank == 0:
             per_op = seconds / iters
