@@ -117,6 +117,20 @@ int64_t CountWrong(const void* buf, size_t count, const LoopOptions& o, int np) 
   return wrong;
 }
 
+double MaxAcrossRanks(const Path& path, double v, Status* s) {
+  if (s->ok()) *s = path.allreduce(&v, 1, DataType::kFloat64, ReduceOp::kMax);
+  return v;
+}
+
+// Times `iters` allreduces; returns the slowest rank's seconds.
+double TimedLoop(const Path& path, void* buf, size_t count, const LoopOptions& o, int iters,
+                 Status* s) {
+  if (s->ok()) *s = path.barrier();
+  auto t0 = Clock::now();
+  for (int i = 0; i < iters && s->ok(); ++i) *s = path.allreduce(buf, count, o.dtype, o.op);
+  return MaxAcrossRanks(path, SecondsSince(t0), s);
+}
+
 }  // namespace
 
 Ref MeasureReference(size_t bytes) {
@@ -160,24 +174,6 @@ Ref MeasureReference(size_t bytes) {
   helper.join();
   return ref;
 }
-
-namespace {
-
-double MaxAcrossRanks(const Path& path, double v, Status* s) {
-  if (s->ok()) *s = path.allreduce(&v, 1, DataType::kFloat64, ReduceOp::kMax);
-  return v;
-}
-
-// Times `iters` allreduces; returns the slowest rank's seconds.
-double TimedLoop(const Path& path, void* buf, size_t count, const LoopOptions& o, int iters,
-                 Status* s) {
-  if (s->ok()) *s = path.barrier();
-  auto t0 = Clock::now();
-  for (int i = 0; i < iters && s->ok(); ++i) *s = path.allreduce(buf, count, o.dtype, o.op);
-  return MaxAcrossRanks(path, SecondsSince(t0), s);
-}
-
-}  // namespace
 
 const char kLoopFlagsUsage[] =
     "  --sizes       comma-separated sizes, e.g. 4K,64K,1M; suffix K, M or G (x1024)\n"
@@ -226,8 +222,8 @@ bool ParseLoopFlag(const std::string& flag, const char* v, const BadValue& bad, 
 }
 
 int WarmupCount(const LoopOptions& o, size_t bytes) {
-  return std::clamp(static_cast<int>((size_t{64} << 20) / std::max<size_t>(bytes, 1)), 1,
-                    std::max(o.warmup, 1));
+  if (o.warmup == 0) return 0;
+  return std::clamp(static_cast<int>((size_t{64} << 20) / std::max<size_t>(bytes, 1)), 1, o.warmup);
 }
 
 Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& refs,
@@ -253,7 +249,7 @@ Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& 
     size_t count = sizes[k] / esize, bytes = count * esize;
     if (count == 0) continue;
     Fill(buf.get(), count, o, rank, np);
-    for (int i = 0, n = o.warmup ? WarmupCount(o, bytes) : 0; i < n && s.ok(); ++i) {
+    for (int i = 0, n = WarmupCount(o, bytes); i < n && s.ok(); ++i) {
       s = path.allreduce(buf.get(), count, o.dtype, o.op);
     }
     int iters = o.iters;
@@ -305,11 +301,10 @@ void PrintHeader(const LoopOptions& o, const std::string& what, int np) {
   std::printf("# %s, %d ranks\n", what.c_str(), np);
   std::printf("# machine: %s\n", MachineLine().c_str());
   std::printf(
-      "# warmup %d (at most 64 MiB of warmup traffic), iters %s, check %s; busbw = algbw * "
-      "2(N-1)/N; time "
-      "is the slowest"
-      " rank's\n# memcpy, reduce2t: one process, same size (reduce2t: 2 threads of"
-      " the float32 sum kernel, a[i] += b[i])\n",
+      "# warmup %d (at most 64 MiB of warmup traffic), iters %s, check %s; busbw = algbw *"
+      " 2(N-1)/N; time is the slowest rank's\n"
+      "# memcpy, reduce2t: one process, same size (reduce2t: 2 threads of the float32 sum"
+      " kernel, a[i] += b[i])\n",
       o.warmup, o.iters ? std::to_string(o.iters).c_str() : "auto (>= 0.3 s, <= 1000)",
       o.check ? "on" : "off");
 }

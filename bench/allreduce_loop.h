@@ -65,8 +65,8 @@ struct Path {
 bool ParseLoopFlag(const std::string& flag, const char* value, const BadValue& bad, LoopOptions* o);
 extern const char kLoopFlagsUsage[];
 
-// Untimed operations before a size is timed: o.warmup, fewer for large buffers (whose first
-// operation already touches every page), at least one.
+// Untimed operations before a size is timed: o.warmup, but at most 64 MiB of traffic (a large
+// buffer's first operation already touches every page) and at least one; 0 when o.warmup is 0.
 int WarmupCount(const LoopOptions& o, size_t bytes);
 
 // Prints the table's header (rank 0 only calls it): what runs, the machine, the method.

@@ -30,6 +30,8 @@ import subprocess
 import sys
 import time
 
+from torch_allreduce import parse_bytes  # its sibling; imports torch only when it runs ranks
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, "build")  # --build-dir changes it
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there, not in a pyenv python3
@@ -42,15 +44,6 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none
 MPI_BTL = {"mpi-shm": ["--mca", "btl", "self,vader"],
            "mpi-tcp": ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]}
 RESULT = re.compile(r"^RESULT (.*)$", re.M)
-
-
-def parse_bytes(s):
-    """'4K' -> 4096; rounded down to whole float32 elements, as the programs report sizes."""
-    mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1:].lower(), 1)
-    n = int(s[:-1] if mult > 1 else s) * mult // 4 * 4
-    if n <= 0:
-        raise ValueError(s)
-    return n
 
 
 def human(n):

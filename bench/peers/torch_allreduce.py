@@ -24,9 +24,11 @@ MAX_ITERS = 1000
 
 
 def parse_bytes(s):
+    """'4K' -> 4096, rounded down to whole float32 elements as every program reports sizes;
+    ValueError below one element. compare.py parses its --sizes with it too."""
     s = s.strip()
     mult = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(s[-1:].lower(), 1)
-    n = int(s[:-1] if mult > 1 else s) * mult
+    n = int(s[:-1] if mult > 1 else s) * mult // 4 * 4
     if n <= 0:
         raise ValueError(s)
     return n
