@@ -9,6 +9,10 @@
 //
 // --results 1 adds one machine-readable RESULT line per size (allreduce_loop.h).
 //
+// --process-set 0,1 (with --api 1) runs the loop on a process set of those ranks inside the
+// -np job; the other ranks idle (--others idle) or run the same loop at the same time on a set of
+// their own (--others busy). Compare with -np <set size> to see what the process set costs.
+//
 // Without HVD_SIZE in the environment it forks -np rank processes that meet through a file store
 // in a fresh temp directory; with HVD_SIZE/HVD_RANK/HVD_RENDEZVOUS set (e.g. under hvdrun) it is
 // one rank (the launcher is bench_util.h's). busbw = algbw * 2(N-1)/N is what a ring moves per
@@ -16,6 +20,7 @@
 // Exit status: 0 ok, 1 wrong results, 2 bad arguments, 3 a rank failed.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -50,7 +55,9 @@ struct Options : LoopOptions {
   bool direct_given = false;
   size_t chunk = 256 << 10;
   bool api = false;
-  bool ref = true;  // measure the single-process memory references
+  bool ref = true;               // measure the single-process memory references
+  std::vector<int> process_set;  // --process-set: empty runs on the global set
+  bool others_busy = false;      // --others busy: the complement runs the loop as a set too
 };
 
 [[noreturn]] void Usage(const std::string& error) {
@@ -68,6 +75,9 @@ struct Options : LoopOptions {
                "  --ref 0       skip the memcpy/reduce2t references (printed as 0)\n"
                "  --api 1       through hvd::Init/hvd::Allreduce (the full runtime path); the\n"
                "                transport then follows HVD_SHM like any job's\n"
+               "  --process-set R,R,...  with --api 1: run on a process set of these ranks\n"
+               "  --others idle|busy     the ranks outside it idle (default) or run the same\n"
+               "                         loop on a set of their own at the same time\n"
                "%s",
                kLoopFlagsUsage);
   std::exit(error.empty() ? 0 : kExitUsage);
@@ -117,12 +127,43 @@ Options ParseArgs(int argc, char** argv) {
                    } else if (flag == "--api") {
                      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
                      o.api = n == 1;
+                   } else if (flag == "--process-set") {
+                     o.process_set.clear();
+                     std::string text = v;
+                     size_t p = 0;
+                     while (p <= text.size()) {
+                       size_t q = text.find(',', p);
+                       if (q == std::string::npos) q = text.size();
+                       if (!ParseInt(text.substr(p, q - p).c_str(), 0, 63, &n)) {
+                         bad("comma-separated ranks, e.g. 0,1");
+                       }
+                       o.process_set.push_back(static_cast<int>(n));
+                       p = q + 1;
+                     }
+                   } else if (flag == "--others") {
+                     if (std::string(v) != "idle" && std::string(v) != "busy") bad("idle or busy");
+                     o.others_busy = std::string(v) == "busy";
                    } else {
                      return ParseLoopFlag(flag, v, bad, &o);
                    }
                    return true;
                  });
   if (o.min_bytes > o.max_bytes) Usage("-b: must not exceed -e");
+  if (!o.process_set.empty()) {
+    if (!o.api) Usage("--process-set needs --api 1 (process sets are the runtime's)");
+    std::vector<int> sorted = o.process_set;
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      if (sorted[i] >= o.np || (i > 0 && sorted[i] == sorted[i - 1])) {
+        Usage("--process-set: distinct ranks below -np, e.g. -np 4 --process-set 0,1");
+      }
+    }
+    if (o.others_busy && static_cast<int>(sorted.size()) * 2 != o.np) {
+      Usage("--others busy needs a set of half the ranks (the others form the second set)");
+    }
+    o.process_set = sorted;
+  }
+  if (std::string e = LoopOptionsError(o); !e.empty()) Usage(e);
   if (o.sizes.empty()) o.sizes = GeometricSizes(o);
   return o;
 }
@@ -166,28 +207,58 @@ Status RunCollectives(const Options& o, const RankEnv& env, const std::vector<Re
 
 // The public API: Init reads HVD_RANK/HVD_SIZE/HVD_RENDEZVOUS (set by LaunchRanks or hvdrun).
 Status RunApi(const Options& o, const RankEnv& env, const std::vector<Ref>& refs, int64_t* wrong) {
-  HVD_RETURN_IF_ERROR(hvd::Init());
-  if (env.rank == 0) {
-    PrintHeader(o,
-                "allreduce_bench: hvd::Allreduce (negotiation, cache, fusion, background thread)",
-                env.size);
+  InitOptions init;
+  std::vector<int> others;
+  for (int r = 0; r < env.size; ++r) {
+    if (!std::binary_search(o.process_set.begin(), o.process_set.end(), r)) others.push_back(r);
   }
-  Path path;
-  path.rank = env.rank;
-  path.np = env.size;
-  path.impl = "hvd-api";
-  path.allreduce = [](void* buf, size_t count, DataType dtype, ReduceOp op) {
-    // One name per buffer size and type: every iteration after the first is a cache hit.
-    Tensor t = MakeTensor(buf, dtype, static_cast<int64_t>(count));
-    AllreduceOptions options;
-    options.op = op;
-    return hvd::Allreduce("bench." + std::to_string(count) + "." +
-                              std::string(DataTypeName(dtype)) + "." +
-                              std::string(ReduceOpName(op)),
-                          t, t, options);
-  };
-  path.barrier = [] { return hvd::Barrier(); };
-  Status s = RunSizes(path, o, refs, wrong);
+  if (!o.process_set.empty()) {
+    init.process_sets.push_back(o.process_set);              // id 1
+    if (o.others_busy) init.process_sets.push_back(others);  // id 2
+  }
+  HVD_RETURN_IF_ERROR(hvd::Init(init));
+  int set = kGlobalProcessSet;
+  if (ProcessSetIncluded(1)) set = 1;
+  if (o.others_busy && ProcessSetIncluded(2)) set = 2;
+  const bool runs = o.process_set.empty() || set != kGlobalProcessSet;
+  const int set_rank = ProcessSetRank(set);
+  if (runs && set_rank == 0 && (set != 2)) {
+    std::string what =
+        "allreduce_bench: hvd::Allreduce (negotiation, cache, fusion, background thread)";
+    if (set != kGlobalProcessSet) {
+      what += " on process set {";
+      for (size_t i = 0; i < o.process_set.size(); ++i) {
+        what += (i ? "," : "") + std::to_string(o.process_set[i]);
+      }
+      what += std::string("} of a ") + std::to_string(env.size) + "-rank job, other ranks " +
+              (o.others_busy ? "running the same loop on their own set" : "idle");
+    }
+    PrintHeader(o, what, ProcessSetSize(set));
+  }
+  Status s;
+  if (runs) {
+    Path path;
+    path.rank = set_rank;
+    path.np = ProcessSetSize(set);
+    path.impl = set == kGlobalProcessSet ? "hvd-api" : "hvd-api-set";
+    path.allreduce = [set](void* buf, size_t count, DataType dtype, ReduceOp op) {
+      // One name per buffer size and type: every iteration after the first is a cache hit.
+      Tensor t = MakeTensor(buf, dtype, static_cast<int64_t>(count));
+      AllreduceOptions options;
+      options.op = op;
+      options.process_set = set;
+      return hvd::Allreduce("bench." + std::to_string(count) + "." +
+                                std::string(DataTypeName(dtype)) + "." +
+                                std::string(ReduceOpName(op)),
+                            t, t, options);
+    };
+    path.barrier = [set] { return hvd::Barrier(set); };
+    // Only set 1's first rank prints (a busy second set measures the same thing, unprinted).
+    path.prints = set != 2;
+    s = RunSizes(path, o, refs, wrong);
+  }
+  // Ranks outside the set(s) wait here, idle, until the loop is over.
+  if (s.ok()) s = hvd::Barrier();
   Status down = hvd::Shutdown();
   return s.ok() ? down : s;
 }

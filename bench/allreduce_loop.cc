@@ -44,6 +44,18 @@ double LoadBF16(const void* p, size_t i) {
 void StoreBF16(void* p, size_t i, double v) {
   static_cast<uint16_t*>(p)[i] = coll::FloatToBFloat16(v);
 }
+// bool: one byte, any non-zero byte true.
+double LoadBool(const void* p, size_t i) {
+  return static_cast<const uint8_t*>(p)[i] != 0 ? 1 : 0;
+}
+void StoreBool(void* p, size_t i, double v) {
+  static_cast<uint8_t*>(p)[i] = v != 0 ? 1 : 0;
+}
+
+bool IsFloat(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat64 || t == DataType::kFloat16 ||
+         t == DataType::kBFloat16;
+}
 
 struct Codec {
   double (*get)(const void*, size_t);
@@ -61,20 +73,28 @@ const Codec& CodecFor(DataType t) {
       {Load<uint8_t>, Store<uint8_t>},
       {Load<int32_t>, Store<int32_t>},
       {Load<int64_t>, Store<int64_t>},
+      {Load<int16_t>, Store<int16_t>},
+      {LoadBool, StoreBool},
   };
   return kCodecs[static_cast<int>(t)];
 }
 
 // The largest integer every partial result must stay within to be exact in type `t`.
 double MaxExact(DataType t) {
-  // float32 float64 float16 bfloat16 int8 uint8 int32 int64, as DataType numbers them.
-  static const double kMaxExact[kNumDataTypes] = {1 << 24, 1 << 24, 2048,    256,
-                                                  127,     255,     1 << 24, 1 << 24};
+  // float32 float64 float16 bfloat16 int8 uint8 int32 int64 int16 bool, as DataType numbers them.
+  static const double kMaxExact[kNumDataTypes] = {1 << 24, 1 << 24, 2048,    256,   127,
+                                                  255,     1 << 24, 1 << 24, 32767, 1};
   return kMaxExact[static_cast<int>(t)];
 }
 
-// Rank `r`'s element `i`. Sums stay within MaxExact; a product has exactly k factors of 2.
+// Rank `r`'s element `i`. Sums stay within MaxExact; a product has exactly k factors of 2. bool:
+// for or (sum, max) at most one rank is true, for and (min, product) at most one is false, so
+// that both results occur (element i's odd one out is rank i % (np + 1); none when it is np).
 double Pattern(ReduceOp op, DataType t, int r, int np, size_t i) {
+  if (t == DataType::kBool) {
+    const bool odd_one = i % static_cast<size_t>(np + 1) == static_cast<size_t>(r);
+    return (op == ReduceOp::kSum || op == ReduceOp::kMax) == odd_one ? 1 : 0;
+  }
   if (op == ReduceOp::kProduct) {
     int k = std::min<int>(np, static_cast<int>(std::log2(MaxExact(t))) - 1);
     return (i + r) % np < static_cast<size_t>(k) ? 2 : 1;
@@ -92,10 +112,11 @@ void Fill(void* buf, size_t count, const LoopOptions& o, int rank, int np) {
 int64_t CountWrong(const void* buf, size_t count, const LoopOptions& o, int np) {
   // Averages are scaled in floating point (relative error) or rounded to an integer (absolute).
   double tol = 0;
-  const bool relative = static_cast<int>(o.dtype) < static_cast<int>(DataType::kInt8);
+  const bool relative = IsFloat(o.dtype);
   if (o.op == ReduceOp::kAverage) {
-    // float32 float64 float16 bfloat16 int8 uint8 int32 int64
-    static const double kTolerance[kNumDataTypes] = {1e-6, 1e-6, 1e-2, 1e-2, 0.5, 0.5, 0.5, 0.5};
+    // float32 float64 float16 bfloat16 int8 uint8 int32 int64 int16 bool (bool has no average)
+    static const double kTolerance[kNumDataTypes] = {1e-6, 1e-6, 1e-2, 1e-2, 0.5,
+                                                     0.5,  0.5,  0.5,  0.5,  0};
     tol = kTolerance[static_cast<int>(o.dtype)];
   }
   const Codec& c = CodecFor(o.dtype);
@@ -110,6 +131,7 @@ int64_t CountWrong(const void* buf, size_t count, const LoopOptions& o, int np) 
                                        : e + v;  // sum, average
     }
     if (o.op == ReduceOp::kAverage) e /= np;
+    if (o.dtype == DataType::kBool) e = e != 0 ? 1 : 0;  // sum is or; product of 0/1 is and
     double got = c.get(buf, i);
     double bound = relative ? tol * std::max(1.0, std::fabs(e)) : tol;
     if (!(std::fabs(got - e) <= bound)) ++wrong;
@@ -177,8 +199,8 @@ Ref MeasureReference(size_t bytes) {
 
 const char kLoopFlagsUsage[] =
     "  --sizes       comma-separated sizes, e.g. 4K,64K,1M; suffix K, M or G (x1024)\n"
-    "  -t            float32 float64 float16 bfloat16 int8 uint8 int32 int64\n"
-    "  -o            sum average min max product\n"
+    "  -t            float32 float64 float16 bfloat16 int8 uint8 int32 int64 int16 bool\n"
+    "  -o            sum average min max product (bool: sum/max are or, min/product and)\n"
     "  --iters       auto (each timed loop >= 0.3 s, <= 1000 ops) or a count\n"
     "  --warmup N    untimed operations per size (default 5; at most 64 MiB of warmup traffic)\n"
     "  --check 0|1   check every element after timing (default 1)\n"
@@ -189,7 +211,8 @@ bool ParseLoopFlag(const std::string& flag, const char* v, const BadValue& bad, 
   if (flag == "-t" || flag == "--datatype") {
     int t = 0;
     while (t < kNumDataTypes && DataTypeName(static_cast<DataType>(t)) != v) ++t;
-    if (t == kNumDataTypes) bad("one of float32 float64 float16 bfloat16 int8 uint8 int32 int64");
+    if (t == kNumDataTypes)
+      bad("one of float32 float64 float16 bfloat16 int8 uint8 int32 int64 int16 bool");
     o->dtype = static_cast<DataType>(t);
   } else if (flag == "-o" || flag == "--op") {
     int p = 0;
@@ -221,6 +244,13 @@ bool ParseLoopFlag(const std::string& flag, const char* v, const BadValue& bad, 
   return true;
 }
 
+std::string LoopOptionsError(const LoopOptions& o) {
+  Status s = coll::CheckReduceDtype(o.dtype, o.op);
+  return s.ok() ? std::string()
+                : "-t " + std::string(DataTypeName(o.dtype)) + " -o " +
+                      std::string(ReduceOpName(o.op)) + ": " + s.message();
+}
+
 int WarmupCount(const LoopOptions& o, size_t bytes) {
   if (o.warmup == 0) return 0;
   return std::clamp(static_cast<int>((size_t{64} << 20) / std::max<size_t>(bytes, 1)), 1, o.warmup);
@@ -231,6 +261,7 @@ Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& 
   const int rank = path.rank, np = path.np;
   const size_t esize = DataTypeSize(o.dtype);
   const std::vector<size_t>& sizes = o.sizes;
+  HVD_RETURN_IF_ERROR(coll::CheckReduceDtype(o.dtype, o.op));  // programs refuse it earlier
   if (sizes.empty()) return Status::OK();
   // 64-byte aligned, as PyTorch's CPU allocator aligns tensors: the alignment of a buffer
   // changes every program's speed (docs/performance.md), so all of them get the same kind.
@@ -239,7 +270,8 @@ Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& 
       static_cast<char*>(std::aligned_alloc(kBufferAlignment, max_bytes)), &std::free);
   if (buf == nullptr)
     return Internal("out of memory for a " + std::to_string(max_bytes) + " B buffer");
-  if (rank == 0) {
+  const bool printer = rank == 0 && path.prints;
+  if (printer) {
     std::printf("# %10s %11s %8s %7s %7s %11s %12s %12s %8s %13s %14s\n", "size(B)", "count",
                 "type", "redop", "iters", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "#wrong",
                 "memcpy(GB/s)", "reduce2t(GB/s)");
@@ -274,7 +306,7 @@ Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& 
     }
     if (!s.ok()) break;
     *wrong += size_wrong;
-    if (rank == 0) {
+    if (printer) {
       const Ref ref = k < refs.size() ? refs[k] : Ref{};
       double per_op = seconds / iters;
       double algbw = bytes / per_op / 1e9;

@@ -57,6 +57,7 @@ struct Path {
   std::string impl;  // RESULT's impl= name: hvd-shm, hvd-tcp, hvd-api, mpi-shm, gloo...
   std::function<Status(void* buf, size_t count, DataType dtype, ReduceOp op)> allreduce;
   std::function<Status()> barrier;
+  bool prints = true;  // rank 0 prints the table (false: a second set timing the same thing)
 };
 
 // The flags every allreduce benchmark takes, for LoopOptions:
@@ -64,6 +65,10 @@ struct Path {
 // Returns false for a flag that is not one of them; calls bad(form) for a malformed value.
 bool ParseLoopFlag(const std::string& flag, const char* value, const BadValue& bad, LoopOptions* o);
 extern const char kLoopFlagsUsage[];
+
+// After parsing: "" when -t and -o go together, else what is wrong with them and what to use
+// instead (bool has no average), for the program's usage error.
+std::string LoopOptionsError(const LoopOptions& o);
 
 // Untimed operations before a size is timed: o.warmup, but at most 64 MiB of traffic (a large
 // buffer's first operation already touches every page) and at least one; 0 when o.warmup is 0.

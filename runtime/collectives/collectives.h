@@ -145,4 +145,17 @@ Status Reducescatter(const Comm& comm, void* in, void* out, const std::vector<si
 // Returns once every rank has entered the barrier (dissemination, ceil(log2 size) rounds).
 Status Barrier(const Comm& comm);
 
+// ---- Adasum ----
+//
+// In-place Adasum (adaptive summation, Horovod's hvd.Adasum) of the tensors at `buf`, back to back,
+// tensor_counts[t] elements each (any may be 0): each tensor is combined across ranks with the
+// pairwise operator adasum(a, b) = (1 - a.b / 2|a|^2) a + (1 - a.b / 2|b|^2) b (a coefficient
+// is 1 where its norm is below 1e-8), along a fixed binary tree over the ranks, with its own
+// dot products and norms. Every rank ends with the same bytes. Any number of ranks: the ranks
+// above the largest power of two are first folded into the ranks below it (adasum.cc defines the
+// tree exactly). float32, float64, float16 and bfloat16 (half types computed in float32, dot
+// products in double); any other dtype is InvalidArgument. One rank: a no-op.
+Status AdasumAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& tensor_counts,
+                       DataType dtype);
+
 }  // namespace hvd::runtime::collectives

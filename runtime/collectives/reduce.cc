@@ -8,10 +8,13 @@
 //   half      - float16 and bfloat16: widened to float32 (exact), combined in float32, rounded
 //               back to nearest-even. NaN stays NaN (quieted, payload truncated as F16C does) and
 //               overflow rounds to Inf.
+//   bool      - one byte per element, any non-zero byte true; sum and max are logical or, min and
+//               product logical and, and every result is written as 0 or 1, so the bytes are the
+//               same on every rank whatever the inputs' true bytes were.
 //
-// Performance: this file is compiled at -O3. float32/float64/integer loops are simple loops over
-// __restrict pointers, cloned for AVX2 and baseline x86-64 (target_clones: the loader picks one
-// through an ifunc), so the compiler vectorizes each clone for its ISA. float16 uses F16C
+// Performance: this file is compiled at -O3. float32/float64/integer/bool loops are simple loops
+// over __restrict pointers, cloned for AVX2 and baseline x86-64 (target_clones: the loader picks
+// one through an ifunc), so the compiler vectorizes each clone for its ISA. float16 uses F16C
 // (vcvtph2ps/vcvtps2ph, 8 lanes) when the CPU has it, else a bit-exact scalar path; bfloat16
 // conversions are integer arithmetic that the compiler vectorizes.
 #include "collectives/reduce.h"
@@ -38,10 +41,15 @@ namespace {
 
 // ---- Operators ---------------------------------------------------------------------------------
 
+// Integers are combined in an unsigned type at least as wide as unsigned int: narrower ones would
+// promote to (signed) int, and 65535 * 65535 overflows int, which is undefined behaviour.
+template <typename T>
+using WrapUnsigned = std::common_type_t<std::make_unsigned_t<T>, unsigned>;
+
 template <typename T>
 HVD_ALWAYS_INLINE T WrapAdd(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
+    using U = WrapUnsigned<T>;
     return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
   } else {
     return a + b;
@@ -51,8 +59,7 @@ HVD_ALWAYS_INLINE T WrapAdd(T a, T b) {
 template <typename T>
 HVD_ALWAYS_INLINE T WrapMul(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    // uint8_t promotes to int (255 * 255 fits); wider types multiply in their unsigned type.
+    using U = WrapUnsigned<T>;
     return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
   } else {
     return a * b;
@@ -85,6 +92,18 @@ struct Max {
   HVD_ALWAYS_INLINE T operator()(T a, T b) const {
     T r = (a < b) ? b : a;
     return (b != b) ? b : r;
+  }
+};
+
+// bool, on its bytes: any non-zero byte is true; the result is always 0 or 1.
+struct Or {
+  HVD_ALWAYS_INLINE uint8_t operator()(uint8_t a, uint8_t b) const {
+    return static_cast<uint8_t>((a | b) != 0);
+  }
+};
+struct And {
+  HVD_ALWAYS_INLINE uint8_t operator()(uint8_t a, uint8_t b) const {
+    return static_cast<uint8_t>((a != 0) & (b != 0));
   }
 };
 
@@ -121,6 +140,7 @@ HVD_ALWAYS_INLINE void DispatchOp(ReduceOp op, Loop loop) {
   switch (op) {
     case ReduceOp::kSum:
     case ReduceOp::kAverage:  // callers scale afterwards; summing is the useful fallback
+    case ReduceOp::kAdasum:   // never reaches a kernel (AdasumAllreduce combines whole tensors)
       loop(Sum{});
       return;
     case ReduceOp::kProduct:
@@ -135,6 +155,24 @@ HVD_ALWAYS_INLINE void DispatchOp(ReduceOp op, Loop loop) {
   }
 }
 
+// kSum and kMax are logical or, kMin and kProduct logical and: the PyTorch/Horovod meaning, and
+// the only one in which sum (0/1 saturating) and max agree, as do min and product.
+template <typename Loop>
+HVD_ALWAYS_INLINE void DispatchBoolOp(ReduceOp op, Loop loop) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:  // refused by CheckReduceDtype; or is what kSum would give
+    case ReduceOp::kAdasum:   // never reaches a kernel (AdasumAllreduce combines whole tensors)
+    case ReduceOp::kMax:
+      loop(Or{});
+      return;
+    case ReduceOp::kMin:
+    case ReduceOp::kProduct:
+      loop(And{});
+      return;
+  }
+}
+
 // One cloned entry point per element type (target_clones does not mix well with templates).
 #define HVD_DEFINE_REDUCE(NAME, T)                                                           \
   HVD_CLONES void NAME(T* __restrict dst, const char* __restrict src, char* __restrict copy, \
@@ -145,9 +183,15 @@ HVD_DEFINE_REDUCE(ReduceF32, float)
 HVD_DEFINE_REDUCE(ReduceF64, double)
 HVD_DEFINE_REDUCE(ReduceI8, int8_t)
 HVD_DEFINE_REDUCE(ReduceU8, uint8_t)
+HVD_DEFINE_REDUCE(ReduceI16, int16_t)
 HVD_DEFINE_REDUCE(ReduceI32, int32_t)
 HVD_DEFINE_REDUCE(ReduceI64, int64_t)
 #undef HVD_DEFINE_REDUCE
+
+HVD_CLONES void ReduceBool(uint8_t* __restrict dst, const char* __restrict src,
+                           char* __restrict copy, size_t n, ReduceOp op) {
+  DispatchBoolOp(op, [&](auto o) { Loop(dst, src, copy, n, o); });
+}
 
 HVD_CLONES void ScaleF32(float* __restrict buf, size_t n, float f) {
   for (size_t i = 0; i < n; ++i) buf[i] *= f;
@@ -176,6 +220,16 @@ void ScaleInt(T* buf, size_t n, double factor) {
       buf[i] = static_cast<T>(v);
     }
   }
+}
+
+// bool: x * factor read as a bool, as C++ and PyTorch convert a number to bool: a non-zero factor
+// (NaN included) keeps the value, written as 0 or 1; a zero factor makes every element false.
+HVD_CLONES void ScaleBool(uint8_t* __restrict buf, size_t n, double factor) {
+  if (factor == 0.0) {
+    std::memset(buf, 0, n);
+    return;
+  }
+  for (size_t i = 0; i < n; ++i) buf[i] = static_cast<uint8_t>(buf[i] != 0);
 }
 
 // ---- Half conversions (bit-exact with F16C) ---------------------------------------------------
@@ -377,6 +431,10 @@ void ReduceIntoCopy(void* dst, const void* src, void* copy, size_t count, DataTy
       return ReduceI32(static_cast<int32_t*>(dst), s, c, count, op);
     case DataType::kInt64:
       return ReduceI64(static_cast<int64_t*>(dst), s, c, count, op);
+    case DataType::kInt16:
+      return ReduceI16(static_cast<int16_t*>(dst), s, c, count, op);
+    case DataType::kBool:
+      return ReduceBool(static_cast<uint8_t*>(dst), s, c, count, op);
   }
 }
 
@@ -403,7 +461,19 @@ void Scale(void* buf, size_t count, DataType dtype, double factor) {
       return ScaleInt(static_cast<int32_t*>(buf), count, factor);
     case DataType::kInt64:
       return ScaleInt(static_cast<int64_t*>(buf), count, factor);
+    case DataType::kInt16:
+      return ScaleInt(static_cast<int16_t*>(buf), count, factor);
+    case DataType::kBool:
+      return ScaleBool(static_cast<uint8_t*>(buf), count, factor);
   }
+}
+
+Status CheckReduceDtype(DataType dtype, ReduceOp op) {
+  if (dtype == DataType::kBool && op == ReduceOp::kAverage) {
+    return InvalidArgument(
+        "average is not defined for bool tensors; use Sum (logical or) or Min (logical and)");
+  }
+  return Status::OK();
 }
 
 float HalfToFloat(uint16_t h) {

@@ -1,9 +1,11 @@
 // The public C++ API (hvd/hvd.h): validates the caller's arguments, turns each call into an
 // internal::Operation and hands it to the engine.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
 
+#include "collectives/reduce.h"
 #include "core/context.h"
 #include "core/operation.h"
 #include "gpu/cuda_probe.h"
@@ -101,10 +103,12 @@ Handle Submit(std::shared_ptr<internal::Operation> op, const Status& error = Sta
   return Handle(op);
 }
 
-std::shared_ptr<internal::Operation> NewOp(OpType type, std::string key, Callback cb) {
+std::shared_ptr<internal::Operation> NewOp(OpType type, std::string key, Callback cb,
+                                           int process_set = kGlobalProcessSet) {
   auto op = std::make_shared<internal::Operation>();
   op->request.type = type;
   op->request.key = std::move(key);
+  op->request.process_set = process_set;
   op->callback = std::move(cb);
   return op;
 }
@@ -118,6 +122,29 @@ void SetReduce(Request& r, const AllreduceOptions& o) {
 Status CheckReduce(const AllreduceOptions& o) {
   if (!IsValid(o.op)) {
     return InvalidArgument("invalid reduce op " + std::to_string(static_cast<int>(o.op)));
+  }
+  return Status::OK();
+}
+
+// What every rank would reject alike, checked before anything is submitted.
+Status CheckReduceFor(const AllreduceOptions& o, const Tensor& t) {
+  HVD_RETURN_IF_ERROR(runtime::collectives::CheckReduceDtype(t.dtype, o.op));
+  if (o.op == ReduceOp::kAdasum && t.dtype != DataType::kFloat32 && t.dtype != DataType::kFloat64 &&
+      t.dtype != DataType::kFloat16 && t.dtype != DataType::kBFloat16) {
+    return InvalidArgument(
+        "Adasum needs floating-point tensors (float16, bfloat16, float32, "
+        "float64); got " +
+        std::string(DataTypeName(t.dtype)));
+  }
+  return Status::OK();
+}
+
+// Horovod's reducescatter supports Sum and Average only.
+Status CheckScatterOp(const AllreduceOptions& o) {
+  HVD_RETURN_IF_ERROR(CheckReduce(o));
+  if (o.op != ReduceOp::kSum && o.op != ReduceOp::kAverage) {
+    return InvalidArgument("reducescatter supports Sum and Average only (as Horovod's), not " +
+                           std::string(ReduceOpName(o.op)));
   }
   return Status::OK();
 }
@@ -153,9 +180,8 @@ Status Init() {
 
 Status Init(const InitOptions& options) {
   std::lock_guard<std::mutex> lock(g_mu);
-  if (g_ctx) {
-    return FailedPrecondition("hvd::Init() called twice; call hvd::Shutdown() first");
-  }
+  // Horovod's hvd.init() may be called again and again; only the first does anything.
+  if (g_ctx) return Status::OK();
   std::unique_ptr<Context> ctx;
   HVD_RETURN_IF_ERROR_CTX(Context::Create(options, &ctx), "hvd::Init");
   g_ctx = std::move(ctx);
@@ -200,13 +226,15 @@ HVD_TOPOLOGY_GETTER(CrossSize, cross_size)
 
 Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& output,
                       const AllreduceOptions& options) {
-  auto op = NewOp(OpType::kAllreduce, Name(name, OpType::kAllreduce), options.callback);
+  auto op = NewOp(OpType::kAllreduce, Name(name, OpType::kAllreduce), options.callback,
+                  options.process_set);
   SetReduce(op->request, options);
   op->request.tensors.push_back(Spec(op->request.key, input));
   op->inputs = {input};
   op->outputs = {output};
   Status s = CheckReduce(options);
   if (s.ok()) s = CheckPair(input, output);
+  if (s.ok()) s = CheckReduceFor(options, input);
   return Submit(op, s);
 }
 
@@ -219,7 +247,7 @@ Status Allreduce(std::string_view name, const Tensor& input, const Tensor& outpu
 Handle GroupedAllreduceAsync(std::string_view group_name, const std::vector<Tensor>& inputs,
                              const std::vector<Tensor>& outputs, const AllreduceOptions& options) {
   const std::string group = Name(group_name, OpType::kAllreduce);
-  auto op = NewOp(OpType::kAllreduce, "group:" + group, options.callback);
+  auto op = NewOp(OpType::kAllreduce, "group:" + group, options.callback, options.process_set);
   SetReduce(op->request, options);
   op->inputs = inputs;
   op->outputs = outputs;
@@ -232,6 +260,7 @@ Handle GroupedAllreduceAsync(std::string_view group_name, const std::vector<Tens
     s = InvalidArgument("a grouped allreduce needs at least one tensor");
   for (size_t i = 0; s.ok() && i < inputs.size(); ++i) {
     s = CheckPair(inputs[i], outputs[i]).WithContext("tensor " + std::to_string(i));
+    if (s.ok()) s = CheckReduceFor(options, inputs[i]).WithContext("tensor " + std::to_string(i));
     op->request.tensors.push_back(Spec(group + "." + std::to_string(i), inputs[i]));
   }
   return Submit(op, s);
@@ -243,8 +272,8 @@ Status GroupedAllreduce(std::string_view group_name, const std::vector<Tensor>& 
   return GroupedAllreduceAsync(group_name, inputs, outputs, options).Wait();
 }
 
-Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb) {
-  auto op = NewOp(OpType::kAllgather, Name(name, OpType::kAllgather), std::move(cb));
+Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb, int process_set) {
+  auto op = NewOp(OpType::kAllgather, Name(name, OpType::kAllgather), std::move(cb), process_set);
   op->request.tensors.push_back(Spec(op->request.key, input));
   op->inputs = {input};
   Status s = CheckTensor("input", input);
@@ -254,8 +283,33 @@ Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb) {
   return Submit(op, s);
 }
 
-Handle BroadcastAsync(std::string_view name, const Tensor& tensor, int root, Callback cb) {
-  auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast), std::move(cb));
+Handle GroupedAllgatherAsync(std::string_view group_name, const std::vector<Tensor>& inputs,
+                             Callback cb, int process_set) {
+  const std::string group = Name(group_name, OpType::kAllgather);
+  auto op = NewOp(OpType::kAllgather, "group:" + group, std::move(cb), process_set);
+  op->inputs = inputs;
+  Status s;
+  if (inputs.empty()) s = InvalidArgument("a grouped allgather needs at least one tensor");
+  for (size_t i = 0; s.ok() && i < inputs.size(); ++i) {
+    s = CheckTensor("input", inputs[i]).WithContext("tensor " + std::to_string(i));
+    if (s.ok() && inputs[i].shape.empty()) {
+      s = InvalidArgument("tensor " + std::to_string(i) +
+                          ": allgather needs a tensor with a first dimension, not a scalar");
+    }
+    op->request.tensors.push_back(Spec(group + "." + std::to_string(i), inputs[i]));
+  }
+  return Submit(op, s);
+}
+
+Handle AllgatherBytesAsync(std::string_view name, const void* data, size_t n, Callback cb,
+                           int process_set) {
+  Tensor t{const_cast<void*>(data), DataType::kUInt8, {static_cast<int64_t>(n)}};
+  return AllgatherAsync(name, t, std::move(cb), process_set);
+}
+
+Handle BroadcastAsync(std::string_view name, const Tensor& tensor, int root, Callback cb,
+                      int process_set) {
+  auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast), std::move(cb), process_set);
   op->request.tensors.push_back(Spec(op->request.key, tensor));
   op->request.root = root;
   op->inputs = {tensor};
@@ -269,18 +323,44 @@ Handle BroadcastAsync(std::string_view name, const Tensor& tensor, int root, Cal
   return Submit(op, s);
 }
 
-Status Broadcast(std::string_view name, const Tensor& tensor, int root) {
+Handle BroadcastBytesAsync(std::string_view name, const void* data, size_t n, int root, Callback cb,
+                           int process_set) {
+  // Only the root's size counts: the others take it from the negotiation (Request::sized_by_root).
+  const bool is_root = Rank() == root;
+  Tensor t{is_root ? const_cast<void*>(data) : nullptr,
+           DataType::kUInt8,
+           {is_root ? static_cast<int64_t>(n) : 0}};
+  if (is_root && data == nullptr && n > 0) {
+    return Submit(NewOp(OpType::kBroadcast, std::string(name), {}),
+                  InvalidArgument("data is null for " + std::to_string(n) + " bytes"));
+  }
+  auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast), std::move(cb), process_set);
+  op->request.tensors.push_back(Spec(op->request.key, t));
+  op->request.root = root;
+  op->request.sized_by_root = true;
+  op->inputs = {t};
+  op->outputs = {t};
+  Status s;
+  const int size = Size();
+  if (size > 0 && (root < 0 || root >= size)) {
+    s = InvalidArgument("root " + std::to_string(root) + " is not a rank (size " +
+                        std::to_string(size) + ")");
+  }
+  return Submit(op, s);
+}
+
+Status Broadcast(std::string_view name, const Tensor& tensor, int root, int process_set) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Broadcast"));
-  return BroadcastAsync(name, tensor, root).Wait();
+  return BroadcastAsync(name, tensor, root, {}, process_set).Wait();
 }
 
 Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vector<int64_t>& splits,
-                     Callback cb) {
-  auto op = NewOp(OpType::kAlltoall, Name(name, OpType::kAlltoall), std::move(cb));
+                     Callback cb, int process_set) {
+  auto op = NewOp(OpType::kAlltoall, Name(name, OpType::kAlltoall), std::move(cb), process_set);
   op->request.tensors.push_back(Spec(op->request.key, input));
   op->inputs = {input};
   Status s = CheckTensor("input", input);
-  const int size = Size();
+  const int size = ProcessSetSize(process_set);
   if (s.ok() && input.shape.empty()) {
     s = InvalidArgument("alltoall needs a tensor with a first dimension, not a scalar");
   }
@@ -315,29 +395,146 @@ Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vect
 
 Handle ReducescatterAsync(std::string_view name, const Tensor& input,
                           const AllreduceOptions& options) {
-  auto op = NewOp(OpType::kReducescatter, Name(name, OpType::kReducescatter), options.callback);
+  auto op = NewOp(OpType::kReducescatter, Name(name, OpType::kReducescatter), options.callback,
+                  options.process_set);
   SetReduce(op->request, options);
   op->request.tensors.push_back(Spec(op->request.key, input));
   op->inputs = {input};
-  Status s = CheckReduce(options);
+  Status s = CheckScatterOp(options);
   if (s.ok()) s = CheckTensor("input", input);
+  if (s.ok()) s = CheckReduceFor(options, input);
   if (s.ok() && input.shape.empty()) {
     s = InvalidArgument("reducescatter needs a tensor with a first dimension, not a scalar");
   }
   return Submit(op, s);
 }
 
-Status Barrier() {
-  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Barrier"));
-  return Submit(NewOp(OpType::kBarrier, "__barrier__", {})).Wait();
+Handle GroupedReducescatterAsync(std::string_view group_name, const std::vector<Tensor>& inputs,
+                                 const AllreduceOptions& options) {
+  const std::string group = Name(group_name, OpType::kReducescatter);
+  auto op = NewOp(OpType::kReducescatter, "group:" + group, options.callback, options.process_set);
+  SetReduce(op->request, options);
+  op->inputs = inputs;
+  Status s = CheckScatterOp(options);
+  if (s.ok() && inputs.empty()) {
+    s = InvalidArgument("a grouped reducescatter needs at least one tensor");
+  }
+  for (size_t i = 0; s.ok() && i < inputs.size(); ++i) {
+    const std::string which = "tensor " + std::to_string(i);
+    s = CheckTensor("input", inputs[i]).WithContext(which);
+    if (s.ok()) s = CheckReduceFor(options, inputs[i]).WithContext(which);
+    if (s.ok() && inputs[i].shape.empty()) {
+      s = InvalidArgument(which +
+                          ": reducescatter needs a tensor with a first dimension, not a "
+                          "scalar");
+    }
+    op->request.tensors.push_back(Spec(group + "." + std::to_string(i), inputs[i]));
+  }
+  return Submit(op, s);
 }
 
-Status Join(int* last_joined_rank) {
+Status Barrier(int process_set) {
+  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Barrier"));
+  return Submit(NewOp(OpType::kBarrier, "__barrier__", {}, process_set)).Wait();
+}
+
+Status Join(int* last_joined_rank, int process_set) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Join"));
-  auto op = NewOp(OpType::kJoin, "__join__", {});
+  auto op = NewOp(OpType::kJoin, "__join__", {}, process_set);
   Status s = Submit(op).Wait();
   if (s.ok() && last_joined_rank != nullptr) *last_joined_rank = op->last_joined_rank;
   return s;
+}
+
+// ---- Timeline ---------------------------------------------------------------------------------
+
+Status StartTimeline(const std::string& path, bool mark_cycles) {
+  auto ctx = Current();
+  if (!ctx) return FailedPrecondition("start_timeline: hvd is not initialized; call hvd::Init()");
+  return ctx->engine().timeline()->Start(path, mark_cycles).WithContext("start_timeline");
+}
+
+Status StopTimeline() {
+  auto ctx = Current();
+  if (!ctx) return FailedPrecondition("stop_timeline: hvd is not initialized; call hvd::Init()");
+  return ctx->engine().timeline()->Stop().WithContext("stop_timeline");
+}
+
+// ---- Process sets -----------------------------------------------------------------------------
+
+namespace {
+// AddProcessSet and RemoveProcessSet share one key per kind: one change at a time per process.
+std::mutex g_set_change_mu;
+
+Status ChangeSets(std::shared_ptr<internal::Operation> op, const char* fn) {
+  HVD_RETURN_IF_ERROR(NotFromCallback(fn));
+  std::shared_ptr<Context> ctx = Current();
+  if (!ctx) {
+    return FailedPrecondition(std::string(fn) + ": hvd is not initialized; call hvd::Init() first");
+  }
+  if (!ctx->engine().dynamic_process_sets()) {
+    return FailedPrecondition(std::string(fn) +
+                              ": process sets can only change after init when dynamic process "
+                              "sets are enabled: set HVD_DYNAMIC_PROCESS_SETS=1 (or "
+                              "HOROVOD_DYNAMIC_PROCESS_SETS=1) on every rank, or pass the sets to "
+                              "init");
+  }
+  std::lock_guard<std::mutex> lock(g_set_change_mu);
+  return Submit(op).Wait().WithContext(fn);
+}
+}  // namespace
+
+Status AddProcessSet(const std::vector<int>& ranks, int* id) {
+  auto op = NewOp(OpType::kAddProcessSet, "__add_process_set__", {});
+  // Sorted as Horovod sorts them; ranks are checked on every rank alike when the change applies
+  // (a rank that failed here alone would leave the others waiting).
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  op->request.splits.assign(sorted.begin(), sorted.end());
+  HVD_RETURN_IF_ERROR(ChangeSets(op, "hvd::AddProcessSet"));
+  if (id != nullptr) *id = op->result_id;
+  return Status::OK();
+}
+
+Status RemoveProcessSet(int id) {
+  auto op = NewOp(OpType::kRemoveProcessSet, "__remove_process_set__", {});
+  op->request.root = id;
+  return ChangeSets(op, "hvd::RemoveProcessSet");
+}
+
+int ProcessSetRank(int id) {
+  auto ctx = Current();
+  std::vector<int> ranks;
+  if (!ctx || !ctx->engine().process_sets().Get(id, &ranks)) return -1;
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), ctx->topology().rank);
+  return it != ranks.end() && *it == ctx->topology().rank ? static_cast<int>(it - ranks.begin())
+                                                          : -1;
+}
+
+int ProcessSetSize(int id) {
+  auto ctx = Current();
+  std::vector<int> ranks;
+  if (!ctx || !ctx->engine().process_sets().Get(id, &ranks)) return -1;
+  return static_cast<int>(ranks.size());
+}
+
+bool ProcessSetIncluded(int id) {
+  return ProcessSetRank(id) >= 0;
+}
+
+Status ProcessSetRanks(int id, std::vector<int>* ranks) {
+  auto ctx = Current();
+  if (!ctx) return FailedPrecondition("hvd is not initialized; call hvd::Init() first");
+  if (!ctx->engine().process_sets().Get(id, ranks)) {
+    return NotFound("process set " + std::to_string(id) + " does not exist (registered: " +
+                    ctx->engine().process_sets().DescribeIds() + ")");
+  }
+  return Status::OK();
+}
+
+std::vector<int> ProcessSetIds() {
+  auto ctx = Current();
+  return ctx ? ctx->engine().process_sets().Ids() : std::vector<int>{};
 }
 
 }  // namespace hvd

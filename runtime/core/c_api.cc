@@ -2,7 +2,9 @@
 #include "hvd/c_api.h"
 
 #include <string>
+#include <vector>
 
+#include "core/operation.h"
 #include "hvd/hvd.h"
 
 struct hvd_handle {
@@ -28,6 +30,40 @@ hvd::Tensor MakeTensor(const void* data, hvd_dtype_t dtype, int ndim, const int6
 
 hvd_handle* Wrap(hvd::Handle h) {
   return new hvd_handle{std::move(h)};
+}
+
+hvd::Tensor FromC(const hvd_tensor* t) {
+  hvd::Tensor out;
+  if (t == nullptr) return out;
+  out = MakeTensor(t->data, static_cast<hvd_dtype_t>(t->dtype), t->ndim, t->shape);
+  out.device = t->device;
+  out.stream = t->stream;
+  return out;
+}
+
+std::vector<hvd::Tensor> FromC(int n, const hvd_tensor* t) {
+  std::vector<hvd::Tensor> out;
+  for (int i = 0; i < n && t != nullptr; ++i) out.push_back(FromC(&t[i]));
+  return out;
+}
+
+// A handle already failed with `s` (bad arguments caught at the ABI edge).
+hvd_handle* Failed(const std::string& what) {
+  auto op = hvd::internal::Operation::Failed(hvd::InvalidArgument(what));
+  return Wrap(hvd::Handle(op));
+}
+
+hvd::AllreduceOptions Reduce(hvd_reduce_op_t op, double prescale, double postscale, int set) {
+  hvd::AllreduceOptions o;
+  o.op = static_cast<hvd::ReduceOp>(op);
+  o.prescale = prescale;
+  o.postscale = postscale;
+  o.process_set = set;
+  return o;
+}
+
+const char* NameOr(const char* name) {
+  return name ? name : "";
 }
 
 }  // namespace
@@ -106,6 +142,181 @@ int hvd_barrier(void) {
 }
 int hvd_join(int* last_joined_rank) {
   return Report(hvd::Join(last_joined_rank));
+}
+
+int hvd_abi_version(void) {
+  return HVD_ABI_VERSION;
+}
+
+int hvd_init_with_process_sets(const int* ranks, const int* set_sizes, int num_sets, int dynamic) {
+  hvd::InitOptions o;
+  o.dynamic_process_sets = dynamic != 0;
+  if (num_sets < 0 || (num_sets > 0 && (ranks == nullptr || set_sizes == nullptr))) {
+    return Report(hvd::InvalidArgument(
+        "hvd_init_with_process_sets: num_sets must be >= 0, with ranks and set_sizes given"));
+  }
+  size_t at = 0;
+  for (int i = 0; i < num_sets; ++i) {
+    if (set_sizes[i] < 0) {
+      return Report(hvd::InvalidArgument("hvd_init_with_process_sets: set " + std::to_string(i) +
+                                         " has a negative size"));
+    }
+    o.process_sets.emplace_back(ranks + at, ranks + at + set_sizes[i]);
+    at += static_cast<size_t>(set_sizes[i]);
+  }
+  return Report(hvd::Init(o));
+}
+
+hvd_handle* hvd_enqueue_allreduce(const char* name, const hvd_tensor* input,
+                                  const hvd_tensor* output, hvd_reduce_op_t op, double prescale,
+                                  double postscale, int process_set) {
+  if (input == nullptr || output == nullptr) return Failed("allreduce: input or output is NULL");
+  return Wrap(hvd::AllreduceAsync(NameOr(name), FromC(input), FromC(output),
+                                  Reduce(op, prescale, postscale, process_set)));
+}
+
+hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n, const hvd_tensor* inputs,
+                                          const hvd_tensor* outputs, hvd_reduce_op_t op,
+                                          double prescale, double postscale, int process_set) {
+  if (n > 0 && (inputs == nullptr || outputs == nullptr)) {
+    return Failed("grouped allreduce: inputs or outputs is NULL");
+  }
+  return Wrap(hvd::GroupedAllreduceAsync(NameOr(name), FromC(n, inputs), FromC(n, outputs),
+                                         Reduce(op, prescale, postscale, process_set)));
+}
+
+hvd_handle* hvd_enqueue_allgather(const char* name, const hvd_tensor* input, int process_set) {
+  if (input == nullptr) return Failed("allgather: input is NULL");
+  return Wrap(hvd::AllgatherAsync(NameOr(name), FromC(input), {}, process_set));
+}
+
+hvd_handle* hvd_enqueue_grouped_allgather(const char* name, int n, const hvd_tensor* inputs,
+                                          int process_set) {
+  if (n > 0 && inputs == nullptr) return Failed("grouped allgather: inputs is NULL");
+  return Wrap(hvd::GroupedAllgatherAsync(NameOr(name), FromC(n, inputs), {}, process_set));
+}
+
+hvd_handle* hvd_enqueue_broadcast(const char* name, const hvd_tensor* tensor, int root,
+                                  int process_set) {
+  if (tensor == nullptr) return Failed("broadcast: tensor is NULL");
+  return Wrap(hvd::BroadcastAsync(NameOr(name), FromC(tensor), root, {}, process_set));
+}
+
+hvd_handle* hvd_enqueue_alltoall(const char* name, const hvd_tensor* input, const int64_t* splits,
+                                 int nsplits, int process_set) {
+  if (input == nullptr) return Failed("alltoall: input is NULL");
+  std::vector<int64_t> s;
+  if (splits != nullptr) {
+    if (nsplits < 0) return Failed("alltoall: nsplits is negative");
+    s.assign(splits, splits + nsplits);
+  }
+  return Wrap(hvd::AlltoallAsync(NameOr(name), FromC(input), s, {}, process_set));
+}
+
+hvd_handle* hvd_enqueue_reducescatter(const char* name, const hvd_tensor* input, hvd_reduce_op_t op,
+                                      double prescale, double postscale, int process_set) {
+  if (input == nullptr) return Failed("reducescatter: input is NULL");
+  return Wrap(hvd::ReducescatterAsync(NameOr(name), FromC(input),
+                                      Reduce(op, prescale, postscale, process_set)));
+}
+
+hvd_handle* hvd_enqueue_grouped_reducescatter(const char* name, int n, const hvd_tensor* inputs,
+                                              hvd_reduce_op_t op, double prescale, double postscale,
+                                              int process_set) {
+  if (n > 0 && inputs == nullptr) return Failed("grouped reducescatter: inputs is NULL");
+  return Wrap(hvd::GroupedReducescatterAsync(NameOr(name), FromC(n, inputs),
+                                             Reduce(op, prescale, postscale, process_set)));
+}
+
+hvd_handle* hvd_enqueue_allgather_bytes(const char* name, const void* data, size_t n,
+                                        int process_set) {
+  return Wrap(hvd::AllgatherBytesAsync(NameOr(name), data, n, {}, process_set));
+}
+
+hvd_handle* hvd_enqueue_broadcast_bytes(const char* name, const void* data, size_t n, int root,
+                                        int process_set) {
+  return Wrap(hvd::BroadcastBytesAsync(NameOr(name), data, n, root, {}, process_set));
+}
+
+int hvd_process_set_barrier(int process_set) {
+  return Report(hvd::Barrier(process_set));
+}
+int hvd_process_set_join(int process_set, int* last_joined_rank) {
+  return Report(hvd::Join(last_joined_rank, process_set));
+}
+
+int hvd_add_process_set(const int* ranks, int n, int* id) {
+  if (n < 0 || (n > 0 && ranks == nullptr)) {
+    return Report(hvd::InvalidArgument("hvd_add_process_set: ranks is NULL or n is negative"));
+  }
+  return Report(hvd::AddProcessSet(std::vector<int>(ranks, ranks + n), id));
+}
+int hvd_remove_process_set(int id) {
+  return Report(hvd::RemoveProcessSet(id));
+}
+int hvd_process_set_rank(int id) {
+  return hvd::ProcessSetRank(id);
+}
+int hvd_process_set_size(int id) {
+  return hvd::ProcessSetSize(id);
+}
+int hvd_process_set_included(int id) {
+  return hvd::ProcessSetIncluded(id) ? 1 : 0;
+}
+int hvd_process_set_ranks(int id, int* ranks, int max) {
+  std::vector<int> r;
+  hvd::Status s = hvd::ProcessSetRanks(id, &r);
+  Report(s);
+  if (!s.ok()) return -1;
+  for (int i = 0; i < max && i < static_cast<int>(r.size()) && ranks != nullptr; ++i) {
+    ranks[i] = r[i];
+  }
+  return static_cast<int>(r.size());
+}
+int hvd_process_set_ids(int* ids, int max) {
+  const std::vector<int> all = hvd::ProcessSetIds();
+  for (int i = 0; i < max && i < static_cast<int>(all.size()) && ids != nullptr; ++i) {
+    ids[i] = all[i];
+  }
+  return static_cast<int>(all.size());
+}
+
+int hvd_start_timeline(const char* path, int mark_cycles) {
+  if (path == nullptr) return Report(hvd::InvalidArgument("hvd_start_timeline: path is NULL"));
+  return Report(hvd::StartTimeline(path, mark_cycles != 0));
+}
+int hvd_stop_timeline(void) {
+  return Report(hvd::StopTimeline());
+}
+
+int hvd_wait_for(hvd_handle* h, int64_t timeout_ms) {
+  if (h == nullptr) return Report(hvd::InvalidArgument("hvd_wait_for: handle is NULL"));
+  return Report(h->handle.WaitFor(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms)));
+}
+
+int hvd_handle_output_count(const hvd_handle* h) {
+  return h ? static_cast<int>(h->handle.output_count()) : 0;
+}
+
+const void* hvd_handle_output_at(const hvd_handle* h, int i, size_t* bytes) {
+  if (bytes) *bytes = h && i >= 0 ? h->handle.output_bytes(static_cast<size_t>(i)) : 0;
+  return h && i >= 0 ? h->handle.output_data(static_cast<size_t>(i)) : nullptr;
+}
+
+int hvd_handle_output_shape_at(const hvd_handle* h, int i, int64_t* dims, int max_dims) {
+  if (h == nullptr || i < 0) return 0;
+  const auto& shape = h->handle.output_shape(static_cast<size_t>(i));
+  for (int d = 0; d < max_dims && d < static_cast<int>(shape.size()) && dims; ++d) {
+    dims[d] = shape[d];
+  }
+  return static_cast<int>(shape.size());
+}
+
+int hvd_handle_output_splits(const hvd_handle* h, int i, int64_t* splits, int max) {
+  if (h == nullptr || i < 0) return 0;
+  const auto& v = h->handle.output_splits(static_cast<size_t>(i));
+  for (int d = 0; d < max && d < static_cast<int>(v.size()) && splits; ++d) splits[d] = v[d];
+  return static_cast<int>(v.size());
 }
 
 int hvd_poll(const hvd_handle* h) {

@@ -7,7 +7,9 @@
 
 #include "common/logging.h"
 #include "common/settings.h"
+#include "core/horovod_env.h"
 #include "core/job_settings.h"
+#include "core/process_set_table.h"
 #include "stall/watched_transport.h"
 
 namespace hvd::runtime::core {
@@ -61,7 +63,12 @@ const Setting<int64_t> kFusionMaxTensor("HVD_FUSION_MAX_TENSOR_BYTES", nullptr, 
 const Setting<int64_t> kCacheCapacity("HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", 1024,
                                       "response cache entries; 0 disables the cache");
 const Setting<std::string> kTimeline("HVD_TIMELINE", "HOROVOD_TIMELINE", "",
-                                     "write a Chrome trace of every tensor to this file (rank 0)");
+                                     "write a Chrome trace of every tensor to this file (rank 0); "
+                                     "DYNAMIC: nothing until start_timeline()");
+const Setting<bool> kTimelineMarkCycles("HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES",
+                                        false,
+                                        "mark every negotiation cycle in a timeline started at "
+                                        "init (start_timeline() takes its own flag)");
 const Setting<double> kStallCheck("HVD_STALL_CHECK_TIME_SECONDS",
                                   "HOROVOD_STALL_CHECK_TIME_SECONDS", 60,
                                   "warn when ranks wait this long for a tensor others submitted; "
@@ -70,7 +77,17 @@ const Setting<double> kStallShutdown("HVD_STALL_SHUTDOWN_TIME_SECONDS",
                                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0,
                                      "fail a tensor stalled this long on every rank; 0: never");
 
-// Successful Create()s so far in this process (hvd::Init() serializes them).
+const Setting<std::string> kProcessSets(
+    "HVD_PROCESS_SETS", nullptr, "",
+    "process sets registered at init, ids 1, 2, ... in order: sets separated by ';', ranks by "
+    "',' (e.g. '0,1;2,3')");
+const Setting<bool> kDynamicProcessSets(
+    "HVD_DYNAMIC_PROCESS_SETS", "HOROVOD_DYNAMIC_PROCESS_SETS", false,
+    "allow adding and removing process sets after init (collective over the whole job)");
+
+// Create() calls so far in this process (hvd::Init() serializes them). The n-th call meets the
+// other ranks' n-th under keys of its own, so a new session never reads a previous one's
+// addresses, whether that one succeeded or failed half way.
 int g_incarnation = 0;
 
 template <typename T>
@@ -95,9 +112,11 @@ std::string Hostname() {
 // Publishes this rank's size, host and job-wide settings (job_settings.h) and collects
 // everybody's, naming the ranks that never arrive and any that disagree.
 Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::string& host,
-                    std::chrono::milliseconds timeout, std::vector<std::string>* hosts) {
+                    const std::string& extra_settings, std::chrono::milliseconds timeout,
+                    std::vector<std::string>* hosts) {
   std::string settings;
   HVD_RETURN_IF_ERROR(JobWideSettings(&settings));
+  settings += " " + extra_settings;
   const std::string mine = std::to_string(size) + "\n" + host + "\n" + settings;
   HVD_RETURN_IF_ERROR_CTX(store.Set("host/" + std::to_string(rank), mine),
                           "rendezvous in " + store.Describe());
@@ -117,7 +136,9 @@ Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::str
                             missing + " of " + std::to_string(size) + " did not arrive within " +
                             std::to_string(timeout.count() / 1000) +
                             " s (HVD_START_TIMEOUT_SECONDS). Are they running, with the same "
-                            "HVD_RENDEZVOUS, HVD_JOB_ID and HVD_SIZE?");
+                            "HVD_RENDEZVOUS, HVD_JOB_ID and HVD_SIZE? (This is hvd::Init() call " +
+                            std::to_string(g_incarnation + 1) +
+                            " of this process; ranks meet the others' call of the same number.)");
   }
   HVD_RETURN_IF_ERROR_CTX(s, "rendezvous in " + store.Describe());
   hosts->resize(size);
@@ -145,6 +166,12 @@ Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::str
 }  // namespace
 
 Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out) {
+  Status s = CreateOnce(options, out);
+  ++g_incarnation;
+  return s;
+}
+
+Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out) {
   std::unique_ptr<Context> ctx(new Context());
   int64_t rank = options.rank, size = options.size;
   if (rank < 0) HVD_RETURN_IF_ERROR(Read(kRank, &rank));
@@ -164,6 +191,7 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
   }
   HVD_RETURN_IF_ERROR(CheckRange("HVD_RANK", rank, 0, size - 1, " (ranks count from 0 to size-1)"));
   common::SetLogRank(static_cast<int>(rank));
+  for (const std::string& w : UnimplementedHorovodVariables()) HVD_LOG(WARNING) << w;
 
   EngineOptions eo;
   double cycle_ms, start_s, peer_s;
@@ -218,12 +246,35 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
   if (g_incarnation > 0) scope += "/init/" + std::to_string(g_incarnation);
   ctx->store_ = rendezvous::NewPrefixStore(scope, ctx->base_store_.get());
 
+  // Process sets: HVD_PROCESS_SETS first, then the caller's; every rank must register the same.
+  std::string sets_text;
+  HVD_RETURN_IF_ERROR(Read(kProcessSets, &sets_text));
+  std::vector<std::vector<int>> sets;
+  HVD_RETURN_IF_ERROR(ParseProcessSets(sets_text, &sets));
+  sets.insert(sets.end(), options.process_sets.begin(), options.process_sets.end());
+  for (auto& set : sets) {
+    std::vector<int> sorted;
+    HVD_RETURN_IF_ERROR_CTX(ValidateProcessSetRanks(set, static_cast<int>(size), &sorted),
+                            "process sets given at init");
+    for (const auto& other : eo.process_sets) {
+      if (other == sorted) {
+        return InvalidArgument("process sets given at init: ranks " + FormatProcessSets({sorted}) +
+                               " are listed twice; list each set once");
+      }
+    }
+    eo.process_sets.push_back(std::move(sorted));
+  }
+  HVD_RETURN_IF_ERROR(Read(kDynamicProcessSets, &eo.dynamic_process_sets));
+  eo.dynamic_process_sets = eo.dynamic_process_sets || options.dynamic_process_sets;
+  const std::string extra = "process_sets=" + FormatProcessSets(eo.process_sets) +
+                            " dynamic_process_sets=" + (eo.dynamic_process_sets ? "1" : "0");
+
   std::string host;
   HVD_RETURN_IF_ERROR(Read(kHostname, &host));
   if (host.empty()) host = Hostname();
   std::vector<std::string> hosts;
   HVD_RETURN_IF_ERROR(MeetEveryone(*ctx->store_, static_cast<int>(rank), static_cast<int>(size),
-                                   host, start_timeout, &hosts));
+                                   host, extra, start_timeout, &hosts));
   ctx->topology_ = ComputeTopology(static_cast<int>(rank), hosts);
   // Explicit topology from the launcher wins over derivation.
   int64_t v;
@@ -257,9 +308,13 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
   HVD_RETURN_IF_ERROR(ConnectComm(*ctx->store_, static_cast<int>(rank), static_cast<int>(size),
                                   hosts, start_timeout, wrap, &ctx->transport_, &comm));
 
-  std::unique_ptr<timeline::Timeline> tl;
-  if (!timeline_path.empty() && rank == 0) {
-    HVD_RETURN_IF_ERROR_CTX(timeline::Timeline::Open(timeline_path, &tl), "HVD_TIMELINE");
+  // The timeline exists for the engine's life (start_timeline() may come later); rank 0 writes.
+  std::unique_ptr<timeline::Timeline> tl = timeline::Timeline::Create(rank == 0);
+  const timeline::TimelineSetting ts = timeline::ParseTimelineSetting(timeline_path);
+  if (!ts.path.empty()) {
+    bool mark_cycles = false;
+    HVD_RETURN_IF_ERROR(Read(kTimelineMarkCycles, &mark_cycles));
+    HVD_RETURN_IF_ERROR_CTX(tl->Start(ts.path, mark_cycles), "HVD_TIMELINE");
   }
   ctx->engine_ = std::make_unique<Engine>(comm, eo, std::move(tl));
   ctx->engine_->Start();
@@ -267,7 +322,6 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
                 << ctx->topology_.local_rank << " of " << ctx->topology_.local_size << " on "
                 << host;
   *out = std::move(ctx);
-  ++g_incarnation;
   return Status::OK();
 }
 

@@ -43,6 +43,7 @@ class Context {
 
  private:
   Context() = default;
+  static Status CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out);
 
   Topology topology_;
   std::unique_ptr<rendezvous::Store> base_store_;

@@ -3,25 +3,21 @@
 #include <algorithm>
 
 #include "common/logging.h"
-#include "core/control.h"
+#include "transport/group.h"
 
 namespace hvd::runtime::core {
 
 using fusion::OpType;
-using fusion::Response;
-using fusion::ResponseCache;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kPeerShutdown = "another rank shut hvd down while this rank still used it";
 
 namespace {
 
-// Flag bits of word 0 of the control vector; AND-reduced, so each says "every rank ...".
-constexpr uint64_t kNoUncached = 1;   // ... has nothing for the coordinator
-constexpr uint64_t kNotStopping = 2;  // ... wants to go on
-
-size_t Words(uint32_t bits) {
-  return (bits + 63) / 64;
+std::string RanksText(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
 }
 
 }  // namespace
@@ -29,14 +25,39 @@ size_t Words(uint32_t bits) {
 Engine::Engine(collectives::Comm comm, EngineOptions options,
                std::unique_ptr<timeline::Timeline> timeline)
     : comm_(comm),
-      options_(options),
+      options_(std::move(options)),
       timeline_(std::move(timeline)),
-      executor_(comm, options.fusion, timeline_.get()),
-      cache_(options.cache_capacity) {
-  if (comm_.rank() == 0) {
-    coordinator_ = std::make_unique<fusion::Coordinator>(comm_.size(), options.stall_check_seconds,
-                                                         options.stall_shutdown_seconds);
+      executor_(options_.fusion, timeline_.get()),
+      sets_(comm.size()) {
+  runners_[0] = NewRunner(0, {});
+  for (const auto& ranks : options_.process_sets) {
+    const int id = sets_.Add(ranks);
+    if (std::binary_search(ranks.begin(), ranks.end(), comm_.rank())) {
+      runners_[id] = NewRunner(id, ranks);
+    }
   }
+}
+
+std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& members) {
+  SetRunnerOptions o;
+  o.cache_capacity = options_.cache_capacity;
+  o.stall_check_seconds = options_.stall_check_seconds;
+  o.stall_shutdown_seconds = options_.stall_shutdown_seconds;
+  auto finish = [this](internal::Operation* op, const Status& s) { Finish(op, s); };
+  auto apply = [this](const fusion::Response& r, internal::Operation* op) {
+    return ApplySetChange(r, op);
+  };
+  if (id == 0) {
+    std::vector<int> all;
+    sets_.Get(0, &all);
+    return std::make_unique<SetRunner>(0, all, comm_, nullptr, o, &executor_, timeline_.get(),
+                                       &stats_mu_, &stats_, finish, apply);
+  }
+  // A view of the job's transport: the set reuses the links already open between its members.
+  std::unique_ptr<transport::Transport> view = transport::NewGroupView(comm_.transport, members);
+  collectives::Comm comm = comm_.Over(view.get());
+  return std::make_unique<SetRunner>(id, members, comm, std::move(view), o, &executor_,
+                                     timeline_.get(), &stats_mu_, &stats_, finish, apply);
 }
 
 Engine::~Engine() {
@@ -50,9 +71,30 @@ void Engine::Start() {
 void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
   Status reject;
   bool report_peer = false;
-  {
+  const std::string& key = op->request.key;
+  const int set = op->request.process_set;
+  std::vector<int> members;
+  if (!sets_.Get(set, &members)) {
+    reject = InvalidArgument("process set " + std::to_string(set) +
+                             " does not exist (registered: " + sets_.DescribeIds() +
+                             "); create it with add_process_set on every rank first");
+  } else if (!std::binary_search(members.begin(), members.end(), comm_.rank())) {
+    reject = InvalidArgument("rank " + std::to_string(comm_.rank()) + " is not in process set " +
+                             std::to_string(set) + " (ranks " + RanksText(members) +
+                             "); only its members can submit to it");
+  } else if (op->request.type == OpType::kBroadcast) {
+    // The caller names the root by its job rank (as Horovod); the set negotiates with its own.
+    const auto it = std::lower_bound(members.begin(), members.end(), op->request.root);
+    if (it == members.end() || *it != op->request.root) {
+      reject = InvalidArgument("broadcast root rank " + std::to_string(op->request.root) +
+                               " is not in process set " + std::to_string(set) + " (ranks " +
+                               RanksText(members) + ")");
+    } else {
+      op->request.root = static_cast<int32_t>(it - members.begin());
+    }
+  }
+  if (reject.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    const std::string& key = op->request.key;
     // final_status_ is set (with the queue drained) the moment the engine fails or stops, so
     // nothing can be queued after the last drain.
     if (stopped_ || stop_requested_ || !final_status_.ok()) {
@@ -60,16 +102,18 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
                    ? FailedPrecondition("hvd has been shut down; '" + key + "' was not submitted")
                    : final_status_.WithContext(std::string(fusion::OpTypeName(op->request.type)) +
                                                " '" + key + "' was not submitted");
-    } else if (!in_flight_.insert(key).second) {
-      reject = InvalidArgument("an operation named '" + key +
-                               "' is already in flight on this rank; names must be unique among "
-                               "pending operations (wait for the first one, or rename)");
+      report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
+    } else if (!in_flight_.insert({set, key}).second) {
+      reject = InvalidArgument(
+          "an operation named '" + key + "' is already in flight on this " +
+          (set == 0 ? std::string("rank") : "rank in process set " + std::to_string(set)) +
+          "; names must be unique among pending operations (wait for the "
+          "first one, or rename)");
     } else {
       queue_.push_back(op);
       if (idle_) wake_cv_.notify_one();
       return;
     }
-    report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
   }
   // Before user code hears of it: this operation fails because another rank shut hvd down.
   if (report_peer) options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
@@ -95,19 +139,29 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
 void Engine::Loop() {
   internal::MarkBackgroundThread();
   auto next = Clock::now();
-  while (Cycle()) {
+  while (Round()) {
     next += options_.cycle_time;
     auto now = Clock::now();
-    if (coordinator_ && options_.stall_reporter != nullptr && now >= next_stall_report_) {
+    auto global = runners_.find(0);
+    if (options_.stall_reporter != nullptr && now >= next_stall_report_ &&
+        global != runners_.end()) {
       next_stall_report_ = now + std::chrono::milliseconds(250);
       stall::PendingKey oldest;
-      const bool stalled = coordinator_->OldestStall(now, &oldest);
-      options_.stall_reporter->SetInspectorReport(stalled, oldest);
+      if (comm_.rank() == 0) {
+        const bool stalled = global->second->OldestStall(now, &oldest);
+        options_.stall_reporter->SetInspectorReport(stalled, oldest);
+      }
     }
+    bool idle = true;
+    for (const auto& [id, runner] : runners_) idle = idle && runner->idle();
     std::unique_lock<std::mutex> lock(mu_);
-    idle_ = pending_.empty();
-    if (next < now) {
-      next = now;  // a long cycle (big collective) does not owe sleep to later ones
+    idle_ = idle;
+    if (next < now || (!took_new_work_ && others_took_new_work_)) {
+      // A long round (big collective) does not owe sleep to later ones. A rank that was given
+      // nothing new while others were goes straight to the next round and waits there for them:
+      // they keep the cadence (rounds start when the last rank arrives), and it does not make a
+      // busy process set wait a tick per operation for ranks outside it.
+      next = now;
     } else {
       wake_cv_.wait_until(lock, next,
                           [&] { return stop_requested_ || (idle_ && !queue_.empty()); });
@@ -127,13 +181,14 @@ EngineStats Engine::stats() const {
   return stats;
 }
 
-bool Engine::Cycle() {
+bool Engine::Round() {
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     ++stats_.cycles;
   }
+  if (timeline_) timeline_->MarkCycle();
   bool stop = false;
-  Status s = RunCycle(&stop);
+  Status s = RunRound(&stop);
   if (!s.ok()) {
     HVD_LOG(ERROR) << s.ToString();
     comm_.transport->Abort(s.message());
@@ -150,6 +205,7 @@ bool Engine::Cycle() {
       self_requested = stop_requested_;
       pending = !queue_.empty();
     }
+    for (const auto& [id, runner] : runners_) pending = pending || !runner->idle();
     if (!self_requested) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -157,7 +213,7 @@ bool Engine::Cycle() {
       }
       // Operations pending here fail because of that rank; so will any submitted from now on
       // (Enqueue reports those).
-      if ((pending || !pending_.empty()) && options_.stall_reporter != nullptr) {
+      if (pending && options_.stall_reporter != nullptr) {
         options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
       }
     }
@@ -176,258 +232,97 @@ void Engine::FailAll(const Status& status, const Status& later) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (final_status_.ok()) final_status_ = later.ok() ? status : later;
-    for (auto& op : queue_) ops.push_back(op);
-    queue_.clear();
-    in_flight_.clear();
+    ops.swap(queue_);
   }
-  for (auto& [key, p] : pending_) ops.push_back(p.op);
-  pending_.clear();
-  for (auto& op : ops) {
-    if (timeline_) {
-      for (const auto& t : op->request.tensors) timeline_->End(t.name, status);
-    }
-    op->Complete(status);
-  }
+  for (auto& [id, runner] : runners_) runner->FailAll(status);
+  for (auto& op : ops) Finish(op.get(), status);
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_.clear();
 }
 
-void Engine::Finish(const std::string& key, const Status& status) {
-  auto it = pending_.find(key);
-  if (it == pending_.end()) return;
-  std::shared_ptr<internal::Operation> op = std::move(it->second.op);
-  pending_.erase(it);
+void Engine::Finish(internal::Operation* op, const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    in_flight_.erase(key);
-  }
-  if (timeline_) {
-    for (const auto& t : op->request.tensors) timeline_->End(t.name, status);
+    in_flight_.erase({op->request.process_set, op->request.key});
   }
   op->Complete(status);
 }
 
-// Decides, for every pending request not yet sent to the coordinator, whether it can take the
-// cached path.
-void Engine::Classify(std::vector<uint32_t>* invalidate) {
-  const auto now = Clock::now();
-  // A cached request waiting this long is stalled on another rank: move it to the coordinator so
-  // the stall inspector can name who is missing (check time) or fail it (shutdown time). Either
-  // setting alone must reach the coordinator: with warnings off (check 0) a stalled cached
-  // request would otherwise wait forever, never seeing HVD_STALL_SHUTDOWN_TIME_SECONDS.
-  double stall_s = 0;
-  for (double t : {options_.stall_check_seconds, options_.stall_shutdown_seconds}) {
-    if (t > 0 && (stall_s == 0 || t < stall_s)) stall_s = t;
-  }
-  const auto stall_after = std::chrono::duration<double>(stall_s);
-  const bool joined = joined_self();
-  for (auto& [key, p] : pending_) {
-    if (p.state == State::kSent) continue;
-    if (p.state == State::kCached && p.generation == cache_.generation()) {
-      // A joined rank's own requests (submitted before it joined) must not run from the cache:
-      // its wildcard bits would make the others count it as not contributing. Through the
-      // coordinator the response counts it (Response::contributors).
-      if (joined || (stall_s > 0 && now - p.enqueued >= stall_after)) {
-        invalidate->push_back(p.slot);
-      }
-      continue;
-    }
-    const fusion::Request& req = p.op->request;
-    uint32_t slot = 0;
-    switch (req.type == OpType::kJoin || req.type == OpType::kBarrier ||
-                    req.type == OpType::kAlltoall
-                ? ResponseCache::Match::kMiss
-                : cache_.Lookup(req, comm_.rank(), &slot)) {
-      case ResponseCache::Match::kHit:
-        if (joined) {  // as above
-          invalidate->push_back(slot);
-          p.state = State::kNew;
-          break;
-        }
-        p.state = State::kCached;
-        p.slot = slot;
-        p.generation = cache_.generation();
-        break;
-      case ResponseCache::Match::kStale:
-        invalidate->push_back(slot);
-        p.state = State::kNew;
-        break;
-      case ResponseCache::Match::kMiss:
-        p.state = State::kNew;
-        break;
-    }
-  }
-}
-
-Status Engine::RunCycle(bool* stop) {
+Status Engine::RunRound(bool* stop) {
   bool stopping;
+  std::vector<std::shared_ptr<internal::Operation>> ops;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping = stop_requested_;
-    for (auto& op : queue_) {
-      Pending p;
-      p.op = op;
-      p.enqueued = Clock::now();
-      if (timeline_) {
-        for (const auto& t : op->request.tensors) {
-          timeline_->NegotiateStart(t.name, fusion::OpTypeName(op->request.type));
-        }
-      }
-      pending_.emplace(op->request.key, std::move(p));
+    ops.swap(queue_);
+  }
+  for (auto& op : ops) {
+    auto it = runners_.find(op->request.process_set);
+    if (it == runners_.end()) {  // removed between Enqueue and now
+      Finish(op.get(), Aborted("process set " + std::to_string(op->request.process_set) +
+                               " was removed before '" + op->request.key + "' could run"));
+      continue;
     }
-    queue_.clear();
+    it->second->Add(op);
   }
+  took_new_work_ = !ops.empty();
 
-  std::vector<uint32_t> invalidate;
-  Classify(&invalidate);
-
-  // [flags | hit bits | ~invalidate bits]
-  const size_t words = Words(cache_.used_slots());
-  std::vector<uint64_t> bits(1 + 2 * words, 0);
-  bool uncached = false;
-  for (const auto& [key, p] : pending_) {
-    if (p.state == State::kNew) uncached = true;
-    if (p.state == State::kCached) bits[1 + p.slot / 64] |= uint64_t{1} << (p.slot % 64);
-  }
-  if (joined_self()) {
-    // A joined rank is ready for anything the others are.
-    for (uint32_t s = 0; s < cache_.used_slots(); ++s) {
-      if (cache_.Occupied(s)) bits[1 + s / 64] |= uint64_t{1} << (s % 64);
-    }
-  }
-  for (size_t w = 0; w < words; ++w) bits[1 + words + w] = ~uint64_t{0};
-  for (uint32_t s : invalidate) bits[1 + words + s / 64] &= ~(uint64_t{1} << (s % 64));
-  bits[0] = (uncached ? 0 : kNoUncached) | (stopping ? 0 : kNotStopping);
-
-  HVD_RETURN_IF_ERROR(AndAllreduce(comm_, &bits));
-
-  if (!(bits[0] & kNotStopping)) {
+  uint64_t agreed = 0;
+  const uint64_t flags = (stopping ? 0 : kNotStopping) | (took_new_work_ ? 0 : kNoNewWork);
+  HVD_RETURN_IF_ERROR(runners_.at(0)->Cycle(flags, &agreed));
+  if (!(agreed & kNotStopping)) {
     *stop = true;
     return Status::OK();
   }
-
-  // Invalidations first, so no rank runs a slot another rank has given up on.
-  std::vector<Response> hits;
-  bool erased = false;
-  for (uint32_t s = 0; s < words * 64; ++s) {
-    const bool invalid = !(bits[1 + words + s / 64] & (uint64_t{1} << (s % 64)));
-    if (invalid && cache_.Occupied(s)) {
-      cache_.Erase(s);
-      erased = true;
-    }
+  others_took_new_work_ = !(agreed & kNoNewWork);
+  // The global set's cycle may have added or removed sets: every rank sees the same change in
+  // this round, so every member runs the new set's first cycle now.
+  std::vector<int> ids;
+  for (const auto& [id, runner] : runners_) {
+    if (id != 0) ids.push_back(id);
   }
-  for (uint32_t s = 0; s < words * 64; ++s) {
-    if ((bits[1 + s / 64] & (uint64_t{1} << (s % 64))) && cache_.Occupied(s)) {
-      hits.push_back(cache_.Get(s));
-      // Run from the cache, every rank that has not joined contributes (joined ranks never take
-      // the cache path for their own requests); the count recorded at negotiation may be stale.
-      hits.back().contributors = 0;
-      cache_.Touch(s);
-    }
-  }
-  if (erased) RefreshAfterCacheChange();
-  if (!hits.empty()) {
-    {
-      std::lock_guard<std::mutex> lock(stats_mu_);
-      stats_.cache_hits += hits.size();
-    }
-    if (timeline_) {
-      for (const auto& r : hits) {
-        for (const auto& t : r.tensors) timeline_->NegotiateEnd(t.name);
-      }
-    }
-    HVD_RETURN_IF_ERROR(Run(hits));
-  }
-
-  if (!(bits[0] & kNoUncached)) {
-    HVD_RETURN_IF_ERROR(SlowPath());
+  for (int id : ids) {
+    auto it = runners_.find(id);
+    if (it == runners_.end()) continue;
+    uint64_t ignored = 0;
+    HVD_RETURN_IF_ERROR_CTX(it->second->Cycle(0, &ignored), "process set " + std::to_string(id));
   }
   return Status::OK();
 }
 
-// After slots changed, requests that were waiting on a slot must look it up again: the slot may
-// now hold another key, or none.
-void Engine::RefreshAfterCacheChange() {
-  for (auto& [key, p] : pending_) {
-    if (p.state == State::kCached && !(cache_.Occupied(p.slot) && cache_.Get(p.slot).key == key)) {
-      p.state = State::kNew;
+Status Engine::ApplySetChange(const fusion::Response& r, internal::Operation* op) {
+  if (r.type == OpType::kAddProcessSet) {
+    std::vector<int> ranks(r.splits.begin(), r.splits.end()), sorted;
+    HVD_RETURN_IF_ERROR(ValidateProcessSetRanks(ranks, comm_.size(), &sorted));
+    const int existing = sets_.Find(sorted);
+    if (existing >= 0) {
+      return AlreadyExists("a process set with ranks " + RanksText(sorted) +
+                           " already exists (id " + std::to_string(existing) + ")");
     }
-  }
-}
-
-Status Engine::SlowPath() {
-  fusion::RequestList mine;
-  mine.rank = comm_.rank();
-  const auto now = Clock::now();
-  for (auto& [key, p] : pending_) {
-    if (p.state != State::kNew) continue;
-    fusion::Request req = p.op->request;
-    req.rank = comm_.rank();
-    req.age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.enqueued).count();
-    mine.requests.push_back(std::move(req));
-    p.state = State::kSent;
-  }
-
-  std::vector<std::string> all;
-  HVD_RETURN_IF_ERROR(GatherToRoot(comm_, fusion::Encode(mine), &all));
-  std::string answer;
-  if (coordinator_) {
-    const auto arrival = Clock::now();
-    for (int r = 0; r < comm_.size(); ++r) {
-      fusion::RequestList list;
-      HVD_RETURN_IF_ERROR_CTX(fusion::Decode(all[r], &list),
-                              "negotiation: requests from rank " + std::to_string(r));
-      if (timeline_) {
-        for (const auto& req : list.requests) {
-          for (const auto& t : req.tensors) timeline_->NegotiateRankReady(t.name, r);
-        }
-      }
-      coordinator_->Add(list, arrival);
+    const int id = sets_.Add(sorted);
+    if (std::binary_search(sorted.begin(), sorted.end(), comm_.rank())) {
+      runners_[id] = NewRunner(id, sorted);
     }
-    answer = fusion::Encode(coordinator_->Compute(Clock::now()));
+    if (op != nullptr) op->result_id = id;
+    HVD_LOG(INFO) << "process set " << id << " added: ranks " << RanksText(sorted);
+    return Status::OK();
   }
-  HVD_RETURN_IF_ERROR(BroadcastFromRoot(comm_, &answer));
-  fusion::ResponseList list;
-  HVD_RETURN_IF_ERROR(fusion::Decode(answer, &list));
-
-  // The coordinator decided this list with the joined set it sends along, so averages in it
-  // divide by the ranks that were not joined then. (A join release empties the set in the same
-  // list that carries the release.)
-  std::set<int> joined(list.joined_ranks.begin(), list.joined_ranks.end());
-  if (joined != joined_) {
-    joined_ = std::move(joined);
-    // Allgather's cached row counts assumed the old set of contributing ranks. A cached broadcast
-    // whose root has now joined must not run from the cache either: the joined root would
-    // wildcard its slot and send its scratch buffer; renegotiated, it fails with the
-    // coordinator's "root rank R has joined" error instead.
-    cache_.EraseType(OpType::kAllgather);
-    cache_.EraseType(OpType::kBroadcast);
-    RefreshAfterCacheChange();
+  const int id = r.root;
+  if (id == 0) {
+    return InvalidArgument("the global process set (id 0) cannot be removed");
   }
-  if (timeline_) {
-    for (const auto& r : list.responses) {
-      for (const auto& t : r.tensors) timeline_->NegotiateEnd(t.name);
-    }
+  if (!sets_.Remove(id)) {
+    return NotFound("process set " + std::to_string(id) +
+                    " does not exist (registered: " + sets_.DescribeIds() + ")");
   }
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    ++stats_.slow_path_cycles;
-    stats_.negotiated += list.responses.size();
+  auto it = runners_.find(id);
+  if (it != runners_.end()) {
+    it->second->FailAll(Aborted("process set " + std::to_string(id) +
+                                " was removed while this operation was pending"));
+    runners_.erase(it);
   }
-  HVD_RETURN_IF_ERROR(Run(list.responses));
-  for (const Response& r : list.responses) {
-    if (ResponseCache::Cacheable(r)) cache_.Put(r);
-  }
-  RefreshAfterCacheChange();
+  HVD_LOG(INFO) << "process set " << id << " removed";
   return Status::OK();
-}
-
-Status Engine::Run(const std::vector<Response>& responses) {
-  const int contributors = comm_.size() - static_cast<int>(joined_.size());
-  auto lookup = [this](const std::string& key) -> internal::Operation* {
-    auto it = pending_.find(key);
-    return it == pending_.end() ? nullptr : it->second.op.get();
-  };
-  auto finish = [this](const std::string& key, const Status& s) { Finish(key, s); };
-  return executor_.Execute(responses, contributors, lookup, finish);
 }
 
 }  // namespace hvd::runtime::core

@@ -1,37 +1,43 @@
 // The engine: one background thread per process that turns submitted operations into
 // collectives, in lockstep with every other rank.
 //
-// One cycle (every HVD_CYCLE_TIME), on every rank:
-//   1. take newly submitted operations; look each up in the response cache:
-//        hit   - the key was negotiated before with these specs: set its slot's bit;
-//        stale - the cached specs differ from ours: set the slot's invalidate bit;
-//        miss  - negotiate through the coordinator (the slow path).
-//   2. AND-allreduce one small vector: [flags | hit bits | ~invalidate bits]. Flags say whether
-//      any rank has requests for the slow path and whether any rank is shutting down.
-//   3. erase invalidated slots everywhere; run the slots whose bit survived on every rank, in slot
-//      order. At steady state this is the whole cycle: no gather through rank 0.
-//   4. if any rank has uncached requests: gather request lists to rank 0, whose coordinator
-//      decides (ready keys, mismatches, stalls, join) and broadcasts a response list that every
-//      rank runs and adds to its cache in the same order.
+// Process sets: each set the rank belongs to has a SetRunner (core/set_runner.h) that negotiates
+// the set's operations among its members only. One round of the background loop runs one cycle of
+// every set this rank belongs to, the global set (id 0) first, then the others by increasing id.
+// Every member of a set reaches the set's n-th cycle in the same round, so the sets' exchanges
+// (over links the sets share) can never wait on each other in a circle; a set whose operations
+// wait on a member never holds up another set: its cycle simply finds nothing ready.
+//
+// The global set's cycle also carries the engine's decisions:
+//   stop      - any rank's Shutdown() stops every rank in the same round;
+//   new work  - when some rank took new submissions in a round, the ranks that took none start
+//               the next round at once instead of sleeping until their next HVD_CYCLE_TIME tick,
+//               so a process set whose ranks submit does not wait a tick per operation for ranks
+//               outside it (the submitting ranks keep the cadence that lets tensors fuse);
+//   sets      - AddProcessSet/RemoveProcessSet are negotiated there, so every rank changes its
+//               table in the same round and the new set's first cycle is in the same round
+//               everywhere.
 // A transport failure fails every pending operation with the error (naming the peer) and stops
 // the engine; later submissions fail at once with the same error.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectives/collectives.h"
 #include "common/thread_annotations.h"
 #include "core/executor.h"
 #include "core/operation.h"
-#include "fusion/coordinator.h"
-#include "fusion/response_cache.h"
+#include "core/process_set_table.h"
+#include "core/set_runner.h"
 #include "stall/stall_reporter.h"
 #include "timeline/timeline.h"
 
@@ -45,12 +51,17 @@ struct EngineOptions {
   double stall_shutdown_seconds = 0;
   // Rank 0 tells it the coordinator's oldest stall (not owned; may be null).
   stall::StallReporter* stall_reporter = nullptr;
+  // Sets registered before the engine starts (ids 1, 2, ... in this order); sorted, valid ranks.
+  std::vector<std::vector<int>> process_sets;
+  // Whether AddProcessSet/RemoveProcessSet may be called while running
+  // (HVD_DYNAMIC_PROCESS_SETS).
+  bool dynamic_process_sets = false;
 };
 
 // Counters for tests, benchmarks and status reports.
 struct EngineStats {
   uint64_t cycles = 0;
-  uint64_t slow_path_cycles = 0;       // cycles that gathered requests through rank 0
+  uint64_t slow_path_cycles = 0;       // cycles that gathered requests through a set's root
   uint64_t cache_hits = 0;             // keys run from the response cache
   uint64_t negotiated = 0;             // keys run from coordinator responses
   uint64_t allreduce_collectives = 0;  // ring allreduces run; a fused batch counts once
@@ -67,65 +78,59 @@ class Engine {
 
   void Start();
 
-  // Thread-safe. Fails the operation at once when its key is already in flight on this rank or
-  // the engine has stopped.
+  // Thread-safe. Fails the operation at once when its process set does not exist or does not
+  // include this rank, when its key is already in flight in that set on this rank, or when the
+  // engine has stopped.
   void Enqueue(std::shared_ptr<internal::Operation> op);
 
-  // Asks every rank to stop (they stop together at the next cycle), waits up to `grace` for
+  // Asks every rank to stop (they stop together at the next round), waits up to `grace` for
   // that, then aborts the transport. Pending operations fail with Aborted. Idempotent.
   Status Stop(std::chrono::milliseconds grace);
 
   EngineStats stats() const;
+  const ProcessSetTable& process_sets() const { return sets_; }
+  bool dynamic_process_sets() const { return options_.dynamic_process_sets; }
+  timeline::Timeline* timeline() const { return timeline_.get(); }
 
  private:
-  enum class State { kNew, kCached, kSent };
-  struct Pending {
-    std::shared_ptr<internal::Operation> op;
-    State state = State::kNew;
-    uint32_t slot = 0;
-    uint64_t generation = 0;  // cache generation when `slot` was looked up
-    std::chrono::steady_clock::time_point enqueued;
-  };
-
   void Loop();
-  // One cycle; false when the engine must stop.
-  bool Cycle();
-  Status RunCycle(bool* stop);
-  void Classify(std::vector<uint32_t>* invalidate);
-  void RefreshAfterCacheChange();
-  Status SlowPath();
-  Status Run(const std::vector<fusion::Response>& responses);
-  void Finish(const std::string& key, const Status& status);
+  // One round; false when the engine must stop.
+  bool Round();
+  Status RunRound(bool* stop);
+  // Makes the runner for a set this rank belongs to.
+  std::unique_ptr<SetRunner> NewRunner(int id, const std::vector<int>& members);
+  Status ApplySetChange(const fusion::Response& r, internal::Operation* op);
+  // The engine's side of completing an operation: forget its name, then complete it.
+  void Finish(internal::Operation* op, const Status& status);
   // Fails every queued and pending operation with `status`; later submissions get `later` (the
   // same status when OK).
   void FailAll(const Status& status, const Status& later = Status::OK());
-  bool joined_self() const { return joined_.count(comm_.rank()) > 0; }
 
   const collectives::Comm comm_;
   const EngineOptions options_;
   std::unique_ptr<timeline::Timeline> timeline_;
   Executor executor_;
+  ProcessSetTable sets_;
 
   std::mutex mu_;
   std::condition_variable stopped_cv_;
-  // The loop sleeps on this between cycles. While the engine is idle (its last cycle left
+  // The loop sleeps on this between rounds. While the engine is idle (its last round left
   // nothing pending), a submission wakes it at once instead of at the next HVD_CYCLE_TIME tick:
   // a lone synchronous operation then costs a negotiation, not up to a whole cycle time. Busy,
   // the engine keeps its cadence, which is what lets tensors of one backward pass fuse.
   std::condition_variable wake_cv_;
   bool idle_ GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<internal::Operation>> queue_ GUARDED_BY(mu_);
-  std::set<std::string> in_flight_ GUARDED_BY(mu_);
+  std::set<std::pair<int, std::string>> in_flight_ GUARDED_BY(mu_);  // (set, key)
   bool stop_requested_ GUARDED_BY(mu_) = false;
   bool stopped_ GUARDED_BY(mu_) = false;
   bool stopped_by_peer_ GUARDED_BY(mu_) = false;  // another rank's Shutdown stopped this engine
   Status final_status_ GUARDED_BY(mu_);
 
-  // Background thread only.
-  std::map<std::string, Pending> pending_;
-  fusion::ResponseCache cache_;
-  std::unique_ptr<fusion::Coordinator> coordinator_;  // rank 0
-  std::set<int> joined_;
+  // Background thread only (and the constructor).
+  std::map<int, std::unique_ptr<SetRunner>> runners_;  // the sets this rank belongs to
+  bool took_new_work_ = false;         // the last round took submissions on this rank
+  bool others_took_new_work_ = false;  // ... on some rank (the global flags said so)
   std::chrono::steady_clock::time_point next_stall_report_;
   std::thread thread_;
   mutable std::mutex stats_mu_;

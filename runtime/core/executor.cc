@@ -33,7 +33,8 @@ void Fill(void* p, size_t n, T v) {
 
 // What a joined rank contributes so that it does not change the result.
 void FillIdentity(void* buf, size_t count, DataType dtype, ReduceOp op) {
-  if (op == ReduceOp::kSum || op == ReduceOp::kAverage) {
+  // Adasum: a zero vector leaves the other operand unchanged (its coefficient stays 1).
+  if (op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kAdasum) {
     std::memset(buf, 0, count * DataTypeSize(dtype));
     return;
   }
@@ -66,6 +67,12 @@ void FillIdentity(void* buf, size_t count, DataType dtype, ReduceOp op) {
     case DataType::kInt64:
       pick(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), int64_t{1});
       break;
+    case DataType::kInt16:
+      pick(std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max(), int16_t{1});
+      break;
+    case DataType::kBool:  // max is or: false; min and product are and: true (sum: false, above)
+      pick(uint8_t{0}, uint8_t{1}, uint8_t{1});
+      break;
   }
 }
 
@@ -86,12 +93,11 @@ std::string TimelineArgs(const char* algorithm, size_t bytes, size_t fused) {
 
 }  // namespace
 
-Executor::Executor(collectives::Comm comm, fusion::FusionLimits fusion,
-                   timeline::Timeline* timeline)
-    : comm_(comm), fusion_(fusion), timeline_(timeline) {}
+Executor::Executor(fusion::FusionLimits fusion, timeline::Timeline* timeline)
+    : fusion_(fusion), timeline_(timeline) {}
 
-Status Executor::Execute(const std::vector<Response>& responses, int contributors,
-                         const Lookup& lookup, const Finish& finish) {
+Status Executor::Execute(const collectives::Comm& comm, const std::vector<Response>& responses,
+                         int contributors, const Lookup& lookup, const Finish& finish) {
   // Error responses fail the key here; nothing runs for them.
   for (const Response& r : responses) {
     if (!r.ok() && lookup(r.key) != nullptr) finish(r.key, Aborted(r.error));
@@ -99,7 +105,15 @@ Status Executor::Execute(const std::vector<Response>& responses, int contributor
   // An operation completes when its last tensor has run (a group may span batches).
   std::map<std::string, size_t> remaining;
   for (const Response& r : responses) {
-    if (r.ok()) remaining[r.key] = std::max<size_t>(1, r.tensors.size());
+    if (!r.ok()) continue;
+    remaining[r.key] = std::max<size_t>(1, r.tensors.size());
+    internal::Operation* op = lookup(r.key);
+    const bool owns_output = r.type == OpType::kAllgather || r.type == OpType::kAlltoall ||
+                             r.type == OpType::kReducescatter ||
+                             (r.type == OpType::kBroadcast && r.sized_by_root);
+    if (op != nullptr && owns_output && op->results.size() < r.tensors.size()) {
+      op->results.resize(r.tensors.size());
+    }
   }
   if (timeline_) {
     for (const Response& r : responses) {
@@ -109,6 +123,7 @@ Status Executor::Execute(const std::vector<Response>& responses, int contributor
 
   for (const fusion::Batch& batch : fusion::PlanBatches(responses, fusion_)) {
     const Response& head = responses[batch.items[0].response];
+    const int n = head.contributors > 0 ? head.contributors : contributors;
     Status s;
     if (head.type == OpType::kAllreduce) {
       std::vector<BatchRef> refs;
@@ -116,11 +131,11 @@ Status Executor::Execute(const std::vector<Response>& responses, int contributor
         const Response& r = responses[it.response];
         refs.push_back({&r, it.tensor, lookup(r.key)});
       }
-      s = RunAllreduceBatch(refs, head.contributors > 0 ? head.contributors : contributors);
+      s = head.reduce_op == ReduceOp::kAdasum ? RunAdasum(comm, refs[0], n)
+                                              : RunAllreduceBatch(comm, refs, n);
       allreduce_collectives_.fetch_add(1);
     } else {
-      s = RunOther(head, lookup(head.key),
-                   head.contributors > 0 ? head.contributors : contributors);
+      s = RunOther(comm, head, batch.items[0].tensor, lookup(head.key), n);
     }
     if (!s.ok()) return s;  // the transport is broken: the caller fails everything
     for (const auto& it : batch.items) {
@@ -135,7 +150,8 @@ Status Executor::Execute(const std::vector<Response>& responses, int contributor
 // the allreduce's parts, and part s of the buffer holds piece s of every tensor, in batch order.
 // An element thus sits in the same part (and is reduced in the same order) whether its tensor runs
 // alone or fused, which makes fused and unfused results bit-identical.
-Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contributors) {
+Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
+                                   const std::vector<BatchRef>& items, int contributors) {
   const Response& head = *items[0].response;
   const DataType dtype = head.tensors[items[0].tensor].dtype;
   const size_t esize = DataTypeSize(dtype);
@@ -147,7 +163,7 @@ Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contr
   std::vector<size_t> segments;
   for (size_t i = 0; i < items.size(); ++i) {
     const TensorSpec& spec = items[i].response->tensors[items[i].tensor];
-    pieces[i] = collectives::AllreduceLayout(comm_, static_cast<size_t>(spec.num_elements()));
+    pieces[i] = collectives::AllreduceLayout(comm, static_cast<size_t>(spec.num_elements()));
     if (i == 0) {
       n = static_cast<int>(pieces[0].size()) - 1;
       segments.assign(n + 1, 0);
@@ -205,13 +221,13 @@ Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contr
 
   if (timeline_) {
     const std::string args =
-        TimelineArgs(collectives::AllreduceAlgorithm(comm_, total), total, items.size());
+        TimelineArgs(collectives::AllreduceAlgorithm(comm, total), total, items.size());
     for (const BatchRef& b : items) {
       timeline_->ActivityStart(b.response->tensors[b.tensor].name, "ALLREDUCE", args);
     }
   }
   if (in_place && head.prescale != 1.0) collectives::Scale(buf, count, dtype, head.prescale);
-  Status s = collectives::AllreduceParts(comm_, buf, segments, dtype, WireOp(head.reduce_op),
+  Status s = collectives::AllreduceParts(comm, buf, segments, dtype, WireOp(head.reduce_op),
                                          PostFactor(head, contributors));
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
 
@@ -230,50 +246,138 @@ Status Executor::RunAllreduceBatch(const std::vector<BatchRef>& items, int contr
   return Status::OK();
 }
 
-Status Executor::RunOther(const Response& r, internal::Operation* op, int contributors) {
-  const int size = comm_.size();
-  const int rank = comm_.rank();
+// Adasum is never fused (the planner keeps it alone): each tensor is combined on its own, as
+// Horovod combines per layer.
+Status Executor::RunAdasum(const collectives::Comm& comm, const BatchRef& item, int contributors) {
+  const Response& r = *item.response;
+  const TensorSpec& spec = r.tensors[item.tensor];
+  const size_t count = static_cast<size_t>(spec.num_elements());
+  const size_t bytes = count * DataTypeSize(spec.dtype);
+  char* buf;
+  if (item.op != nullptr) {
+    const Tensor& in = item.op->inputs[item.tensor];
+    const Tensor& out = item.op->outputs[item.tensor];
+    buf = static_cast<char*>(out.data);
+    if (in.data != out.data && bytes > 0) std::memcpy(buf, in.data, bytes);
+    if (r.prescale != 1.0) collectives::Scale(buf, count, spec.dtype, r.prescale);
+  } else {
+    scratch_.resize(std::max(scratch_.size(), bytes));
+    buf = scratch_.data();
+    FillIdentity(buf, count, spec.dtype, ReduceOp::kAdasum);
+  }
   if (timeline_) {
-    for (const TensorSpec& t : r.tensors)
-      timeline_->ActivityStart(t.name, fusion::OpTypeActivity(r.type));
+    timeline_->ActivityStart(spec.name, "ALLREDUCE", TimelineArgs("adasum", bytes, 1));
+  }
+  Status s = collectives::AdasumAllreduce(comm, buf, {count}, spec.dtype);
+  if (!s.ok()) return s.WithContext("adasum allreduce of '" + spec.name + "'");
+  if (item.op != nullptr && r.postscale != 1.0) {
+    collectives::Scale(buf, count, spec.dtype, r.postscale);
+  }
+  return Status::OK();
+}
+
+Status Executor::RunReducescatter(const collectives::Comm& comm, const Response& r, size_t ti,
+                                  internal::Operation* op, int contributors) {
+  const int size = comm.size();
+  const int rank = comm.rank();
+  const TensorSpec& t = r.tensors[ti];
+  const int64_t rows = t.shape[0];
+  const size_t row_elems = static_cast<size_t>(t.num_elements() / std::max<int64_t>(rows, 1));
+  const size_t count = static_cast<size_t>(t.num_elements());
+  std::vector<size_t> counts(size);
+  std::vector<int64_t> shares(size);
+  for (int p = 0; p < size; ++p) {
+    shares[p] = rows / size + (p < rows % size ? 1 : 0);
+    counts[p] = static_cast<size_t>(shares[p]) * row_elems;
+  }
+  const size_t esize = DataTypeSize(t.dtype);
+  scratch_.resize(std::max(scratch_.size(), count * esize));
+  if (op != nullptr) {
+    if (count > 0) std::memcpy(scratch_.data(), op->inputs[ti].data, count * esize);
+  } else {
+    FillIdentity(scratch_.data(), count, t.dtype, r.reduce_op);
+  }
+  // As for allreduce: a joined rank's identity is not prescaled.
+  if (op != nullptr && r.prescale != 1.0) {
+    collectives::Scale(scratch_.data(), count, t.dtype, r.prescale);
+  }
+  std::vector<char> discard;
+  char* out;
+  if (op != nullptr) {
+    internal::Operation::Result& res = op->results[ti];
+    res.data.resize(counts[rank] * esize);
+    res.shape = t.shape;
+    res.shape[0] = shares[rank];
+    res.splits = shares;
+    out = res.data.data();
+  } else {
+    discard.resize(counts[rank] * esize);
+    out = discard.data();
+  }
+  Status s =
+      collectives::Reducescatter(comm, scratch_.data(), out, counts, t.dtype, WireOp(r.reduce_op));
+  if (!s.ok()) return s.WithContext("reducescatter of '" + t.name + "'");
+  const double post = PostFactor(r, contributors);
+  if (post != 1.0) collectives::Scale(out, counts[rank], t.dtype, post);
+  return Status::OK();
+}
+
+Status Executor::RunOther(const collectives::Comm& comm, const Response& r, size_t ti,
+                          internal::Operation* op, int contributors) {
+  const int size = comm.size();
+  const int rank = comm.rank();
+  if (timeline_ && ti < r.tensors.size()) {
+    timeline_->ActivityStart(r.tensors[ti].name, fusion::OpTypeActivity(r.type));
   }
   switch (r.type) {
     case OpType::kBroadcast: {
       const size_t n = Bytes(r.tensors[0]);
-      void* buf = op ? op->outputs[0].data : nullptr;
+      void* buf = nullptr;
+      if (op != nullptr && r.sized_by_root && rank != r.root) {
+        internal::Operation::Result& res = op->results[0];
+        res.data.resize(n);
+        res.shape = r.tensors[0].shape;
+        buf = res.data.data();
+      } else if (op != nullptr) {
+        buf = op->outputs[0].data;
+      }
       if (buf == nullptr) {
         scratch_.resize(std::max(scratch_.size(), n));
         buf = scratch_.data();
       }
-      return collectives::Broadcast(comm_, buf, n, r.root)
+      return collectives::Broadcast(comm, buf, n, r.root)
           .WithContext("broadcast of '" + r.key + "' from rank " + std::to_string(r.root));
     }
     case OpType::kAllgather: {
-      const TensorSpec& t = r.tensors[0];
+      const TensorSpec& t = r.tensors[ti];
       size_t row = DataTypeSize(t.dtype);
       for (size_t i = 1; i < t.shape.size(); ++i) row *= static_cast<size_t>(t.shape[i]);
       std::vector<size_t> bytes(size);
+      std::vector<int64_t> splits(size);
       int64_t rows = 0;
       for (int p = 0; p < size; ++p) {
-        bytes[p] = static_cast<size_t>(r.first_dims[p]) * row;
-        rows += r.first_dims[p];
+        splits[p] = r.first_dims[ti * size + p];
+        bytes[p] = static_cast<size_t>(splits[p]) * row;
+        rows += splits[p];
       }
       size_t total = static_cast<size_t>(rows) * row;
       std::vector<char> discard;
       char* out;
       const void* in = nullptr;
       if (op != nullptr) {
-        op->output.resize(total);
-        op->output_shape = t.shape;
-        op->output_shape[0] = rows;
-        out = op->output.data();
-        in = op->inputs[0].data;
+        internal::Operation::Result& res = op->results[ti];
+        res.data.resize(total);
+        res.shape = t.shape;
+        res.shape[0] = rows;
+        res.splits = std::move(splits);
+        out = res.data.data();
+        in = op->inputs[ti].data;
       } else {
         discard.resize(total);
         out = discard.data();
       }
-      return collectives::Allgather(comm_, in, out, bytes)
-          .WithContext("allgather of '" + r.key + "'");
+      return collectives::Allgather(comm, in, out, bytes)
+          .WithContext("allgather of '" + t.name + "'");
     }
     case OpType::kAlltoall: {
       const TensorSpec& t = r.tensors[0];
@@ -281,58 +385,22 @@ Status Executor::RunOther(const Response& r, internal::Operation* op, int contri
       for (size_t i = 1; i < t.shape.size(); ++i) row *= static_cast<size_t>(t.shape[i]);
       std::vector<size_t> send(size), recv(size);
       int64_t rows = 0;
-      op->received_splits.assign(size, 0);
+      internal::Operation::Result& res = op->results[0];
+      res.splits.assign(size, 0);
       for (int p = 0; p < size; ++p) {
         send[p] = static_cast<size_t>(r.splits[rank * size + p]) * row;
         recv[p] = static_cast<size_t>(r.splits[p * size + rank]) * row;
-        op->received_splits[p] = r.splits[p * size + rank];
+        res.splits[p] = r.splits[p * size + rank];
         rows += r.splits[p * size + rank];
       }
-      op->output.resize(static_cast<size_t>(rows) * row);
-      op->output_shape = op->inputs[0].shape;
-      op->output_shape[0] = rows;
-      return collectives::Alltoall(comm_, op->inputs[0].data, send, op->output.data(), recv)
+      res.data.resize(static_cast<size_t>(rows) * row);
+      res.shape = op->inputs[0].shape;
+      res.shape[0] = rows;
+      return collectives::Alltoall(comm, op->inputs[0].data, send, res.data.data(), recv)
           .WithContext("alltoall of '" + r.key + "'");
     }
-    case OpType::kReducescatter: {
-      const TensorSpec& t = r.tensors[0];
-      const int64_t rows = t.shape[0];
-      const size_t row_elems = static_cast<size_t>(t.num_elements() / std::max<int64_t>(rows, 1));
-      const size_t count = static_cast<size_t>(t.num_elements());
-      std::vector<size_t> counts(size);
-      for (int p = 0; p < size; ++p) {
-        counts[p] = static_cast<size_t>(rows / size + (p < rows % size ? 1 : 0)) * row_elems;
-      }
-      const size_t esize = DataTypeSize(t.dtype);
-      scratch_.resize(std::max(scratch_.size(), count * esize));
-      if (op != nullptr) {
-        if (count > 0) std::memcpy(scratch_.data(), op->inputs[0].data, count * esize);
-      } else {
-        FillIdentity(scratch_.data(), count, t.dtype, r.reduce_op);
-      }
-      // As for allreduce: a joined rank's identity is not prescaled.
-      if (op != nullptr && r.prescale != 1.0) {
-        collectives::Scale(scratch_.data(), count, t.dtype, r.prescale);
-      }
-      std::vector<char> discard;
-      char* out;
-      if (op != nullptr) {
-        op->output.resize(counts[rank] * esize);
-        op->output_shape = t.shape;
-        op->output_shape[0] = static_cast<int64_t>(counts[rank] / std::max<size_t>(row_elems, 1));
-        if (row_elems == 0) op->output_shape[0] = rows / size + (rank < rows % size ? 1 : 0);
-        out = op->output.data();
-      } else {
-        discard.resize(counts[rank] * esize);
-        out = discard.data();
-      }
-      Status s = collectives::Reducescatter(comm_, scratch_.data(), out, counts, t.dtype,
-                                            WireOp(r.reduce_op));
-      if (!s.ok()) return s.WithContext("reducescatter of '" + r.key + "'");
-      const double post = PostFactor(r, contributors);
-      if (post != 1.0) collectives::Scale(out, counts[rank], t.dtype, post);
-      return Status::OK();
-    }
+    case OpType::kReducescatter:
+      return RunReducescatter(comm, r, ti, op, contributors);
     case OpType::kJoin:
       if (op != nullptr) op->last_joined_rank = r.last_joined_rank;
       return Status::OK();
@@ -340,6 +408,8 @@ Status Executor::RunOther(const Response& r, internal::Operation* op, int contri
       // Negotiation already proved every rank reached the barrier.
       return Status::OK();
     case OpType::kAllreduce:
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet:
       break;
   }
   return Internal("executor: unexpected response type for '" + r.key + "'");

@@ -29,7 +29,8 @@ class Executor {
   // Completes an operation (removes it from the pending table, then Operation::Complete).
   using Finish = std::function<void(const std::string& key, const Status& status)>;
 
-  Executor(collectives::Comm comm, fusion::FusionLimits fusion, timeline::Timeline* timeline);
+  // Shared by every process set's runner (one background thread runs them all).
+  Executor(fusion::FusionLimits fusion, timeline::Timeline* timeline);
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -37,17 +38,23 @@ class Executor {
   // by it unless a response records its own count (Response::contributors). Operation failures
   // complete the operation; a non-OK return means the transport broke and the job cannot go on
   // (every pending operation must then be failed by the caller).
-  Status Execute(const std::vector<fusion::Response>& responses, int contributors,
-                 const Lookup& lookup, const Finish& finish);
+  // `comm` is the process set's communicator the responses were negotiated in.
+  Status Execute(const collectives::Comm& comm, const std::vector<fusion::Response>& responses,
+                 int contributors, const Lookup& lookup, const Finish& finish);
 
   // Allreduce batches run so far (EngineStats); readable from any thread.
   uint64_t allreduce_collectives() const { return allreduce_collectives_.load(); }
 
  private:
-  Status RunAllreduceBatch(const std::vector<BatchRef>& items, int contributors);
-  Status RunOther(const fusion::Response& r, internal::Operation* op, int contributors);
+  Status RunAllreduceBatch(const collectives::Comm& comm, const std::vector<BatchRef>& items,
+                           int contributors);
+  Status RunAdasum(const collectives::Comm& comm, const BatchRef& item, int contributors);
+  // Tensor `t` of a response that is not an allreduce (each runs as its own collective).
+  Status RunOther(const collectives::Comm& comm, const fusion::Response& r, size_t t,
+                  internal::Operation* op, int contributors);
+  Status RunReducescatter(const collectives::Comm& comm, const fusion::Response& r, size_t t,
+                          internal::Operation* op, int contributors);
 
-  collectives::Comm comm_;
   fusion::FusionLimits fusion_;
   timeline::Timeline* timeline_;  // null unless this rank writes the timeline
   std::vector<char> fusion_buffer_;

@@ -1,5 +1,6 @@
 #include "core/job_settings.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -67,17 +68,23 @@ Status CompareJobWideSettings(const std::string& mine, int my_rank, const std::s
                               int their_rank) {
   if (mine == theirs) return Status::OK();
   const auto a = Parse(mine), b = Parse(theirs);
-  for (const char* name : kJobWide) {
+  std::vector<std::string> names;  // the declared settings first, then the rest (process sets)
+  for (const char* name : kJobWide) names.push_back(name);
+  for (const auto* m : {&a, &b}) {
+    for (const auto& [name, value] : *m) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  for (const std::string& name : names) {
     auto ia = a.find(name), ib = b.find(name);
     const std::string va = ia == a.end() ? "(missing)" : ia->second;
     const std::string vb = ib == b.end() ? "(missing)" : ib->second;
     if (va == vb) continue;
-    return InvalidArgument(std::string(name) + " is " + vb + " on rank " +
-                           std::to_string(their_rank) + " but " + va + " on rank " +
-                           std::to_string(my_rank) +
+    return InvalidArgument(name + " is " + vb + " on rank " + std::to_string(their_rank) + " but " +
+                           va + " on rank " + std::to_string(my_rank) +
                            "; settings that shape the collectives (fusion, algorithm "
-                           "thresholds, ring chunk, shared memory, cache) must be equal on every "
-                           "rank: set them for the whole job, not per rank");
+                           "thresholds, ring chunk, shared memory, cache, process sets) must be "
+                           "equal on every rank: set them for the whole job, not per rank");
   }
   return InvalidArgument("rank " + std::to_string(their_rank) + " published job settings '" +
                          theirs + "' but rank " + std::to_string(my_rank) + " has '" + mine +

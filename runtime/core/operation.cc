@@ -101,17 +101,34 @@ Status Handle::WaitFor(std::chrono::milliseconds timeout) const {
   return op_->status();
 }
 
-const void* Handle::output_data() const {
-  return op_ ? op_->output.data() : nullptr;
+namespace {
+const internal::Operation::Result* ResultAt(const std::shared_ptr<internal::Operation>& op,
+                                            size_t i) {
+  return op != nullptr && i < op->results.size() ? &op->results[i] : nullptr;
 }
-size_t Handle::output_bytes() const {
-  return op_ ? op_->output.size() : 0;
+}  // namespace
+
+size_t Handle::output_count() const {
+  return op_ ? op_->results.size() : 0;
 }
-const std::vector<int64_t>& Handle::output_shape() const {
-  return op_ ? op_->output_shape : Empty();
+const void* Handle::output_data(size_t i) const {
+  const auto* r = ResultAt(op_, i);
+  return r ? r->data.data() : nullptr;
+}
+size_t Handle::output_bytes(size_t i) const {
+  const auto* r = ResultAt(op_, i);
+  return r ? r->data.size() : 0;
+}
+const std::vector<int64_t>& Handle::output_shape(size_t i) const {
+  const auto* r = ResultAt(op_, i);
+  return r ? r->shape : Empty();
+}
+const std::vector<int64_t>& Handle::output_splits(size_t i) const {
+  const auto* r = ResultAt(op_, i);
+  return r ? r->splits : Empty();
 }
 const std::vector<int64_t>& Handle::received_splits() const {
-  return op_ ? op_->received_splits : Empty();
+  return output_splits(0);
 }
 
 }  // namespace hvd

@@ -33,11 +33,18 @@ class Operation {
   std::vector<Tensor> outputs;
   Callback callback;
 
-  // Results owned by the operation (see Handle::output_data()).
-  std::vector<char> output;
-  std::vector<int64_t> output_shape;
-  std::vector<int64_t> received_splits;
-  int last_joined_rank = -1;
+  // Results owned by the operation, one per tensor of the request, for the operations whose
+  // output size is only known after negotiation (see Handle::output_data()).
+  struct Result {
+    std::vector<char> data;
+    std::vector<int64_t> shape;
+    // First-dimension rows per rank of the process set: allgather, gathered from each;
+    // alltoall, received from each; reducescatter, the share each got.
+    std::vector<int64_t> splits;
+  };
+  std::vector<Result> results;
+  int last_joined_rank = -1;  // join
+  int result_id = -1;         // add_process_set: the new set's id
 
   // Runs the callback, then marks the operation done (waking waiters). Later calls do nothing.
   void Complete(const Status& status);

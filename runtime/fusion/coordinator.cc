@@ -4,8 +4,11 @@
 
 namespace hvd::runtime::fusion {
 
-Coordinator::Coordinator(int size, double stall_check_seconds, double stall_shutdown_seconds)
-    : size_(size), stall_(stall_check_seconds, stall_shutdown_seconds) {}
+Coordinator::Coordinator(int size, double stall_check_seconds, double stall_shutdown_seconds,
+                         std::vector<int> global_ranks)
+    : size_(size),
+      global_ranks_(std::move(global_ranks)),
+      stall_(stall_check_seconds, stall_shutdown_seconds) {}
 
 void Coordinator::Add(const RequestList& list, Clock::time_point now) {
   for (const Request& r : list.requests) {
@@ -50,8 +53,13 @@ std::string Describe(const Request& r) {
     if (r.prescale != 1.0) s += " prescale=" + std::to_string(r.prescale);
     if (r.postscale != 1.0) s += " postscale=" + std::to_string(r.postscale);
   }
-  if (r.type == OpType::kBroadcast) s += " root=" + std::to_string(r.root);
+  if (r.type == OpType::kBroadcast) {
+    s += " root=" + std::to_string(r.root);
+    if (r.sized_by_root) s += " (sized by the root)";
+  }
   if (r.type == OpType::kAlltoall) s += " splits=" + ShapeString(r.splits);
+  if (r.type == OpType::kAddProcessSet) s += " ranks=" + ShapeString(r.splits);
+  if (r.type == OpType::kRemoveProcessSet) s += " id=" + std::to_string(r.root);
   return s;
 }
 
@@ -62,6 +70,9 @@ bool Compatible(const Request& a, const Request& b) {
     const TensorSpec& x = a.tensors[i];
     const TensorSpec& y = b.tensors[i];
     if (x.name != y.name || x.dtype != y.dtype) return false;
+    if (a.type == OpType::kBroadcast && (a.sized_by_root || b.sized_by_root)) {
+      continue;  // the others take the root's shape: checked below
+    }
     if (a.type == OpType::kAllgather || a.type == OpType::kAlltoall) {
       if (x.shape.size() != y.shape.size() || x.shape.empty()) return false;
       if (!std::equal(x.shape.begin() + 1, x.shape.end(), y.shape.begin() + 1)) return false;
@@ -74,6 +85,10 @@ bool Compatible(const Request& a, const Request& b) {
     case OpType::kReducescatter:
       return a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale;
     case OpType::kBroadcast:
+      return a.root == b.root && a.sized_by_root == b.sized_by_root;
+    case OpType::kAddProcessSet:
+      return a.splits == b.splits;
+    case OpType::kRemoveProcessSet:
       return a.root == b.root;
     default:
       return true;
@@ -105,7 +120,8 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
   if (!agree) {
     resp.error = "mismatched requests for '" + key + "':";
     for (int r : present) {
-      resp.error += " rank " + std::to_string(r) + " submitted " + Describe(*e.by_rank[r]) + ";";
+      resp.error +=
+          " rank " + std::to_string(Global(r)) + " submitted " + Describe(*e.by_rank[r]) + ";";
     }
     resp.error += " every rank must submit the same operation, dtype and shape";
     if (first->type == OpType::kAllgather || first->type == OpType::kAlltoall) {
@@ -117,7 +133,7 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
   std::vector<int> joined(joined_.begin(), joined_.end());
   auto joined_text = [&] {
     std::string s;
-    for (int r : joined) s += (s.empty() ? "" : ", ") + std::to_string(r);
+    for (int r : joined) s += (s.empty() ? "" : ", ") + std::to_string(Global(r));
     return s;
   };
   switch (resp.type) {
@@ -126,13 +142,19 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
         resp.error = "broadcast '" + key + "': root " + std::to_string(resp.root) +
                      " is not a rank (size " + std::to_string(size_) + ")";
       } else if (!e.by_rank[resp.root]) {
-        resp.error = "broadcast '" + key + "': root rank " + std::to_string(resp.root) +
+        resp.error = "broadcast '" + key + "': root rank " + std::to_string(Global(resp.root)) +
                      " has joined and has no tensor to send";
+      } else {
+        resp.tensors = e.by_rank[resp.root]->tensors;  // the root's shape is the one that counts
+        resp.sized_by_root = first->sized_by_root;
       }
       break;
     case OpType::kAllgather:
-      resp.first_dims.assign(size_, 0);
-      for (int r : present) resp.first_dims[r] = e.by_rank[r]->tensors[0].shape[0];
+      // Tensor-major: rows of tensor t on rank r at t * size + r (a grouped allgather has several).
+      resp.first_dims.assign(resp.tensors.size() * size_, 0);
+      for (size_t t = 0; t < resp.tensors.size(); ++t) {
+        for (int r : present) resp.first_dims[t * size_ + r] = e.by_rank[r]->tensors[t].shape[0];
+      }
       break;
     case OpType::kAlltoall:
       if (!joined.empty()) {
@@ -147,11 +169,17 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
       }
       break;
     case OpType::kReducescatter:
-      if (resp.tensors[0].shape.empty()) {
-        resp.error = "reducescatter '" + key +
-                     "': a scalar cannot be scattered; give a tensor "
-                     "with a first dimension";
+      for (const TensorSpec& t : resp.tensors) {
+        if (t.shape.empty()) {
+          resp.error = "reducescatter '" + key + "': tensor '" + t.name +
+                       "' is a scalar, which cannot be scattered; give a tensor with a first "
+                       "dimension";
+          break;
+        }
       }
+      break;
+    case OpType::kAddProcessSet:
+      resp.splits = first->splits;  // the new set's ranks (agreed by Compatible above)
       break;
     default:
       break;
@@ -194,7 +222,7 @@ ResponseList Coordinator::Compute(Clock::time_point now) {
     Response r;
     r.type = OpType::kJoin;
     r.key = "__join__";
-    r.last_joined_rank = last_joined_;
+    r.last_joined_rank = last_joined_ < 0 ? -1 : Global(last_joined_);
     out.responses.push_back(std::move(r));
     joined_.clear();
   }
@@ -221,10 +249,10 @@ std::vector<stall::PendingKey> Coordinator::Pending() const {
     p.first_seen = e.first_seen;
     for (int r = 0; r < size_; ++r) {
       if (e.by_rank[r]) {
-        p.submitted.push_back(r);
+        p.submitted.push_back(Global(r));
         p.op = OpTypeName(e.by_rank[r]->type);
       } else if (joined_.count(r) == 0) {
-        p.missing.push_back(r);
+        p.missing.push_back(Global(r));
       }
     }
     out.push_back(std::move(p));

@@ -23,7 +23,10 @@ class Coordinator {
  public:
   using Clock = std::chrono::steady_clock;
 
-  Coordinator(int size, double stall_check_seconds, double stall_shutdown_seconds);
+  // `global_ranks[r]`: the job rank of rank r of the process set this coordinator negotiates,
+  // used in every message that names a rank (empty: the global set, where they are equal).
+  Coordinator(int size, double stall_check_seconds, double stall_shutdown_seconds,
+              std::vector<int> global_ranks = {});
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
@@ -48,9 +51,11 @@ class Coordinator {
   };
 
   bool Ready(const Entry& e) const;
+  int Global(int r) const { return global_ranks_.empty() ? r : global_ranks_[r]; }
   Response Build(const std::string& key, const Entry& e) const;
 
   int size_;
+  std::vector<int> global_ranks_;
   std::map<std::string, Entry> table_;
   uint64_t next_order_ = 0;
   std::set<int> joined_;

@@ -5,9 +5,10 @@ namespace {
 
 bool Fusable(const Response& a, const Response& b) {
   // One batch divides by one count of contributors.
+  // Adasum combines each tensor on its own (per-layer dot products): never fused.
   return a.type == OpType::kAllreduce && b.type == OpType::kAllreduce &&
-         a.reduce_op == b.reduce_op && a.prescale == b.prescale && a.postscale == b.postscale &&
-         a.contributors == b.contributors;
+         a.reduce_op == b.reduce_op && a.reduce_op != ReduceOp::kAdasum &&
+         a.prescale == b.prescale && a.postscale == b.postscale && a.contributors == b.contributors;
 }
 
 int64_t Bytes(const TensorSpec& t) {

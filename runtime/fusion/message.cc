@@ -23,6 +23,10 @@ const char* OpTypeName(OpType t) {
       return "barrier";
     case OpType::kJoin:
       return "join";
+    case OpType::kAddProcessSet:
+      return "add_process_set";
+    case OpType::kRemoveProcessSet:
+      return "remove_process_set";
   }
   return "invalid";
 }
@@ -43,6 +47,10 @@ const char* OpTypeActivity(OpType t) {
       return "BARRIER";
     case OpType::kJoin:
       return "JOIN";
+    case OpType::kAddProcessSet:
+      return "ADD_PROCESS_SET";
+    case OpType::kRemoveProcessSet:
+      return "REMOVE_PROCESS_SET";
   }
   return "INVALID";
 }
@@ -100,7 +108,7 @@ bool GetOp(Decoder& d, OpType* type, ReduceOp* op) {
   if (!d.U8(&t) || !d.U8(&o)) return false;
   *type = static_cast<OpType>(t);
   *op = static_cast<ReduceOp>(o);
-  return t <= static_cast<uint8_t>(OpType::kJoin) && IsValid(*op);
+  return t <= static_cast<uint8_t>(OpType::kRemoveProcessSet) && IsValid(*op);
 }
 
 // The fields every Request and Response carry, in wire order.
@@ -113,13 +121,18 @@ void PutCommon(Encoder& e, const T& r) {
   e.F64(r.prescale);
   e.F64(r.postscale);
   e.I32(r.root);
+  e.U8(r.sized_by_root ? 1 : 0);
   e.I64Vec(r.splits);
 }
 
 template <typename T>
 bool GetCommon(Decoder& d, T* r) {
-  return GetOp(d, &r->type, &r->reduce_op) && d.Str(&r->key) && Get(d, &r->tensors) &&
-         d.F64(&r->prescale) && d.F64(&r->postscale) && d.I32(&r->root) && d.I64Vec(&r->splits);
+  uint8_t sized_by_root = 0;
+  const bool ok = GetOp(d, &r->type, &r->reduce_op) && d.Str(&r->key) && Get(d, &r->tensors) &&
+                  d.F64(&r->prescale) && d.F64(&r->postscale) && d.I32(&r->root) &&
+                  d.U8(&sized_by_root) && d.I64Vec(&r->splits);
+  r->sized_by_root = sized_by_root != 0;
+  return ok;
 }
 
 }  // namespace

@@ -28,6 +28,10 @@ enum class OpType : uint8_t {
   kReducescatter = 4,
   kBarrier = 5,
   kJoin = 6,
+  // Process-set changes, negotiated in the global set so every rank applies them in the same
+  // cycle (core/engine.h, "Process sets").
+  kAddProcessSet = 7,
+  kRemoveProcessSet = 8,
 };
 const char* OpTypeName(OpType t);      // "allreduce", ...
 const char* OpTypeActivity(OpType t);  // "ALLREDUCE", ... (timeline)
@@ -50,9 +54,15 @@ struct Request {
   ReduceOp reduce_op = ReduceOp::kSum;
   double prescale = 1.0;
   double postscale = 1.0;
-  int32_t root = 0;             // broadcast
-  std::vector<int64_t> splits;  // alltoall: rows to each rank
+  int32_t root = 0;  // broadcast (a rank of the process set)
+  // Broadcast: the other ranks do not know the size; they take the root's shape (byte
+  // broadcasts of pickled objects). Every rank of one key must agree on it.
+  bool sized_by_root = false;
+  std::vector<int64_t> splits;  // alltoall: rows to each rank; add_process_set: the set's ranks
   int64_t age_ms = 0;           // how long it had waited on its rank when sent (stall inspector)
+  // Not on the wire: the process set the operation was submitted to (its members negotiate it);
+  // remove_process_set carries the id to remove in `root`.
+  int32_t process_set = 0;
 };
 
 struct Response {
@@ -63,7 +73,8 @@ struct Response {
   double prescale = 1.0;
   double postscale = 1.0;
   int32_t root = 0;
-  std::vector<int64_t> first_dims;  // allgather: rows per rank
+  bool sized_by_root = false;       // broadcast: `tensors` is the root's
+  std::vector<int64_t> first_dims;  // allgather: rows per rank (of each tensor, tensor-major)
   std::vector<int64_t> splits;      // alltoall: size x size matrix, row = sender
   int32_t last_joined_rank = -1;    // join
   // Allreduce/reducescatter from the coordinator: the ranks that submitted the key, i.e. that
@@ -71,7 +82,7 @@ struct Response {
   // not size minus the joined ranks. 0: not recorded (responses run from the response cache,
   // whose participants are exactly the ranks that have not joined).
   int32_t contributors = 0;
-  std::string error;                // non-empty: fail the key on every rank with this message
+  std::string error;  // non-empty: fail the key on every rank with this message
 
   bool ok() const { return error.empty(); }
 };

@@ -14,9 +14,10 @@ uint32_t ResponseCache::used_slots() const {
 bool ResponseCache::Cacheable(const Response& r) {
   if (!r.ok()) return false;
   switch (r.type) {
+    case OpType::kBroadcast:
+      return !r.sized_by_root;  // the non-root ranks' requests carry no shape to compare
     case OpType::kAllreduce:
     case OpType::kAllgather:
-    case OpType::kBroadcast:
     case OpType::kReducescatter:
       return true;
     default:
@@ -35,7 +36,7 @@ bool Agrees(const Response& r, const Request& req, int rank) {
       return false;
     }
   }
-  if (r.type == OpType::kBroadcast && r.root != req.root) return false;
+  if (r.type == OpType::kBroadcast && (r.root != req.root || req.sized_by_root)) return false;
   for (size_t i = 0; i < r.tensors.size(); ++i) {
     const TensorSpec& a = r.tensors[i];
     const TensorSpec& b = req.tensors[i];
@@ -43,7 +44,8 @@ bool Agrees(const Response& r, const Request& req, int rank) {
     if (r.type == OpType::kAllgather) {
       // Rows may differ per rank: compare this rank's row count and the trailing dims.
       if (b.shape.empty() || a.shape.size() != b.shape.size()) return false;
-      if (rank >= static_cast<int>(r.first_dims.size()) || r.first_dims[rank] != b.shape[0]) {
+      const size_t size = r.first_dims.size() / r.tensors.size();
+      if (rank >= static_cast<int>(size) || r.first_dims[i * size + rank] != b.shape[0]) {
         return false;
       }
       if (!std::equal(a.shape.begin() + 1, a.shape.end(), b.shape.begin() + 1)) return false;

@@ -2,8 +2,18 @@
 // there, so queue order is time order); one writer thread formats them as Chrome trace events and
 // appends them to the file. All per-tensor state (row ids, which phase is open) lives on the writer
 // thread, so the hot path never formats JSON or touches the disk.
+//
+// Recording can start and stop while the engine runs. Three layers keep that race-free:
+//   - Timeline::recording_ / mark_cycles_ (atomics) only let the engine skip work cheaply while
+//     stopped; they never decide alone whether an event is written;
+//   - mu_ guards the queue and `accepting_`, which decides: an event that passed the atomic check
+//     just as Stop() ran is dropped under the lock, so nothing lands after the closing bracket;
+//   - control_mu_ serializes Start()/Stop()/Close(), which own the file and the writer thread.
+// The per-recording writer state (file, rows) is handed between the Start()/Stop() thread and the
+// writer thread by thread creation and join, so it needs no lock.
 #include "timeline/timeline.h"
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -30,25 +40,6 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kFlushInterval = std::chrono::milliseconds(100);
 constexpr size_t kWakeBatch = 4096;
 
-enum class Kind {
-  kNegotiateStart,
-  kRankReady,
-  kNegotiateEnd,
-  kActivityStart,
-  kActivityEnd,
-  kEnd,
-  kMarker
-};
-
-struct Event {
-  Kind kind;
-  int64_t ts_us;
-  std::string name;  // tensor name (empty for markers)
-  std::string text;  // op, activity or marker text
-  std::string args;  // JSON object text, or empty
-  int rank = -1;
-};
-
 // What the writer knows about one tensor's row.
 struct Row {
   int pid = 0;
@@ -56,52 +47,127 @@ struct Row {
   bool active = false;  // an ActivityStart without its end yet
 };
 
-class TimelineImpl final : public Timeline {
+std::string ErrnoText(int err) {
+  return std::generic_category().message(err);
+}
+
+}  // namespace
+
+TimelineSetting ParseTimelineSetting(std::string_view value) {
+  TimelineSetting s;
+  if (value == "DYNAMIC") {
+    s.dynamic = true;
+  } else {
+    s.path = std::string(value);
+  }
+  return s;
+}
+
+class Timeline::Impl {
  public:
-  TimelineImpl(std::FILE* file, std::string path)
-      : file_(file), path_(std::move(path)), start_(Clock::now()) {
-    Write("[\n");
-    writer_ = std::thread([this] { WriterLoop(); });
-  }
-  ~TimelineImpl() override { Close(); }
+  Impl(bool writes_file, std::atomic<bool>* recording, std::atomic<bool>* mark_cycles)
+      : writes_file_(writes_file), recording_(recording), mark_cycles_(mark_cycles) {}
+  ~Impl() { Close(); }
 
-  void NegotiateStart(std::string_view name, std::string_view op) override {
-    std::string text = "NEGOTIATE_";
-    text += op;
-    Enqueue(Kind::kNegotiateStart, name, std::move(text), {}, -1);
-  }
-  void NegotiateRankReady(std::string_view name, int rank) override {
-    Enqueue(Kind::kRankReady, name, {}, {}, rank);
-  }
-  void NegotiateEnd(std::string_view name) override {
-    Enqueue(Kind::kNegotiateEnd, name, {}, {}, -1);
-  }
-  void ActivityStart(std::string_view name, std::string_view activity,
-                     std::string_view args_json) override {
-    Enqueue(Kind::kActivityStart, name, std::string(activity), std::string(args_json), -1);
-  }
-  void ActivityEnd(std::string_view name) override {
-    Enqueue(Kind::kActivityEnd, name, {}, {}, -1);
-  }
-  void End(std::string_view name, const Status& status) override {
-    std::string args;
-    if (!status.ok()) {
-      args = "{\"status\":";
-      AppendJsonString(status.ToString(), &args);
-      args += "}";
+  Status Start(const std::string& path, bool mark_cycles) {
+    std::lock_guard<std::mutex> control(control_mu_);
+    if (active_) {
+      return FailedPrecondition("the timeline is already being written to '" + path_ +
+                                "'; call stop_timeline() first");
     }
-    Enqueue(Kind::kEnd, name, {}, std::move(args), -1);
-  }
-  void Marker(std::string_view text) override {
-    Enqueue(Kind::kMarker, {}, std::string(text), {}, -1);
-  }
-
-  void Close() override {
+    if (path.empty()) return InvalidArgument("timeline: the file path is empty");
+    if (!writes_file_) {
+      path_ = path;  // for the error above, which every rank then gives alike
+      active_ = true;
+      return Status::OK();
+    }
+    // Close-on-exec: a child process (a launcher, a data loader) must not keep the trace open.
+    std::FILE* f = std::fopen(path.c_str(), "we");
+    if (f == nullptr) {
+      const int err = errno;
+      return InvalidArgument("timeline: cannot open '" + path + "' for writing: " + ErrnoText(err));
+    }
+    // Every recording is a file of its own: rows, pids and the marker row start afresh, so a
+    // tensor whose phase began before this Start() gets no "E" here (its row has nothing open).
+    file_ = f;
+    path_ = path;
+    rows_.clear();
+    next_pid_ = 1;
+    marker_row_named_ = false;
+    first_event_ = true;
+    write_failed_ = false;
+    Write("[\n");
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (closing_) return;
-      closing_ = true;
+      queue_.clear();
+      closing_ = false;
+      start_ = Clock::now();  // timestamps count from the start of this recording
+    }
+    try {
+      writer_ = std::thread([this] { WriterLoop(); });
+    } catch (const std::system_error& e) {
+      std::fclose(file_);
+      file_ = nullptr;
+      return Unavailable("timeline: cannot start the thread writing '" + path + "': " + e.what());
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      accepting_ = true;
+      mark_cycles_->store(mark_cycles, std::memory_order_relaxed);
+      recording_->store(true, std::memory_order_relaxed);
+    }
+    active_ = true;
+    return Status::OK();
+  }
+
+  Status Stop() {
+    std::lock_guard<std::mutex> control(control_mu_);
+    if (!active_) {
+      return FailedPrecondition("no timeline is being recorded; call start_timeline(path) first");
+    }
+    return StopLocked();
+  }
+
+  void Close() {
+    std::lock_guard<std::mutex> control(control_mu_);
+    if (active_) (void)StopLocked();  // a write failure was logged when it happened
+  }
+
+  void Enqueue(Kind kind, std::string_view name, std::string text, std::string args, int rank) {
+    Event e{kind, 0, std::string(name), std::move(text), std::move(args), rank};
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!accepting_) return;  // stopped since the caller's atomic check
+      e.ts_us = NowUs();
+      queue_.push_back(std::move(e));
+      wake = queue_.size() == kWakeBatch;
+    }
+    if (wake) cv_.notify_one();
+  }
+
+ private:
+  struct Event {
+    Kind kind;
+    int64_t ts_us;
+    std::string name;  // tensor name (empty for markers)
+    std::string text;  // op, activity or marker text
+    std::string args;  // JSON object text, or empty
+    int rank = -1;
+  };
+
+  Status StopLocked() REQUIRES(control_mu_) {
+    if (!writes_file_) {
+      active_ = false;
+      return Status::OK();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      accepting_ = false;  // nothing can be enqueued from here on, so the writer's last batch
+      closing_ = true;     // holds every event of this recording
       close_ts_us_ = NowUs();
+      recording_->store(false, std::memory_order_relaxed);
+      mark_cycles_->store(false, std::memory_order_relaxed);
     }
     cv_.notify_one();
     writer_.join();
@@ -109,22 +175,16 @@ class TimelineImpl final : public Timeline {
     if (std::fflush(file_) != 0) ReportWriteError();
     if (std::fclose(file_) != 0) ReportWriteError();
     file_ = nullptr;
-  }
-
- private:
-  void Enqueue(Kind kind, std::string_view name, std::string text, std::string args, int rank) {
-    bool wake = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closing_) return;  // events after Close() have nowhere to go
-      queue_.push_back(
-          Event{kind, NowUs(), std::string(name), std::move(text), std::move(args), rank});
-      wake = queue_.size() == kWakeBatch;
+    active_ = false;
+    rows_ = {};  // a long recording may have named many tensors; a stopped timeline holds nothing
+    if (write_failed_) {
+      return Unavailable("timeline: writing '" + path_ + "' failed: " + ErrnoText(write_errno_) +
+                         "; the trace is incomplete");
     }
-    if (wake) cv_.notify_one();
+    return Status::OK();
   }
 
-  int64_t NowUs() const {
+  int64_t NowUs() const REQUIRES(mu_) {
     return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
   }
 
@@ -145,8 +205,8 @@ class TimelineImpl final : public Timeline {
       out.clear();
       for (const Event& e : batch) Format(e, &out);
       batch.clear();
-      // Phases still open at Close() (an op cut short by shutdown) end there, so every row of
-      // the finished file is balanced.
+      // Phases still open at Stop() (an op still running) end there, so every row of the
+      // finished file is balanced.
       if (done) {
         for (auto& [name, row] : rows_) CloseOpen(&row, close_ts, {}, &out);
       }
@@ -158,17 +218,18 @@ class TimelineImpl final : public Timeline {
     }
   }
 
-  // Writer thread only (and Close() after the join).
+  // Writer thread while it runs; Start()/Stop() before it starts and after it is joined.
   void Write(const std::string& s) {
     if (write_failed_ || s.empty()) return;
     if (std::fwrite(s.data(), 1, s.size(), file_) != s.size()) ReportWriteError();
   }
 
   void ReportWriteError() {
+    const int err = errno;
     if (write_failed_) return;
     write_failed_ = true;  // one warning, then drop events rather than flood the log
-    HVD_LOG(WARNING) << "timeline: writing " << path_
-                     << " failed: " << std::generic_category().message(errno)
+    write_errno_ = err;
+    HVD_LOG(WARNING) << "timeline: writing " << path_ << " failed: " << ErrnoText(err)
                      << "; further events are dropped";
   }
 
@@ -278,35 +339,79 @@ class TimelineImpl final : public Timeline {
     return any;
   }
 
-  std::FILE* file_;
-  const std::string path_;
-  const Clock::time_point start_;
+  const bool writes_file_;
+  std::atomic<bool>* const recording_;
+  std::atomic<bool>* const mark_cycles_;
+
+  // Start()/Stop()/Close(), one at a time. Never taken by event callers or the writer.
+  std::mutex control_mu_;
+  bool active_ GUARDED_BY(control_mu_) = false;  // started (recording, when writes_file_)
+  std::thread writer_ GUARDED_BY(control_mu_);
 
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<Event> queue_ GUARDED_BY(mu_);
+  bool accepting_ GUARDED_BY(mu_) = false;
   bool closing_ GUARDED_BY(mu_) = false;
+  Clock::time_point start_ GUARDED_BY(mu_);
   int64_t close_ts_us_ GUARDED_BY(mu_) = 0;
-  std::thread writer_;
 
-  // Writer thread only.
+  // The current recording: owned by the writer thread while it runs, by the Start()/Stop()
+  // caller (holding control_mu_) before it starts and after it is joined.
+  std::FILE* file_ = nullptr;
+  std::string path_;
   std::unordered_map<std::string, Row> rows_;
   int next_pid_ = 1;  // pid 0 is the marker row
   bool marker_row_named_ = false;
   bool first_event_ = true;
   bool write_failed_ = false;
+  int write_errno_ = 0;
 };
 
-}  // namespace
+Timeline::Timeline(bool writes_file)
+    : impl_(std::make_unique<Impl>(writes_file, &recording_, &mark_cycles_)) {}
+
+Timeline::~Timeline() = default;  // ~Impl() stops a recording
+
+std::unique_ptr<Timeline> Timeline::Create(bool writes_file) {
+  return std::make_unique<Timeline>(writes_file);
+}
 
 Status Timeline::Open(const std::string& path, std::unique_ptr<Timeline>* out) {
-  std::FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) {
-    return InvalidArgument("timeline: cannot open '" + path + "' for writing: " +
-                           std::generic_category().message(errno) + " (check HVD_TIMELINE)");
-  }
-  *out = std::make_unique<TimelineImpl>(f, path);
+  auto tl = Create();
+  HVD_RETURN_IF_ERROR(tl->Start(path));
+  *out = std::move(tl);
   return Status::OK();
+}
+
+Status Timeline::Start(const std::string& path, bool mark_cycles) {
+  return impl_->Start(path, mark_cycles);
+}
+
+Status Timeline::Stop() {
+  return impl_->Stop();
+}
+
+void Timeline::Close() {
+  impl_->Close();
+}
+
+void Timeline::Add(Kind kind, std::string_view name, std::string_view text, std::string_view args,
+                   int rank) {
+  std::string t;
+  if (kind == Kind::kNegotiateStart) t = "NEGOTIATE_";
+  t += text;
+  impl_->Enqueue(kind, name, std::move(t), std::string(args), rank);
+}
+
+void Timeline::AddEnd(std::string_view name, const Status& status) {
+  std::string args;
+  if (!status.ok()) {
+    args = "{\"status\":";
+    AppendJsonString(status.ToString(), &args);
+    args += "}";
+  }
+  impl_->Enqueue(Kind::kEnd, name, {}, std::move(args), -1);
 }
 
 }  // namespace hvd::runtime::timeline

@@ -1,7 +1,8 @@
 // Tests for the reduction kernels (collectives/reduce.h): every dtype and op against a scalar
 // reference, odd lengths and misaligned starts (vector bodies and tails), integer wraparound,
-// NaN-propagating min/max, Scale's rounding and saturation, and the float16/bfloat16 conversions
-// against an independent nearest-value oracle (and against F16C where the CPU has it).
+// NaN-propagating min/max, bool's logical or/and on any byte values, Scale's rounding and
+// saturation, CheckReduceDtype, and the float16/bfloat16 conversions against an independent
+// nearest-value oracle (and against F16C where the CPU has it).
 #include "collectives/reduce.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +26,8 @@ namespace {
 
 constexpr DataType kAllTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
                                   DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                                  DataType::kInt32,    DataType::kInt64};
+                                  DataType::kInt32,    DataType::kInt64,   DataType::kInt16,
+                                  DataType::kBool};
 constexpr ReduceOp kKernelOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
                                    ReduceOp::kMax};
 const size_t kLengths[] = {0, 1, 7, 1000, (1u << 20) + 3};
@@ -264,8 +266,18 @@ double Get(const std::vector<char>& buf, size_t i, DataType t) {
       return load(int32_t{});
     case DataType::kInt64:
       return static_cast<double>(load(int64_t{}));
+    case DataType::kInt16:
+      return load(int16_t{});
+    case DataType::kBool:
+      return load(uint8_t{});  // the byte itself, so that a result other than 0 or 1 shows
   }
   return 0;
+}
+
+// bool, from the bytes' truth: sum and max are or, min and product and; the result is 0 or 1.
+uint8_t RefBool(uint8_t a, uint8_t b, ReduceOp op) {
+  const bool x = a != 0, y = b != 0;
+  return (op == ReduceOp::kMin || op == ReduceOp::kProduct) ? (x && y) : (x || y);
 }
 
 // Reference for one element: dst op src with the dtype's semantics.
@@ -292,6 +304,16 @@ void RefElement(char* d, const char* s, DataType t, ReduceOp op) {
       return apply(int32_t{});
     case DataType::kInt64:
       return apply(int64_t{});
+    case DataType::kInt16:
+      return apply(int16_t{});
+    case DataType::kBool: {
+      uint8_t x, y;
+      std::memcpy(&x, d, 1);
+      std::memcpy(&y, s, 1);
+      x = RefBool(x, y, op);
+      std::memcpy(d, &x, 1);
+      return;
+    }
     case DataType::kFloat16:
     case DataType::kBFloat16: {
       std::memcpy(&a, d, 2);
@@ -308,7 +330,8 @@ void RefElement(char* d, const char* s, DataType t, ReduceOp op) {
 }
 
 // Random contents: floats in [-4, 4] (products of 2 stay small), half types from such floats
-// with some NaN and Inf sprinkled in, integers over their full range.
+// with some NaN and Inf sprinkled in, integers over their full range, bool a quarter false (0)
+// and the rest true as any byte 1..255.
 std::vector<char> RandomBuffer(size_t count, DataType t, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<double> real(-4.0, 4.0);
@@ -338,6 +361,9 @@ std::vector<char> RandomBuffer(size_t count, DataType t, uint64_t seed) {
         std::memcpy(p, &h, 2);
         break;
       }
+      case DataType::kBool:
+        *p = static_cast<char>((bits & 3) == 0 ? 0 : 1 + (bits >> 8) % 255);
+        break;
       default:
         std::memcpy(p, &bits, DataTypeSize(t));
         break;
@@ -406,6 +432,104 @@ std::vector<T> Repeat(std::vector<T> v, size_t times) {
   std::vector<T> out;
   for (size_t i = 0; i < times; ++i) out.insert(out.end(), v.begin(), v.end());
   return out;
+}
+
+TEST(ReduceInto, Int16WrapsAndOrders) {
+  int16_t a[] = {32767, -32768, 300, -32768, 255, -1, -32768, 7};
+  const int16_t b[] = {1, -1, 300, -1, 257, -1, 32767, -7};
+  int16_t sum[8], prod[8], lo[8], hi[8];
+  std::memcpy(sum, a, sizeof(a));
+  std::memcpy(prod, a, sizeof(a));
+  std::memcpy(lo, a, sizeof(a));
+  std::memcpy(hi, a, sizeof(a));
+  ReduceInto(sum, b, 8, DataType::kInt16, ReduceOp::kSum);
+  ReduceInto(prod, b, 8, DataType::kInt16, ReduceOp::kProduct);
+  ReduceInto(lo, b, 8, DataType::kInt16, ReduceOp::kMin);
+  ReduceInto(hi, b, 8, DataType::kInt16, ReduceOp::kMax);
+  EXPECT_EQ(std::vector<int16_t>(sum, sum + 8),
+            (std::vector<int16_t>{-32768, 32767, 600, 32767, 512, -2, -1, 0}));
+  // 300 * 300 = 90000 = 65536 + 24464; 255 * 257 = 65535 = -1; 0xffff * 0xffff (the product
+  // that overflows int if computed there) = 1 mod 2^16; -32768 * -1 = 32768 = -32768.
+  EXPECT_EQ(std::vector<int16_t>(prod, prod + 8),
+            (std::vector<int16_t>{32767, -32768, 24464, -32768, -1, 1, -32768, -49}));
+  EXPECT_EQ(std::vector<int16_t>(lo, lo + 8),
+            (std::vector<int16_t>{1, -32768, 300, -32768, 255, -1, -32768, -7}));
+  EXPECT_EQ(std::vector<int16_t>(hi, hi + 8),
+            (std::vector<int16_t>{32767, -1, 300, -1, 257, -1, 32767, 7}));
+}
+
+// Every pair of bytes from a set with 0, 1 and other true bytes, with each op: or/and of their
+// truth, written as 0 or 1.
+TEST(ReduceInto, BoolIsLogicalOnAnyTrueByte) {
+  const uint8_t values[] = {0, 1, 2, 0x7f, 0x80, 0xfe, 0xff};
+  std::vector<uint8_t> a, b;
+  for (uint8_t x : values) {
+    for (uint8_t y : values) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  }
+  // Repeated past a vector width and to an odd length, so both body and tail see every pair.
+  a = Repeat(a, 5);
+  b = Repeat(b, 5);
+  ASSERT_EQ(a.size() % 2, 1u);
+  struct Case {
+    ReduceOp op;
+    bool is_and;
+  };
+  for (Case c : {Case{ReduceOp::kSum, false}, Case{ReduceOp::kMax, false},
+                 Case{ReduceOp::kMin, true}, Case{ReduceOp::kProduct, true}}) {
+    std::vector<uint8_t> d = a;
+    ReduceInto(d.data(), b.data(), d.size(), DataType::kBool, c.op);
+    for (size_t i = 0; i < d.size(); ++i) {
+      const bool x = a[i] != 0, y = b[i] != 0;
+      const uint8_t want = c.is_and ? (x && y) : (x || y);
+      ASSERT_EQ(d[i], want) << ReduceOpName(c.op) << "(" << int{a[i]} << ", " << int{b[i]} << ")";
+    }
+  }
+}
+
+// The ring reduces from a shared-memory ring at any byte offset and forwards through `copy`:
+// int16 and bool from a src (and into a copy) one byte off their alignment, at every length.
+TEST(ReduceInto, NewTypesFromUnalignedSourceIntoCopy) {
+  for (DataType t : {DataType::kInt16, DataType::kBool}) {
+    const size_t es = DataTypeSize(t);
+    for (ReduceOp op : kKernelOps) {
+      for (size_t n : kLengths) {
+        std::vector<char> dst = RandomBuffer(n, t, 3000 + n);
+        const std::vector<char> src_values = RandomBuffer(n, t, 4000 + n);
+        std::vector<char> src(n * es + 1), copy(n * es + 1, '\x5a');
+        if (n > 0) std::memcpy(src.data() + 1, src_values.data(), n * es);
+        std::vector<char> want = dst;
+        for (size_t i = 0; i < n; ++i)
+          RefElement(want.data() + i * es, src_values.data() + i * es, t, op);
+        ReduceIntoCopy(dst.data(), src.data() + 1, copy.data() + 1, n, t, op);
+        ASSERT_TRUE(dst == want) << DataTypeName(t) << " " << ReduceOpName(op) << " n=" << n;
+        ASSERT_EQ(copy[0], '\x5a');
+        ASSERT_TRUE(std::equal(want.begin(), want.end(), copy.begin() + 1))
+            << DataTypeName(t) << " " << ReduceOpName(op) << " n=" << n << ": copy differs";
+      }
+    }
+  }
+}
+
+TEST(CheckReduceDtype, OnlyBoolAverageIsRefused) {
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      const auto dtype = static_cast<DataType>(t);
+      const auto op = static_cast<ReduceOp>(o);
+      const Status s = CheckReduceDtype(dtype, op);
+      if (dtype == DataType::kBool && op == ReduceOp::kAverage) {
+        EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+        EXPECT_EQ(s.message(),
+                  "average is not defined for bool tensors; use Sum (logical or) or Min (logical "
+                  "and)");
+      } else {
+        EXPECT_TRUE(s.ok()) << DataTypeName(dtype) << " " << ReduceOpName(op) << ": "
+                            << s.ToString();
+      }
+    }
+  }
 }
 
 TEST(ReduceInto, MinMaxPropagateNaNInEveryFloatType) {
@@ -492,6 +616,38 @@ TEST(Scale, IntegersRoundToNearestTiesAwayAndSaturate) {
   EXPECT_EQ(big[2], std::numeric_limits<int64_t>::min());
   Scale(big + 3, 1, DataType::kInt64, std::nan(""));
   EXPECT_EQ(big[3], 0);
+  int16_t s16[] = {20000, -20000, 3, -3, 5, -5, -32768, 9};
+  Scale(s16, 6, DataType::kInt16, 2.0);
+  EXPECT_EQ(std::vector<int16_t>(s16, s16 + 6),
+            (std::vector<int16_t>{32767, -32768, 6, -6, 10, -10}));
+  Scale(s16 + 2, 4, DataType::kInt16, 0.25);  // 1.5, -1.5, 2.5, -2.5: ties away from zero
+  EXPECT_EQ(std::vector<int16_t>(s16 + 2, s16 + 6), (std::vector<int16_t>{2, -2, 3, -3}));
+  Scale(s16 + 6, 1, DataType::kInt16, -1.0);  // 32768 does not fit: saturates
+  EXPECT_EQ(s16[6], 32767);
+  Scale(s16 + 7, 1, DataType::kInt16, std::nan(""));
+  EXPECT_EQ(s16[7], 0);
+}
+
+TEST(Scale, BoolKeepsOrClearsAndNormalizes) {
+  const std::vector<uint8_t> in = {0, 1, 2, 0x80, 0xff, 0, 7};
+  const std::vector<uint8_t> kept = {0, 1, 1, 1, 1, 0, 1};
+  for (double factor : {1.0, 0.5, 1.0 / 3, -1.0, 1e-300, std::nan("")}) {
+    for (size_t n : kLengths) {
+      // Offset by one byte and an odd length: the vector body and both ragged ends.
+      std::vector<uint8_t> v(n + 1), want(n + 1);
+      for (size_t i = 0; i < n; ++i) {
+        v[i + 1] = in[i % in.size()];
+        want[i + 1] = kept[i % in.size()];
+      }
+      Scale(v.data() + 1, n, DataType::kBool, factor);
+      ASSERT_TRUE(v == want) << "factor " << factor << " n=" << n;
+    }
+  }
+  for (double zero : {0.0, -0.0}) {
+    std::vector<uint8_t> v = in;
+    Scale(v.data(), v.size(), DataType::kBool, zero);
+    EXPECT_EQ(v, std::vector<uint8_t>(in.size(), 0)) << "factor " << zero;
+  }
 }
 
 TEST(Scale, FloatsMultiplyInTheirOwnPrecision) {
@@ -530,11 +686,16 @@ TEST(Scale, IntegerLengths) {
     for (size_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(i) - 500;
     std::vector<int8_t> w(n);
     for (size_t i = 0; i < n; ++i) w[i] = static_cast<int8_t>(i);
+    std::vector<int16_t> x(n);
+    for (size_t i = 0; i < n; ++i) x[i] = static_cast<int16_t>(i * 7);
     Scale(v.data(), n, DataType::kInt64, 0.25);
     Scale(w.data(), n, DataType::kInt8, 0.5);
+    Scale(x.data(), n, DataType::kInt16, 1.5);
     for (size_t i = 0; i < n; ++i) {
       ASSERT_EQ(v[i], static_cast<int64_t>(std::round((static_cast<double>(i) - 500) * 0.25)));
       ASSERT_EQ(w[i], static_cast<int8_t>(std::round(static_cast<int8_t>(i) * 0.5)));
+      const double x15 = std::round(static_cast<int16_t>(i * 7) * 1.5);
+      ASSERT_EQ(x[i], static_cast<int16_t>(std::clamp(x15, -32768.0, 32767.0))) << i;
     }
   }
 }

@@ -160,7 +160,8 @@ TEST(Errors, BadArgumentsAndEnvironment) {
     unsetenv("HOROVOD_FUSION_THRESHOLD");
     HVD_RETURN_IF_ERROR(Init());  // no environment: a single-process job
     HVD_RETURN_IF_ERROR(Check(Size() == 1 && Rank() == 0, "single process"));
-    HVD_RETURN_IF_ERROR(Check(Init().code() == StatusCode::kFailedPrecondition, "double init"));
+    // Horovod's hvd.init() may be called again: a no-op on an initialized process.
+    HVD_RETURN_IF_ERROR(Check(Init().ok() && Size() == 1, "second init is a no-op"));
     Tensor t = MakeTensor(v.data(), DataType::kFloat32, 4);
     std::vector<float> small(2);
     Status mismatch = Allreduce("y", t, MakeTensor(small.data(), DataType::kFloat32, 2));

@@ -27,7 +27,9 @@ typedef enum {
   HVD_INT8 = 4,
   HVD_UINT8 = 5,
   HVD_INT32 = 6,
-  HVD_INT64 = 7
+  HVD_INT64 = 7,
+  HVD_INT16 = 8,
+  HVD_BOOL = 9 /* one byte: 0 false, anything else true; results are 0 or 1 */
 } hvd_dtype_t;
 
 typedef enum {
@@ -35,7 +37,8 @@ typedef enum {
   HVD_AVERAGE = 1,
   HVD_MIN = 2,
   HVD_MAX = 3,
-  HVD_PRODUCT = 4
+  HVD_PRODUCT = 4,
+  HVD_ADASUM = 5
 } hvd_reduce_op_t;
 
 typedef struct hvd_handle hvd_handle;
@@ -69,6 +72,99 @@ HVD_C_EXPORT hvd_handle* hvd_reducescatter_async(const char* name, const void* s
                                                  hvd_reduce_op_t op);
 HVD_C_EXPORT int hvd_barrier(void);
 HVD_C_EXPORT int hvd_join(int* last_joined_rank);
+
+/* ---- Since ABI version 2: tensors as descriptors, process sets, grouped and byte collectives,
+ * timeline control. Every enqueue function returns a handle (never NULL) whose hvd_wait reports
+ * the error, and takes a process set id (HVD_GLOBAL_PROCESS_SET: every rank). */
+
+#define HVD_ABI_VERSION 2
+#define HVD_GLOBAL_PROCESS_SET 0
+
+/* The ABI version this library implements (HVD_ABI_VERSION of its build). */
+HVD_C_EXPORT int hvd_abi_version(void);
+
+/* A dense row-major tensor in the caller's memory. */
+typedef struct hvd_tensor {
+  void* data;
+  const int64_t* shape; /* ndim entries; NULL allowed when ndim is 0 (a scalar) */
+  int32_t ndim;
+  int32_t dtype;    /* hvd_dtype_t */
+  int32_t device;   /* -1: host memory; >= 0: that CUDA device */
+  int32_t reserved; /* 0 */
+  void* stream;     /* cudaStream_t the data was produced on, or NULL */
+} hvd_tensor;
+
+/* hvd_init with process sets registered at init (ids 1..num_sets, in order): set i has
+ * set_sizes[i] ranks, consecutive in `ranks`. `dynamic` != 0 allows adding and removing sets
+ * later. Calling it on an initialized process does nothing and returns 0. */
+HVD_C_EXPORT int hvd_init_with_process_sets(const int* ranks, const int* set_sizes, int num_sets,
+                                            int dynamic);
+
+HVD_C_EXPORT hvd_handle* hvd_enqueue_allreduce(const char* name, const hvd_tensor* input,
+                                               const hvd_tensor* output, hvd_reduce_op_t op,
+                                               double prescale, double postscale, int process_set);
+HVD_C_EXPORT hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n,
+                                                       const hvd_tensor* inputs,
+                                                       const hvd_tensor* outputs,
+                                                       hvd_reduce_op_t op, double prescale,
+                                                       double postscale, int process_set);
+HVD_C_EXPORT hvd_handle* hvd_enqueue_allgather(const char* name, const hvd_tensor* input,
+                                               int process_set);
+HVD_C_EXPORT hvd_handle* hvd_enqueue_grouped_allgather(const char* name, int n,
+                                                       const hvd_tensor* inputs, int process_set);
+/* root: a job rank, member of the process set. */
+HVD_C_EXPORT hvd_handle* hvd_enqueue_broadcast(const char* name, const hvd_tensor* tensor,
+                                               int root, int process_set);
+/* splits: nsplits (= the set's size) entries, or NULL to divide the first dimension evenly. */
+HVD_C_EXPORT hvd_handle* hvd_enqueue_alltoall(const char* name, const hvd_tensor* input,
+                                              const int64_t* splits, int nsplits,
+                                              int process_set);
+/* op: HVD_SUM or HVD_AVERAGE. */
+HVD_C_EXPORT hvd_handle* hvd_enqueue_reducescatter(const char* name, const hvd_tensor* input,
+                                                   hvd_reduce_op_t op, double prescale,
+                                                   double postscale, int process_set);
+HVD_C_EXPORT hvd_handle* hvd_enqueue_grouped_reducescatter(const char* name, int n,
+                                                           const hvd_tensor* inputs,
+                                                           hvd_reduce_op_t op, double prescale,
+                                                           double postscale, int process_set);
+/* Byte collectives for serialized objects of any length per rank: the output (per rank byte
+ * counts in hvd_handle_output_splits) needs no size exchange by the caller. A byte broadcast's
+ * output is on the non-root ranks; the root passes its bytes, the others may pass NULL, 0. */
+HVD_C_EXPORT hvd_handle* hvd_enqueue_allgather_bytes(const char* name, const void* data, size_t n,
+                                                     int process_set);
+HVD_C_EXPORT hvd_handle* hvd_enqueue_broadcast_bytes(const char* name, const void* data, size_t n,
+                                                     int root, int process_set);
+HVD_C_EXPORT int hvd_process_set_barrier(int process_set);
+/* *last_joined_rank (may be NULL): the job rank that joined last. */
+HVD_C_EXPORT int hvd_process_set_join(int process_set, int* last_joined_rank);
+
+/* Process sets. hvd_add_process_set and hvd_remove_process_set are collective over the job and
+ * need dynamic process sets. */
+HVD_C_EXPORT int hvd_add_process_set(const int* ranks, int n, int* id);
+HVD_C_EXPORT int hvd_remove_process_set(int id);
+/* -1 when not a member, unknown set or not initialized. */
+HVD_C_EXPORT int hvd_process_set_rank(int id);
+HVD_C_EXPORT int hvd_process_set_size(int id);
+HVD_C_EXPORT int hvd_process_set_included(int id);
+/* Writes up to max ranks; returns the set's size, or -1 (message in hvd_last_error()). */
+HVD_C_EXPORT int hvd_process_set_ranks(int id, int* ranks, int max);
+/* Writes up to max ids (increasing); returns how many sets exist. */
+HVD_C_EXPORT int hvd_process_set_ids(int* ids, int max);
+
+/* Timeline (written by rank 0). */
+HVD_C_EXPORT int hvd_start_timeline(const char* path, int mark_cycles);
+HVD_C_EXPORT int hvd_stop_timeline(void);
+
+/* As hvd_wait, but returns DEADLINE_EXCEEDED (4) when still pending after timeout_ms. */
+HVD_C_EXPORT int hvd_wait_for(hvd_handle* h, int64_t timeout_ms);
+/* Results of a grouped operation: one per tensor. */
+HVD_C_EXPORT int hvd_handle_output_count(const hvd_handle* h);
+HVD_C_EXPORT const void* hvd_handle_output_at(const hvd_handle* h, int i, size_t* bytes);
+HVD_C_EXPORT int hvd_handle_output_shape_at(const hvd_handle* h, int i, int64_t* dims,
+                                            int max_dims);
+/* First-dimension rows (bytes, for byte collectives) per rank of the set: writes up to max;
+ * returns how many there are. */
+HVD_C_EXPORT int hvd_handle_output_splits(const hvd_handle* h, int i, int64_t* splits, int max);
 
 /* 1 when complete, 0 when pending. */
 HVD_C_EXPORT int hvd_poll(const hvd_handle* h);

@@ -42,17 +42,24 @@ struct InitOptions {
   int rank = -1;           // HVD_RANK / HOROVOD_RANK
   int size = -1;           // HVD_SIZE / HOROVOD_SIZE
   std::string rendezvous;  // HVD_RENDEZVOUS: "file:///dir" (or a directory path)
+  // Process sets registered at init, ids 1, 2, ... in this order (in addition to
+  // HVD_PROCESS_SETS, whose sets come first). Every rank must pass the same sets.
+  std::vector<std::vector<int>> process_sets;
+  // Allows AddProcessSet/RemoveProcessSet after init (as HVD_DYNAMIC_PROCESS_SETS=1).
+  bool dynamic_process_sets = false;
 };
 
 // Joins this process to its job: reads rank, size and the rendezvous address from the
 // environment, meets the other ranks, and starts the background thread. With no HVD_SIZE (or
 // HOROVOD_SIZE) in the environment it runs as a single process (rank 0 of 1) and says so at INFO.
-// Errors name the variable or the ranks that did not show up. Calling Init() twice is an error.
+// Errors name the variable or the ranks that did not show up. On an initialized process Init()
+// succeeds and does nothing (as Horovod's hvd.init()); after Shutdown() it starts a new session:
+// new connections, a new rendezvous round, empty caches.
 HVD_EXPORT Status Init();
 HVD_EXPORT Status Init(const InitOptions& options);
 
 // Stops the background thread and closes connections. Operations still pending on any rank fail
-// with Aborted ("rank R shut down"). Safe to call when not initialized.
+// with Aborted ("rank R shut down"). Safe to call when not initialized, and more than once.
 HVD_EXPORT Status Shutdown();
 
 HVD_EXPORT bool IsInitialized();
@@ -63,6 +70,39 @@ HVD_EXPORT int LocalRank();  // rank among the processes on this host
 HVD_EXPORT int LocalSize();  // number of processes on this host
 HVD_EXPORT int CrossRank();  // index of this host among hosts with a process of this local rank
 HVD_EXPORT int CrossSize();  // number of hosts with a process of this local rank
+
+// ---- Process sets (Horovod 0.23+) ----------------------------------------------------------
+// A process set is a subset of the job's ranks that runs collectives among themselves; every
+// operation takes one (the global set, id 0, is every rank). Only the set's members negotiate and
+// move its data, over the links already open between them. Ranks are always job ranks.
+
+inline constexpr int kGlobalProcessSet = 0;
+
+// Adds a set of the job's ranks (any order; kept sorted) and returns its id. Collective over the
+// whole job: every rank must call it with the same ranks (a mismatch fails it on every rank,
+// naming what each passed). Needs dynamic process sets (InitOptions or
+// HVD_DYNAMIC_PROCESS_SETS=1); AlreadyExists when a set with these ranks exists.
+HVD_EXPORT Status AddProcessSet(const std::vector<int>& ranks, int* id);
+// Removes a set (collective over the whole job, like AddProcessSet); its pending operations fail.
+HVD_EXPORT Status RemoveProcessSet(int id);
+// This rank's rank within the set; -1 when it is not a member, the set does not exist or hvd is
+// not initialized.
+HVD_EXPORT int ProcessSetRank(int id);
+// The number of ranks in the set; -1 when it does not exist or hvd is not initialized.
+HVD_EXPORT int ProcessSetSize(int id);
+HVD_EXPORT bool ProcessSetIncluded(int id);
+// The set's job ranks, sorted. NotFound when it does not exist.
+HVD_EXPORT Status ProcessSetRanks(int id, std::vector<int>* ranks);
+// Every registered set's id, increasing (empty before Init()).
+HVD_EXPORT std::vector<int> ProcessSetIds();
+
+// ---- Timeline ---------------------------------------------------------------------------------
+// Starts writing a Chrome trace to `path` (written by rank 0, as Horovod's; the call is accepted
+// on every rank). `mark_cycles` adds an instant event per negotiation cycle. FailedPrecondition
+// when already recording or not initialized; InvalidArgument when the file cannot be created.
+HVD_EXPORT Status StartTimeline(const std::string& path, bool mark_cycles = false);
+// Stops recording; the file is then complete, valid JSON. FailedPrecondition when not recording.
+HVD_EXPORT Status StopTimeline();
 
 // ---- Tensors and handles ----------------------------------------------------------------------
 
@@ -113,11 +153,17 @@ class HVD_EXPORT Handle {
   // As Wait(), but DeadlineExceeded if not complete after `timeout` (the operation goes on).
   Status WaitFor(std::chrono::milliseconds timeout) const;
 
-  // Results owned by the handle (Allgather, Alltoall, Reducescatter). REQUIRES: Ready() and OK.
-  const void* output_data() const;
-  size_t output_bytes() const;
-  const std::vector<int64_t>& output_shape() const;
-  // Alltoall: first-dimension rows received from each rank.
+  // Results owned by the handle (allgather, alltoall, reducescatter, a byte broadcast on the
+  // ranks that received), one per tensor of the operation (a grouped operation has several);
+  // empty for the others. REQUIRES: Ready() and OK.
+  size_t output_count() const;
+  const void* output_data(size_t i = 0) const;
+  size_t output_bytes(size_t i = 0) const;
+  const std::vector<int64_t>& output_shape(size_t i = 0) const;
+  // First-dimension rows per rank of the process set, in its rank order: allgather, gathered
+  // from each; alltoall, received from each; reducescatter, the share each got.
+  const std::vector<int64_t>& output_splits(size_t i = 0) const;
+  // Alltoall: output_splits(0).
   const std::vector<int64_t>& received_splits() const;
 
  private:
@@ -133,6 +179,7 @@ struct AllreduceOptions {
   double prescale = 1.0;   // multiplies the input before the reduction
   double postscale = 1.0;  // multiplies the result after it (and after averaging)
   Callback callback;
+  int process_set = kGlobalProcessSet;
 };
 
 // Reduces `input` across ranks into `output` (same dtype and element count; may be the same
@@ -153,35 +200,59 @@ HVD_EXPORT Status GroupedAllreduce(std::string_view group_name, const std::vecto
                                    const AllreduceOptions& options = {});
 
 // Concatenates every rank's `input` along the first dimension (which may differ per rank; the
-// other dimensions must agree). The result is owned by the handle.
-HVD_EXPORT Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb = {});
+// other dimensions must agree). The result is owned by the handle; output_splits() gives the rows
+// from each rank.
+HVD_EXPORT Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb = {},
+                                 int process_set = kGlobalProcessSet);
+// Allgathers a list as one unit (negotiated and completed together); result i is input i's.
+// Tensor i is named "<group_name>.<i>".
+HVD_EXPORT Handle GroupedAllgatherAsync(std::string_view group_name,
+                                        const std::vector<Tensor>& inputs, Callback cb = {},
+                                        int process_set = kGlobalProcessSet);
+// Allgathers `n` bytes from every rank, n differing per rank (pickled objects): the handle's
+// output is the concatenation, output_splits() the byte count of each rank.
+HVD_EXPORT Handle AllgatherBytesAsync(std::string_view name, const void* data, size_t n,
+                                      Callback cb = {}, int process_set = kGlobalProcessSet);
 
-// Copies `tensor` on `root` into `tensor` on every other rank.
+// Copies `tensor` on `root` into `tensor` on every other rank. `root` is a job rank (a member of
+// the process set).
 HVD_EXPORT Handle BroadcastAsync(std::string_view name, const Tensor& tensor, int root,
-                                 Callback cb = {});
-HVD_EXPORT Status Broadcast(std::string_view name, const Tensor& tensor, int root);
+                                 Callback cb = {}, int process_set = kGlobalProcessSet);
+HVD_EXPORT Status Broadcast(std::string_view name, const Tensor& tensor, int root,
+                            int process_set = kGlobalProcessSet);
+// Broadcasts the root's `n` bytes (the others pass anything, e.g. nullptr and 0: they learn the
+// size from the root). On every rank but the root the handle's output holds the bytes.
+HVD_EXPORT Handle BroadcastBytesAsync(std::string_view name, const void* data, size_t n, int root,
+                                      Callback cb = {}, int process_set = kGlobalProcessSet);
 
 // Sends splits[p] first-dimension rows of `input` to rank p (in rank order). Empty `splits`
 // divides the first dimension evenly (it must then be divisible by Size()). The received rows,
 // concatenated in rank order, are owned by the handle; received_splits() says how many came
 // from each rank.
 HVD_EXPORT Handle AlltoallAsync(std::string_view name, const Tensor& input,
-                                const std::vector<int64_t>& splits = {}, Callback cb = {});
+                                const std::vector<int64_t>& splits = {}, Callback cb = {},
+                                int process_set = kGlobalProcessSet);
 
 // Reduces `input` across ranks and leaves rank r its share of the first dimension (split as
 // evenly as possible, lower ranks taking one extra row where it does not divide). The share is
 // owned by the handle.
+// Sum and average only, as Horovod (prescale/postscale apply as for allreduce); output_splits()
+// gives every rank's share.
 HVD_EXPORT Handle ReducescatterAsync(std::string_view name, const Tensor& input,
                                      const AllreduceOptions& options = {});
+// Reducescatters a list as one unit; result i is input i's share.
+HVD_EXPORT Handle GroupedReducescatterAsync(std::string_view group_name,
+                                            const std::vector<Tensor>& inputs,
+                                            const AllreduceOptions& options = {});
 
-// Returns when every rank has called Barrier.
-HVD_EXPORT Status Barrier();
+// Returns when every rank of the set has called Barrier.
+HVD_EXPORT Status Barrier(int process_set = kGlobalProcessSet);
 
-// Tells the others this rank has run out of data. Until every rank has joined, this rank takes
-// part in the others' allreduces with zeros (averages divide by the ranks that contributed),
-// broadcasts and allgathers, without submitting anything itself. Returns when all ranks have
-// joined; *last_joined_rank (optional) gets the last rank to join.
-HVD_EXPORT Status Join(int* last_joined_rank = nullptr);
+// Tells the others this rank has run out of data. Until every rank of the set has joined, this
+// rank takes part in the others' allreduces with zeros (averages divide by the ranks that
+// contributed), broadcasts and allgathers, without submitting anything itself. Returns when all
+// have joined; *last_joined_rank (optional) gets the (job) rank that joined last.
+HVD_EXPORT Status Join(int* last_joined_rank = nullptr, int process_set = kGlobalProcessSet);
 
 // ---- Local gradient aggregation ---------------------------------------------------------------
 

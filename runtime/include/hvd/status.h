@@ -93,6 +93,9 @@ inline Status InvalidArgument(std::string m) {
 inline Status NotFound(std::string m) {
   return Status(StatusCode::kNotFound, std::move(m));
 }
+inline Status AlreadyExists(std::string m) {
+  return Status(StatusCode::kAlreadyExists, std::move(m));
+}
 inline Status DeadlineExceeded(std::string m) {
   return Status(StatusCode::kDeadlineExceeded, std::move(m));
 }

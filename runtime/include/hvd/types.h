@@ -17,8 +17,13 @@ enum class DataType : int {
   kUInt8 = 5,
   kInt32 = 6,
   kInt64 = 7,
+  kInt16 = 8,
+  // One byte per element. Reductions read any non-zero byte as true and write 0 or 1; sum and max
+  // are logical or, min and product logical and (Horovod's and PyTorch's rule); average is
+  // refused (collectives/reduce.h: CheckReduceDtype).
+  kBool = 9,
 };
-inline constexpr int kNumDataTypes = 8;
+inline constexpr int kNumDataTypes = 10;
 
 // Values are part of the C ABI (hvd_reduce_op_t): never renumber.
 enum class ReduceOp : int {
@@ -27,8 +32,12 @@ enum class ReduceOp : int {
   kMin = 2,
   kMax = 3,
   kProduct = 4,
+  // Adaptive summation (Maleki et al. 2020, Horovod's hvd.Adasum): floating-point allreduce only;
+  // each tensor combined pairwise as (1 - a.b/2|a|^2) a + (1 - a.b/2|b|^2) b
+  // (collectives/adasum.cc says in what order for any number of ranks).
+  kAdasum = 5,
 };
-inline constexpr int kNumReduceOps = 5;
+inline constexpr int kNumReduceOps = 6;
 
 inline constexpr size_t DataTypeSize(DataType t) {
   switch (t) {
@@ -48,6 +57,10 @@ inline constexpr size_t DataTypeSize(DataType t) {
       return 4;
     case DataType::kInt64:
       return 8;
+    case DataType::kInt16:
+      return 2;
+    case DataType::kBool:
+      return 1;
   }
   return 0;
 }
@@ -70,6 +83,10 @@ inline constexpr std::string_view DataTypeName(DataType t) {
       return "int32";
     case DataType::kInt64:
       return "int64";
+    case DataType::kInt16:
+      return "int16";
+    case DataType::kBool:
+      return "bool";
   }
   return "invalid";
 }
@@ -86,6 +103,8 @@ inline constexpr std::string_view ReduceOpName(ReduceOp op) {
       return "max";
     case ReduceOp::kProduct:
       return "product";
+    case ReduceOp::kAdasum:
+      return "adasum";
   }
   return "invalid";
 }

@@ -1,0 +1,316 @@
+#include "core/set_runner.h"
+
+#include <algorithm>
+
+#include "core/control.h"
+#include "core/engine.h"
+
+namespace hvd::runtime::core {
+
+using fusion::OpType;
+using fusion::Response;
+using fusion::ResponseCache;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+size_t Words(uint32_t bits) {
+  return (bits + 63) / 64;
+}
+
+// Operations negotiated through the coordinator every time: their per-call data differs
+// (alltoall's splits, a byte broadcast's size) or they have none worth caching.
+bool NeverCached(const fusion::Request& req) {
+  switch (req.type) {
+    case OpType::kJoin:
+    case OpType::kBarrier:
+    case OpType::kAlltoall:
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet:
+      return true;
+    case OpType::kBroadcast:
+      return req.sized_by_root;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+SetRunner::SetRunner(int id, std::vector<int> members, collectives::Comm comm,
+                     std::unique_ptr<transport::Transport> view, const SetRunnerOptions& options,
+                     Executor* executor, timeline::Timeline* timeline, std::mutex* stats_mu,
+                     EngineStats* stats, Finish finish, ApplySetChange apply)
+    : id_(id),
+      members_(std::move(members)),
+      view_(std::move(view)),
+      comm_(comm),
+      options_(options),
+      executor_(executor),
+      timeline_(timeline),
+      stats_mu_(stats_mu),
+      stats_(stats),
+      finish_(std::move(finish)),
+      apply_(std::move(apply)),
+      cache_(options.cache_capacity) {
+  if (comm_.rank() == 0) {
+    coordinator_ = std::make_unique<fusion::Coordinator>(comm_.size(), options.stall_check_seconds,
+                                                         options.stall_shutdown_seconds,
+                                                         id_ == 0 ? std::vector<int>{} : members_);
+  }
+}
+
+void SetRunner::Add(std::shared_ptr<internal::Operation> op) {
+  Pending p;
+  p.op = op;
+  p.enqueued = Clock::now();
+  if (timeline_) {
+    for (const auto& t : op->request.tensors) {
+      timeline_->NegotiateStart(t.name, fusion::OpTypeName(op->request.type));
+    }
+  }
+  pending_.emplace(op->request.key, std::move(p));
+}
+
+void SetRunner::FailAll(const Status& status) {
+  std::map<std::string, Pending> pending;
+  pending.swap(pending_);
+  for (auto& [key, p] : pending) {
+    if (timeline_) {
+      for (const auto& t : p.op->request.tensors) timeline_->End(t.name, status);
+    }
+    finish_(p.op.get(), status);
+  }
+}
+
+void SetRunner::Complete(const std::string& key, const Status& status) {
+  auto it = pending_.find(key);
+  if (it == pending_.end()) return;
+  std::shared_ptr<internal::Operation> op = std::move(it->second.op);
+  pending_.erase(it);
+  if (timeline_) {
+    for (const auto& t : op->request.tensors) timeline_->End(t.name, status);
+  }
+  finish_(op.get(), status);
+}
+
+bool SetRunner::OldestStall(Clock::time_point now, stall::PendingKey* out) const {
+  return coordinator_ != nullptr && coordinator_->OldestStall(now, out);
+}
+
+// Decides, for every pending request not yet sent to the coordinator, whether it can take the
+// cached path.
+void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
+  const auto now = Clock::now();
+  // A cached request waiting this long is stalled on another rank: move it to the coordinator so
+  // the stall inspector can name who is missing (check time) or fail it (shutdown time). Either
+  // setting alone must reach the coordinator: with warnings off (check 0) a stalled cached
+  // request would otherwise wait forever, never seeing HVD_STALL_SHUTDOWN_TIME_SECONDS.
+  double stall_s = 0;
+  for (double t : {options_.stall_check_seconds, options_.stall_shutdown_seconds}) {
+    if (t > 0 && (stall_s == 0 || t < stall_s)) stall_s = t;
+  }
+  const auto stall_after = std::chrono::duration<double>(stall_s);
+  const bool joined = joined_self();
+  for (auto& [key, p] : pending_) {
+    if (p.state == State::kSent) continue;
+    if (p.state == State::kCached && p.generation == cache_.generation()) {
+      // A joined rank's own requests (submitted before it joined) must not run from the cache:
+      // its wildcard bits would make the others count it as not contributing. Through the
+      // coordinator the response counts it (Response::contributors).
+      if (joined || (stall_s > 0 && now - p.enqueued >= stall_after)) {
+        invalidate->push_back(p.slot);
+      }
+      continue;
+    }
+    const fusion::Request& req = p.op->request;
+    uint32_t slot = 0;
+    switch (NeverCached(req) ? ResponseCache::Match::kMiss
+                             : cache_.Lookup(req, comm_.rank(), &slot)) {
+      case ResponseCache::Match::kHit:
+        if (joined) {  // as above
+          invalidate->push_back(slot);
+          p.state = State::kNew;
+          break;
+        }
+        p.state = State::kCached;
+        p.slot = slot;
+        p.generation = cache_.generation();
+        break;
+      case ResponseCache::Match::kStale:
+        invalidate->push_back(slot);
+        p.state = State::kNew;
+        break;
+      case ResponseCache::Match::kMiss:
+        p.state = State::kNew;
+        break;
+    }
+  }
+}
+
+Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
+  std::vector<uint32_t> invalidate;
+  Classify(&invalidate);
+
+  // [flags | hit bits | ~invalidate bits]
+  const size_t words = Words(cache_.used_slots());
+  std::vector<uint64_t> bits(1 + 2 * words, 0);
+  bool uncached = false;
+  for (const auto& [key, p] : pending_) {
+    if (p.state == State::kNew) uncached = true;
+    if (p.state == State::kCached) bits[1 + p.slot / 64] |= uint64_t{1} << (p.slot % 64);
+  }
+  if (joined_self()) {
+    // A joined rank is ready for anything the others are.
+    for (uint32_t s = 0; s < cache_.used_slots(); ++s) {
+      if (cache_.Occupied(s)) bits[1 + s / 64] |= uint64_t{1} << (s % 64);
+    }
+  }
+  for (size_t w = 0; w < words; ++w) bits[1 + words + w] = ~uint64_t{0};
+  for (uint32_t s : invalidate) bits[1 + words + s / 64] &= ~(uint64_t{1} << (s % 64));
+  bits[0] = (flags & ~kNoUncached) | (uncached ? 0 : kNoUncached);
+
+  HVD_RETURN_IF_ERROR(AndAllreduce(comm_, &bits));
+  *agreed = bits[0];
+  if (id_ == 0 && !(bits[0] & kNotStopping)) return Status::OK();
+
+  // Invalidations first, so no rank runs a slot another rank has given up on.
+  std::vector<Response> hits;
+  bool erased = false;
+  for (uint32_t s = 0; s < words * 64; ++s) {
+    const bool invalid = !(bits[1 + words + s / 64] & (uint64_t{1} << (s % 64)));
+    if (invalid && cache_.Occupied(s)) {
+      cache_.Erase(s);
+      erased = true;
+    }
+  }
+  for (uint32_t s = 0; s < words * 64; ++s) {
+    if ((bits[1 + s / 64] & (uint64_t{1} << (s % 64))) && cache_.Occupied(s)) {
+      hits.push_back(cache_.Get(s));
+      // Run from the cache, every rank that has not joined contributes (joined ranks never take
+      // the cache path for their own requests); the count recorded at negotiation may be stale.
+      hits.back().contributors = 0;
+      cache_.Touch(s);
+    }
+  }
+  if (erased) RefreshAfterCacheChange();
+  if (!hits.empty()) {
+    {
+      std::lock_guard<std::mutex> lock(*stats_mu_);
+      stats_->cache_hits += hits.size();
+    }
+    if (timeline_) {
+      for (const auto& r : hits) {
+        for (const auto& t : r.tensors) timeline_->NegotiateEnd(t.name);
+      }
+    }
+    HVD_RETURN_IF_ERROR(Run(hits));
+  }
+
+  if (!(bits[0] & kNoUncached)) {
+    HVD_RETURN_IF_ERROR(SlowPath());
+  }
+  return Status::OK();
+}
+
+// After slots changed, requests that were waiting on a slot must look it up again: the slot may
+// now hold another key, or none.
+void SetRunner::RefreshAfterCacheChange() {
+  for (auto& [key, p] : pending_) {
+    if (p.state == State::kCached && !(cache_.Occupied(p.slot) && cache_.Get(p.slot).key == key)) {
+      p.state = State::kNew;
+    }
+  }
+}
+
+Status SetRunner::SlowPath() {
+  fusion::RequestList mine;
+  mine.rank = comm_.rank();
+  const auto now = Clock::now();
+  for (auto& [key, p] : pending_) {
+    if (p.state != State::kNew) continue;
+    fusion::Request req = p.op->request;
+    req.rank = comm_.rank();
+    req.age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.enqueued).count();
+    mine.requests.push_back(std::move(req));
+    p.state = State::kSent;
+  }
+
+  std::vector<std::string> all;
+  HVD_RETURN_IF_ERROR(GatherToRoot(comm_, fusion::Encode(mine), &all));
+  std::string answer;
+  if (coordinator_) {
+    const auto arrival = Clock::now();
+    for (int r = 0; r < comm_.size(); ++r) {
+      fusion::RequestList list;
+      HVD_RETURN_IF_ERROR_CTX(fusion::Decode(all[r], &list),
+                              "negotiation: requests from rank " + std::to_string(members_[r]));
+      if (timeline_) {
+        for (const auto& req : list.requests) {
+          for (const auto& t : req.tensors) timeline_->NegotiateRankReady(t.name, members_[r]);
+        }
+      }
+      coordinator_->Add(list, arrival);
+    }
+    answer = fusion::Encode(coordinator_->Compute(Clock::now()));
+  }
+  HVD_RETURN_IF_ERROR(BroadcastFromRoot(comm_, &answer));
+  fusion::ResponseList list;
+  HVD_RETURN_IF_ERROR(fusion::Decode(answer, &list));
+
+  // The coordinator decided this list with the joined set it sends along, so averages in it
+  // divide by the ranks that were not joined then. (A join release empties the set in the same
+  // list that carries the release.)
+  std::set<int> joined(list.joined_ranks.begin(), list.joined_ranks.end());
+  if (joined != joined_) {
+    joined_ = std::move(joined);
+    // Allgather's cached row counts assumed the old set of contributing ranks. A cached broadcast
+    // whose root has now joined must not run from the cache either: the joined root would
+    // wildcard its slot and send its scratch buffer; renegotiated, it fails with the
+    // coordinator's "root rank R has joined" error instead.
+    cache_.EraseType(OpType::kAllgather);
+    cache_.EraseType(OpType::kBroadcast);
+    RefreshAfterCacheChange();
+  }
+  if (timeline_) {
+    for (const auto& r : list.responses) {
+      for (const auto& t : r.tensors) timeline_->NegotiateEnd(t.name);
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(*stats_mu_);
+    ++stats_->slow_path_cycles;
+    stats_->negotiated += list.responses.size();
+  }
+  HVD_RETURN_IF_ERROR(Run(list.responses));
+  for (const Response& r : list.responses) {
+    if (ResponseCache::Cacheable(r)) cache_.Put(r);
+  }
+  RefreshAfterCacheChange();
+  return Status::OK();
+}
+
+Status SetRunner::Run(const std::vector<Response>& responses) {
+  // Process-set changes are the engine's: applied here, in response order, on every rank.
+  std::vector<Response> collectives;
+  for (const Response& r : responses) {
+    if (r.type != OpType::kAddProcessSet && r.type != OpType::kRemoveProcessSet) {
+      collectives.push_back(r);
+      continue;
+    }
+    auto it = pending_.find(r.key);
+    internal::Operation* op = it == pending_.end() ? nullptr : it->second.op.get();
+    Status s = r.ok() ? apply_(r, op) : Aborted(r.error);
+    if (op != nullptr) Complete(r.key, s);
+  }
+  if (collectives.empty()) return Status::OK();
+  const int contributors = comm_.size() - static_cast<int>(joined_.size());
+  auto lookup = [this](const std::string& key) -> internal::Operation* {
+    auto it = pending_.find(key);
+    return it == pending_.end() ? nullptr : it->second.op.get();
+  };
+  auto finish = [this](const std::string& key, const Status& s) { Complete(key, s); };
+  return executor_->Execute(comm_, collectives, contributors, lookup, finish);
+}
+
+}  // namespace hvd::runtime::core

@@ -1,0 +1,123 @@
+// SetRunner: the negotiation state of one process set on one rank, driven by the engine's
+// background thread (core/engine.h). Each cycle, every member of the set runs Cycle() in
+// lockstep with the others:
+//   1. look up pending requests in the response cache:
+//        hit   - the key was negotiated before with these specs: set its slot's bit;
+//        stale - the cached specs differ from ours: set the slot's invalidate bit;
+//        miss  - negotiate through the coordinator (the slow path).
+//   2. AND-allreduce one small vector among the set's members: [flags | hit bits | ~invalidate
+//      bits]. Word 0 holds flags, each meaning "every member ..." (the engine adds its own).
+//   3. erase invalidated slots everywhere; run the slots whose bit survived on every member, in
+//      slot order. At steady state this is the whole cycle: no gather through the set's root.
+//   4. if any member has uncached requests: gather request lists to the set's first member,
+//      whose coordinator decides (ready keys, mismatches, stalls, join) and broadcasts a response
+//      list that every member runs and adds to its cache in the same order.
+// Only the set's members talk: over a view of the job transport (transport/group.h), so the
+// links already open between ranks carry every set.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "collectives/collectives.h"
+#include "core/executor.h"
+#include "core/operation.h"
+#include "fusion/coordinator.h"
+#include "fusion/response_cache.h"
+#include "timeline/timeline.h"
+
+namespace hvd::runtime::core {
+
+struct EngineStats;
+
+// Flag bits of word 0 of the control vector; AND-reduced, so each says "every member ...".
+inline constexpr uint64_t kNoUncached = 1;   // ... has nothing for the coordinator (the runner's)
+inline constexpr uint64_t kNotStopping = 2;  // ... wants to go on (global set; the engine's)
+inline constexpr uint64_t kNoNewWork = 4;    // ... took no submission this round (global set)
+
+struct SetRunnerOptions {
+  uint32_t cache_capacity = 1024;
+  double stall_check_seconds = 60;
+  double stall_shutdown_seconds = 0;
+};
+
+class SetRunner {
+ public:
+  // Completes one of this set's operations on behalf of the runner (the engine forgets its name,
+  // then completes it). Also called for every operation FailAll fails.
+  using Finish = std::function<void(internal::Operation* op, const Status& status)>;
+  // Applies a process-set change response (global set only) and returns its outcome; `op` is
+  // this rank's operation for it.
+  using ApplySetChange =
+      std::function<Status(const fusion::Response& response, internal::Operation* op)>;
+
+  // `members`: the set's job ranks, sorted; `comm` runs over `view` (null for the global set,
+  // whose comm is the job's). Executor, timeline and stats are shared by all sets and outlive
+  // the runner.
+  SetRunner(int id, std::vector<int> members, collectives::Comm comm,
+            std::unique_ptr<transport::Transport> view, const SetRunnerOptions& options,
+            Executor* executor, timeline::Timeline* timeline, std::mutex* stats_mu,
+            EngineStats* stats, Finish finish, ApplySetChange apply);
+  SetRunner(const SetRunner&) = delete;
+  SetRunner& operator=(const SetRunner&) = delete;
+
+  int id() const { return id_; }
+  const std::vector<int>& members() const { return members_; }
+  const collectives::Comm& comm() const { return comm_; }
+  bool idle() const { return pending_.empty(); }
+
+  // Takes a submitted operation (its request's root, if any, already a rank of this set).
+  void Add(std::shared_ptr<internal::Operation> op);
+
+  // One cycle. `flags` are the engine's bits for word 0 (kNotStopping, kNoNewWork); `*agreed` gets
+  // word 0 as AND-reduced over the members. When the agreed flags lack kNotStopping nothing else
+  // happens (the engine stops). A non-OK status means a transport failure: the job cannot go on.
+  Status Cycle(uint64_t flags, uint64_t* agreed);
+
+  // Fails every pending operation with `status`.
+  void FailAll(const Status& status);
+
+  // The coordinator's oldest stall (set's first member only); false when there is none.
+  bool OldestStall(std::chrono::steady_clock::time_point now, stall::PendingKey* out) const;
+
+ private:
+  enum class State { kNew, kCached, kSent };
+  struct Pending {
+    std::shared_ptr<internal::Operation> op;
+    State state = State::kNew;
+    uint32_t slot = 0;
+    uint64_t generation = 0;  // cache generation when `slot` was looked up
+    std::chrono::steady_clock::time_point enqueued;
+  };
+
+  void Classify(std::vector<uint32_t>* invalidate);
+  void RefreshAfterCacheChange();
+  Status SlowPath();
+  Status Run(const std::vector<fusion::Response>& responses);
+  void Complete(const std::string& key, const Status& status);
+  bool joined_self() const { return joined_.count(comm_.rank()) > 0; }
+
+  const int id_;
+  const std::vector<int> members_;
+  std::unique_ptr<transport::Transport> view_;  // before comm_, which points into it
+  const collectives::Comm comm_;
+  const SetRunnerOptions options_;
+  Executor* const executor_;
+  timeline::Timeline* const timeline_;
+  std::mutex* const stats_mu_;
+  EngineStats* const stats_;
+  const Finish finish_;
+  const ApplySetChange apply_;
+
+  std::map<std::string, Pending> pending_;
+  fusion::ResponseCache cache_;
+  std::unique_ptr<fusion::Coordinator> coordinator_;  // the set's first member
+  std::set<int> joined_;                              // ranks of this set
+};
+
+}  // namespace hvd::runtime::core
