@@ -122,7 +122,10 @@ Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& pa
     }
     HVD_RETURN_IF_ERROR(s);
   }
-  if (factor != 1.0) Scale(buf, count, dtype, factor);
+  // One rank reduces nothing: bool still owes its 0/1 results (Scale by 1 normalizes them).
+  if (factor != 1.0 || (comm.size() == 1 && dtype == DataType::kBool)) {
+    Scale(buf, count, dtype, factor);
+  }
   return Status::OK();
 }
 

@@ -62,6 +62,8 @@ Status Reducescatter(const Comm& comm, void* in, void* out, const std::vector<si
   if (counts[r] > 0) {
     std::memmove(out, base + off[r] * es, counts[r] * es);
     if (op == ReduceOp::kAverage) Scale(out, counts[r], dtype, 1.0 / n);
+    // One rank reduces nothing: bool still owes its 0/1 results (Scale by 1 normalizes them).
+    if (n == 1 && dtype == DataType::kBool) Scale(out, counts[r], dtype, 1.0);
   }
   return Status::OK();
 }

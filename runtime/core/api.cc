@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "collectives/reduce.h"
+#include "core/api_internal.h"
 #include "core/context.h"
 #include "core/operation.h"
 #include "gpu/cuda_probe.h"
@@ -23,21 +24,6 @@ std::mutex g_mu;
 std::shared_ptr<Context> g_ctx;  // GUARDED_BY(g_mu)
 std::atomic<uint64_t> g_noname{0};
 bool g_atexit_registered = false;
-
-// Blocking calls made on the background thread (from a callback) would wait for that very
-// thread: fail them before anything is submitted (a submitted synchronous operation would
-// outlive the call and write into the caller's memory later).
-Status NotFromCallback(const char* fn) {
-  if (!internal::OnBackgroundThread()) return Status::OK();
-  return FailedPrecondition(std::string(fn) +
-                            "() called from an hvd callback (the background thread), where it "
-                            "would wait for ever; callbacks must not block");
-}
-
-std::shared_ptr<Context> Current() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_ctx;
-}
 
 Status CheckTensor(const char* what, const Tensor& t) {
   if (!IsValid(t.dtype)) {
@@ -83,34 +69,6 @@ std::string Name(std::string_view given, OpType type) {
 
 TensorSpec Spec(const std::string& name, const Tensor& t) {
   return {name, t.dtype, t.shape};
-}
-
-// Submits `op`, or completes it at once with `error`.
-Handle Submit(std::shared_ptr<internal::Operation> op, const Status& error = Status::OK()) {
-  if (!error.ok()) {
-    op->Complete(error.WithContext(std::string(runtime::fusion::OpTypeName(op->request.type)) +
-                                   " '" + op->request.key + "'"));
-    return Handle(op);
-  }
-  std::shared_ptr<Context> ctx = Current();
-  if (!ctx) {
-    op->Complete(FailedPrecondition(std::string(runtime::fusion::OpTypeName(op->request.type)) +
-                                    " '" + op->request.key +
-                                    "': hvd is not initialized; call hvd::Init() first"));
-    return Handle(op);
-  }
-  ctx->engine().Enqueue(op);
-  return Handle(op);
-}
-
-std::shared_ptr<internal::Operation> NewOp(OpType type, std::string key, Callback cb,
-                                           int process_set = kGlobalProcessSet) {
-  auto op = std::make_shared<internal::Operation>();
-  op->request.type = type;
-  op->request.key = std::move(key);
-  op->request.process_set = process_set;
-  op->callback = std::move(cb);
-  return op;
 }
 
 void SetReduce(Request& r, const AllreduceOptions& o) {
@@ -163,6 +121,58 @@ Status CheckPair(const Tensor& in, const Tensor& out) {
 }
 
 }  // namespace
+
+namespace internal {
+
+// Blocking calls made on the background thread (from a callback) would wait for that very
+// thread: fail them before anything is submitted (a submitted synchronous operation would
+// outlive the call and write into the caller's memory later).
+Status NotFromCallback(const char* fn) {
+  if (!internal::OnBackgroundThread()) return Status::OK();
+  return FailedPrecondition(std::string(fn) +
+                            "() called from an hvd callback (the background thread), where it "
+                            "would wait for ever; callbacks must not block");
+}
+
+std::shared_ptr<Context> Current() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_ctx;
+}
+
+// Submits `op`, or completes it at once with `error`.
+Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
+  if (!error.ok()) {
+    op->Complete(error.WithContext(std::string(runtime::fusion::OpTypeName(op->request.type)) +
+                                   " '" + op->request.key + "'"));
+    return Handle(op);
+  }
+  std::shared_ptr<Context> ctx = Current();
+  if (!ctx) {
+    op->Complete(FailedPrecondition(std::string(runtime::fusion::OpTypeName(op->request.type)) +
+                                    " '" + op->request.key +
+                                    "': hvd is not initialized; call hvd::Init() first"));
+    return Handle(op);
+  }
+  ctx->engine().Enqueue(op);
+  return Handle(op);
+}
+
+std::shared_ptr<Operation> NewOp(OpType type, std::string key, Callback cb, int process_set) {
+  auto op = std::make_shared<Operation>();
+  op->request.type = type;
+  op->request.key = std::move(key);
+  op->request.process_set = process_set;
+  op->callback = std::move(cb);
+  return op;
+}
+
+}  // namespace internal
+
+using internal::Current;
+using internal::NewOp;
+using internal::NotFromCallback;
+using internal::Submit;
+
 }  // namespace hvd
 
 namespace hvd::runtime::core {
@@ -444,97 +454,6 @@ Status Join(int* last_joined_rank, int process_set) {
   Status s = Submit(op).Wait();
   if (s.ok() && last_joined_rank != nullptr) *last_joined_rank = op->last_joined_rank;
   return s;
-}
-
-// ---- Timeline ---------------------------------------------------------------------------------
-
-Status StartTimeline(const std::string& path, bool mark_cycles) {
-  auto ctx = Current();
-  if (!ctx) return FailedPrecondition("start_timeline: hvd is not initialized; call hvd::Init()");
-  return ctx->engine().timeline()->Start(path, mark_cycles).WithContext("start_timeline");
-}
-
-Status StopTimeline() {
-  auto ctx = Current();
-  if (!ctx) return FailedPrecondition("stop_timeline: hvd is not initialized; call hvd::Init()");
-  return ctx->engine().timeline()->Stop().WithContext("stop_timeline");
-}
-
-// ---- Process sets -----------------------------------------------------------------------------
-
-namespace {
-// AddProcessSet and RemoveProcessSet share one key per kind: one change at a time per process.
-std::mutex g_set_change_mu;
-
-Status ChangeSets(std::shared_ptr<internal::Operation> op, const char* fn) {
-  HVD_RETURN_IF_ERROR(NotFromCallback(fn));
-  std::shared_ptr<Context> ctx = Current();
-  if (!ctx) {
-    return FailedPrecondition(std::string(fn) + ": hvd is not initialized; call hvd::Init() first");
-  }
-  if (!ctx->engine().dynamic_process_sets()) {
-    return FailedPrecondition(std::string(fn) +
-                              ": process sets can only change after init when dynamic process "
-                              "sets are enabled: set HVD_DYNAMIC_PROCESS_SETS=1 (or "
-                              "HOROVOD_DYNAMIC_PROCESS_SETS=1) on every rank, or pass the sets to "
-                              "init");
-  }
-  std::lock_guard<std::mutex> lock(g_set_change_mu);
-  return Submit(op).Wait().WithContext(fn);
-}
-}  // namespace
-
-Status AddProcessSet(const std::vector<int>& ranks, int* id) {
-  auto op = NewOp(OpType::kAddProcessSet, "__add_process_set__", {});
-  // Sorted as Horovod sorts them; ranks are checked on every rank alike when the change applies
-  // (a rank that failed here alone would leave the others waiting).
-  std::vector<int> sorted = ranks;
-  std::sort(sorted.begin(), sorted.end());
-  op->request.splits.assign(sorted.begin(), sorted.end());
-  HVD_RETURN_IF_ERROR(ChangeSets(op, "hvd::AddProcessSet"));
-  if (id != nullptr) *id = op->result_id;
-  return Status::OK();
-}
-
-Status RemoveProcessSet(int id) {
-  auto op = NewOp(OpType::kRemoveProcessSet, "__remove_process_set__", {});
-  op->request.root = id;
-  return ChangeSets(op, "hvd::RemoveProcessSet");
-}
-
-int ProcessSetRank(int id) {
-  auto ctx = Current();
-  std::vector<int> ranks;
-  if (!ctx || !ctx->engine().process_sets().Get(id, &ranks)) return -1;
-  auto it = std::lower_bound(ranks.begin(), ranks.end(), ctx->topology().rank);
-  return it != ranks.end() && *it == ctx->topology().rank ? static_cast<int>(it - ranks.begin())
-                                                          : -1;
-}
-
-int ProcessSetSize(int id) {
-  auto ctx = Current();
-  std::vector<int> ranks;
-  if (!ctx || !ctx->engine().process_sets().Get(id, &ranks)) return -1;
-  return static_cast<int>(ranks.size());
-}
-
-bool ProcessSetIncluded(int id) {
-  return ProcessSetRank(id) >= 0;
-}
-
-Status ProcessSetRanks(int id, std::vector<int>* ranks) {
-  auto ctx = Current();
-  if (!ctx) return FailedPrecondition("hvd is not initialized; call hvd::Init() first");
-  if (!ctx->engine().process_sets().Get(id, ranks)) {
-    return NotFound("process set " + std::to_string(id) + " does not exist (registered: " +
-                    ctx->engine().process_sets().DescribeIds() + ")");
-  }
-  return Status::OK();
-}
-
-std::vector<int> ProcessSetIds() {
-  auto ctx = Current();
-  return ctx ? ctx->engine().process_sets().Ids() : std::vector<int>{};
 }
 
 }  // namespace hvd

@@ -47,6 +47,18 @@ std::vector<hvd::Tensor> FromC(int n, const hvd_tensor* t) {
   return out;
 }
 
+// What is wrong with descriptors whose shape cannot be read (ndim < 0, or ndim > 0 with a NULL
+// shape, which would otherwise pass as a scalar); "" when nothing.
+std::string BadShape(int n, const hvd_tensor* t) {
+  for (int i = 0; i < n && t != nullptr; ++i) {
+    if (t[i].ndim < 0 || (t[i].ndim > 0 && t[i].shape == nullptr)) {
+      return "tensor " + std::to_string(i) + " has ndim " + std::to_string(t[i].ndim) +
+             (t[i].ndim < 0 ? ", which is negative" : " but a NULL shape");
+    }
+  }
+  return "";
+}
+
 // A handle already failed with `s` (bad arguments caught at the ABI edge).
 hvd_handle* Failed(const std::string& what) {
   auto op = hvd::internal::Operation::Failed(hvd::InvalidArgument(what));
@@ -171,6 +183,8 @@ hvd_handle* hvd_enqueue_allreduce(const char* name, const hvd_tensor* input,
                                   const hvd_tensor* output, hvd_reduce_op_t op, double prescale,
                                   double postscale, int process_set) {
   if (input == nullptr || output == nullptr) return Failed("allreduce: input or output is NULL");
+  if (!BadShape(1, input).empty()) return Failed("allreduce: input " + BadShape(1, input));
+  if (!BadShape(1, output).empty()) return Failed("allreduce: output " + BadShape(1, output));
   return Wrap(hvd::AllreduceAsync(NameOr(name), FromC(input), FromC(output),
                                   Reduce(op, prescale, postscale, process_set)));
 }
@@ -181,30 +195,36 @@ hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n, const hvd_ten
   if (n > 0 && (inputs == nullptr || outputs == nullptr)) {
     return Failed("grouped allreduce: inputs or outputs is NULL");
   }
+  if (!BadShape(n, inputs).empty()) return Failed("grouped allreduce: " + BadShape(n, inputs));
+  if (!BadShape(n, outputs).empty()) return Failed("grouped allreduce: " + BadShape(n, outputs));
   return Wrap(hvd::GroupedAllreduceAsync(NameOr(name), FromC(n, inputs), FromC(n, outputs),
                                          Reduce(op, prescale, postscale, process_set)));
 }
 
 hvd_handle* hvd_enqueue_allgather(const char* name, const hvd_tensor* input, int process_set) {
   if (input == nullptr) return Failed("allgather: input is NULL");
+  if (!BadShape(1, input).empty()) return Failed("allgather: " + BadShape(1, input));
   return Wrap(hvd::AllgatherAsync(NameOr(name), FromC(input), {}, process_set));
 }
 
 hvd_handle* hvd_enqueue_grouped_allgather(const char* name, int n, const hvd_tensor* inputs,
                                           int process_set) {
   if (n > 0 && inputs == nullptr) return Failed("grouped allgather: inputs is NULL");
+  if (!BadShape(n, inputs).empty()) return Failed("grouped allgather: " + BadShape(n, inputs));
   return Wrap(hvd::GroupedAllgatherAsync(NameOr(name), FromC(n, inputs), {}, process_set));
 }
 
 hvd_handle* hvd_enqueue_broadcast(const char* name, const hvd_tensor* tensor, int root,
                                   int process_set) {
   if (tensor == nullptr) return Failed("broadcast: tensor is NULL");
+  if (!BadShape(1, tensor).empty()) return Failed("broadcast: " + BadShape(1, tensor));
   return Wrap(hvd::BroadcastAsync(NameOr(name), FromC(tensor), root, {}, process_set));
 }
 
 hvd_handle* hvd_enqueue_alltoall(const char* name, const hvd_tensor* input, const int64_t* splits,
                                  int nsplits, int process_set) {
   if (input == nullptr) return Failed("alltoall: input is NULL");
+  if (!BadShape(1, input).empty()) return Failed("alltoall: " + BadShape(1, input));
   std::vector<int64_t> s;
   if (splits != nullptr) {
     if (nsplits < 0) return Failed("alltoall: nsplits is negative");
@@ -216,6 +236,7 @@ hvd_handle* hvd_enqueue_alltoall(const char* name, const hvd_tensor* input, cons
 hvd_handle* hvd_enqueue_reducescatter(const char* name, const hvd_tensor* input, hvd_reduce_op_t op,
                                       double prescale, double postscale, int process_set) {
   if (input == nullptr) return Failed("reducescatter: input is NULL");
+  if (!BadShape(1, input).empty()) return Failed("reducescatter: " + BadShape(1, input));
   return Wrap(hvd::ReducescatterAsync(NameOr(name), FromC(input),
                                       Reduce(op, prescale, postscale, process_set)));
 }
@@ -224,6 +245,9 @@ hvd_handle* hvd_enqueue_grouped_reducescatter(const char* name, int n, const hvd
                                               hvd_reduce_op_t op, double prescale, double postscale,
                                               int process_set) {
   if (n > 0 && inputs == nullptr) return Failed("grouped reducescatter: inputs is NULL");
+  if (!BadShape(n, inputs).empty()) {
+    return Failed("grouped reducescatter: " + BadShape(n, inputs));
+  }
   return Wrap(hvd::GroupedReducescatterAsync(NameOr(name), FromC(n, inputs),
                                              Reduce(op, prescale, postscale, process_set)));
 }

@@ -1,0 +1,29 @@
+// What the public API's translation units (core/api.cc, core/api_sets.cc) share: the current
+// session and turning a call into a submitted operation. Not exported from libhvd.so.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/context.h"
+#include "core/operation.h"
+#include "hvd/hvd.h"
+
+namespace hvd::internal {
+
+// The session Init() created, or null.
+std::shared_ptr<runtime::core::Context> Current();
+
+// FailedPrecondition when called on the background thread (from a callback), where a blocking
+// call would wait for that very thread; `fn` names the call.
+Status NotFromCallback(const char* fn);
+
+// A new operation of `type` named `key` for `process_set`.
+std::shared_ptr<Operation> NewOp(runtime::fusion::OpType type, std::string key, Callback cb,
+                                 int process_set = kGlobalProcessSet);
+
+// Submits `op` to the current engine, or completes it at once with `error` (or with "not
+// initialized").
+Handle Submit(std::shared_ptr<Operation> op, const Status& error = Status::OK());
+
+}  // namespace hvd::internal
