@@ -138,9 +138,12 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
 
 void Engine::Loop() {
   internal::MarkBackgroundThread();
-  auto next = Clock::now();
+  auto round_start = Clock::now();
   while (Round()) {
-    next += options_.cycle_time;
+    // The next tick counts from this round's start, not from the previous tick: rounds woken
+    // early by submissions must not push the tick ever further ahead (a busy rank with a request
+    // still pending would then sleep for seconds while the others wait for it).
+    const auto next = round_start + options_.cycle_time;
     auto now = Clock::now();
     auto global = runners_.find(0);
     if (options_.stall_reporter != nullptr && now >= next_stall_report_ &&
@@ -161,12 +164,12 @@ void Engine::Loop() {
       // nothing new while others were goes straight to the next round and waits there for them:
       // they keep the cadence (rounds start when the last rank arrives), and it does not make a
       // busy process set wait a tick per operation for ranks outside it.
-      next = now;
     } else {
       wake_cv_.wait_until(lock, next,
                           [&] { return stop_requested_ || (idle_ && !queue_.empty()); });
     }
     idle_ = false;
+    round_start = Clock::now();
   }
   if (timeline_) timeline_->Close();
   std::lock_guard<std::mutex> lock(mu_);
