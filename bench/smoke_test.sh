@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A ctest smoke run of the benchmarks (not a measurement): every allreduce path of
-# allreduce_bench, the peers' programs that this build has (bench/peers), the launch hello under
+# allreduce_bench (process sets included), reinit_bench, the peers' programs that this build has (bench/peers), the launch hello under
 # hvdrun, and compare.py end to end on one small size, each checked for exit 0 and correct
 # results; a bad flag must be refused with exit 2 naming it. Sizes include a count that no rank
 # count divides (1025 floats).
@@ -35,6 +35,13 @@ done
 out=$(try "allreduce_bench --api 1" "$bench" -np 2 --api 1 --sizes 4100,1M --iters 3 --ref 0 \
   --results 1)
 expect_results "allreduce_bench --api 1" 2 "$out"
+for others in idle busy; do
+  out=$(try "allreduce_bench --process-set 0,1 --others $others" "$bench" -np 4 --api 1 \
+    --process-set 0,1 --others $others --sizes 4100,64K --iters 3 --ref 0 --results 1)
+  expect_results "allreduce_bench --process-set 0,1 --others $others" 2 "$out"
+done
+out=$(try "reinit_bench" "$build/bench/reinit_bench" -np 3 --cycles 3)
+grep -q "Init to first allreduce done" <<<"$out" || fail "reinit_bench printed no summary: $out"
 
 set +e
 err=$("$bench" -np 2 --sizes 4Q 2>&1 >/dev/null)
