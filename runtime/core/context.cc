@@ -256,11 +256,12 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
     std::vector<int> sorted;
     HVD_RETURN_IF_ERROR_CTX(ValidateProcessSetRanks(set, static_cast<int>(size), &sorted),
                             "process sets given at init");
-    for (const auto& other : eo.process_sets) {
-      if (other == sorted) {
-        return InvalidArgument("process sets given at init: ranks " + FormatProcessSets({sorted}) +
-                               " are listed twice; list each set once");
-      }
+    // A set whose ranks are registered already (the global set's, or an earlier entry's) is that
+    // set, as in Horovod, whose ProcessSet objects find their id by their ranks.
+    if (static_cast<int64_t>(sorted.size()) == size ||
+        std::find(eo.process_sets.begin(), eo.process_sets.end(), sorted) !=
+            eo.process_sets.end()) {
+      continue;
     }
     eo.process_sets.push_back(std::move(sorted));
   }

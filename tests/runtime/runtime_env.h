@@ -11,16 +11,23 @@
 
 namespace hvd::testing {
 
-// Sets HVD_RANK, HVD_SIZE, HVD_RENDEZVOUS (plus `extra`) and initializes hvd.
-inline Status InitRank(int rank, int size, const std::string& store_dir,
-                       const std::map<std::string, std::string>& extra = {}) {
+// Sets HVD_RANK, HVD_SIZE, HVD_RENDEZVOUS (plus `extra`) and initializes hvd with `options`
+// (process sets, dynamic process sets...).
+inline Status InitRankWith(int rank, int size, const std::string& store_dir,
+                           const InitOptions& options,
+                           const std::map<std::string, std::string>& extra = {}) {
   setenv("HVD_RANK", std::to_string(rank).c_str(), 1);
   setenv("HVD_SIZE", std::to_string(size).c_str(), 1);
   setenv("HVD_RENDEZVOUS", ("file://" + store_dir).c_str(), 1);
   setenv("HVD_START_TIMEOUT_SECONDS", "30", 0);
   setenv("HVD_PEER_TIMEOUT_SECONDS", "20", 0);
   for (const auto& [k, v] : extra) setenv(k.c_str(), v.c_str(), 1);
-  return Init();
+  return Init(options);
+}
+
+inline Status InitRank(int rank, int size, const std::string& store_dir,
+                       const std::map<std::string, std::string>& extra = {}) {
+  return InitRankWith(rank, size, store_dir, InitOptions{}, extra);
 }
 
 // Returns an error describing the first difference between `got` and `want`.

@@ -43,7 +43,9 @@ struct InitOptions {
   int size = -1;           // HVD_SIZE / HOROVOD_SIZE
   std::string rendezvous;  // HVD_RENDEZVOUS: "file:///dir" (or a directory path)
   // Process sets registered at init, ids 1, 2, ... in this order (in addition to
-  // HVD_PROCESS_SETS, whose sets come first). Every rank must pass the same sets.
+  // HVD_PROCESS_SETS, whose sets come first). Every rank must pass the same sets. An entry whose
+  // ranks are already registered (every rank: the global set; or an earlier entry) is that set
+  // and takes no id of its own: ProcessSetIds()/ProcessSetRanks() say which id has which ranks.
   std::vector<std::vector<int>> process_sets;
   // Allows AddProcessSet/RemoveProcessSet after init (as HVD_DYNAMIC_PROCESS_SETS=1).
   bool dynamic_process_sets = false;
@@ -58,8 +60,9 @@ struct InitOptions {
 HVD_EXPORT Status Init();
 HVD_EXPORT Status Init(const InitOptions& options);
 
-// Stops the background thread and closes connections. Operations still pending on any rank fail
-// with Aborted ("rank R shut down"). Safe to call when not initialized, and more than once.
+// Stops the background thread and closes connections; every rank stops in the same negotiation
+// cycle. Operations still pending on any rank fail with Aborted ("hvd was shut down ... while this
+// operation was pending"). Safe to call when not initialized, and more than once.
 HVD_EXPORT Status Shutdown();
 
 HVD_EXPORT bool IsInitialized();
@@ -98,8 +101,9 @@ HVD_EXPORT std::vector<int> ProcessSetIds();
 
 // ---- Timeline ---------------------------------------------------------------------------------
 // Starts writing a Chrome trace to `path` (written by rank 0, as Horovod's; the call is accepted
-// on every rank). `mark_cycles` adds an instant event per negotiation cycle. FailedPrecondition
-// when already recording or not initialized; InvalidArgument when the file cannot be created.
+// on every rank, and only rank 0 opens the file, so only rank 0 can report an unwritable path).
+// `mark_cycles` adds an instant event per negotiation cycle. FailedPrecondition when already
+// started or not initialized; InvalidArgument when the file cannot be created.
 HVD_EXPORT Status StartTimeline(const std::string& path, bool mark_cycles = false);
 // Stops recording; the file is then complete, valid JSON. FailedPrecondition when not recording.
 HVD_EXPORT Status StopTimeline();
