@@ -35,6 +35,15 @@ bool NeverCached(const fusion::Request& req) {
   }
 }
 
+// The shortest positive of the stall check and shutdown times (0: stall inspection is off).
+double StallSeconds(const SetRunnerOptions& o) {
+  double stall_s = 0;
+  for (double t : {o.stall_check_seconds, o.stall_shutdown_seconds}) {
+    if (t > 0 && (stall_s == 0 || t < stall_s)) stall_s = t;
+  }
+  return stall_s;
+}
+
 }  // namespace
 
 SetRunner::SetRunner(int id, std::vector<int> members, collectives::Comm comm,
@@ -106,10 +115,7 @@ void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
   // the stall inspector can name who is missing (check time) or fail it (shutdown time). Either
   // setting alone must reach the coordinator: with warnings off (check 0) a stalled cached
   // request would otherwise wait forever, never seeing HVD_STALL_SHUTDOWN_TIME_SECONDS.
-  double stall_s = 0;
-  for (double t : {options_.stall_check_seconds, options_.stall_shutdown_seconds}) {
-    if (t > 0 && (stall_s == 0 || t < stall_s)) stall_s = t;
-  }
+  const double stall_s = StallSeconds(options_);
   const auto stall_after = std::chrono::duration<double>(stall_s);
   const bool joined = joined_self();
   for (auto& [key, p] : pending_) {
@@ -168,6 +174,19 @@ Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   }
   for (size_t w = 0; w < words; ++w) bits[1 + words + w] = ~uint64_t{0};
   for (uint32_t s : invalidate) bits[1 + words + s / 64] &= ~(uint64_t{1} << (s % 64));
+  // The coordinator inspects stalls only when it computes, i.e. in a slow path. Once every
+  // member's requests have been sent, a key that some member never submits would start none: it
+  // would never be warned about nor failed at HVD_STALL_SHUTDOWN_TIME_SECONDS. So while keys wait
+  // past the stall time, the set's first member asks for a slow path now and then.
+  if (coordinator_ != nullptr && !uncached) {
+    const double stall_s = StallSeconds(options_);
+    const auto now = Clock::now();
+    if (stall_s > 0 && now >= next_inspection_ && coordinator_->HasStall(now, stall_s)) {
+      uncached = true;
+      next_inspection_ = now + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(std::min(1.0, stall_s / 10)));
+    }
+  }
   bits[0] = (flags & ~kNoUncached) | (uncached ? 0 : kNoUncached);
 
   HVD_RETURN_IF_ERROR(AndAllreduce(comm_, &bits));

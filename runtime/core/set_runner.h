@@ -118,6 +118,8 @@ class SetRunner {
   fusion::ResponseCache cache_;
   std::unique_ptr<fusion::Coordinator> coordinator_;  // the set's first member
   std::set<int> joined_;                              // ranks of this set
+  // Coordinator only: the earliest time a stall may force a slow path again (Cycle).
+  std::chrono::steady_clock::time_point next_inspection_;
 };
 
 }  // namespace hvd::runtime::core

@@ -241,6 +241,17 @@ bool Coordinator::OldestStall(Clock::time_point now, stall::PendingKey* out) con
   return found && now - out->first_seen >= std::chrono::duration<double>(stall_.check_seconds());
 }
 
+bool Coordinator::HasStall(Clock::time_point now, double seconds) const {
+  const auto limit = std::chrono::duration<double>(seconds);
+  for (const auto& [key, e] : table_) {
+    if (now - e.first_seen < limit) continue;
+    for (int r = 0; r < size_; ++r) {
+      if (!e.by_rank[r].has_value() && joined_.count(r) == 0) return true;
+    }
+  }
+  return false;
+}
+
 std::vector<stall::PendingKey> Coordinator::Pending() const {
   std::vector<stall::PendingKey> out;
   for (const auto& [key, e] : table_) {

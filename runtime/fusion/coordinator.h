@@ -39,6 +39,9 @@ class Coordinator {
 
   // Keys waiting on some rank (for status reports and tests).
   std::vector<stall::PendingKey> Pending() const;
+  // Whether some key has waited at least `seconds` on a rank that has not submitted it: what the
+  // stall inspector (run by Compute) would warn about or fail.
+  bool HasStall(Clock::time_point now, double seconds) const;
   // The key that has waited longest on missing ranks, when it has waited at least the stall
   // check time (the stall reporter's inspector report); false when none has.
   bool OldestStall(Clock::time_point now, stall::PendingKey* out) const;

@@ -109,7 +109,9 @@ TEST(Errors, StallIsReportedAndFailsAfterShutdownTime) {
           Check(Contains(s.message(), "rank 1 has not submitted allreduce 'w.grad'"),
                 "stall message: " + s.message()));
     } else {
-      std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+      // Back before rank 0 has waited the shutdown time (1.5 s) in the barrier below, which
+      // would fail as stalled too.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2000));
     }
     HVD_RETURN_IF_ERROR(Barrier());
     return Shutdown();
