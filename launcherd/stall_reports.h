@@ -3,9 +3,10 @@
 // shows for them. Pure.
 //
 // Vocabulary:
-//   inspector report - from the coordinator (rank 0): some ranks submitted a tensor, the blamed
-//                      ones did not, for age seconds. Their own background threads still run, so
-//                      they do not report: they are stuck in user code.
+//   inspector report - from a coordinator (rank 0's, or a process set's first member): some
+//                      ranks submitted a tensor, the blamed ones did not, for age seconds. Their
+//                      own background threads still run, so they do not report: they are stuck in
+//                      user code.
 //   wait report      - from any rank whose background thread has waited age seconds on the
 //                      blamed peers (a collective or negotiation that does not move).
 //   culprit          - a blamed rank that reports nothing itself. A SIGSTOPped rank reports nothing

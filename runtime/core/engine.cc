@@ -145,15 +145,21 @@ void Engine::Loop() {
     // still pending would then sleep for seconds while the others wait for it).
     const auto next = round_start + options_.cycle_time;
     auto now = Clock::now();
-    auto global = runners_.find(0);
-    if (options_.stall_reporter != nullptr && now >= next_stall_report_ &&
-        global != runners_.end()) {
+    if (options_.stall_reporter != nullptr && now >= next_stall_report_) {
+      // The oldest stall any coordinator on this rank knows of: the global set's on rank 0, and
+      // each process set's on its first member (reports are per rank: "stall/<rank>").
       next_stall_report_ = now + std::chrono::milliseconds(250);
-      stall::PendingKey oldest;
-      if (comm_.rank() == 0) {
-        const bool stalled = global->second->OldestStall(now, &oldest);
-        options_.stall_reporter->SetInspectorReport(stalled, oldest);
+      stall::PendingKey oldest, candidate;
+      bool stalled = false, coordinates = false;
+      for (const auto& [id, runner] : runners_) {
+        coordinates = coordinates || runner->comm().rank() == 0;
+        if (runner->OldestStall(now, &candidate) &&
+            (!stalled || candidate.first_seen < oldest.first_seen)) {
+          oldest = std::move(candidate);
+          stalled = true;
+        }
       }
+      if (coordinates) options_.stall_reporter->SetInspectorReport(stalled, oldest);
     }
     bool idle = true;
     for (const auto& [id, runner] : runners_) idle = idle && runner->idle();

@@ -4,7 +4,8 @@
 // --stall-timeout fails the job (launcherd/stall_reports.h documents the value format).
 //
 // Two kinds of report, both after HVD_STALL_CHECK_TIME_SECONDS:
-//   inspector - rank 0's coordinator: a tensor some ranks submitted and others did not
+//   inspector - a coordinator on this rank (the global set's on rank 0, a process set's on its
+//               first member): a tensor some ranks submitted and others did not
 //               ("rank 2 on host-c has not submitted allreduce 'fc1.grad' for 61 s (ranks 0, 1
 //               have)"). The blamed ranks' background threads still run: they are stuck in user
 //               code, or submit under other names.
@@ -54,7 +55,7 @@ class StallReporter {
   StallReporter(const StallReporter&) = delete;
   StallReporter& operator=(const StallReporter&) = delete;
 
-  // Rank 0: the oldest stalled key the coordinator knows of, or none (`stalled` false).
+  // A rank with a coordinator: the oldest stalled key they know of, or none (`stalled` false).
   void SetInspectorReport(bool stalled, const PendingKey& oldest);
 
   // The background thread starts and ends a blocking wait on `peers`. Cheap: called around every
