@@ -1,8 +1,8 @@
 // The public C++ API (hvd/hvd.h): validates the caller's arguments, turns each call into an
 // internal::Operation and hands it to the engine.
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "collectives/reduce.h"
@@ -22,7 +22,8 @@ using runtime::fusion::TensorSpec;
 
 std::mutex g_mu;
 std::shared_ptr<Context> g_ctx;  // GUARDED_BY(g_mu)
-std::atomic<uint64_t> g_noname{0};
+std::mutex g_noname_mu;
+std::map<int, uint64_t> g_noname;  // GUARDED_BY(g_noname_mu): per process set
 bool g_atexit_registered = false;
 
 Status CheckTensor(const char* what, const Tensor& t) {
@@ -61,10 +62,19 @@ Status CheckTensor(const char* what, const Tensor& t) {
   return Status::OK();
 }
 
-std::string Name(std::string_view given, OpType type) {
+// Unnamed operations are numbered per process set: every member submits the same unnamed
+// operations of that set in the same order, but ranks outside it do not, so one counter for
+// every set would give the members of the next set different names.
+std::string Name(std::string_view given, OpType type, int process_set) {
   if (!given.empty()) return std::string(given);
-  return std::string(runtime::fusion::OpTypeName(type)) + ".noname." +
-         std::to_string(g_noname.fetch_add(1));
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(g_noname_mu);
+    n = g_noname[process_set]++;
+  }
+  std::string name = std::string(runtime::fusion::OpTypeName(type)) + ".noname.";
+  if (process_set != kGlobalProcessSet) name += "set" + std::to_string(process_set) + ".";
+  return name + std::to_string(n);
 }
 
 TensorSpec Spec(const std::string& name, const Tensor& t) {
@@ -195,6 +205,11 @@ Status Init(const InitOptions& options) {
   std::unique_ptr<Context> ctx;
   HVD_RETURN_IF_ERROR_CTX(Context::Create(options, &ctx), "hvd::Init");
   g_ctx = std::move(ctx);
+  {
+    // A new session numbers unnamed operations from 0 on every rank, whatever the last one did.
+    std::lock_guard<std::mutex> names(g_noname_mu);
+    g_noname.clear();
+  }
   if (!g_atexit_registered) {
     // A process that returns from main() without Shutdown() must not leave a thread running
     // into static destruction.
@@ -221,6 +236,11 @@ bool IsInitialized() {
   return Current() != nullptr;
 }
 
+bool IsHomogeneous() {
+  auto ctx = Current();
+  return ctx != nullptr && ctx->topology().homogeneous;
+}
+
 #define HVD_TOPOLOGY_GETTER(Fn, field)       \
   int Fn() {                                 \
     auto ctx = Current();                    \
@@ -236,8 +256,8 @@ HVD_TOPOLOGY_GETTER(CrossSize, cross_size)
 
 Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& output,
                       const AllreduceOptions& options) {
-  auto op = NewOp(OpType::kAllreduce, Name(name, OpType::kAllreduce), options.callback,
-                  options.process_set);
+  auto op = NewOp(OpType::kAllreduce, Name(name, OpType::kAllreduce, options.process_set),
+                  options.callback, options.process_set);
   SetReduce(op->request, options);
   op->request.tensors.push_back(Spec(op->request.key, input));
   op->inputs = {input};
@@ -256,7 +276,7 @@ Status Allreduce(std::string_view name, const Tensor& input, const Tensor& outpu
 
 Handle GroupedAllreduceAsync(std::string_view group_name, const std::vector<Tensor>& inputs,
                              const std::vector<Tensor>& outputs, const AllreduceOptions& options) {
-  const std::string group = Name(group_name, OpType::kAllreduce);
+  const std::string group = Name(group_name, OpType::kAllreduce, options.process_set);
   auto op = NewOp(OpType::kAllreduce, "group:" + group, options.callback, options.process_set);
   SetReduce(op->request, options);
   op->inputs = inputs;
@@ -283,7 +303,8 @@ Status GroupedAllreduce(std::string_view group_name, const std::vector<Tensor>& 
 }
 
 Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb, int process_set) {
-  auto op = NewOp(OpType::kAllgather, Name(name, OpType::kAllgather), std::move(cb), process_set);
+  auto op = NewOp(OpType::kAllgather, Name(name, OpType::kAllgather, process_set), std::move(cb),
+                  process_set);
   op->request.tensors.push_back(Spec(op->request.key, input));
   op->inputs = {input};
   Status s = CheckTensor("input", input);
@@ -295,7 +316,7 @@ Handle AllgatherAsync(std::string_view name, const Tensor& input, Callback cb, i
 
 Handle GroupedAllgatherAsync(std::string_view group_name, const std::vector<Tensor>& inputs,
                              Callback cb, int process_set) {
-  const std::string group = Name(group_name, OpType::kAllgather);
+  const std::string group = Name(group_name, OpType::kAllgather, process_set);
   auto op = NewOp(OpType::kAllgather, "group:" + group, std::move(cb), process_set);
   op->inputs = inputs;
   Status s;
@@ -319,7 +340,8 @@ Handle AllgatherBytesAsync(std::string_view name, const void* data, size_t n, Ca
 
 Handle BroadcastAsync(std::string_view name, const Tensor& tensor, int root, Callback cb,
                       int process_set) {
-  auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast), std::move(cb), process_set);
+  auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast, process_set), std::move(cb),
+                  process_set);
   op->request.tensors.push_back(Spec(op->request.key, tensor));
   op->request.root = root;
   op->inputs = {tensor};
@@ -344,7 +366,8 @@ Handle BroadcastBytesAsync(std::string_view name, const void* data, size_t n, in
     return Submit(NewOp(OpType::kBroadcast, std::string(name), std::move(cb), process_set),
                   InvalidArgument("data is null for " + std::to_string(n) + " bytes"));
   }
-  auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast), std::move(cb), process_set);
+  auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast, process_set), std::move(cb),
+                  process_set);
   op->request.tensors.push_back(Spec(op->request.key, t));
   op->request.root = root;
   op->request.sized_by_root = true;
@@ -366,7 +389,8 @@ Status Broadcast(std::string_view name, const Tensor& tensor, int root, int proc
 
 Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vector<int64_t>& splits,
                      Callback cb, int process_set) {
-  auto op = NewOp(OpType::kAlltoall, Name(name, OpType::kAlltoall), std::move(cb), process_set);
+  auto op = NewOp(OpType::kAlltoall, Name(name, OpType::kAlltoall, process_set), std::move(cb),
+                  process_set);
   op->request.tensors.push_back(Spec(op->request.key, input));
   op->inputs = {input};
   Status s = CheckTensor("input", input);
@@ -405,8 +429,8 @@ Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vect
 
 Handle ReducescatterAsync(std::string_view name, const Tensor& input,
                           const AllreduceOptions& options) {
-  auto op = NewOp(OpType::kReducescatter, Name(name, OpType::kReducescatter), options.callback,
-                  options.process_set);
+  auto op = NewOp(OpType::kReducescatter, Name(name, OpType::kReducescatter, options.process_set),
+                  options.callback, options.process_set);
   SetReduce(op->request, options);
   op->request.tensors.push_back(Spec(op->request.key, input));
   op->inputs = {input};
@@ -421,7 +445,7 @@ Handle ReducescatterAsync(std::string_view name, const Tensor& input,
 
 Handle GroupedReducescatterAsync(std::string_view group_name, const std::vector<Tensor>& inputs,
                                  const AllreduceOptions& options) {
-  const std::string group = Name(group_name, OpType::kReducescatter);
+  const std::string group = Name(group_name, OpType::kReducescatter, options.process_set);
   auto op = NewOp(OpType::kReducescatter, "group:" + group, options.callback, options.process_set);
   SetReduce(op->request, options);
   op->inputs = inputs;
@@ -443,16 +467,24 @@ Handle GroupedReducescatterAsync(std::string_view group_name, const std::vector<
   return Submit(op, s);
 }
 
+Handle BarrierAsync(int process_set, Callback cb) {
+  return Submit(NewOp(OpType::kBarrier, "__barrier__", std::move(cb), process_set));
+}
+
 Status Barrier(int process_set) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Barrier"));
-  return Submit(NewOp(OpType::kBarrier, "__barrier__", {}, process_set)).Wait();
+  return BarrierAsync(process_set).Wait();
+}
+
+Handle JoinAsync(int process_set, Callback cb) {
+  return Submit(NewOp(OpType::kJoin, "__join__", std::move(cb), process_set));
 }
 
 Status Join(int* last_joined_rank, int process_set) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Join"));
-  auto op = NewOp(OpType::kJoin, "__join__", {}, process_set);
-  Status s = Submit(op).Wait();
-  if (s.ok() && last_joined_rank != nullptr) *last_joined_rank = op->last_joined_rank;
+  Handle h = JoinAsync(process_set);
+  Status s = h.Wait();
+  if (s.ok() && last_joined_rank != nullptr) *last_joined_rank = h.last_joined_rank();
   return s;
 }
 

@@ -262,6 +262,19 @@ hvd_handle* hvd_enqueue_broadcast_bytes(const char* name, const void* data, size
   return Wrap(hvd::BroadcastBytesAsync(NameOr(name), data, n, root, {}, process_set));
 }
 
+hvd_handle* hvd_enqueue_barrier(int process_set) {
+  return Wrap(hvd::BarrierAsync(process_set));
+}
+hvd_handle* hvd_enqueue_join(int process_set) {
+  return Wrap(hvd::JoinAsync(process_set));
+}
+int hvd_handle_last_joined_rank(const hvd_handle* h) {
+  return h ? h->handle.last_joined_rank() : -1;
+}
+int hvd_is_homogeneous(void) {
+  return hvd::IsHomogeneous() ? 1 : 0;
+}
+
 int hvd_process_set_barrier(int process_set) {
   return Report(hvd::Barrier(process_set));
 }
@@ -360,7 +373,9 @@ const void* hvd_handle_output(const hvd_handle* h, size_t* bytes) {
 int hvd_handle_output_shape(const hvd_handle* h, int64_t* dims, int max_dims) {
   if (h == nullptr) return 0;
   const auto& shape = h->handle.output_shape();
-  for (int i = 0; i < max_dims && i < static_cast<int>(shape.size()); ++i) dims[i] = shape[i];
+  for (int i = 0; i < max_dims && i < static_cast<int>(shape.size()) && dims; ++i) {
+    dims[i] = shape[i];
+  }
   return static_cast<int>(shape.size());
 }
 

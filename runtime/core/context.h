@@ -24,6 +24,7 @@ struct Topology {
   int local_size = 1;
   int cross_rank = 0;
   int cross_size = 1;
+  bool homogeneous = true;  // every host runs the same number of ranks
 };
 
 class Context {

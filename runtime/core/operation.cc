@@ -130,5 +130,8 @@ const std::vector<int64_t>& Handle::output_splits(size_t i) const {
 const std::vector<int64_t>& Handle::received_splits() const {
   return output_splits(0);
 }
+int Handle::last_joined_rank() const {
+  return op_ ? op_->last_joined_rank : -1;
+}
 
 }  // namespace hvd

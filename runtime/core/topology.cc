@@ -13,6 +13,7 @@ Topology ComputeTopology(int rank, const std::vector<std::string>& hosts) {
   for (size_t r = 0; r < hosts.size(); ++r) local_rank_of[r] = seen[hosts[r]]++;
   t.local_rank = local_rank_of[rank];
   t.local_size = seen[hosts[rank]];
+  for (const auto& [host, n] : seen) t.homogeneous = t.homogeneous && n == t.local_size;
   // Ranks sharing this local rank, in rank order, one per host.
   t.cross_rank = 0;
   t.cross_size = 0;

@@ -311,6 +311,21 @@ static int AbiVersion2(void) {
   CHECK(hvd_process_set_join(0, &last) == 0 && last == 0, "set join: %d %s", last,
         hvd_last_error());
   CHECK(hvd_process_set_join(0, NULL) == 0, "join without last rank: %s", hvd_last_error());
+  /* Barrier and join as operations. */
+  h = hvd_enqueue_barrier(0);
+  CHECK(hvd_wait_for(h, 10000) == 0 && hvd_handle_last_joined_rank(h) == -1, "barrier op: %s",
+        hvd_last_error());
+  hvd_release(h);
+  h = hvd_enqueue_join(0);
+  CHECK(hvd_wait_for(h, 10000) == 0 && hvd_handle_last_joined_rank(h) == 0, "join op: %d %s",
+        hvd_handle_last_joined_rank(h), hvd_last_error());
+  hvd_release(h);
+  CHECK(hvd_handle_last_joined_rank(NULL) == -1, "last joined rank of NULL");
+  h = hvd_enqueue_barrier(7);
+  CHECK(hvd_wait(h) != 0 && strstr(hvd_last_error(), "7") != NULL, "barrier op on set 7: %s",
+        hvd_last_error());
+  hvd_release(h);
+  CHECK(hvd_is_homogeneous() == 1, "one rank on one host is homogeneous");
 
   /* Timeline to a temporary file. */
   char dir[] = "/tmp/hvd_c_api_test.XXXXXX";

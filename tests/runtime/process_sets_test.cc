@@ -781,6 +781,31 @@ TEST(ConcurrentSets, DisjointSetsRunDifferentCollectivesAtOnce) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// Unnamed operations are numbered per process set: ranks outside a set do not submit its
+// unnamed operations, so one counter for all sets would give the next global ones different
+// names on different ranks (and they would never match).
+TEST(ConcurrentSets, UnnamedOperationsAreNumberedPerSet) {
+  auto res = RunSets(3, [](int rank, int size, const std::string& dir) -> Status {
+    InitOptions o;
+    o.process_sets = {{1, 2}};
+    HVD_RETURN_IF_ERROR(
+        InitRankWith(rank, size, dir, o, {{"HVD_STALL_SHUTDOWN_TIME_SECONDS", "5"}}));
+    for (int set : {1, 1, 1, 0, 0}) {
+      if (set == 1 && rank == 0) continue;
+      AllreduceOptions ao = testing::Sum();
+      ao.process_set = set;
+      int32_t v = rank + 1;
+      Tensor t = MakeTensor(&v, DataType::kInt32, 1);
+      HVD_RETURN_IF_ERROR(Allreduce("", t, t, ao));
+      HVD_RETURN_IF_ERROR(
+          Check(v == (set == 1 ? 5 : 6),
+                "unnamed allreduce in set " + std::to_string(set) + ": " + std::to_string(v)));
+    }
+    return BarrierAndShutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 TEST(ConcurrentSets, OverlappingSetsInterleave) {
   // With a timeline (rank 0's): the same names are in flight in several sets at once.
   const std::string path =

@@ -135,6 +135,13 @@ HVD_C_EXPORT hvd_handle* hvd_enqueue_allgather_bytes(const char* name, const voi
 HVD_C_EXPORT hvd_handle* hvd_enqueue_broadcast_bytes(const char* name, const void* data, size_t n,
                                                      int root, int process_set);
 HVD_C_EXPORT int hvd_process_set_barrier(int process_set);
+/* Barrier and join as operations (waitable with a deadline, so a binding can stay interruptible);
+ * a join handle's last joined rank: hvd_handle_last_joined_rank. */
+HVD_C_EXPORT hvd_handle* hvd_enqueue_barrier(int process_set);
+HVD_C_EXPORT hvd_handle* hvd_enqueue_join(int process_set);
+HVD_C_EXPORT int hvd_handle_last_joined_rank(const hvd_handle* h);
+/* 1 when every host runs the same number of ranks, else 0 (0 before init). */
+HVD_C_EXPORT int hvd_is_homogeneous(void);
 /* *last_joined_rank (may be NULL): the job rank that joined last. */
 HVD_C_EXPORT int hvd_process_set_join(int process_set, int* last_joined_rank);
 

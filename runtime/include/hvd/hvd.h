@@ -73,6 +73,8 @@ HVD_EXPORT int LocalRank();  // rank among the processes on this host
 HVD_EXPORT int LocalSize();  // number of processes on this host
 HVD_EXPORT int CrossRank();  // index of this host among hosts with a process of this local rank
 HVD_EXPORT int CrossSize();  // number of hosts with a process of this local rank
+// Whether every host runs the same number of ranks (false before Init()).
+HVD_EXPORT bool IsHomogeneous();
 
 // ---- Process sets (Horovod 0.23+) ----------------------------------------------------------
 // A process set is a subset of the job's ranks that runs collectives among themselves; every
@@ -169,6 +171,8 @@ class HVD_EXPORT Handle {
   const std::vector<int64_t>& output_splits(size_t i = 0) const;
   // Alltoall: output_splits(0).
   const std::vector<int64_t>& received_splits() const;
+  // JoinAsync: the (job) rank that joined last; -1 for other operations.
+  int last_joined_rank() const;
 
  private:
   std::shared_ptr<internal::Operation> op_;
@@ -251,12 +255,15 @@ HVD_EXPORT Handle GroupedReducescatterAsync(std::string_view group_name,
 
 // Returns when every rank of the set has called Barrier.
 HVD_EXPORT Status Barrier(int process_set = kGlobalProcessSet);
+HVD_EXPORT Handle BarrierAsync(int process_set = kGlobalProcessSet, Callback cb = {});
 
 // Tells the others this rank has run out of data. Until every rank of the set has joined, this
 // rank takes part in the others' allreduces with zeros (averages divide by the ranks that
 // contributed), broadcasts and allgathers, without submitting anything itself. Returns when all
 // have joined; *last_joined_rank (optional) gets the (job) rank that joined last.
 HVD_EXPORT Status Join(int* last_joined_rank = nullptr, int process_set = kGlobalProcessSet);
+// Join as an operation: Handle::last_joined_rank() once it completes.
+HVD_EXPORT Handle JoinAsync(int process_set = kGlobalProcessSet, Callback cb = {});
 
 // ---- Local gradient aggregation ---------------------------------------------------------------
 
