@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A ctest smoke run of the benchmarks (not a measurement): every allreduce path of
 # allreduce_bench (process sets included), reinit_bench, the peers' programs that this build has (bench/peers), the launch hello under
-# hvdrun, and compare.py end to end on one small size, each checked for exit 0 and correct
+# hvdrun, compare.py end to end on one small size, torch_step_bench.py where torch is, each checked for exit 0 and correct
 # results; a bad flag must be refused with exit 2 naming it. Sizes include a count that no rank
 # count divides (1025 floats).
 #   smoke_test.sh BUILD_DIR SOURCE_DIR
@@ -78,4 +78,17 @@ grep -q "round 1/1 done" <<<"$out" || fail "compare.py ran no round:"$'\n'"$out"
 row=$(grep -m1 '^    4K ' <<<"$out") || fail "compare.py printed no 4K row:"$'\n'"$out"
 n=$(grep -o '|' <<<"$row" | wc -l)
 [ "$n" -eq "$(tr ',' '\n' <<<"$impls" | wc -l)" ] || fail "compare.py's 4K row lacks a program: $row"
+
+# torch_step_bench.py (hvd.torch against DDP-gloo, Python's overhead), where Debian's torch and
+# the Python package are: one short round of the small model on 2 ranks, every table row filled.
+if [ -d "$build/python/hvd" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  out=$(timeout 240 /usr/bin/python3 "$src/bench/torch_step_bench.py" --build-dir "$build" \
+    --rounds 1 --np 2 --models small --seconds 0.05 --run-timeout 60 2>&1) ||
+    fail "torch_step_bench.py: exit $?:"$'\n'"$out"
+  grep -Eq '^ +2 +small( +-?[0-9.]+){9}x$' <<<"$out" ||
+    fail "torch_step_bench.py printed no complete small-model row:"$'\n'"$out"
+  grep -q "^goal hvd.allreduce from Python within .*: \(met\|MISSED\)" <<<"$out" ||
+    fail "torch_step_bench.py measured no Python overhead:"$'\n'"$out"
+  impls=$impls,torch_step_bench
+fi
 echo "smoke_test: ok ($impls)"

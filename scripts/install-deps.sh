@@ -10,6 +10,12 @@ packages=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev
   libsqlite3-dev
   python3 iproute2 procps
+  # The Python binding (hvd.torch), its tests and examples/torch_train.py, which trains on
+  # scikit-learn's digits dataset (shipped inside python3-sklearn: nothing is downloaded).
+  python3-torch python3-pytest python3-sklearn
+  # OpenBLAS for Debian's torch: without it torch falls back to the reference BLAS, ~10x slower
+  # here (docs/performance.md), which would swamp every training-step measurement.
+  libopenblas0
   libssh-dev openssh-client openssh-server
 )
 

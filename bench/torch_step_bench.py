@@ -1,0 +1,543 @@
+#!/usr/bin/python3
+"""torch_step_bench: a PyTorch training step with hvd.torch against PyTorch's
+DistributedDataParallel on gloo, side by side, and hvd.allreduce's Python overhead.
+
+    PYTHONPATH=build/python /usr/bin/python3 bench/torch_step_bench.py
+        [--np 2,4] [--rounds 3] [--models large,small] [--batch 32] [--seconds 1.0]
+        [--build-dir build] [--run-timeout 180]
+
+Training steps: the same MLP, the same synthetic batch (per rank; fixed, so no data loading is
+timed) and the same SGD step, run three ways:
+  hvd   hvd.DistributedOptimizer(opt, named_parameters=...) after hvd.broadcast_parameters
+        (hvd's ranks meet through HVD_RANK/HVD_SIZE/HVD_RENDEZVOUS=file://<tmpdir>);
+  ddp   torch.nn.parallel.DistributedDataParallel on torch.distributed's gloo backend
+        (MASTER_ADDR=127.0.0.1, MASTER_PORT=a free port, GLOO_SOCKET_IFNAME=lo);
+  none  no communication at all, the same ranks side by side (they agree on loop lengths and
+        start their timed loops together through files): the compute-only floor; "comm" in the
+        table is a step's time above it.
+Models: "large" 1024-1536-1024-10 (3.16M float32 parameters: 12.6 MB of gradients per step),
+"small" 64-256-256-10 (85k parameters: 340 KB). One intra-op thread per rank.
+The script prints which BLAS torch loaded: Debian's python3-torch multiplies with whatever
+libblas.so.3 the system selects, the reference (netlib) one unless OpenBLAS is installed
+(libopenblas0-openmp), which makes these steps about 10x faster and communication's share larger.
+Per run: 5 warmup steps, a probe loop grown x4 until it lasts 0.1 s, then a timed loop sized to
+last --seconds (5..2000 steps); time per step = the slowest rank's; samples/s = ranks x batch /
+time per step (the job's throughput).
+
+Python overhead: one synchronous hvd.allreduce of 4 KiB (1024 float32, op=hvd.Sum, a fixed name)
+from Python on 2 ranks, timed as build/bench/allreduce_bench -np 2 --api 1 --sizes 4K --iters 1000
+times hvd::Allreduce from C++ (5 warmup operations, then 1000 timed ones after a barrier, the
+slowest rank's time), which this script runs and parses. Also reported: hvd.allreduce_ (in place).
+
+Every round runs every configuration once, rotating which implementation goes first, so a slow
+spell of the machine hits both alike; the tables are medians over rounds. Each configuration
+starts fresh processes (every rank in a session of its own; all are killed and reaped on
+failure, timeout, SIGTERM or Ctrl-C).
+
+Goals (printed as met/MISSED): hvd >= 1.5x DDP-gloo's samples/s on the large model (>= 10 MB of
+gradients) at every rank count, and hvd.allreduce from Python within 2x of C++'s time per op.
+Exits non-zero when a run fails (not when a goal is missed).
+"""
+import argparse
+import math
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+MODELS = {"large": (1024, 1536, 1024, 10), "small": (64, 256, 256, 10)}
+GOAL_THROUGHPUT = 1.5  # hvd samples/s over DDP-gloo's, large model
+GOAL_OVERHEAD = 2.0    # Python time per 4 KiB allreduce over C++'s
+WARMUP_STEPS = 5
+MODULE = "hvd.torch"
+IMPLS = ["hvd", "ddp", "none"]  # a round's order rotates through these
+IMPLS_ORDERED = ["none", "hvd", "ddp"]
+LAT_WARMUP, LAT_ITERS = 5, 1000
+
+
+# ----------------------------------------------------------------------------- worker side
+
+def build_model(torch, dims):
+    layers = []
+    for i in range(len(dims) - 1):
+        layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
+        if i < len(dims) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers)
+
+
+class HvdComm:
+    """The little the timing loop needs, over Horovod's API."""
+
+    def __init__(self, args):
+        import importlib
+        self.hvd = importlib.import_module(args.module)
+        self.hvd.init()
+        self.rank, self.size = self.hvd.rank(), self.hvd.size()
+
+    def barrier(self):
+        import torch
+        if hasattr(self.hvd, "barrier"):
+            self.hvd.barrier()
+        else:
+            self.hvd.allreduce(torch.zeros(1), name="bench.barrier")
+
+    def max(self, v):
+        return max(self.hvd.allgather_object(v))
+
+    def wrap(self, model, opt):
+        self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        opt = self.hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+        self.hvd.broadcast_optimizer_state(opt, root_rank=0)
+        return model, opt
+
+    def close(self):
+        self.hvd.shutdown()
+
+
+class DdpComm:
+    def __init__(self):
+        import torch.distributed as dist
+        self.dist = dist
+        dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+        self.rank, self.size = dist.get_rank(), dist.get_world_size()
+
+    def barrier(self):
+        self.dist.barrier()
+
+    def max(self, v):
+        out = [None] * self.size
+        self.dist.all_gather_object(out, v)
+        return max(out)
+
+    def wrap(self, model, opt):
+        from torch.nn.parallel import DistributedDataParallel
+        return DistributedDataParallel(model), opt
+
+    def close(self):
+        self.dist.destroy_process_group()
+
+
+class LocalComm:
+    """No communication: the compute-only floor, the same ranks running side by side. Barrier and
+    max go through files in the launch's directory, so the ranks size their loops alike and the
+    timed loops overlap as the others' do; every rank reports, and the launcher takes the
+    slowest."""
+
+    def __init__(self):
+        self.rank, self.size = int(os.environ["BENCH_RANK"]), int(os.environ["BENCH_SIZE"])
+        self.dir, self.calls = os.environ["BENCH_SYNC_DIR"], 0
+
+    def max(self, v):
+        self.calls += 1
+        path = lambda r: os.path.join(self.dir, f"sync.{self.calls}.{r}")
+        with open(path(self.rank) + ".tmp", "w") as f:
+            f.write(repr(float(v)))
+        os.rename(path(self.rank) + ".tmp", path(self.rank))  # readers see all of it or nothing
+        deadline = time.monotonic() + 120
+        while not all(os.path.exists(path(r)) for r in range(self.size)):
+            if time.monotonic() > deadline:
+                raise RuntimeError("local barrier: the other ranks never arrived")
+            time.sleep(0.0005)
+        values = []
+        for r in range(self.size):
+            with open(path(r)) as f:
+                values.append(float(f.read()))
+        return max(values)
+
+    def barrier(self):
+        self.max(0)
+
+    def wrap(self, model, opt):
+        return model, opt
+
+    def close(self):
+        pass
+
+
+def worker_steps(comm, args):
+    import torch
+    import torch.nn.functional as F
+
+    dims = MODELS[args.model]
+    torch.manual_seed(1)
+    model = build_model(torch, dims)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model, opt = comm.wrap(model, opt)
+    g = torch.Generator().manual_seed(100 + comm.rank)
+    x = torch.randn(args.batch, dims[0], generator=g)
+    y = torch.randint(0, dims[-1], (args.batch,), generator=g)
+
+    def steps(n):
+        comm.barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+        return comm.max(time.perf_counter() - t0)
+
+    steps(WARMUP_STEPS)
+    n, t = 1, steps(1)
+    while t < 0.1 and n < 2000:
+        n = min(2000, n * 4)
+        t = steps(n)
+    n = max(5, min(2000, math.ceil(args.seconds * n / t)))
+    t = steps(n)
+    if comm.rank == 0:
+        params = sum(p.numel() for p in model.parameters())
+        print(f"RESULT impl={args.worker} np={comm.size} model={args.model} steps={n} "
+              f"step_ms={t / n * 1e3:.4f} samples_s={comm.size * args.batch * n / t:.1f} "
+              f"params={params}", flush=True)
+
+
+def worker_latency(comm, args):
+    import torch
+
+    hvd = comm.hvd
+    for name, call in (("allreduce", hvd.allreduce), ("allreduce_", hvd.allreduce_)):
+        t = torch.zeros(1024)  # 4 KiB; zeros stay zeros under Sum
+        for _ in range(LAT_WARMUP):
+            call(t, name="bench.lat4k", op=hvd.Sum)
+        comm.barrier()
+        t0 = time.perf_counter()
+        for _ in range(LAT_ITERS):
+            call(t, name="bench.lat4k", op=hvd.Sum)
+        s = comm.max(time.perf_counter() - t0)
+        if comm.rank == 0:
+            print(f"RESULT impl=py-{name} np={comm.size} us={s / LAT_ITERS * 1e6:.3f}", flush=True)
+
+
+def worker_main(args):
+    import torch
+
+    torch.set_num_threads(1)
+    comm = (HvdComm(args) if args.worker in ("hvd", "latency") else
+            LocalComm() if args.worker == "none" else DdpComm())
+    try:
+        (worker_latency if args.worker == "latency" else worker_steps)(comm, args)
+    finally:
+        comm.close()
+    return 0
+
+
+# ----------------------------------------------------------------------------- launcher side
+
+_live = []  # Popen objects still to reap, for the signal handler
+
+
+def _kill(procs):
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [p for p in procs if p.poll() is None]
+        for p in alive:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        for p in alive:
+            try:
+                p.wait(timeout=max(0.01, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+    for p in procs:
+        p.wait()  # reaped (SIGKILL cannot be refused)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(kind, np_, worker_argv, timeout):
+    """Starts np_ ranks of this script as `kind` (hvd|latency: hvd's env rendezvous; ddp:
+    torch.distributed's env://; none: files); returns (RESULT lines, None) or (None, why)."""
+    tmp = tempfile.mkdtemp(prefix="torch_step_bench.")
+    port = free_port() if kind == "ddp" else None
+    procs, outs = [], []
+    try:
+        for r in range(np_):
+            env = dict(os.environ, OMP_NUM_THREADS="1")
+            if kind == "none":
+                env.update(BENCH_RANK=str(r), BENCH_SIZE=str(np_), BENCH_SYNC_DIR=tmp)
+            elif kind == "ddp":
+                env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(r),
+                           WORLD_SIZE=str(np_), GLOO_SOCKET_IFNAME="lo")
+            else:
+                env.update(HVD_RANK=str(r), HVD_SIZE=str(np_),
+                           HVD_RENDEZVOUS=f"file://{tmp}/rendezvous")
+            argv = worker_argv + (["--module", MODULE] if kind in ("hvd", "latency") else [])
+            out = open(os.path.join(tmp, f"rank{r}.out"), "w+")
+            outs.append(out)
+            p = subprocess.Popen([PYTHON, os.path.abspath(__file__), "--worker", kind] + argv,
+                                 env=env, stdin=subprocess.DEVNULL, stdout=out,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+            procs.append(p)
+            _live.append(p)
+        deadline = time.monotonic() + timeout
+        why = None
+        while any(p.poll() is None for p in procs):
+            bad = [r for r, p in enumerate(procs) if p.returncode not in (None, 0)]
+            if bad:
+                why = f"rank {bad[0]} exited with {procs[bad[0]].returncode}"
+                break
+            if time.monotonic() > deadline:
+                why = f"timed out after {timeout} s"
+                break
+            time.sleep(0.02)
+        _kill(procs)
+        if why is None:
+            bad = [r for r, p in enumerate(procs) if p.returncode != 0]
+            if bad:
+                why = f"rank {bad[0]} exited with {procs[bad[0]].returncode}"
+        texts = []
+        for out in outs:
+            out.seek(0)
+            texts.append(out.read())
+        if why:
+            failed = [r for r, p in enumerate(procs) if p.returncode not in (0, -signal.SIGTERM,
+                                                                             -signal.SIGKILL)]
+            text = texts[failed[0] if failed else 0]
+            tail = "\n".join(text.splitlines()[-15:])
+            return None, f"{kind} -np {np_} {' '.join(worker_argv)}: {why}\n{tail}"
+        return [l for l in texts[0].splitlines() if l.startswith("RESULT ")], None
+    finally:
+        _kill(procs)
+        for p in procs:
+            if p in _live:
+                _live.remove(p)
+        for out in outs:
+            out.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fields(line):
+    return dict(kv.split("=", 1) for kv in line.split()[1:])
+
+
+def cpp_latency(build, timeout):
+    argv = [os.path.join(build, "bench", "allreduce_bench"), "-np", "2", "--api", "1",
+            "--sizes", "4K", "--iters", str(LAT_ITERS), "--warmup", str(LAT_WARMUP),
+            "--results", "1", "--ref", "0"]
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    _live.append(p)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill([p])
+        return None, f"{' '.join(argv)}: timed out after {timeout} s"
+    finally:
+        _kill([p])
+        _live.remove(p)
+    m = re.search(r"^RESULT .*\bus=([0-9.]+)", out, re.M)
+    if p.returncode != 0 or not m:
+        return None, f"{' '.join(argv)}: exit {p.returncode}\n{out[-2000:]}"
+    return float(m.group(1)), None
+
+
+def machine():
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{cpu}, nproc {os.cpu_count()}, Linux {platform.release()} {platform.machine()}"
+
+
+def blas():
+    """The BLAS library torch loaded here (the ranks inherit the environment that chose it)."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {l.split()[-1] for l in f if "blas" in l.split()[-1].lower()}
+    except OSError:
+        return "unknown"
+    paths = sorted(os.path.realpath(p) for p in paths)
+    if not paths:
+        return "none loaded"
+    kind = ("OpenBLAS" if any("openblas" in p for p in paths) else
+            "reference (netlib) BLAS: slow; Debian's libopenblas0-openmp replaces it"
+            if any(p.endswith("/blas/libblas.so.3") or "libblas.so.3." in p for p in paths)
+            else "other")
+    return f"{kind} ({', '.join(paths)})"
+
+
+def launcher_main(args):
+    import torch  # only its version; the ranks import it themselves
+
+    global MODULE
+    MODULE = args.module
+    build = os.path.abspath(args.build_dir)
+    if os.path.isdir(os.path.join(build, "python")):
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            [os.path.join(build, "python")] + [p for p in os.environ.get("PYTHONPATH", "").split(
+                os.pathsep) if p])
+    parts = set(args.parts.split(","))
+    if not parts or parts - {"steps", "latency"}:
+        sys.exit(f"torch_step_bench: --parts takes steps, latency or both, not {args.parts!r}")
+    nps = [int(n) for n in args.np.split(",")] if "steps" in parts else []
+    models = args.models.split(",")
+    for m in models:
+        if m not in MODELS:
+            sys.exit(f"torch_step_bench: unknown model {m!r} (large, small)")
+    print(f"# torch_step_bench: hvd.torch DistributedOptimizer vs DistributedDataParallel "
+          f"(gloo), PyTorch {torch.__version__}, Python {platform.python_version()}")
+    print(f"# machine: {machine()}; load average {os.getloadavg()[0]:.2f} at start")
+    print(f"# BLAS: {blas()}")
+    print(f"# {args.rounds} rounds, ranks {nps}, batch {args.batch} per rank, one intra-op thread "
+          f"per rank; medians over rounds")
+    step = {}  # (np, model, impl) -> {round: step_ms}
+    lat = {}   # impl -> {round: us}
+    failed = []
+
+    def fail(why):
+        failed.append(why)
+        print(f"# FAILED: {why}", file=sys.stderr, flush=True)
+
+    t_start = time.time()
+    for rnd in range(args.rounds):
+        for np_ in nps:
+            for model in models:
+                impls = IMPLS[rnd % len(IMPLS):] + IMPLS[:rnd % len(IMPLS)]
+                for impl in impls:
+                    wargs = ["--model", model, "--batch", str(args.batch),
+                             "--seconds", str(args.seconds)]
+                    res, why = launch(impl, np_, wargs, args.run_timeout)
+                    if not why and not res:
+                        why = f"{impl} -np {np_}: no RESULT line"
+                    if why:
+                        fail(why)
+                        continue
+                    f = fields(res[0])
+                    ms = float(f["step_ms"])
+                    step.setdefault((np_, model, impl), {})[rnd] = ms
+                    print(f"# round {rnd + 1}: {impl:4s} np={np_} {model:5s} {ms:9.2f} ms/step "
+                          f"{np_ * args.batch / ms * 1e3:10.1f} samples/s ({f['steps']} steps)",
+                          flush=True)
+        order = (["cpp", "py"] if rnd % 2 == 0 else ["py", "cpp"]) if "latency" in parts else []
+        for which in order:
+            if which == "cpp":
+                us, why = cpp_latency(build, args.run_timeout)
+                if why:
+                    fail(why)
+                    continue
+                lat.setdefault("cpp", {})[rnd] = us
+            else:
+                res, why = launch("latency", 2, [], args.run_timeout)
+                if why:
+                    fail(why)
+                    continue
+                for line in res:
+                    f = fields(line)
+                    lat.setdefault(f["impl"], {})[rnd] = float(f["us"])
+        if order:
+            print(f"# round {rnd + 1}: 4 KiB allreduce, us/op: " + ", ".join(
+                f"{k} {v[rnd]:.2f}" for k, v in sorted(lat.items()) if rnd in v), flush=True)
+
+    nan = float("nan")
+    med = lambda xs: statistics.median(xs) if xs else nan
+
+    def ratio(num, den):
+        """The median over rounds of num/den measured in the same round (a slow spell then hits
+        both alike)."""
+        return med([num[r] / den[r] for r in num if r in den])
+
+    def verdict(ok, measured):
+        return "not measured" if not measured else "met" if ok else "MISSED"
+
+    print(f"\n# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t_start))}, "
+          f"{time.time() - t_start:.0f} s; load average {os.getloadavg()[0]:.2f} at the end")
+    goal_ratios = []
+    if nps:
+        print("# training step: median time per step (ms) over rounds; samples/s = ranks x batch "
+              "/ that time; hvd/ddp: median over rounds of the same round's samples/s ratio")
+        print("# none: the same step with no communication (the ranks side by side), what neither "
+              "can beat; comm = step - none")
+        print(f"{'ranks':>5} {'model':>6} {'grad MB':>7} {'none ms':>8} {'hvd ms':>8} "
+              f"{'ddp ms':>8} {'hvd comm':>8} {'ddp comm':>8} {'hvd smp/s':>10} {'ddp smp/s':>10} "
+              f"{'hvd/ddp':>8}")
+    for np_ in nps:
+        for model in models:
+            runs = {i: step.get((np_, model, i), {}) for i in IMPLS}
+            none, h, d = (med(list(runs[i].values())) for i in IMPLS_ORDERED)
+            dims = MODELS[model]
+            mb = sum(dims[i] * dims[i + 1] + dims[i + 1] for i in range(len(dims) - 1)) * 4 / 1e6
+            r = ratio(runs["ddp"], runs["hvd"])  # samples/s hvd over ddp: ddp's time over hvd's
+            if mb >= 10:
+                goal_ratios.append((np_, r))
+            rate = lambda ms: np_ * args.batch / ms * 1e3
+            print(f"{np_:>5} {model:>6} {mb:7.2f} {none:8.2f} {h:8.2f} {d:8.2f} {h - none:8.2f} "
+                  f"{d - none:8.2f} {rate(h):10.1f} {rate(d):10.1f} {r:7.2f}x")
+    overhead = nan
+    if "latency" in parts:
+        print("# 4 KiB synchronous allreduce on 2 ranks: median us/op over rounds; x C++: median "
+              "over rounds of the same round's ratio")
+        cpp = lat.get("cpp", {})
+        for k in ("cpp", "py-allreduce", "py-allreduce_"):
+            v = lat.get(k, {})
+            print(f"  {k:15s} {med(list(v.values())):9.2f} us" +
+                  (f"   {ratio(v, cpp):.2f}x C++" if k != "cpp" else ""))
+        overhead = ratio(lat.get("py-allreduce", {}), cpp)
+    print()
+    if goal_ratios:
+        measured = all(not math.isnan(r) for _, r in goal_ratios)
+        ok = all(r >= GOAL_THROUGHPUT for _, r in goal_ratios)
+        print(f"goal hvd >= {GOAL_THROUGHPUT}x DDP-gloo samples/s on >= 10 MB gradients: "
+              f"{verdict(ok, measured)} (" + ", ".join(
+                  f"{n} ranks {r:.2f}x" for n, r in goal_ratios) + ")")
+    if "latency" in parts:
+        print(f"goal hvd.allreduce from Python within {GOAL_OVERHEAD}x of C++ (4 KiB): "
+              f"{verdict(overhead <= GOAL_OVERHEAD, not math.isnan(overhead))} ({overhead:.2f}x)")
+    if failed:
+        print(f"torch_step_bench: {len(failed)} run(s) failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--np", default="2,4", help="rank counts, comma-separated")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--models", default="large,small")
+    p.add_argument("--parts", default="steps,latency",
+                   help="what to measure: steps (training steps), latency (4 KiB allreduce)")
+    p.add_argument("--batch", type=int, default=32, help="samples per rank per step")
+    p.add_argument("--seconds", type=float, default=1.0, help="timed loop length per run")
+    p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    p.add_argument("--run-timeout", type=int, default=180, help="seconds per run")
+    p.add_argument("--module", default="hvd.torch",
+                   help="the Horovod-API module hvd's ranks import (horovod.torch: hvd's compat "
+                        "package, on PYTHONPATH)")
+    p.add_argument("--worker", help=argparse.SUPPRESS)  # hvd | ddp | latency: one rank
+    p.add_argument("--model", default="large", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        return worker_main(args)
+
+    def on_term(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        return launcher_main(args)
+    finally:
+        _kill(list(_live))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

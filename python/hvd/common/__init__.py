@@ -1,0 +1,1 @@
+"""Framework-independent parts of hvd's Python bindings (Horovod's horovod.common)."""

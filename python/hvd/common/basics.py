@@ -1,0 +1,500 @@
+"""Loads libhvd.so through ctypes, declares the C ABI (runtime/include/hvd/c_api.h) and implements
+the framework-independent part of Horovod's API: init, shutdown, topology, build flags, timeline,
+reduction op values, process set bookkeeping.
+
+Where the library is looked for (the first that is set or exists):
+  1. $HVD_LIBRARY (a path to libhvd.so; when set, nothing else is tried);
+  2. libhvd.so inside the hvd package directory (where the build puts it: build/python/hvd/);
+  3. libhvd.so next to the package directory.
+
+Why ctypes and not a compiled extension: see python/README.md (no ABI coupling with torch; the GIL
+is released around every foreign call; the runtime never calls back into Python).
+"""
+import atexit
+import ctypes
+import os
+import threading
+
+from hvd.common import exceptions as _exc
+from hvd.common.util import is_iterable
+
+ABI_VERSION = 2
+LIBRARY_ENV = "HVD_LIBRARY"
+
+# Horovod's reduction op values (horovod/common/basics.py: horovod_reduce_op_*()); scripts may
+# compare or store them, so they are Horovod's numbers, mapped to hvd's enum at the C boundary.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
+             Product: "Product"}
+# hvd_reduce_op_t (c_api.h)
+HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT, HVD_ADASUM = 0, 1, 2, 3, 4, 5
+_TO_HVD_OP = {Average: HVD_AVERAGE, Sum: HVD_SUM, Adasum: HVD_ADASUM, Min: HVD_MIN, Max: HVD_MAX,
+              Product: HVD_PRODUCT}
+
+
+def hvd_op(op):
+    """Horovod's op value -> hvd_reduce_op_t; ValueError naming the value when unknown."""
+    try:
+        return _TO_HVD_OP[op]
+    except (KeyError, TypeError):
+        raise ValueError("unknown reduction op %r; use hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, "
+                         "hvd.Max or hvd.Product" % (op,)) from None
+
+
+def op_name(op):
+    return _OP_NAMES.get(op, repr(op))
+
+
+class HvdTensor(ctypes.Structure):
+    """hvd_tensor (c_api.h): a dense row-major tensor in the caller's memory."""
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("ndim", ctypes.c_int32),
+        ("dtype", ctypes.c_int32),
+        ("device", ctypes.c_int32),
+        ("reserved", ctypes.c_int32),
+        ("stream", ctypes.c_void_p),
+    ]
+
+
+_c_int = ctypes.c_int
+_c_int_p = ctypes.POINTER(ctypes.c_int)
+_c_i64 = ctypes.c_int64
+_c_i64_p = ctypes.POINTER(ctypes.c_int64)
+_c_size_p = ctypes.POINTER(ctypes.c_size_t)
+_c_double = ctypes.c_double
+_c_char_p = ctypes.c_char_p
+_handle = ctypes.c_void_p  # hvd_handle*
+_tensor_p = ctypes.POINTER(HvdTensor)
+
+# name: (restype, argtypes). Every function the bindings use; a library that lacks one is refused
+# at import with the name of what is missing.
+_PROTOTYPES = {
+    "hvd_abi_version": (_c_int, []),
+    "hvd_init": (_c_int, []),
+    "hvd_init_with_process_sets": (_c_int, [_c_int_p, _c_int_p, _c_int, _c_int]),
+    "hvd_shutdown": (_c_int, []),
+    "hvd_is_initialized": (_c_int, []),
+    "hvd_rank": (_c_int, []),
+    "hvd_size": (_c_int, []),
+    "hvd_local_rank": (_c_int, []),
+    "hvd_local_size": (_c_int, []),
+    "hvd_cross_rank": (_c_int, []),
+    "hvd_cross_size": (_c_int, []),
+    "hvd_last_error": (_c_char_p, []),
+    "hvd_enqueue_allreduce": (_handle, [_c_char_p, _tensor_p, _tensor_p, _c_int, _c_double,
+                                        _c_double, _c_int]),
+    "hvd_enqueue_grouped_allreduce": (_handle, [_c_char_p, _c_int, _tensor_p, _tensor_p, _c_int,
+                                                _c_double, _c_double, _c_int]),
+    "hvd_enqueue_allgather": (_handle, [_c_char_p, _tensor_p, _c_int]),
+    "hvd_enqueue_grouped_allgather": (_handle, [_c_char_p, _c_int, _tensor_p, _c_int]),
+    "hvd_enqueue_broadcast": (_handle, [_c_char_p, _tensor_p, _c_int, _c_int]),
+    "hvd_enqueue_alltoall": (_handle, [_c_char_p, _tensor_p, _c_i64_p, _c_int, _c_int]),
+    "hvd_enqueue_reducescatter": (_handle, [_c_char_p, _tensor_p, _c_int, _c_double, _c_double,
+                                            _c_int]),
+    "hvd_enqueue_grouped_reducescatter": (_handle, [_c_char_p, _c_int, _tensor_p, _c_int,
+                                                    _c_double, _c_double, _c_int]),
+    "hvd_enqueue_allgather_bytes": (_handle, [_c_char_p, ctypes.c_void_p, ctypes.c_size_t,
+                                              _c_int]),
+    "hvd_enqueue_broadcast_bytes": (_handle, [_c_char_p, ctypes.c_void_p, ctypes.c_size_t, _c_int,
+                                              _c_int]),
+    "hvd_process_set_barrier": (_c_int, [_c_int]),
+    "hvd_process_set_join": (_c_int, [_c_int, _c_int_p]),
+    "hvd_add_process_set": (_c_int, [_c_int_p, _c_int, _c_int_p]),
+    "hvd_remove_process_set": (_c_int, [_c_int]),
+    "hvd_process_set_rank": (_c_int, [_c_int]),
+    "hvd_process_set_size": (_c_int, [_c_int]),
+    "hvd_process_set_included": (_c_int, [_c_int]),
+    "hvd_process_set_ranks": (_c_int, [_c_int, _c_int_p, _c_int]),
+    "hvd_process_set_ids": (_c_int, [_c_int_p, _c_int]),
+    "hvd_start_timeline": (_c_int, [_c_char_p, _c_int]),
+    "hvd_stop_timeline": (_c_int, []),
+    "hvd_wait_for": (_c_int, [_handle, _c_i64]),
+    "hvd_wait": (_c_int, [_handle]),
+    "hvd_poll": (_c_int, [_handle]),
+    "hvd_release": (None, [_handle]),
+    "hvd_handle_output_count": (_c_int, [_handle]),
+    "hvd_handle_output_at": (ctypes.c_void_p, [_handle, _c_int, _c_size_p]),
+    "hvd_handle_output_shape_at": (_c_int, [_handle, _c_int, _c_i64_p, _c_int]),
+    "hvd_handle_output_splits": (_c_int, [_handle, _c_int, _c_i64_p, _c_int]),
+}
+
+
+def _library_candidates():
+    pkg_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../hvd
+    return [os.path.join(pkg_dir, "libhvd.so"),
+            os.path.join(os.path.dirname(pkg_dir), "libhvd.so")]
+
+
+def _load_library():
+    env = os.environ.get(LIBRARY_ENV)
+    paths = [env] if env else _library_candidates()
+    problems = []
+    for path in paths:
+        if not os.path.exists(path):
+            problems.append("%s (no such file)" % path)
+            continue
+        try:
+            # ctypes.CDLL (not PyDLL): every call releases the GIL while it runs.
+            lib = ctypes.CDLL(path)
+        except OSError as e:
+            problems.append("%s (%s)" % (path, e))
+            continue
+        missing = [name for name in _PROTOTYPES if not hasattr(lib, name)]
+        if missing:
+            raise ImportError(
+                "hvd: %s is not an hvd runtime of ABI version %d or later (it lacks %s); rebuild "
+                "it (cmake --build build --target hvd_python) or point %s at a current libhvd.so"
+                % (path, ABI_VERSION, ", ".join(missing[:4]), LIBRARY_ENV))
+        for name, (restype, argtypes) in _PROTOTYPES.items():
+            fn = getattr(lib, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        version = lib.hvd_abi_version()
+        if version < ABI_VERSION:
+            raise ImportError("hvd: %s implements C ABI version %d; these bindings need %d or later"
+                              % (path, version, ABI_VERSION))
+        return lib, path
+    where = ("$%s=%s" % (LIBRARY_ENV, env)) if env else ("beside the package: " + ", ".join(paths))
+    raise ImportError(
+        "hvd: cannot load the runtime library libhvd.so; looked for %s. Tried: %s. Build it with "
+        "`cmake --build build --target hvd_python` and put build/python on PYTHONPATH, or set %s "
+        "to the path of libhvd.so." % (where, "; ".join(problems), LIBRARY_ENV))
+
+
+lib, library_path = _load_library()
+
+
+def last_error():
+    msg = lib.hvd_last_error()
+    return msg.decode("utf-8", "replace") if msg else ""
+
+
+def check(code, context=None):
+    """Raises the exception for a non-zero status `code` (message from hvd_last_error())."""
+    if code != 0:
+        raise _exc.error_from_status(code, last_error(), context)
+
+
+def wait(handle_ptr):
+    """Waits for an operation (GIL released, in 100 ms slices so that Ctrl-C is seen) and returns
+    (status code, message). The handle stays the caller's to release."""
+    while True:
+        code = lib.hvd_wait_for(handle_ptr, 100)
+        if code != _exc.DEADLINE_EXCEEDED or lib.hvd_poll(handle_ptr):
+            break
+    # Complete: hvd_wait returns at once with the operation's own status and message.
+    code = lib.hvd_wait(handle_ptr)
+    return code, (last_error() if code != 0 else "")
+
+
+def wait_and_release(handle_ptr, context=None):
+    """Waits for a handle nobody else holds, releases it, raises on failure. A KeyboardInterrupt
+    during the wait leaves the handle unreleased (its buffers may still be in use)."""
+    code, msg = wait(handle_ptr)
+    lib.hvd_release(handle_ptr)
+    if code != 0:
+        raise _exc.error_from_status(code, msg, context)
+
+
+# ---- lifecycle ----------------------------------------------------------------------------------
+
+_NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+_lock = threading.RLock()
+_atexit_registered = False
+_homogeneous = False
+_init_hooks = []      # called when init() starts a new session
+
+
+def add_init_hook(fn):
+    _init_hooks.append(fn)
+
+
+def _int_array(values):
+    values = list(values)
+    return (ctypes.c_int * max(1, len(values)))(*values)
+
+
+def init(comm=None, process_sets=None):
+    """Initializes hvd (Horovod's hvd.init()): meets the other ranks named by the environment
+    (HVD_RANK/HVD_SIZE/HVD_RENDEZVOUS or Horovod's names, set by hvdrun) and starts the background
+    thread. Calling it again does nothing.
+
+    comm: None (every rank of the job). hvd has no MPI, so an MPI communicator is refused; a list
+    of ranks is accepted only when it names every rank of the job.
+    process_sets: None, a list of hvd.ProcessSet to register now (ids 1, 2, ... after those of
+    HVD_PROCESS_SETS), or "dynamic" to allow hvd.add_process_set()/remove_process_set() later.
+    """
+    from hvd.common import process_sets as _ps
+
+    global _atexit_registered, _homogeneous
+    comm_ranks = None
+    if comm is not None:
+        if isinstance(comm, (str, bytes)) or not is_iterable(comm):
+            raise ValueError(
+                "hvd.init(comm=%r): hvd has no MPI support, so an MPI communicator cannot be "
+                "used; start the ranks with hvdrun (or HVD_RANK/HVD_SIZE/HVD_RENDEZVOUS) and call "
+                "hvd.init() without comm" % (comm,))
+        comm_ranks = sorted(int(r) for r in comm) or None
+
+    dynamic = False
+    if process_sets is None:
+        sets = []
+    elif isinstance(process_sets, str):
+        if process_sets.lower() != "dynamic":
+            raise ValueError("process_sets must be a list of hvd.ProcessSet or \"dynamic\", not %r"
+                             % (process_sets,))
+        sets, dynamic = [], True
+    else:
+        sets = list(process_sets)
+        for i, ps in enumerate(sets):
+            if not isinstance(ps, _ps.ProcessSet):
+                raise ValueError("process_sets entry %d is %r, not an hvd.ProcessSet" % (i, ps))
+            if ps.ranks is None:
+                raise ValueError("process_sets entry %d (%s) has no ranks (hvd has no MPI "
+                                 "communicators)" % (i, ps))
+    with _lock:
+        was_initialized = bool(lib.hvd_is_initialized())
+        flat = [r for ps in sets for r in ps.ranks]
+        sizes = [len(ps.ranks) for ps in sets]
+        check(lib.hvd_init_with_process_sets(_int_array(flat), _int_array(sizes), len(sets),
+                                             1 if dynamic else 0), "hvd.init")
+        if not _atexit_registered:
+            atexit.register(_shutdown_at_exit, os.getpid())
+            _atexit_registered = True
+        if comm_ranks is not None and comm_ranks != list(range(size())):
+            raise ValueError("hvd.init(comm=%s): hvd runs every rank of the job (%d ranks); a "
+                             "communicator over a subset needs MPI. Use hvd.ProcessSet for "
+                             "subsets." % (comm_ranks, size()))
+        if not was_initialized:
+            # A new session: what the bindings kept of an earlier one goes.
+            for hook in list(_init_hooks):
+                hook()
+            _homogeneous = _compute_homogeneous()
+        _ps._init_process_sets(sets)
+
+
+def _compute_homogeneous():
+    """Whether every host runs the same number of ranks: one small allgather of local sizes
+    (made once per init, on every rank, so that every rank answers alike)."""
+    n = size()
+    if n == 1:
+        return True
+    mine = (ctypes.c_int32 * 1)(local_size())
+    shape = (ctypes.c_int64 * 1)(1)
+    t = HvdTensor(ctypes.cast(mine, ctypes.c_void_p), shape, 1, 6, -1, 0, None)  # int32
+    h = lib.hvd_enqueue_allgather(b"hvd.init.local_sizes", ctypes.byref(t), 0)
+    try:
+        code, msg = wait(h)
+        if code != 0:
+            raise _exc.error_from_status(code, msg, "hvd.init")
+        nbytes = ctypes.c_size_t(0)
+        ptr = lib.hvd_handle_output_at(h, 0, ctypes.byref(nbytes))
+        count = nbytes.value // 4
+        sizes = list((ctypes.c_int32 * count).from_address(ptr)) if count else []
+    finally:
+        lib.hvd_release(h)
+    return len(set(sizes)) <= 1
+
+
+def shutdown():
+    """Stops hvd (Horovod's hvd.shutdown()). Operations still pending on any rank fail with
+    HorovodInternalError. Safe to call when not initialized and more than once; it never raises
+    (as Horovod's): a failure that stopped hvd earlier was raised by the operations it failed."""
+    with _lock:
+        lib.hvd_shutdown()
+
+
+def _shutdown_at_exit(pid):
+    # Only in the process that initialized: a forked child (a DataLoader worker) that exits
+    # through Python must not stop its parent's connections.
+    if os.getpid() == pid:
+        shutdown()
+
+
+def is_initialized():
+    return bool(lib.hvd_is_initialized())
+
+
+def _topology(fn):
+    value = fn()
+    if value == -1:
+        raise ValueError(_NOT_INITIALIZED)
+    return value
+
+
+def size():
+    """The number of ranks in the job."""
+    return _topology(lib.hvd_size)
+
+
+def rank():
+    """This process's rank, 0 .. size()-1."""
+    return _topology(lib.hvd_rank)
+
+
+def local_size():
+    """The number of ranks on this host."""
+    return _topology(lib.hvd_local_size)
+
+
+def local_rank():
+    """This process's rank among the ranks on its host."""
+    return _topology(lib.hvd_local_rank)
+
+
+def cross_size():
+    """The number of hosts that run a rank with this process's local rank."""
+    return _topology(lib.hvd_cross_size)
+
+
+def cross_rank():
+    """The index of this host among the hosts that run a rank with this process's local rank."""
+    return _topology(lib.hvd_cross_rank)
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks (False before init, as Horovod)."""
+    return bool(_homogeneous) if is_initialized() else False
+
+
+# ---- what this build is -------------------------------------------------------------------------
+# hvd moves data over its own TCP and shared-memory transports: no MPI, Gloo, NCCL, DDL or oneCCL,
+# and this build reduces host memory only (no CUDA or ROCm data path; docs/gpu.md).
+
+def mpi_built():
+    return False
+
+
+def mpi_enabled():
+    return False
+
+
+def mpi_threads_supported():
+    raise ValueError("Horovod MPI is not enabled: hvd does not use MPI (ranks meet through "
+                     "hvdrun's rendezvous), so there is no MPI threading to query.")
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def nccl_built():
+    return 0  # Horovod returns NCCL_VERSION_CODE, or 0 without NCCL
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+# ---- timeline -----------------------------------------------------------------------------------
+
+def start_timeline(file_path, mark_cycles=False):
+    """Starts writing a Chrome trace of every tensor to `file_path` (written by rank 0; accepted on
+    every rank). ValueError when not initialized, already recording or the file cannot be made."""
+    if not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    code = lib.hvd_start_timeline(os.fsencode(file_path), 1 if mark_cycles else 0)
+    if code != 0:
+        raise ValueError(last_error())
+
+
+def stop_timeline():
+    """Stops the timeline; the file is then complete JSON. ValueError when not recording."""
+    if not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    code = lib.hvd_stop_timeline()
+    if code != 0:
+        raise ValueError(last_error())
+
+
+# ---- process sets (used by hvd.common.process_sets) ---------------------------------------------
+
+def _process_set_size(process_set_id):
+    if not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    n = lib.hvd_process_set_size(int(process_set_id))
+    if n < 0:
+        raise ValueError("Process set %d does not exist or has not been registered."
+                         % process_set_id)
+    return n
+
+
+def _process_set_rank(process_set_id):
+    _process_set_size(process_set_id)  # raises for "not initialized" and "unknown set"
+    r = lib.hvd_process_set_rank(int(process_set_id))
+    if r < 0:
+        raise ValueError("Process is not part of provided process set (id %d)." % process_set_id)
+    return r
+
+
+def _process_set_included(process_set_id):
+    if not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    return bool(lib.hvd_process_set_included(int(process_set_id)))
+
+
+def _process_set_ranks(process_set_id):
+    n = _process_set_size(process_set_id)
+    buf = (ctypes.c_int * max(1, n))()
+    got = lib.hvd_process_set_ranks(int(process_set_id), buf, n)
+    if got < 0:
+        raise ValueError(last_error())
+    return list(buf[:min(n, got)])
+
+
+def _get_process_set_ids_and_ranks():
+    if not is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    n = lib.hvd_process_set_ids(None, 0)
+    ids = (ctypes.c_int * max(1, n))()
+    n = min(n, lib.hvd_process_set_ids(ids, n))
+    return {int(i): _process_set_ranks(int(i)) for i in ids[:n]}
+
+
+def _add_process_set_impl(ranks):
+    """Registers a set (collective over the job); its id, or None when the set exists already."""
+    ranks = [int(r) for r in ranks]
+    out = ctypes.c_int(-1)
+    code = lib.hvd_add_process_set(_int_array(ranks), len(ranks), ctypes.byref(out))
+    if code == _exc.ALREADY_EXISTS:
+        return None
+    if code in (_exc.INVALID_ARGUMENT, _exc.FAILED_PRECONDITION, _exc.NOT_FOUND):
+        raise ValueError(last_error())
+    check(code, "hvd.add_process_set")
+    return out.value
+
+
+def _remove_process_set_impl(process_set_id):
+    """Removes a set (collective over the job); its id, or None when there is no such set."""
+    if process_set_id == 0:
+        return None
+    code = lib.hvd_remove_process_set(int(process_set_id))
+    if code == _exc.NOT_FOUND:
+        return None
+    if code in (_exc.INVALID_ARGUMENT, _exc.FAILED_PRECONDITION):
+        raise ValueError(last_error())
+    check(code, "hvd.remove_process_set")
+    return process_set_id

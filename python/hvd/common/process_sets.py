@@ -1,0 +1,130 @@
+"""Process sets (Horovod 0.23+): subsets of the job's ranks that run collectives among themselves.
+
+    even = hvd.ProcessSet([0, 2])
+    hvd.init(process_sets=[even])            # or hvd.init(process_sets="dynamic") and
+                                             #    even = hvd.add_process_set([0, 2]) later
+    if even.included():
+        hvd.allreduce(t, process_set=even)
+
+Ranks are always job ranks (hvd.rank()); a set keeps them sorted. Every collective takes a
+`process_set` (default: global_process_set, id 0, every rank).
+"""
+from hvd.common import basics as _basics
+from hvd.common.util import is_iterable
+
+
+class ProcessSet:
+    """A set of ranks that run collectives together. Pass it to hvd.init(process_sets=[...]) or
+    hvd.add_process_set(); once registered, `process_set_id` is set."""
+    process_set_id = None
+    ranks = None
+    mpi_comm = None
+
+    def __init__(self, ranks_or_comm):
+        if isinstance(ranks_or_comm, (str, bytes)) or not is_iterable(ranks_or_comm):
+            raise ValueError("ProcessSet should be initialized with a list of process ranks (hvd "
+                             "has no MPI, so no mpi4py communicator); got %r" % (ranks_or_comm,))
+        ranks = sorted(ranks_or_comm)
+        if any(isinstance(r, bool) or not isinstance(r, int) for r in ranks):
+            raise ValueError("ProcessSet should be initialized with a list of integer ranks; got %r"
+                             % (ranks_or_comm,))
+        self.ranks = ranks
+
+    def _invalidate(self):
+        self.process_set_id = None
+
+    def size(self):
+        """The number of ranks in the set, or None when it is not registered."""
+        if self.process_set_id is None:
+            return None
+        return _basics._process_set_size(self.process_set_id)
+
+    def rank(self):
+        """This process's rank within the set, or None when it is not registered. ValueError when
+        this process is not a member. Collectives still name roots by job rank (hvd.rank())."""
+        if self.process_set_id is None:
+            return None
+        return _basics._process_set_rank(self.process_set_id)
+
+    def included(self):
+        """Whether this process is a member, or None when the set has no ranks yet."""
+        if self.ranks is None:
+            return None
+        return _basics.rank() in self.ranks
+
+    def __str__(self):
+        return "ProcessSet(process_set_id=%s, ranks=%s, mpi_comm=%s)" % (
+            self.process_set_id, self.ranks, self.mpi_comm)
+
+    __repr__ = __str__
+
+
+def _temp_process_set_object(process_set_id):
+    """A ProcessSet for a known id (internal use)."""
+    ps = ProcessSet.__new__(ProcessSet)
+    ps.process_set_id = process_set_id
+    return ps
+
+
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+
+
+def _init_process_sets(process_set_list):
+    """After init: gives each passed set its id (a duplicate of an earlier entry is invalidated)
+    and fills the global set's ranks."""
+    id_to_ranks = _basics._get_process_set_ids_and_ranks()
+    ranks_to_id = {tuple(r): i for i, r in id_to_ranks.items()}
+    seen = {0}
+    for idx, ps in enumerate(process_set_list):
+        ps_id = ranks_to_id.get(tuple(ps.ranks))
+        if ps_id is None:
+            raise ValueError(
+                "process_sets entry %d (%s) is not registered: hvd was initialized already, so "
+                "process sets passed to a later hvd.init() are not added; use "
+                "hvd.add_process_set() with dynamic process sets" % (idx, ps))
+        if ps_id in seen:
+            ps._invalidate()
+            raise ValueError("hvd could not be initialized because process_sets entry number %d "
+                             "is a duplicate: %s" % (idx, ps))
+        ps.process_set_id = ps_id
+        seen.add(ps_id)
+    global_process_set.ranks = list(id_to_ranks[0])
+
+
+def add_process_set(process_set):
+    """Registers a new set after init and returns it (a ProcessSet, or a list of ranks to make one).
+    Collective: every rank of the job must call it with the same ranks. Needs dynamic process
+    sets (hvd.init(process_sets="dynamic") or HOROVOD_DYNAMIC_PROCESS_SETS=1). ValueError when a
+    set with these ranks exists."""
+    if not isinstance(process_set, ProcessSet):
+        process_set = ProcessSet(process_set)
+    ps_id = _basics._add_process_set_impl(process_set.ranks)
+    if ps_id is None:
+        raise ValueError("Attempted to add a duplicate process set: %s" % process_set)
+    process_set.process_set_id = ps_id
+    return process_set
+
+
+def remove_process_set(process_set):
+    """Removes a set added before (collective over the job, like add_process_set) and invalidates
+    the object. False for the global set, an unregistered set, or one that does not exist."""
+    ps_id = process_set.process_set_id
+    if ps_id is None or ps_id == 0:
+        return False
+    process_set._invalidate()
+    return _basics._remove_process_set_impl(ps_id) is not None
+
+
+def process_set_by_id(process_set_id):
+    """A ProcessSet for a registered id (e.g. one from HVD_PROCESS_SETS)."""
+    if process_set_id == 0:
+        return global_process_set
+    ps = ProcessSet(_basics._process_set_ranks(process_set_id))
+    ps.process_set_id = process_set_id
+    return ps
+
+
+def process_set_ids():
+    """Every registered set's id, increasing."""
+    return sorted(_basics._get_process_set_ids_and_ranks())

@@ -1,0 +1,47 @@
+"""Small helpers shared by the bindings (Horovod's horovod.common.util, the parts scripts use)."""
+import warnings
+
+
+def is_iterable(x):
+    try:
+        iter(x)
+    except TypeError:
+        return False
+    return True
+
+
+def split_list(items, num_parts):
+    """Splits `items` into `num_parts` consecutive parts whose lengths differ by at most one
+    (the first parts take the extra items)."""
+    items = list(items)
+    num_parts = max(1, min(int(num_parts), len(items))) if items else 1
+    base, extra = divmod(len(items), num_parts)
+    out, at = [], 0
+    for i in range(num_parts):
+        n = base + (1 if i < extra else 0)
+        out.append(items[at:at + n])
+        at += n
+    return out
+
+
+def num_rank_is_power_2(num_rank):
+    return num_rank > 0 and (num_rank & (num_rank - 1)) == 0
+
+
+def get_average_backwards_compatibility_fun(reduce_ops):
+    """Returns f(op, average) -> op resolving Horovod's deprecated `average` argument:
+    `op` wins; both given is a ValueError; neither means Average."""
+
+    def impl(op, average):
+        if op is not None:
+            if average is not None:
+                raise ValueError("The op parameter supersedes average. "
+                                 "Please provide only one of them.")
+            return op
+        if average is not None:
+            warnings.warn('Parameter `average` has been replaced with `op` and will be removed',
+                          DeprecationWarning, stacklevel=3)
+            return reduce_ops.Average if average else reduce_ops.Sum
+        return reduce_ops.Average
+
+    return impl

@@ -1,0 +1,138 @@
+"""Model, optimizer and object helpers (Horovod's horovod.torch.functions)."""
+import collections
+import pickle
+
+import torch
+
+from hvd.torch.mpi_ops import broadcast_async_, synchronize, rank
+from hvd.torch.mpi_ops import _allgather_bytes, _broadcast_bytes
+from hvd.torch.mpi_ops import global_process_set
+
+
+def broadcast_parameters(params, root_rank, process_set=global_process_set):
+    """Overwrites every rank's parameters with those of `root_rank`, in place.
+
+    params: model.state_dict() (a dict: broadcast in sorted key order), model.named_parameters()
+    or model.parameters() (a list or any iterable of tensors or (name, tensor) pairs). Every rank
+    must pass the same parameters in the same order."""
+    if isinstance(params, dict):
+        params = sorted(params.items())
+    elif isinstance(params, (list, tuple)) or (not isinstance(params, (str, bytes)) and
+                                                hasattr(params, "__iter__")):
+        params = [p if isinstance(p, tuple) else (None, p) for p in params]
+    else:
+        raise ValueError("invalid params of type: %s" % type(params))
+
+    handles = [broadcast_async_(p, root_rank, name, process_set=process_set)
+               for name, p in params]
+    for handle in handles:
+        synchronize(handle)
+
+
+def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
+    """Overwrites every rank's optimizer state (and hyperparameters such as the learning rate) with
+    those of `root_rank`. Works on a plain torch optimizer or a DistributedOptimizer.
+
+    An optimizer whose state is created lazily (Adam, SGD with momentum... before their first
+    step) gets it created first, as Horovod does, by one step on zero gradients; unlike Horovod,
+    the parameters and gradients are then put back as they were, so that the dummy step cannot
+    move them (it would with weight decay)."""
+    if isinstance(optimizer, torch.optim.LBFGS):
+        raise ValueError("cannot broadcast torch.optim.LBFGS state")
+
+    state_dict = optimizer.state_dict()
+    if len(state_dict["state"]) == 0:
+        _initialize_state(optimizer)
+        state_dict = optimizer.state_dict()
+    # Still empty: a stateless optimizer (plain SGD); hyperparameters are broadcast all the same.
+
+    tensors = []
+    scalars = {}
+    callbacks = {}
+    occurrences = collections.defaultdict(int)
+
+    def assign_state(pid, name):
+        def assign(v):
+            state_dict["state"][pid][name] = v
+        return assign
+
+    def assign_option(index, key):
+        def assign(v):
+            optimizer.param_groups[index][key] = v
+        return assign
+
+    for index, group in enumerate(state_dict["param_groups"]):
+        for key, value in group.items():
+            if key == "params":
+                continue
+            k = "%s.%d" % (key, index)
+            scalars[k] = value
+            callbacks[k] = assign_option(index, key)
+        for pid in group["params"]:
+            if pid not in state_dict["state"]:
+                continue  # no state (a parameter without requires_grad)
+            for name, value in state_dict["state"][pid].items():
+                occurrences[name] += 1
+                k = "%s.%d" % (name, occurrences[name])
+                if torch.is_tensor(value):
+                    tensors.append((k, value))
+                else:
+                    scalars[k] = value
+                    callbacks[k] = assign_state(pid, name)
+
+    # state_dict()["state"] holds the optimizer's own state tensors: broadcast in place.
+    broadcast_parameters(tensors, root_rank, process_set=process_set)
+    scalars = broadcast_object(scalars, root_rank, name="optimizer_state.scalars",
+                               process_set=process_set)
+    for k, v in scalars.items():
+        callbacks[k](v)
+
+
+def _initialize_state(optimizer):
+    """Creates a lazily initialized optimizer's state with one step on zero gradients (the base
+    optimizer's step: a DistributedOptimizer's would start allreduces), then restores parameters
+    and gradients."""
+    saved = []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad:
+                saved.append((p, p.detach().clone(), p.grad))
+                grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam):
+                    grad = grad.to_sparse()
+                p.grad = grad
+    base_step = getattr(optimizer, "_hvd_base_step", None)
+    try:
+        if base_step is not None:
+            base_step()
+        else:
+            optimizer.step()
+    finally:
+        with torch.no_grad():
+            for p, data, grad in saved:
+                p.copy_(data)
+                p.grad = grad
+
+
+def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
+    """Returns `obj` of rank `root_rank` on every rank of the set (pickled, sent in one byte
+    broadcast: the size needs no separate exchange). Example:
+
+        state_dict = hvd.broadcast_object(optimizer.state_dict(), 0)
+
+    Without a name, calls are numbered (every rank calls in the same order). Horovod names them
+    after type(obj), which hangs when the other ranks pass a placeholder of another type
+    (`obj if hvd.rank() == 0 else None`); numbering does not.
+    """
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if rank() == root_rank else b""
+    received = _broadcast_bytes(data, root_rank, name, process_set)
+    if rank() == root_rank:
+        return obj
+    return pickle.loads(received)
+
+
+def allgather_object(obj, name=None, process_set=global_process_set):
+    """Returns the list of every rank's `obj` (pickled), in the set's rank order. Objects may
+    differ in size and type between ranks; without a name, calls are numbered."""
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    return [pickle.loads(b) for b in _allgather_bytes(data, name, process_set)]

@@ -1,0 +1,361 @@
+"""hvd.torch's collectives on every dtype: sync and async, in place and not, and their errors."""
+import json
+import os
+import shutil
+import tempfile
+
+import pytest
+import torch
+
+from helpers import DTYPES, FLOATS, NUMERIC, assert_equal
+
+pytestmark = pytest.mark.usefixtures("hvd_session")
+
+
+def base(dtype, shape=(3, 4)):
+    """A small non-negative pattern (0..3) in `dtype` (bool: alternating)."""
+    n = 1
+    for d in shape:
+        n *= d
+    t = torch.arange(n).reshape(shape) % 4
+    return (t % 2 == 1) if dtype is torch.bool else t.to(dtype)
+
+
+def test_topology_and_build_flags(hvd):
+    assert hvd.is_initialized()
+    assert 0 <= hvd.rank() < hvd.size()
+    assert 0 <= hvd.local_rank() < hvd.local_size() <= hvd.size()
+    assert 0 <= hvd.cross_rank() < hvd.cross_size()
+    assert hvd.is_homogeneous() is True  # one host
+    assert hvd.mpi_built() is False and hvd.mpi_enabled() is False
+    assert hvd.gloo_built() is False and hvd.gloo_enabled() is False
+    assert not hvd.nccl_built() and hvd.ddl_built() is False and hvd.ccl_built() is False
+    assert hvd.cuda_built() is False and hvd.rocm_built() is False
+    with pytest.raises(ValueError):
+        hvd.mpi_threads_supported()
+    # Horovod's values.
+    assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
+    assert hvd.global_process_set.process_set_id == 0
+    assert hvd.global_process_set.ranks == list(range(hvd.size()))
+    assert hvd.global_process_set.size() == hvd.size()
+    assert hvd.global_process_set.rank() == hvd.rank()
+    assert hvd.global_process_set.included()
+    h = hvd.allreduce_async(torch.ones(2), op=hvd.Sum, name="across.reinit")
+    hvd.init()  # again: does nothing (pending and completed operations stay)
+    assert_equal(hvd.synchronize(h), torch.full((2,), float(hvd.size())), "after init()")
+
+
+def test_allreduce_every_dtype_and_op(hvd):
+    n, r = hvd.size(), hvd.rank()
+    tri = n * (n + 1) // 2
+    for dtype in DTYPES:
+        b = base(dtype)
+        mine = b if dtype is torch.bool else b * (r + 1)  # (rank+1) * pattern
+        if dtype is torch.bool:
+            # Equal on every rank: every op gives it back. Sum and Max are logical or, Min and
+            # Product logical and.
+            for op in (hvd.Sum, hvd.Max, hvd.Min, hvd.Product):
+                assert_equal(hvd.allreduce(b, op=op), b, "bool op %d" % op)
+            odd = torch.full((5,), r % 2 == 1)
+            assert_equal(hvd.allreduce(odd, op=hvd.Sum), torch.full((5,), n > 1), "bool or")
+            assert_equal(hvd.allreduce(odd, op=hvd.Max), torch.full((5,), n > 1), "bool max")
+            assert_equal(hvd.allreduce(odd, op=hvd.Min), torch.full((5,), False), "bool and")
+            assert_equal(hvd.allreduce(odd, op=hvd.Product), torch.full((5,), False), "bool prod")
+            continue
+        assert_equal(hvd.allreduce(mine, op=hvd.Sum), b * tri, "%s sum" % dtype)
+        assert_equal(hvd.allreduce(mine, op=hvd.Min), b, "%s min" % dtype)
+        assert_equal(hvd.allreduce(mine, op=hvd.Max), b * n, "%s max" % dtype)
+        only_root = b if r == 0 else torch.ones_like(b)
+        assert_equal(hvd.allreduce(only_root, op=hvd.Product), b, "%s product" % dtype)
+        # Average of equal tensors is exact for every dtype; of (rank+1)*b for floats.
+        assert_equal(hvd.allreduce(b, op=hvd.Average), b, "%s average" % dtype)
+        assert_equal(hvd.allreduce(b), b, "%s default op" % dtype)
+        assert torch.equal(mine, b if dtype is torch.bool else b * (r + 1)), "input modified"
+        if dtype in FLOATS:
+            assert_equal(hvd.allreduce(mine, op=hvd.Average), b * (n + 1) / 2, "%s avg" % dtype)
+            assert_equal(hvd.allreduce(mine, op=hvd.Sum, prescale_factor=2.0,
+                                       postscale_factor=0.5), b * tri, "%s scaled" % dtype)
+            assert_equal(hvd.allreduce(b, op=hvd.Sum, postscale_factor=1.0 / n), b,
+                         "%s postscale" % dtype)
+
+
+def test_allreduce_inplace_async_noncontiguous(hvd):
+    n, r = hvd.size(), hvd.rank()
+    tri = n * (n + 1) // 2
+    for dtype in NUMERIC:
+        b = base(dtype, (4, 6))
+        t = b * (r + 1)
+        out = hvd.allreduce_(t, op=hvd.Sum, name="inplace.%s" % dtype)
+        assert out is t
+        assert_equal(t, b * tri, "%s allreduce_" % dtype)
+
+        h = hvd.allreduce_async(b * (r + 1), op=hvd.Sum, name="async.%s" % dtype)
+        assert_equal(hvd.synchronize(h), b * tri, "%s allreduce_async" % dtype)
+        assert hvd.synchronize(h) is None  # a used handle is unknown (as Horovod)
+
+        t = b * (r + 1)
+        h = hvd.allreduce_async_(t, op=hvd.Sum)
+        while not hvd.poll(h):
+            pass
+        assert hvd.synchronize(h) is t
+        assert_equal(t, b * tri, "%s allreduce_async_" % dtype)
+
+        # Non-contiguous: a transposed view and a strided slice, reduced in place.
+        big = (b * (r + 1)).t().contiguous()          # 6 x 4
+        view = big.t()                                 # 4 x 6, not contiguous
+        assert not view.is_contiguous()
+        assert hvd.allreduce_(view, op=hvd.Sum) is view
+        assert_equal(view, b * tri, "%s non-contiguous allreduce_" % dtype)
+        strided = torch.zeros(4, 12, dtype=dtype)
+        strided[:, ::2] = b * (r + 1)
+        out = hvd.allreduce(strided[:, ::2], op=hvd.Sum)
+        assert out.is_contiguous()
+        assert_equal(out, b * tri, "%s strided allreduce" % dtype)
+        assert_equal(strided[:, 1::2], torch.zeros(4, 6, dtype=dtype), "untouched gaps")
+
+
+def test_allreduce_scalar_empty_and_average_arg(hvd):
+    n = hvd.size()
+    assert_equal(hvd.allreduce(torch.tensor(2.0), op=hvd.Sum), torch.tensor(2.0 * n), "scalar")
+    empty = torch.zeros(0, 3)
+    assert_equal(hvd.allreduce(empty, op=hvd.Sum), empty, "empty")
+    x = torch.ones(3)
+    with pytest.warns(DeprecationWarning):
+        assert_equal(hvd.allreduce(x, average=False), x * n, "average=False is Sum")
+    with pytest.warns(DeprecationWarning):
+        assert_equal(hvd.allreduce(x, average=True), x, "average=True is Average")
+    with pytest.raises(ValueError):
+        hvd.allreduce(x, average=True, op=hvd.Sum)
+
+
+def test_unsupported_dtype_and_bad_arguments(hvd):
+    for dtype in (torch.complex64, torch.complex128):
+        with pytest.raises(ValueError, match=str(dtype).replace("torch.", "")):
+            hvd.allreduce(torch.zeros(2, dtype=dtype))
+        with pytest.raises(ValueError, match="not supported"):
+            hvd.allgather_async(torch.zeros(2, dtype=dtype))
+    with pytest.raises(TypeError):
+        hvd.allreduce_async([1, 2, 3])
+    with pytest.raises(ValueError, match="op"):
+        hvd.allreduce(torch.ones(2), op=42)
+    with pytest.raises(ValueError, match="sparse"):
+        hvd.allreduce_async(torch.ones(2, 2).to_sparse())
+    # Refused by the runtime on every rank alike (its message arrives as the exception's).
+    with pytest.raises(ValueError, match="average is not defined for bool"):
+        hvd.allreduce(torch.ones(3, dtype=torch.bool), op=hvd.Average)
+    with pytest.raises(ValueError, match="scalar"):
+        hvd.allgather(torch.tensor(1.0))
+    with pytest.raises(ValueError, match="not a rank"):
+        hvd.broadcast(torch.ones(2), root_rank=hvd.size())
+    with pytest.raises(ValueError):
+        hvd.reducescatter(torch.ones(4), op=hvd.Max)
+    with pytest.raises(ValueError, match="unknown|not created|cleared"):
+        hvd.poll(123456789)
+    # The job goes on after refused operations.
+    assert_equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(hvd.size())),
+                 "after errors")
+
+
+def test_mismatch_between_ranks_is_horovod_internal_error(hvd):
+    if hvd.size() == 1:
+        pytest.skip("needs two ranks")
+    t = torch.ones(hvd.rank() + 1)  # a different shape on every rank
+    with pytest.raises(hvd.HorovodInternalError) as e:
+        hvd.allreduce(t, name="mismatched")
+    assert isinstance(e.value, RuntimeError)
+    assert "mismatched" in str(e.value)
+    assert_equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(hvd.size())),
+                 "after a mismatch")
+
+
+def test_grouped_allreduce(hvd):
+    n, r = hvd.size(), hvd.rank()
+    tri = n * (n + 1) // 2
+    for dtype in NUMERIC:
+        ts = [base(dtype, (2, 3)) * (r + 1), base(dtype, (5,)) * (r + 1)]
+        expected = [base(dtype, (2, 3)) * tri, base(dtype, (5,)) * tri]
+        outs = hvd.grouped_allreduce(ts, op=hvd.Sum, name="g.%s" % dtype)
+        for o, e in zip(outs, expected):
+            assert_equal(o, e, "%s grouped_allreduce" % dtype)
+        outs = hvd.synchronize(hvd.grouped_allreduce_async(ts, op=hvd.Sum))
+        for o, e in zip(outs, expected):
+            assert_equal(o, e, "%s grouped_allreduce_async" % dtype)
+        res = hvd.grouped_allreduce_(ts, op=hvd.Sum)
+        assert all(a is b for a, b in zip(res, ts))
+        for o, e in zip(ts, expected):
+            assert_equal(o, e, "%s grouped_allreduce_" % dtype)
+        ts = [base(dtype, (2, 3)) * (r + 1), base(dtype, (5,)) * (r + 1)]
+        res = hvd.synchronize(hvd.grouped_allreduce_async_(ts, op=hvd.Sum))
+        for o, e in zip(ts, expected):
+            assert_equal(o, e, "%s grouped_allreduce_async_" % dtype)
+    # Mixed dtypes, a non-contiguous member, Average.
+    ts = [torch.ones(3) * (r + 1), (torch.ones(2, 4, dtype=torch.float64) * (r + 1)).t()]
+    outs = hvd.grouped_allreduce(ts)
+    assert_equal(outs[0], torch.ones(3) * (n + 1) / 2, "mixed 0")
+    assert_equal(outs[1], torch.ones(4, 2, dtype=torch.float64) * (n + 1) / 2, "mixed 1")
+    with pytest.raises(ValueError):
+        hvd.grouped_allreduce([])
+
+
+def test_allgather(hvd):
+    n, r = hvd.size(), hvd.rank()
+    for dtype in DTYPES:
+        def rows_of(k):
+            t = torch.full((k + 1, 2, 3), k % 4, dtype=torch.int64)
+            return (t % 2 == 1) if dtype is torch.bool else t.to(dtype)
+        expected = torch.cat([rows_of(k) for k in range(n)])
+        assert_equal(hvd.allgather(rows_of(r)), expected, "%s allgather" % dtype)
+        h = hvd.allgather_async(rows_of(r), name="ag.%s" % dtype)
+        assert_equal(hvd.synchronize(h), expected, "%s allgather_async" % dtype)
+        outs = hvd.grouped_allgather([rows_of(r), rows_of(r)[:, 0]])
+        assert_equal(outs[0], expected, "%s grouped_allgather 0" % dtype)
+        assert_equal(outs[1], expected[:, 0], "%s grouped_allgather 1" % dtype)
+        outs = hvd.synchronize(hvd.grouped_allgather_async([rows_of(r)]))
+        assert_equal(outs[0], expected, "%s grouped_allgather_async" % dtype)
+    # A rank with no rows, and a non-contiguous input.
+    t = torch.arange(6.0).reshape(2, 3).t() if r != 0 else torch.zeros(0, 2)
+    out = hvd.allgather(t)
+    want = torch.cat([torch.zeros(0, 2)] + [torch.arange(6.0).reshape(2, 3).t()] * (n - 1))
+    assert_equal(out, want, "uneven, with an empty rank")
+
+
+def test_broadcast(hvd):
+    n, r = hvd.size(), hvd.rank()
+    root = n - 1
+    for dtype in DTYPES:
+        b = base(dtype)
+        mine = b if r == root else torch.zeros_like(b)
+        out = hvd.broadcast(mine, root_rank=root)
+        assert_equal(out, b, "%s broadcast" % dtype)
+        if r != root:
+            assert_equal(mine, torch.zeros_like(b), "%s broadcast input untouched" % dtype)
+        assert_equal(hvd.synchronize(hvd.broadcast_async(mine, root, name="bc.%s" % dtype)), b,
+                     "%s broadcast_async" % dtype)
+        t = mine.clone()
+        assert hvd.broadcast_(t, root) is t
+        assert_equal(t, b, "%s broadcast_" % dtype)
+        t = mine.clone()
+        assert hvd.synchronize(hvd.broadcast_async_(t, root)) is t
+        assert_equal(t, b, "%s broadcast_async_" % dtype)
+        # In place on a non-contiguous view.
+        holder = torch.zeros(4, 3, dtype=dtype)
+        if r == root:
+            holder.copy_(b.t())
+        view = holder.t()
+        hvd.broadcast_(view, root)
+        assert_equal(view, b, "%s non-contiguous broadcast_" % dtype)
+
+
+def test_alltoall(hvd):
+    n, r = hvd.size(), hvd.rank()
+    for dtype in NUMERIC + [torch.bool]:
+        def block(src, dst, rows):
+            v = (src * 10 + dst) % 100
+            t = torch.full((rows, 3), v, dtype=torch.int64)
+            return (t % 2 == 1) if dtype is torch.bool else t.to(dtype)
+        # Uneven: rank r sends d+1 rows to rank d.
+        tensor = torch.cat([block(r, d, d + 1) for d in range(n)])
+        splits = [d + 1 for d in range(n)]
+        expected = torch.cat([block(s, r, r + 1) for s in range(n)])
+        out, received = hvd.alltoall(tensor, splits=splits)
+        assert_equal(out, expected, "%s alltoall" % dtype)
+        assert received.dtype == torch.int32 and received.tolist() == [r + 1] * n
+        out, received = hvd.alltoall(tensor, splits=torch.tensor(splits, dtype=torch.int64))
+        assert received.dtype == torch.int64 and received.tolist() == [r + 1] * n
+        out, received = hvd.synchronize(hvd.alltoall_async(tensor, splits, name="a2a.%s" % dtype))
+        assert_equal(out, expected, "%s alltoall_async" % dtype)
+        # Even split: returns the output alone (as Horovod when no splits are given).
+        even = torch.cat([block(r, d, 2) for d in range(n)])
+        out = hvd.alltoall(even)
+        assert isinstance(out, torch.Tensor)
+        assert_equal(out, torch.cat([block(s, r, 2) for s in range(n)]), "%s even" % dtype)
+    with pytest.raises(ValueError, match="splits"):
+        hvd.alltoall(torch.ones(n + 1, 2), splits=[1] * (n + 1))
+
+
+def test_reducescatter(hvd):
+    n, r = hvd.size(), hvd.rank()
+    tri = n * (n + 1) // 2
+    rows = 2 * n + 1  # uneven: lower ranks take one extra row
+    shares = [rows // n + (1 if k < rows % n else 0) for k in range(n)]
+    start = sum(shares[:r])
+    for dtype in NUMERIC:
+        b = base(dtype, (rows, 3))
+        mine = b * (r + 1)
+        want = (b * tri)[start:start + shares[r]]
+        assert_equal(hvd.reducescatter(mine, op=hvd.Sum), want, "%s reducescatter" % dtype)
+        assert_equal(hvd.synchronize(hvd.reducescatter_async(mine, name="rs.%s" % dtype,
+                                                             op=hvd.Sum)),
+                     want, "%s reducescatter_async" % dtype)
+        assert_equal(hvd.reducescatter(b), b[start:start + shares[r]], "%s average" % dtype)
+        outs = hvd.grouped_reducescatter([mine, mine[:, :1]], op=hvd.Sum)
+        assert_equal(outs[0], want, "%s grouped_reducescatter 0" % dtype)
+        assert_equal(outs[1], want[:, :1], "%s grouped_reducescatter 1" % dtype)
+        outs = hvd.synchronize(hvd.grouped_reducescatter_async([mine], op=hvd.Sum))
+        assert_equal(outs[0], want, "%s grouped_reducescatter_async" % dtype)
+    x = torch.ones(rows, 2) * (r + 1)
+    out = hvd.reducescatter(x, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.25)
+    assert_equal(out, torch.ones(shares[r], 2) * tri * 0.5, "scaled reducescatter")
+
+
+def test_compression_fp16(hvd):
+    n = hvd.size()
+    x = torch.full((4,), 0.5, dtype=torch.float32)
+    out = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)
+    assert out.dtype == torch.float32
+    assert_equal(out, torch.full((4,), 0.5 * n), "fp16 compressed")
+    ints = torch.ones(3, dtype=torch.int32)
+    assert_equal(hvd.allreduce(ints, op=hvd.Sum, compression=hvd.Compression.fp16),
+                 ints * n, "fp16 leaves ints alone")
+    c, ctx = hvd.Compression.fp16.compress(torch.ones(2, dtype=torch.float64))
+    assert c.dtype == torch.float16
+    assert hvd.Compression.fp16.decompress(c, ctx).dtype == torch.float64
+
+
+def test_barrier_join_and_adasum(hvd):
+    hvd.barrier()
+    hvd.barrier(process_set=hvd.global_process_set)
+    assert hvd.join() in range(hvd.size())
+    n = hvd.size()
+    x = torch.ones(8, dtype=torch.float32)
+    out = hvd.allreduce(x, op=hvd.Adasum)  # equal vectors: Adasum gives the vector back
+    assert torch.allclose(out, x, atol=1e-5), out
+    with pytest.raises(ValueError, match="Adasum"):
+        hvd.allreduce(torch.ones(3, dtype=torch.int32), op=hvd.Adasum)
+    assert n >= 1
+
+
+def test_timeline(hvd):
+    # Every rank names rank 0's path (rank 0 writes the file).
+    path = os.path.join(tempfile.mkdtemp(), "timeline.json") if hvd.rank() == 0 else None
+    path = hvd.broadcast_object(path, root_rank=0, name="timeline.path")
+    hvd.start_timeline(path, mark_cycles=True)
+    with pytest.raises(ValueError):
+        hvd.start_timeline(path)  # already recording
+    hvd.allreduce(torch.ones(4), name="timeline.tensor")
+    hvd.stop_timeline()
+    with pytest.raises(ValueError):
+        hvd.stop_timeline()
+    if hvd.rank() == 0:
+        with open(path) as f:
+            text = f.read()
+        shutil.rmtree(os.path.dirname(path))
+        assert "timeline.tensor" in text, text[:500]
+        assert json.loads(text)
+    hvd.barrier()
+
+
+def test_device_tensors(hvd):
+    from hvd.torch import mpi_ops
+    with pytest.raises(ValueError, match="meta"):
+        hvd.allreduce(torch.empty(2, device="meta"))
+    # A CUDA tensor goes to the runtime with its device index; this build has no GPU data path
+    # and says so (checked locally, before anything is negotiated). This torch has no CUDA, so
+    # the descriptor is made by hand.
+    t = torch.ones(2)
+    d = mpi_ops._Desc(t, 0, 0)  # float32 on CUDA device 0
+    h = mpi_ops._submit(mpi_ops._lib.hvd_enqueue_allreduce(b"cuda.probe", d.ref(), d.ref(), 0,
+                                                           1.0, 1.0, 0), (t, d), lambda op: t)
+    with pytest.raises(RuntimeError, match="CUDA device 0") as e:
+        hvd.synchronize(h)
+    assert not isinstance(e.value, hvd.HorovodInternalError)

@@ -1,0 +1,127 @@
+"""broadcast_parameters, broadcast_optimizer_state (including lazily created state),
+broadcast_object and allgather_object."""
+import pytest
+import torch
+
+from helpers import assert_equal
+
+pytestmark = pytest.mark.usefixtures("hvd_session")
+
+
+def model_for(rank):
+    torch.manual_seed(100 + rank)  # different weights on every rank
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3),
+                               torch.nn.Linear(3, 2))
+
+
+def test_broadcast_parameters(hvd):
+    r, root = hvd.rank(), hvd.size() - 1
+    want = model_for(root).state_dict()
+
+    m = model_for(r)
+    hvd.broadcast_parameters(m.state_dict(), root_rank=root)
+    for k, v in m.state_dict().items():
+        assert_equal(v, want[k], "state_dict " + k)
+
+    m = model_for(r)
+    hvd.broadcast_parameters(m.named_parameters(), root_rank=root)  # a generator
+    for k, v in m.named_parameters():
+        assert_equal(v.detach(), want[k], "named_parameters " + k)
+
+    m = model_for(r)
+    hvd.broadcast_parameters(list(m.parameters()), root_rank=root)
+    for (k, v) in m.named_parameters():
+        assert_equal(v.detach(), want[k], "parameters " + k)
+
+    with pytest.raises(ValueError):
+        hvd.broadcast_parameters(42, root_rank=0)
+
+
+def opt_state(opt):
+    return {k: (v.clone() if torch.is_tensor(v) else v)
+            for s in opt.state.values() for k, v in s.items()}
+
+
+def step_once(model, opt, seed):
+    torch.manual_seed(seed)
+    model(torch.randn(5, 4)).sum().backward()
+    opt.step()
+    opt.zero_grad()
+
+
+@pytest.mark.parametrize("make", [
+    lambda p, lr: torch.optim.Adam(p, lr=lr, weight_decay=0.1),
+    lambda p, lr: torch.optim.SGD(p, lr=lr, momentum=0.9, weight_decay=0.01),
+    lambda p, lr: torch.optim.RMSprop(p, lr=lr, momentum=0.5),
+    lambda p, lr: torch.optim.Adagrad(p, lr=lr),
+])
+def test_broadcast_optimizer_state(hvd, make):
+    r, root = hvd.rank(), 0
+    # Root has stepped twice (state exists); the others have not stepped at all (lazy state).
+    model = model_for(root)
+    opt = make(model.parameters(), 0.01 * (r + 1))
+    if r == root:
+        step_once(model, opt, 1)
+        step_once(model, opt, 2)
+    want = hvd.broadcast_object({"state": opt_state(opt), "lr": opt.param_groups[0]["lr"]},
+                                root_rank=root, name="expected_state")
+    params_before = [p.detach().clone() for p in model.parameters()]
+    grads_before = [p.grad for p in model.parameters()]
+
+    hvd.broadcast_optimizer_state(opt, root_rank=root)
+
+    assert opt.param_groups[0]["lr"] == want["lr"] == 0.01
+    got = opt_state(opt)
+    assert sorted(got) == sorted(want["state"])
+    for k, v in got.items():
+        if torch.is_tensor(v):
+            assert_equal(v, want["state"][k], "state " + k)
+        else:
+            assert v == want["state"][k], k
+    # Creating the state did not move the parameters (weight decay would have) or keep grads.
+    for p, before, g in zip(model.parameters(), params_before, grads_before):
+        assert_equal(p.detach(), before, "parameters untouched")
+        assert p.grad is g
+    # And, from the root's parameters, the optimizer keeps working in lockstep.
+    hvd.broadcast_parameters(model.state_dict(), root_rank=root)
+    step_once(model, opt, 3)
+    weights = hvd.allgather_object([p.detach() for p in model.parameters()])
+    for other in weights:
+        for a, b in zip(other, weights[0]):
+            assert_equal(a, b, "same step everywhere")
+
+
+def test_broadcast_optimizer_state_of_distributed_optimizer(hvd):
+    r = hvd.rank()
+    model = model_for(0)
+    opt = hvd.DistributedOptimizer(torch.optim.Adam(model.parameters(), lr=0.001 * (r + 1)),
+                                   named_parameters=model.named_parameters())
+    hvd.broadcast_optimizer_state(opt, root_rank=0)  # lazy state: no allreduce may start
+    assert opt.param_groups[0]["lr"] == 0.001
+    assert len(opt.state) == len(list(model.parameters()))
+    step_once(model, opt, 4)
+
+
+def test_broadcast_optimizer_state_stateless_and_lbfgs(hvd):
+    model = model_for(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1 * (hvd.rank() + 1))
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    assert opt.param_groups[0]["lr"] == 0.1
+    with pytest.raises(ValueError, match="LBFGS"):
+        hvd.broadcast_optimizer_state(torch.optim.LBFGS(model.parameters()), root_rank=0)
+
+
+def test_object_collectives(hvd):
+    r, n = hvd.rank(), hvd.size()
+    obj = {"rank": r, "payload": list(range(r * 100)), "t": torch.ones(r + 1)}  # sizes differ
+    got = hvd.broadcast_object(obj if r == n - 1 else None, root_rank=n - 1)
+    assert got["rank"] == n - 1 and got["payload"] == list(range((n - 1) * 100))
+    assert_equal(got["t"], torch.ones(n), "tensor inside")
+    assert hvd.broadcast_object("x" * 70000 if r == 0 else "", root_rank=0) == "x" * 70000
+    assert hvd.broadcast_object(None, root_rank=0) is None
+
+    everyone = hvd.allgather_object(obj)
+    assert [o["rank"] for o in everyone] == list(range(n))
+    assert [len(o["payload"]) for o in everyone] == [k * 100 for k in range(n)]
+    assert hvd.allgather_object(r % 2 == 0, name="flags") == [k % 2 == 0 for k in range(n)]
+    assert hvd.allgather_object(b"" if r else b"abc") == [b"abc"] + [b""] * (n - 1)
