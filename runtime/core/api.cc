@@ -363,7 +363,9 @@ Handle BroadcastBytesAsync(std::string_view name, const void* data, size_t n, in
            DataType::kUInt8,
            {is_root ? static_cast<int64_t>(n) : 0}};
   if (is_root && data == nullptr && n > 0) {
-    return Submit(NewOp(OpType::kBroadcast, std::string(name), std::move(cb), process_set),
+    // Named as on success, so an unnamed call still takes its number in the set's sequence.
+    return Submit(NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast, process_set),
+                        std::move(cb), process_set),
                   InvalidArgument("data is null for " + std::to_string(n) + " bytes"));
   }
   auto op = NewOp(OpType::kBroadcast, Name(name, OpType::kBroadcast, process_set), std::move(cb),

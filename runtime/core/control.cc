@@ -1,5 +1,6 @@
 #include "core/control.h"
 
+#include "collectives/pipeline.h"
 #include "transport/transport.h"
 
 namespace hvd::runtime::core {
@@ -13,13 +14,20 @@ Status AndAllreduce(const collectives::Comm& comm, std::vector<uint64_t>* bits) 
   if (comm.rank() == 0) {
     std::vector<uint64_t> theirs(bits->size());
     for (int r = 1; r < comm.size(); ++r) {
-      HVD_RETURN_IF_ERROR_CTX(Recv(*comm.transport, r, theirs.data(), bytes, comm.idle_timeout),
-                              "negotiation: receiving the ready bits of rank " + std::to_string(r));
+      // Peers are named by job rank (PeerName): on a process set's view, r is a set rank.
+      Status s = Recv(*comm.transport, r, theirs.data(), bytes, comm.idle_timeout);
+      if (!s.ok()) {
+        return s.WithContext("negotiation: receiving the ready bits of " +
+                             collectives::internal::PeerName(comm, r, &s));
+      }
       for (size_t i = 0; i < bits->size(); ++i) (*bits)[i] &= theirs[i];
     }
   } else {
-    HVD_RETURN_IF_ERROR_CTX(Send(*comm.transport, 0, bits->data(), bytes, comm.idle_timeout),
-                            "negotiation: sending the ready bits to rank 0");
+    Status s = Send(*comm.transport, 0, bits->data(), bytes, comm.idle_timeout);
+    if (!s.ok()) {
+      return s.WithContext("negotiation: sending the ready bits to " +
+                           collectives::internal::PeerName(comm, 0, &s));
+    }
   }
   return collectives::Broadcast(comm, bits->data(), bytes, 0)
       .WithContext("negotiation: broadcasting the agreed ready bits");
@@ -29,21 +37,28 @@ Status GatherToRoot(const collectives::Comm& comm, const std::string& mine,
                     std::vector<std::string>* all) {
   if (comm.rank() != 0) {
     uint64_t n = mine.size();
-    HVD_RETURN_IF_ERROR_CTX(Send(*comm.transport, 0, &n, sizeof n, comm.idle_timeout),
-                            "negotiation: sending requests to rank 0");
-    return Send(*comm.transport, 0, mine.data(), n, comm.idle_timeout)
-        .WithContext("negotiation: sending requests to rank 0");
+    Status s = Send(*comm.transport, 0, &n, sizeof n, comm.idle_timeout);
+    if (s.ok()) s = Send(*comm.transport, 0, mine.data(), n, comm.idle_timeout);
+    if (!s.ok()) {
+      return s.WithContext("negotiation: sending requests to " +
+                           collectives::internal::PeerName(comm, 0, &s));
+    }
+    return Status::OK();
   }
   all->assign(comm.size(), std::string());
   (*all)[0] = mine;
   for (int r = 1; r < comm.size(); ++r) {
     uint64_t n = 0;
-    const std::string ctx = "negotiation: receiving requests from rank " + std::to_string(r);
-    HVD_RETURN_IF_ERROR_CTX(Recv(*comm.transport, r, &n, sizeof n, comm.idle_timeout), ctx);
+    auto ctx = [&](const Status* s) {
+      return "negotiation: receiving requests from " + collectives::internal::PeerName(comm, r, s);
+    };
+    Status s = Recv(*comm.transport, r, &n, sizeof n, comm.idle_timeout);
+    if (!s.ok()) return s.WithContext(ctx(&s));
     if (n > (1ull << 32))
-      return Internal(ctx + ": implausible message length " + std::to_string(n));
+      return Internal(ctx(nullptr) + ": implausible message length " + std::to_string(n));
     (*all)[r].resize(n);
-    HVD_RETURN_IF_ERROR_CTX(Recv(*comm.transport, r, (*all)[r].data(), n, comm.idle_timeout), ctx);
+    s = Recv(*comm.transport, r, (*all)[r].data(), n, comm.idle_timeout);
+    if (!s.ok()) return s.WithContext(ctx(&s));
   }
   return Status::OK();
 }

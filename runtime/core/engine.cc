@@ -150,16 +150,17 @@ void Engine::Loop() {
       // each process set's on its first member (reports are per rank: "stall/<rank>").
       next_stall_report_ = now + std::chrono::milliseconds(250);
       stall::PendingKey oldest, candidate;
-      bool stalled = false, coordinates = false;
+      bool stalled = false;
       for (const auto& [id, runner] : runners_) {
-        coordinates = coordinates || runner->comm().rank() == 0;
         if (runner->OldestStall(now, &candidate) &&
             (!stalled || candidate.first_seen < oldest.first_seen)) {
           oldest = std::move(candidate);
           stalled = true;
         }
       }
-      if (coordinates) options_.stall_reporter->SetInspectorReport(stalled, oldest);
+      // Also on ranks that coordinate nothing (now): a set whose coordinator was here may have
+      // been removed with a stall reported, which must not stand for the rest of the job.
+      options_.stall_reporter->SetInspectorReport(stalled, oldest);
     }
     bool idle = true;
     for (const auto& [id, runner] : runners_) idle = idle && runner->idle();

@@ -41,7 +41,8 @@ bool Coordinator::Ready(const Entry& e) const {
 
 namespace {
 
-std::string Describe(const Request& r) {
+// `root`: the broadcast root as the user named it (a job rank; r.root is a rank of the set).
+std::string Describe(const Request& r, int root) {
   std::string s = OpTypeName(r.type);
   for (const TensorSpec& t : r.tensors) {
     s += " ";
@@ -54,7 +55,7 @@ std::string Describe(const Request& r) {
     if (r.postscale != 1.0) s += " postscale=" + std::to_string(r.postscale);
   }
   if (r.type == OpType::kBroadcast) {
-    s += " root=" + std::to_string(r.root);
+    s += " root=" + std::to_string(root);
     if (r.sized_by_root) s += " (sized by the root)";
   }
   if (r.type == OpType::kAlltoall) s += " splits=" + ShapeString(r.splits);
@@ -118,10 +119,13 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
   bool agree = std::all_of(present.begin(), present.end(),
                            [&](int r) { return Compatible(*first, *e.by_rank[r]); });
   if (!agree) {
+    auto root_of = [&](const Request& q) {
+      return q.root >= 0 && q.root < size_ ? Global(q.root) : q.root;
+    };
     resp.error = "mismatched requests for '" + key + "':";
     for (int r : present) {
-      resp.error +=
-          " rank " + std::to_string(Global(r)) + " submitted " + Describe(*e.by_rank[r]) + ";";
+      resp.error += " rank " + std::to_string(Global(r)) + " submitted " +
+                    Describe(*e.by_rank[r], root_of(*e.by_rank[r])) + ";";
     }
     resp.error += " every rank must submit the same operation, dtype and shape";
     if (first->type == OpType::kAllgather || first->type == OpType::kAlltoall) {
