@@ -4,7 +4,7 @@ DistributedDataParallel on gloo, side by side, and hvd.allreduce's Python overhe
 
     PYTHONPATH=build/python /usr/bin/python3 bench/torch_step_bench.py
         [--np 2,4] [--rounds 3] [--models large,small] [--batch 32] [--seconds 1.0]
-        [--build-dir build] [--run-timeout 180]
+        [--parts steps,latency] [--build-dir build] [--run-timeout 180] [--module hvd.torch]
 
 Training steps: the same MLP, the same synthetic batch (per rank; fixed, so no data loading is
 timed) and the same SGD step, run three ways:
@@ -31,8 +31,8 @@ slowest rank's time), which this script runs and parses. Also reported: hvd.allr
 
 Every round runs every configuration once, rotating which implementation goes first, so a slow
 spell of the machine hits both alike; the tables are medians over rounds. Each configuration
-starts fresh processes (every rank in a session of its own; all are killed and reaped on
-failure, timeout, SIGTERM or Ctrl-C).
+starts fresh processes, each rank a bench/torch_step_worker.py (every rank in a session of its
+own; all are killed and reaped on failure, timeout, SIGTERM or Ctrl-C).
 
 Goals (printed as met/MISSED): hvd >= 1.5x DDP-gloo's samples/s on the large model (>= 10 MB of
 gradients) at every rank count, and hvd.allreduce from Python within 2x of C++'s time per op.
@@ -52,183 +52,17 @@ import sys
 import tempfile
 import time
 
+from torch_step_worker import LAT_ITERS, LAT_WARMUP, MODELS
+
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there
 HERE = os.path.dirname(os.path.abspath(__file__))
+WORKER = os.path.join(HERE, "torch_step_worker.py")  # one rank of a run
 ROOT = os.path.dirname(HERE)
-MODELS = {"large": (1024, 1536, 1024, 10), "small": (64, 256, 256, 10)}
 GOAL_THROUGHPUT = 1.5  # hvd samples/s over DDP-gloo's, large model
 GOAL_OVERHEAD = 2.0    # Python time per 4 KiB allreduce over C++'s
-WARMUP_STEPS = 5
 MODULE = "hvd.torch"
 IMPLS = ["hvd", "ddp", "none"]  # a round's order rotates through these
 IMPLS_ORDERED = ["none", "hvd", "ddp"]
-LAT_WARMUP, LAT_ITERS = 5, 1000
-
-
-# ----------------------------------------------------------------------------- worker side
-
-def build_model(torch, dims):
-    layers = []
-    for i in range(len(dims) - 1):
-        layers.append(torch.nn.Linear(dims[i], dims[i + 1]))
-        if i < len(dims) - 2:
-            layers.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*layers)
-
-
-class HvdComm:
-    """The little the timing loop needs, over Horovod's API."""
-
-    def __init__(self, args):
-        import importlib
-        self.hvd = importlib.import_module(args.module)
-        self.hvd.init()
-        self.rank, self.size = self.hvd.rank(), self.hvd.size()
-
-    def barrier(self):
-        import torch
-        if hasattr(self.hvd, "barrier"):
-            self.hvd.barrier()
-        else:
-            self.hvd.allreduce(torch.zeros(1), name="bench.barrier")
-
-    def max(self, v):
-        return max(self.hvd.allgather_object(v))
-
-    def wrap(self, model, opt):
-        self.hvd.broadcast_parameters(model.state_dict(), root_rank=0)
-        opt = self.hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
-        self.hvd.broadcast_optimizer_state(opt, root_rank=0)
-        return model, opt
-
-    def close(self):
-        self.hvd.shutdown()
-
-
-class DdpComm:
-    def __init__(self):
-        import torch.distributed as dist
-        self.dist = dist
-        dist.init_process_group("gloo")  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
-        self.rank, self.size = dist.get_rank(), dist.get_world_size()
-
-    def barrier(self):
-        self.dist.barrier()
-
-    def max(self, v):
-        out = [None] * self.size
-        self.dist.all_gather_object(out, v)
-        return max(out)
-
-    def wrap(self, model, opt):
-        from torch.nn.parallel import DistributedDataParallel
-        return DistributedDataParallel(model), opt
-
-    def close(self):
-        self.dist.destroy_process_group()
-
-
-class LocalComm:
-    """No communication: the compute-only floor, the same ranks running side by side. Barrier and
-    max go through files in the launch's directory, so the ranks size their loops alike and the
-    timed loops overlap as the others' do; every rank reports, and the launcher takes the
-    slowest."""
-
-    def __init__(self):
-        self.rank, self.size = int(os.environ["BENCH_RANK"]), int(os.environ["BENCH_SIZE"])
-        self.dir, self.calls = os.environ["BENCH_SYNC_DIR"], 0
-
-    def max(self, v):
-        self.calls += 1
-        path = lambda r: os.path.join(self.dir, f"sync.{self.calls}.{r}")
-        with open(path(self.rank) + ".tmp", "w") as f:
-            f.write(repr(float(v)))
-        os.rename(path(self.rank) + ".tmp", path(self.rank))  # readers see all of it or nothing
-        deadline = time.monotonic() + 120
-        while not all(os.path.exists(path(r)) for r in range(self.size)):
-            if time.monotonic() > deadline:
-                raise RuntimeError("local barrier: the other ranks never arrived")
-            time.sleep(0.0005)
-        values = []
-        for r in range(self.size):
-            with open(path(r)) as f:
-                values.append(float(f.read()))
-        return max(values)
-
-    def barrier(self):
-        self.max(0)
-
-    def wrap(self, model, opt):
-        return model, opt
-
-    def close(self):
-        pass
-
-
-def worker_steps(comm, args):
-    import torch
-    import torch.nn.functional as F
-
-    dims = MODELS[args.model]
-    torch.manual_seed(1)
-    model = build_model(torch, dims)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    model, opt = comm.wrap(model, opt)
-    g = torch.Generator().manual_seed(100 + comm.rank)
-    x = torch.randn(args.batch, dims[0], generator=g)
-    y = torch.randint(0, dims[-1], (args.batch,), generator=g)
-
-    def steps(n):
-        comm.barrier()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            opt.zero_grad()
-            F.cross_entropy(model(x), y).backward()
-            opt.step()
-        return comm.max(time.perf_counter() - t0)
-
-    steps(WARMUP_STEPS)
-    n, t = 1, steps(1)
-    while t < 0.1 and n < 2000:
-        n = min(2000, n * 4)
-        t = steps(n)
-    n = max(5, min(2000, math.ceil(args.seconds * n / t)))
-    t = steps(n)
-    if comm.rank == 0:
-        params = sum(p.numel() for p in model.parameters())
-        print(f"RESULT impl={args.worker} np={comm.size} model={args.model} steps={n} "
-              f"step_ms={t / n * 1e3:.4f} samples_s={comm.size * args.batch * n / t:.1f} "
-              f"params={params}", flush=True)
-
-
-def worker_latency(comm, args):
-    import torch
-
-    hvd = comm.hvd
-    for name, call in (("allreduce", hvd.allreduce), ("allreduce_", hvd.allreduce_)):
-        t = torch.zeros(1024)  # 4 KiB; zeros stay zeros under Sum
-        for _ in range(LAT_WARMUP):
-            call(t, name="bench.lat4k", op=hvd.Sum)
-        comm.barrier()
-        t0 = time.perf_counter()
-        for _ in range(LAT_ITERS):
-            call(t, name="bench.lat4k", op=hvd.Sum)
-        s = comm.max(time.perf_counter() - t0)
-        if comm.rank == 0:
-            print(f"RESULT impl=py-{name} np={comm.size} us={s / LAT_ITERS * 1e6:.3f}", flush=True)
-
-
-def worker_main(args):
-    import torch
-
-    torch.set_num_threads(1)
-    comm = (HvdComm(args) if args.worker in ("hvd", "latency") else
-            LocalComm() if args.worker == "none" else DdpComm())
-    try:
-        (worker_latency if args.worker == "latency" else worker_steps)(comm, args)
-    finally:
-        comm.close()
-    return 0
 
 
 # ----------------------------------------------------------------------------- launcher side
@@ -280,7 +114,7 @@ def launch(kind, np_, worker_argv, timeout):
             argv = worker_argv + (["--module", MODULE] if kind in ("hvd", "latency") else [])
             out = open(os.path.join(tmp, f"rank{r}.out"), "w+")
             outs.append(out)
-            p = subprocess.Popen([PYTHON, os.path.abspath(__file__), "--worker", kind] + argv,
+            p = subprocess.Popen([PYTHON, WORKER, kind] + argv,
                                  env=env, stdin=subprocess.DEVNULL, stdout=out,
                                  stderr=subprocess.STDOUT, start_new_session=True)
             procs.append(p)
@@ -523,11 +357,7 @@ def main():
     p.add_argument("--module", default="hvd.torch",
                    help="the Horovod-API module hvd's ranks import (horovod.torch: hvd's compat "
                         "package, on PYTHONPATH)")
-    p.add_argument("--worker", help=argparse.SUPPRESS)  # hvd | ddp | latency: one rank
-    p.add_argument("--model", default="large", help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.worker:
-        return worker_main(args)
 
     def on_term(signum, frame):
         raise SystemExit(128 + signum)

@@ -346,16 +346,16 @@ def test_timeline(hvd):
 
 
 def test_device_tensors(hvd):
-    from hvd.torch import mpi_ops
+    from hvd.torch import _handles
     with pytest.raises(ValueError, match="meta"):
         hvd.allreduce(torch.empty(2, device="meta"))
     # A CUDA tensor goes to the runtime with its device index; this build has no GPU data path
     # and says so (checked locally, before anything is negotiated). This torch has no CUDA, so
     # the descriptor is made by hand.
     t = torch.ones(2)
-    d = mpi_ops._Desc(t, 0, 0)  # float32 on CUDA device 0
-    h = mpi_ops._submit(mpi_ops._lib.hvd_enqueue_allreduce(b"cuda.probe", d.ref(), d.ref(), 0,
-                                                           1.0, 1.0, 0), (t, d), lambda op: t)
+    d = _handles.desc(t, 0, 0)  # float32 on CUDA device 0
+    h = _handles.submit(_handles._lib.hvd_enqueue_allreduce(b"cuda.probe", d, d, 0, 1.0, 1.0, 0),
+                        t, None)
     with pytest.raises(RuntimeError, match="CUDA device 0") as e:
         hvd.synchronize(h)
     assert not isinstance(e.value, hvd.HorovodInternalError)

@@ -31,16 +31,16 @@ Max = 4
 Product = 5
 _OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
              Product: "Product"}
-# hvd_reduce_op_t (c_api.h)
+# hvd_reduce_op_t (c_api.h), and Horovod's values to them
 HVD_SUM, HVD_AVERAGE, HVD_MIN, HVD_MAX, HVD_PRODUCT, HVD_ADASUM = 0, 1, 2, 3, 4, 5
-_TO_HVD_OP = {Average: HVD_AVERAGE, Sum: HVD_SUM, Adasum: HVD_ADASUM, Min: HVD_MIN, Max: HVD_MAX,
-              Product: HVD_PRODUCT}
+HVD_OPS = {Average: HVD_AVERAGE, Sum: HVD_SUM, Adasum: HVD_ADASUM, Min: HVD_MIN, Max: HVD_MAX,
+           Product: HVD_PRODUCT}
 
 
 def hvd_op(op):
     """Horovod's op value -> hvd_reduce_op_t; ValueError naming the value when unknown."""
     try:
-        return _TO_HVD_OP[op]
+        return HVD_OPS[op]
     except (KeyError, TypeError):
         raise ValueError("unknown reduction op %r; use hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, "
                          "hvd.Max or hvd.Product" % (op,)) from None
@@ -104,8 +104,10 @@ _PROTOTYPES = {
                                               _c_int]),
     "hvd_enqueue_broadcast_bytes": (_handle, [_c_char_p, ctypes.c_void_p, ctypes.c_size_t, _c_int,
                                               _c_int]),
-    "hvd_process_set_barrier": (_c_int, [_c_int]),
-    "hvd_process_set_join": (_c_int, [_c_int, _c_int_p]),
+    "hvd_enqueue_barrier": (_handle, [_c_int]),
+    "hvd_enqueue_join": (_handle, [_c_int]),
+    "hvd_handle_last_joined_rank": (_c_int, [_handle]),
+    "hvd_is_homogeneous": (_c_int, []),
     "hvd_add_process_set": (_c_int, [_c_int_p, _c_int, _c_int_p]),
     "hvd_remove_process_set": (_c_int, [_c_int]),
     "hvd_process_set_rank": (_c_int, [_c_int]),
@@ -119,7 +121,6 @@ _PROTOTYPES = {
     "hvd_wait": (_c_int, [_handle]),
     "hvd_poll": (_c_int, [_handle]),
     "hvd_release": (None, [_handle]),
-    "hvd_handle_output_count": (_c_int, [_handle]),
     "hvd_handle_output_at": (ctypes.c_void_p, [_handle, _c_int, _c_size_p]),
     "hvd_handle_output_shape_at": (_c_int, [_handle, _c_int, _c_i64_p, _c_int]),
     "hvd_handle_output_splits": (_c_int, [_handle, _c_int, _c_i64_p, _c_int]),
@@ -169,6 +170,9 @@ def _load_library():
 
 
 lib, library_path = _load_library()
+_wait_for = lib.hvd_wait_for
+_poll = lib.hvd_poll
+_DEADLINE_EXCEEDED = _exc.DEADLINE_EXCEEDED
 
 
 def last_error():
@@ -183,24 +187,16 @@ def check(code, context=None):
 
 
 def wait(handle_ptr):
-    """Waits for an operation (GIL released, in 100 ms slices so that Ctrl-C is seen) and returns
-    (status code, message). The handle stays the caller's to release."""
-    while True:
-        code = lib.hvd_wait_for(handle_ptr, 100)
-        if code != _exc.DEADLINE_EXCEEDED or lib.hvd_poll(handle_ptr):
-            break
-    # Complete: hvd_wait returns at once with the operation's own status and message.
-    code = lib.hvd_wait(handle_ptr)
-    return code, (last_error() if code != 0 else "")
-
-
-def wait_and_release(handle_ptr, context=None):
-    """Waits for a handle nobody else holds, releases it, raises on failure. A KeyboardInterrupt
-    during the wait leaves the handle unreleased (its buffers may still be in use)."""
-    code, msg = wait(handle_ptr)
-    lib.hvd_release(handle_ptr)
-    if code != 0:
-        raise _exc.error_from_status(code, msg, context)
+    """Waits for an operation and returns its status code (the message, when not 0, is
+    last_error() until the next hvd call on this thread); the handle stays the caller's to
+    release. The GIL is released while it waits, in 100 ms slices so that Ctrl-C is seen: one
+    hvd_wait_for call when the operation completes within the first slice (the usual case)."""
+    code = _wait_for(handle_ptr, 100)
+    if code == _DEADLINE_EXCEEDED:  # still pending, or failed with that status
+        while not _poll(handle_ptr):
+            _wait_for(handle_ptr, 100)
+        code = lib.hvd_wait(handle_ptr)  # complete: returns at once with its own status
+    return code
 
 
 # ---- lifecycle ----------------------------------------------------------------------------------
@@ -208,7 +204,6 @@ def wait_and_release(handle_ptr, context=None):
 _NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
 _lock = threading.RLock()
 _atexit_registered = False
-_homogeneous = False
 _init_hooks = []      # called when init() starts a new session
 
 
@@ -233,7 +228,7 @@ def init(comm=None, process_sets=None):
     """
     from hvd.common import process_sets as _ps
 
-    global _atexit_registered, _homogeneous
+    global _atexit_registered
     comm_ranks = None
     if comm is not None:
         if isinstance(comm, (str, bytes)) or not is_iterable(comm):
@@ -276,31 +271,7 @@ def init(comm=None, process_sets=None):
             # A new session: what the bindings kept of an earlier one goes.
             for hook in list(_init_hooks):
                 hook()
-            _homogeneous = _compute_homogeneous()
         _ps._init_process_sets(sets)
-
-
-def _compute_homogeneous():
-    """Whether every host runs the same number of ranks: one small allgather of local sizes
-    (made once per init, on every rank, so that every rank answers alike)."""
-    n = size()
-    if n == 1:
-        return True
-    mine = (ctypes.c_int32 * 1)(local_size())
-    shape = (ctypes.c_int64 * 1)(1)
-    t = HvdTensor(ctypes.cast(mine, ctypes.c_void_p), shape, 1, 6, -1, 0, None)  # int32
-    h = lib.hvd_enqueue_allgather(b"hvd.init.local_sizes", ctypes.byref(t), 0)
-    try:
-        code, msg = wait(h)
-        if code != 0:
-            raise _exc.error_from_status(code, msg, "hvd.init")
-        nbytes = ctypes.c_size_t(0)
-        ptr = lib.hvd_handle_output_at(h, 0, ctypes.byref(nbytes))
-        count = nbytes.value // 4
-        sizes = list((ctypes.c_int32 * count).from_address(ptr)) if count else []
-    finally:
-        lib.hvd_release(h)
-    return len(set(sizes)) <= 1
 
 
 def shutdown():
@@ -361,52 +332,30 @@ def cross_rank():
 
 def is_homogeneous():
     """True when every host runs the same number of ranks (False before init, as Horovod)."""
-    return bool(_homogeneous) if is_initialized() else False
+    return bool(lib.hvd_is_homogeneous())
 
 
 # ---- what this build is -------------------------------------------------------------------------
 # hvd moves data over its own TCP and shared-memory transports: no MPI, Gloo, NCCL, DDL or oneCCL,
 # and this build reduces host memory only (no CUDA or ROCm data path; docs/gpu.md).
 
-def mpi_built():
+def _not_built():
+    """False: hvd has no such backend or data path (see above)."""
     return False
 
 
-def mpi_enabled():
-    return False
-
-
-def mpi_threads_supported():
-    raise ValueError("Horovod MPI is not enabled: hvd does not use MPI (ranks meet through "
-                     "hvdrun's rendezvous), so there is no MPI threading to query.")
-
-
-def gloo_built():
-    return False
-
-
-def gloo_enabled():
-    return False
+# Horovod's build and backend queries, all false here (one function under each name).
+mpi_built = mpi_enabled = gloo_built = gloo_enabled = ddl_built = ccl_built = cuda_built = \
+    rocm_built = _not_built
 
 
 def nccl_built():
     return 0  # Horovod returns NCCL_VERSION_CODE, or 0 without NCCL
 
 
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    return False
-
-
-def rocm_built():
-    return False
+def mpi_threads_supported():
+    raise ValueError("Horovod MPI is not enabled: hvd does not use MPI (ranks meet through "
+                     "hvdrun's rendezvous), so there is no MPI threading to query.")
 
 
 # ---- timeline -----------------------------------------------------------------------------------

@@ -4,9 +4,10 @@ import pickle
 
 import torch
 
-from hvd.torch.mpi_ops import broadcast_async_, synchronize, rank
-from hvd.torch.mpi_ops import _allgather_bytes, _broadcast_bytes
-from hvd.torch.mpi_ops import global_process_set
+from hvd.common.basics import rank
+from hvd.common.process_sets import global_process_set
+from hvd.torch._collectives import allgather_bytes, broadcast_bytes, broadcast_async_
+from hvd.torch._handles import synchronize
 
 
 def broadcast_parameters(params, root_rank, process_set=global_process_set):
@@ -125,7 +126,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     (`obj if hvd.rank() == 0 else None`); numbering does not.
     """
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if rank() == root_rank else b""
-    received = _broadcast_bytes(data, root_rank, name, process_set)
+    received = broadcast_bytes(data, root_rank, name, process_set)
     if rank() == root_rank:
         return obj
     return pickle.loads(received)
@@ -135,4 +136,4 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's `obj` (pickled), in the set's rank order. Objects may
     differ in size and type between ranks; without a name, calls are numbered."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return [pickle.loads(b) for b in _allgather_bytes(data, name, process_set)]
+    return [pickle.loads(b) for b in allgather_bytes(data, name, process_set)]

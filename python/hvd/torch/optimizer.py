@@ -32,9 +32,7 @@ def _named_parameters(optimizer_self, named_parameters):
     if any(not isinstance(p, tuple) for p in named_parameters):
         raise ValueError("named_parameters should be a sequence of tuples (name, parameter), "
                          "usually produced by model.named_parameters().")
-    seen, dups = set(), set()
-    for name, _ in named_parameters:
-        (dups if name in seen else seen).add(name)
+    dups = _find_duplicates(name for name, _ in named_parameters)
     if dups:
         raise ValueError("Parameter names in named_parameters must be unique. Found duplicates: %s"
                          % ", ".join(sorted(dups)))
@@ -47,31 +45,99 @@ def _named_parameters(optimizer_self, named_parameters):
     return named_parameters
 
 
+def _find_duplicates(items):
+    seen, dups = set(), set()
+    for x in items:
+        (dups if x in seen else seen).add(x)
+    return dups
+
+
+def _set_grad(p, reduced):
+    """p.grad takes the reduced gradient; an in-place allreduce left it there already (set_ of a
+    tensor to itself does nothing, and a torch operation costs microseconds per parameter)."""
+    if reduced is not p.grad:
+        p.grad.set_(reduced)
+
+
 def _grad_accumulator(p):
     """The AccumulateGrad node of leaf `p` (its hooks run once p.grad holds the new gradient)."""
     return p.expand_as(p).grad_fn.next_functions[0][0]
 
 
-class _DistributedOptimizer(torch.optim.Optimizer):
-    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
-                 op=Average, gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False,
-                 process_set=global_process_set):
+class _GradientHooks(torch.optim.Optimizer):
+    """What both wrappers share: parameter names, the count of backward passes before a
+    parameter's gradient is communicated, and a hook on each parameter's gradient accumulator
+    that calls self._gradient_ready(p) once backward has produced p.grad."""
+
+    def _setup(self, params, named_parameters, compression, backward_passes_per_step):
         self._hvd_base.__init__(self, params)
         self._compression = compression
         named_parameters = _named_parameters(self, named_parameters)
         self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
         self.backward_passes_per_step = backward_passes_per_step
         self._allreduce_delay = {v: self.backward_passes_per_step for _, v in named_parameters}
-        self.op = op
-        self.gradient_predivide_factor = gradient_predivide_factor
-        self.sparse_as_dense = sparse_as_dense
-        self.process_set = process_set
-
         self._handles = {}
         self._grad_accs = []
         self._requires_update = set()
         self._synchronized = False
         self._should_synchronize = True
+        return named_parameters
+
+    def _hvd_base_step(self, closure=None):
+        """The wrapped optimizer's step, without synchronizing (broadcast_optimizer_state)."""
+        return self._hvd_base.step(self, closure)
+
+    def set_backward_passes_per_step(self, passes):
+        self.backward_passes_per_step = passes
+        for p in self._allreduce_delay:
+            self._allreduce_delay[p] = self.backward_passes_per_step
+
+    def _hook_gradients(self, zero_grads=False):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    if zero_grads:
+                        p.grad = p.data.new(p.size()).zero_()
+                    self._requires_update.add(p)
+                    acc = _grad_accumulator(p)
+                    acc.register_hook(self._make_hook(p))
+                    self._grad_accs.append(acc)
+
+    def _make_hook(self, p):
+        def hook(*ignore):
+            self._gradient_ready(p)
+        return hook
+
+    def _backward_pass_done(self, p):
+        """Counts a backward pass that produced p.grad; True when p's communication is due."""
+        if p in self._handles and self._handles[p][0] is not None:
+            if self._allreduce_delay[p] <= 0:
+                raise AssertionError(
+                    "Gradients were computed more than backward_passes_per_step times before "
+                    "call to step(). Increase backward_passes_per_step to accumulate "
+                    "gradients locally.")
+        assert not p.grad.requires_grad
+        assert self._allreduce_delay[p] > 0
+        self._allreduce_delay[p] -= 1
+        return self._allreduce_delay[p] == 0
+
+    def zero_grad(self, *args, **kwargs):
+        if self._handles:
+            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
+                                 "before optimizer.step() or optimizer.synchronize(). This is "
+                                 "prohibited as it can cause a race condition.")
+        return self._hvd_base.zero_grad(self, *args, **kwargs)
+
+
+class _DistributedOptimizer(_GradientHooks):
+    def __init__(self, params, named_parameters, compression, backward_passes_per_step=1,
+                 op=Average, gradient_predivide_factor=1.0, groups=None, sparse_as_dense=False,
+                 process_set=global_process_set):
+        self._setup(params, named_parameters, compression, backward_passes_per_step)
+        self.op = op
+        self.gradient_predivide_factor = gradient_predivide_factor
+        self.sparse_as_dense = sparse_as_dense
+        self.process_set = process_set
 
         if groups is not None:
             if not (isinstance(groups, list) or (isinstance(groups, int) and groups > 0)):
@@ -93,29 +159,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self.process_set.included() and (size() > 1 or os.environ.get("HOROVOD_ELASTIC") == "1"):
             self._register_hooks()
 
-    def _hvd_base_step(self, closure=None):
-        """The wrapped optimizer's step, without synchronizing (broadcast_optimizer_state)."""
-        return self._hvd_base.step(self, closure)
-
     def load_state_dict(self, *args, **kwargs):
         self._handles = {}
         self._synchronized = False
         self._should_synchronize = True
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = self.backward_passes_per_step
+        self.set_backward_passes_per_step(self.backward_passes_per_step)
         return self._hvd_base.load_state_dict(self, *args, **kwargs)
 
-    @staticmethod
-    def find_duplicates(lst):
-        seen, dups = set(), set()
-        for el in lst:
-            (dups if el in seen else seen).add(el)
-        return dups
-
-    def set_backward_passes_per_step(self, passes):
-        self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = self.backward_passes_per_step
+    find_duplicates = staticmethod(_find_duplicates)
 
     def _register_hooks(self):
         if self._groups is not None:
@@ -140,14 +191,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 for p in group:
                     self._p_to_group[p] = group
                 self._group_counts[group] = 0
-
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    self._requires_update.add(p)
-                    acc = _grad_accumulator(p)
-                    acc.register_hook(self._make_hook(p))
-                    self._grad_accs.append(acc)
+        self._hook_gradients()
 
     def _scale_factors(self):
         if self.op == Average:
@@ -189,33 +233,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                         process_set=self.process_set)
         return handle, None
 
-    def _make_hook(self, p):
-        def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times before "
-                        "call to step(). Increase backward_passes_per_step to accumulate "
-                        "gradients locally.")
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
-            handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
-                if self._groups is not None:
-                    group = self._p_to_group[p]
-                    self._group_counts[group] += 1
-                    if self._group_counts[group] == len(group):
-                        handle, ctxs = self._grouped_allreduce_grad_async(group)
-                        self._handles[group] = (handle, ctxs)
-                        for gp in group:  # drop the placeholders of earlier members
-                            self._handles.pop(gp, None)
-                        self._group_counts[group] = 0
-                        return
-                else:
-                    handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
-        return hook
+    def _gradient_ready(self, p):
+        handle, ctx = None, None
+        if self._backward_pass_done(p):
+            if self._groups is not None:
+                group = self._p_to_group[p]
+                self._group_counts[group] += 1
+                if self._group_counts[group] == len(group):
+                    handle, ctxs = self._grouped_allreduce_grad_async(group)
+                    self._handles[group] = (handle, ctxs)
+                    for gp in group:  # drop the placeholders of earlier members
+                        self._handles.pop(gp, None)
+                    self._group_counts[group] = 0
+                    return
+            else:
+                handle, ctx = self._allreduce_grad_async(p)
+        self._handles[p] = (handle, ctx)
 
     def synchronize(self):
         """Waits for every gradient's allreduce (starting those backward did not) and writes the
@@ -239,7 +272,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 outputs = synchronize(handle)
                 for gp, output, gctx in zip(p, outputs, ctx):
                     self._allreduce_delay[gp] = self.backward_passes_per_step
-                    gp.grad.set_(self._compression.decompress(output, gctx))
+                    _set_grad(gp, self._compression.decompress(output, gctx))
                 if self._groups is not None and self._group_counts.get(p):
                     self._group_counts[p] = 0
             else:
@@ -255,7 +288,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                         aggregated = aggregated.to_sparse()  # sparse_as_dense
                     p.grad.zero_().add_(aggregated)
                 else:
-                    p.grad.set_(self._compression.decompress(output, ctx))
+                    _set_grad(p, self._compression.decompress(output, ctx))
         self._handles.clear()
         self._synchronized = True
 
@@ -280,51 +313,17 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._synchronized = False
         return self._hvd_base.step(self, closure)
 
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
-                                 "before optimizer.step() or optimizer.synchronize(). This is "
-                                 "prohibited as it can cause a race condition.")
-        return self._hvd_base.zero_grad(self, *args, **kwargs)
 
-
-class _DistributedAdasumOptimizer(torch.optim.Optimizer):
+class _DistributedAdasumOptimizer(_GradientHooks):
     """Adasum (op=Adasum with more than one rank): each parameter's update is computed locally by
     the wrapped optimizer, and the updates (deltas), not the gradients, are combined with Adasum."""
 
     def __init__(self, params, named_parameters, compression, backward_passes_per_step=1):
-        self._hvd_base.__init__(self, params)
-        self._compression = compression
-        named_parameters = _named_parameters(self, named_parameters)
-        self._parameter_names = {v: k for k, v in sorted(named_parameters, key=lambda kv: kv[0])}
-        self.backward_passes_per_step = backward_passes_per_step
-        self._allreduce_delay = {v: self.backward_passes_per_step for _, v in named_parameters}
-        self._handles = {}
-        self._grad_accs = []
-        self._requires_update = set()
-        self._synchronized = False
-        self._should_synchronize = True
+        named_parameters = self._setup(params, named_parameters, compression,
+                                       backward_passes_per_step)
         self._starting_models = {p: torch.zeros_like(p, requires_grad=False)
                                  for _, p in named_parameters}
-        self._register_hooks()
-
-    def _hvd_base_step(self, closure=None):
-        return self._hvd_base.step(self, closure)
-
-    def set_backward_passes_per_step(self, passes):
-        self.backward_passes_per_step = passes
-        for p in self._allreduce_delay:
-            self._allreduce_delay[p] = self.backward_passes_per_step
-
-    def _register_hooks(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    p.grad = p.data.new(p.size()).zero_()
-                    self._requires_update.add(p)
-                    acc = _grad_accumulator(p)
-                    acc.register_hook(self._make_hook(p))
-                    self._grad_accs.append(acc)
+        self._hook_gradients(zero_grads=True)
 
     def _allreduce_grad_async(self, p):
         # delta = (start - lr * f(g)) - start, computed by stepping the wrapped optimizer on p
@@ -346,22 +345,9 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         handle = allreduce_async_(compressed.data, name=name, op=Adasum)
         return handle, ctx
 
-    def _make_hook(self, p):
-        def hook(*ignore):
-            if p in self._handles and self._handles[p][0] is not None:
-                if self._allreduce_delay[p] <= 0:
-                    raise AssertionError(
-                        "Gradients were computed more than backward_passes_per_step times before "
-                        "call to step(). Increase backward_passes_per_step to accumulate "
-                        "gradients locally.")
-            assert not p.grad.requires_grad
-            assert self._allreduce_delay[p] > 0
-            handle, ctx = None, None
-            self._allreduce_delay[p] -= 1
-            if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
-        return hook
+    def _gradient_ready(self, p):
+        due = self._backward_pass_done(p)
+        self._handles[p] = self._allreduce_grad_async(p) if due else (None, None)
 
     def synchronize(self):
         pass
@@ -387,17 +373,13 @@ class _DistributedAdasumOptimizer(torch.optim.Optimizer):
         self._handles.clear()
         return loss
 
-    def zero_grad(self, *args, **kwargs):
-        if self._handles:
-            raise AssertionError("optimizer.zero_grad() was called after loss.backward() but "
-                                 "before optimizer.step() or optimizer.synchronize(). This is "
-                                 "prohibited as it can cause a race condition.")
-        return self._hvd_base.zero_grad(self, *args, **kwargs)
-
 
 def _make_class(optimizer, impl):
     base = optimizer.__class__
-    attrs = {k: v for k, v in impl.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    attrs = {}
+    for cls in (_GradientHooks, impl):  # impl's own attributes win
+        attrs.update((k, v) for k, v in cls.__dict__.items()
+                     if k not in ("__dict__", "__weakref__"))
     attrs["_hvd_base"] = base
     return type(base.__name__, (base,), attrs)
 

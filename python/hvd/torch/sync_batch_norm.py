@@ -11,8 +11,9 @@ import torch.nn.functional as F
 from torch.autograd.function import Function
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from hvd.common.process_sets import global_process_set
+from hvd.torch._handles import set_size as _set_size
 from hvd.torch.mpi_ops import allgather_async, allreduce_async, synchronize, Sum
-from hvd.torch.mpi_ops import global_process_set, _set_size
 
 
 class SyncBatchNorm(_BatchNorm):

@@ -83,7 +83,9 @@ HVD_C_EXPORT int hvd_join(int* last_joined_rank);
 /* The ABI version this library implements (HVD_ABI_VERSION of its build). */
 HVD_C_EXPORT int hvd_abi_version(void);
 
-/* A dense row-major tensor in the caller's memory. */
+/* A dense row-major tensor in the caller's memory. The descriptor, its shape array, the name and
+ * any splits are read during the hvd_enqueue_* call only (a binding may reuse or free them when it
+ * returns); the memory at `data` must stay valid until the operation completes. */
 typedef struct hvd_tensor {
   void* data;
   const int64_t* shape; /* ndim entries; NULL allowed when ndim is 0 (a scalar) */

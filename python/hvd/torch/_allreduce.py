@@ -1,0 +1,241 @@
+"""Horovod's allreduce family over hvd's C ABI: allreduce and grouped allreduce (synchronous,
+asynchronous, in place) and their autograd functions. (sparse_allreduce_async, made of two
+allgathers, is in hvd.torch._collectives.)
+
+The synchronous functions wait without the handle table, and call the autograd function only
+when the result needs a gradient (an input requires one and grad mode is on): the result is the
+same, without autograd's cost per call.
+"""
+import torch
+
+from hvd.common import basics as _b
+from hvd.common.process_sets import global_process_set
+from hvd.common.util import get_average_backwards_compatibility_fun
+from hvd.torch import _handles as _h
+from hvd.torch.compression import Compression
+
+_lib = _b.lib
+_enqueue_allreduce = _lib.hvd_enqueue_allreduce
+Average = _b.Average
+
+_HVD_OPS = _b.HVD_OPS
+handle_average_backwards_compatibility = get_average_backwards_compatibility_fun(_b)
+def _reduce_op(op, average):
+    """hvd_reduce_op_t for Horovod's op (and its deprecated boolean `average`)."""
+    if op is None or average is not None:
+        op = handle_average_backwards_compatibility(op, average)
+    return _b.hvd_op(op)
+
+
+def needs_grad(tensor):
+    """Whether a result computed from `tensor` needs autograd (it requires a gradient and grad
+    mode is on)."""
+    return isinstance(tensor, torch.Tensor) and tensor.requires_grad and torch.is_grad_enabled()
+
+
+def any_needs_grad(tensors):
+    return any(needs_grad(t) for t in tensors)
+
+
+def compressed_group(tensors, compression, what, differentiable, plain):
+    """A grouped operation on `tensors`, each compressed for the transfer: differentiable(*them)
+    when a result needs a gradient, else plain(them); returns the results decompressed."""
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("%s: the list of tensors is empty" % what)
+    compressed, ctxs = zip(*[compression.compress(t) for t in tensors])
+    outs = differentiable(*compressed) if any_needs_grad(compressed) else plain(compressed)
+    return [compression.decompress(t, c) for t, c in zip(outs, ctxs)]
+
+
+# ---- allreduce ----------------------------------------------------------------------------------
+
+def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_factor,
+               process_set):
+    """Enqueues an allreduce of `tensor` (into a new tensor, or in place); (ptr, keep, finish).
+    Every synchronous allreduce and every gradient takes this path, so the common case (the
+    global set, an op given, a contiguous host tensor) is written out here: each Python call
+    costs about half a microsecond of the operation's latency, and each torch operation several
+    (it makes one, the output's allocation, out of place, and none in place)."""
+    ps_id = 0 if process_set is global_process_set else _h.set_id(process_set)
+    c_op = _HVD_OPS.get(op) if average is None and type(op) is int else None
+    if c_op is None:
+        c_op = _reduce_op(op, average)  # no op, the deprecated `average`, or an unknown op
+    dtype = _h.host_dtype(tensor)
+    device = -1
+    if dtype is None:
+        dtype, device = _h.check_tensor(tensor, "allreduce")  # a CUDA tensor, or the error
+    if inplace and not tensor.is_contiguous():
+        d, keep, finish = _h.inplace(tensor, dtype, device)  # a copy, copied back at the end
+        out_d = d
+    elif inplace:
+        d = out_d = _h.desc(tensor, dtype, device)
+        keep, finish = tensor, None  # the result is `tensor`
+    else:
+        src = tensor if tensor.is_contiguous() else tensor.contiguous()
+        out = torch.empty_like(src)  # contiguous, as src (a dense tensor's strides are kept)
+        d, out_d = _h.desc(src, dtype, device), _h.desc(out, dtype, device)
+        keep, finish = (out, src), _first
+    ptr = _enqueue_allreduce(_h.op_name("allreduce", name), d, out_d, c_op, prescale_factor,
+                             postscale_factor, ps_id)
+    return ptr, keep, finish
+
+
+def _first(ptr, keep):
+    return keep[0]
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing `tensor` over the ranks of `process_set` (not modified); returns a handle
+    for poll()/synchronize(), whose result is a new tensor. op: Average (default), Sum, Min, Max,
+    Product or Adasum; prescale_factor multiplies the input before the reduction and
+    postscale_factor the result after it. Every rank must submit the same name, dtype and shape.
+    `average` is Horovod's deprecated boolean (True: Average, False: Sum)."""
+    return _h.submit(*_allreduce(tensor, False, name, op, average, prescale_factor,
+                                 postscale_factor, process_set))
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """As allreduce_async, in place: synchronize() returns `tensor` holding the result."""
+    return _h.submit(*_allreduce(tensor, True, name, op, average, prescale_factor,
+                                 postscale_factor, process_set))
+
+
+class HorovodAllreduce(torch.autograd.Function):
+    """Differentiable allreduce: the gradient is the allreduce of the gradient with the same op
+    and scale factors."""
+
+    @staticmethod
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor, process_set):
+        ctx.average = average
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
+        return _h.run(*_allreduce(tensor, False, name, op, average, prescale_factor,
+                                  postscale_factor, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad = allreduce(grad_output, average=ctx.average, op=ctx.op,
+                         prescale_factor=ctx.prescale_factor,
+                         postscale_factor=ctx.postscale_factor, process_set=ctx.process_set)
+        return grad, None, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` over the ranks of `process_set` and returns the result (a new tensor;
+    `tensor` is not modified). Differentiable. `compression` (Compression.fp16) compresses the
+    tensor for the transfer. See allreduce_async for the other arguments."""
+    plain = compression is Compression.none  # the common case, without two calls that do nothing
+    compressed, ctx = (tensor, None) if plain else compression.compress(tensor)
+    if getattr(compressed, "requires_grad", False) and torch.is_grad_enabled():
+        reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
+                                         postscale_factor, process_set)
+    else:
+        reduced = _h.run(*_allreduce(compressed, False, name, op, average, prescale_factor,
+                                     postscale_factor, process_set))
+    return reduced if plain else compression.decompress(reduced, ctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces `tensor` in place and returns it."""
+    return _h.run(*_allreduce(tensor, True, name, op, average, prescale_factor, postscale_factor,
+                              process_set))
+
+
+# ---- grouped allreduce --------------------------------------------------------------------------
+
+def _grouped_allreduce(tensors, inplace, name, op, average, prescale_factor, postscale_factor,
+                       process_set):
+    """Enqueues an allreduce of a list of tensors as one unit (into new tensors, or in place);
+    (ptr, keep, finish)."""
+    ps_id = _h.set_id(process_set)
+    c_op = _reduce_op(op, average)
+    if inplace:
+        tensors = list(tensors)
+        if not tensors:
+            raise ValueError("grouped_allreduce: the list of tensors is empty")
+        descs, bufs, finishes = [], [], []
+        for i, t in enumerate(tensors):
+            dtype, device = _h.check_tensor(t, "grouped_allreduce (tensor %d)" % i)
+            d, buf, fin = _h.inplace(t, dtype, device)
+            descs.append(d)
+            bufs.append(buf)
+            finishes.append(fin)
+        ins = outs = _h.desc_array(descs)
+        results = None
+    else:
+        tensors, bufs, descs = _h.input_descs(tensors, "grouped_allreduce")
+        results = [torch.empty_like(b, memory_format=torch.contiguous_format) for b in bufs]
+        ins = _h.desc_array(descs)
+        outs = _h.desc_array([_h.desc(r, d.dtype, d.device) for r, d in zip(results, descs)])
+
+    def finish(ptr, keep):
+        if results is not None:
+            return results
+        return [t if fin is None else fin(ptr, None) for t, fin in zip(tensors, finishes)]
+
+    ptr = _lib.hvd_enqueue_grouped_allreduce(_h.op_name("grouped_allreduce", name), len(tensors),
+                                             ins, outs, c_op, prescale_factor, postscale_factor,
+                                             ps_id)
+    return ptr, (tensors, bufs, ins, outs), finish
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """Starts reducing a list of tensors as one unit (negotiated, fused and completed together);
+    synchronize() returns a list of new tensors."""
+    return _h.submit(*_grouped_allreduce(tensors, False, name, op, average, prescale_factor,
+                                         postscale_factor, process_set))
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    """As grouped_allreduce_async, in place: synchronize() returns the tensors."""
+    return _h.submit(*_grouped_allreduce(tensors, True, name, op, average, prescale_factor,
+                                         postscale_factor, process_set))
+
+
+class HorovodGroupedAllreduce(torch.autograd.Function):
+    """Differentiable grouped allreduce."""
+
+    @staticmethod
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set, *tensors):
+        ctx.average = average
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
+        return tuple(_h.run(*_grouped_allreduce(tensors, False, name, op, average,
+                                                prescale_factor, postscale_factor, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grad_output):
+        grads = grouped_allreduce(list(grad_output), average=ctx.average, op=ctx.op,
+                                  prescale_factor=ctx.prescale_factor,
+                                  postscale_factor=ctx.postscale_factor,
+                                  process_set=ctx.process_set)
+        return (None, None, None, None, None, None) + tuple(grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces a list of tensors as one unit and returns a list of new tensors. Differentiable."""
+    return compressed_group(
+        tensors, compression, "grouped_allreduce",
+        lambda *ts: HorovodGroupedAllreduce.apply(average, name, op, prescale_factor,
+                                                  postscale_factor, process_set, *ts),
+        lambda ts: _h.run(*_grouped_allreduce(ts, False, name, op, average, prescale_factor,
+                                              postscale_factor, process_set)))
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    """Reduces a list of tensors in place; returns them."""
+    return _h.run(*_grouped_allreduce(tensors, True, name, op, average, prescale_factor,
+                                      postscale_factor, process_set))
