@@ -59,8 +59,14 @@ def import_hvd(name):
         return importlib.import_module(name)
     try:
         return importlib.import_module("hvd.torch")
-    except ImportError:
-        return importlib.import_module("horovod.torch")
+    except ImportError as hvd_error:
+        try:
+            return importlib.import_module("horovod.torch")
+        except ImportError:
+            # Say what to set, not that the fallback is missing too.
+            raise ImportError("cannot import hvd.torch (%s): put hvd's build/python on PYTHONPATH, "
+                              "e.g. PYTHONPATH=build/python build/cli/hvdrun -np 4 /usr/bin/python3 "
+                              "examples/torch_train.py" % hvd_error) from None
 
 
 class Net(nn.Module):

@@ -177,7 +177,12 @@ _DEADLINE_EXCEEDED = _exc.DEADLINE_EXCEEDED
 
 def last_error():
     msg = lib.hvd_last_error()
-    return msg.decode("utf-8", "replace") if msg else ""
+    text = msg.decode("utf-8", "replace") if msg else ""
+    # The runtime speaks C++; a Python user calls hvd.init(), not hvd::Init().
+    for cpp, py in (("hvd::Init()", "hvd.init()"), ("hvd::Shutdown()", "hvd.shutdown()"),
+                    ("hvd::Shutdown", "hvd.shutdown()")):
+        text = text.replace(cpp, py)
+    return text
 
 
 def check(code, context=None):
