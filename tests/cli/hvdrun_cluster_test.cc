@@ -89,8 +89,12 @@ TEST_F(HvdrunCluster, WrongTokenIsRefusedAndNamed) {
 }
 
 TEST_F(HvdrunCluster, SubmitStatusLogsList) {
-  const std::string id = Submit({"-np", "2", "--name", "greeter", "/bin/sh", "-c",
-                                 "echo line $HVD_RANK; echo oops $HVD_RANK >&2; exit $HVD_RANK"});
+  // Rank 1 fails after a pause: its failure ends the job, and rank 0's line must be out first
+  // (without the pause rank 0 was sometimes stopped before its echo: 1 run in 15).
+  const std::string id =
+      Submit({"-np", "2", "--name", "greeter", "/bin/sh", "-c",
+              "echo line $HVD_RANK; echo oops $HVD_RANK >&2; "
+              "if [ $HVD_RANK = 1 ]; then sleep 1; fi; exit $HVD_RANK"});
   // logs -f follows to the end and exits like the job: rank 1 exited 1.
   ProcResult r = Hvdrun({"logs", "-f", id});
   EXPECT_EQ(r.exit_code, 1) << r.err;
