@@ -98,10 +98,7 @@ Options ParseArgs(int argc, char** argv) {
   ParseFlagPairs(argc, argv, Usage,
                  [&](const std::string& flag, const char* v, const BadValue& bad) {
                    long long n;
-                   if (flag == "-np") {
-                     if (!ParseInt(v, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
-                     o.np = static_cast<int>(n);
-                     o.np_given = true;
+                   if (ParseNpFlag(flag, v, bad, &o.np, &o.np_given)) {
                    } else if (flag == "-b" || flag == "--minbytes") {
                      if (!ParseBytes(v, &o.min_bytes)) bad("a size like 4096, 4K, 1M or 1G");
                    } else if (flag == "-e" || flag == "--maxbytes") {

@@ -19,6 +19,16 @@
 
 namespace hvd::bench {
 
+bool ParseNpFlag(const std::string& flag, const char* value, const BadValue& bad, int* np,
+                 bool* np_given) {
+  if (flag != "-np") return false;
+  long long n;
+  if (!ParseInt(value, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
+  *np = static_cast<int>(n);
+  *np_given = true;
+  return true;
+}
+
 bool ParseInt(const char* s, long long lo, long long hi, long long* out) {
   char* end = nullptr;
   errno = 0;

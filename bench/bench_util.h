@@ -42,6 +42,11 @@ void ParseFlagPairs(int argc, char** argv,
                     const std::function<bool(const std::string& flag, const char* value,
                                              const BadValue& bad)>& handle);
 
+// The -np flag the forking benchmarks share: true when `flag` is -np (then *np is set, or bad()
+// called for a value outside 1..64, and *np_given becomes true); false for any other flag.
+bool ParseNpFlag(const std::string& flag, const char* value, const BadValue& bad, int* np,
+                 bool* np_given);
+
 // ---- Ranks ----
 
 // Who this process is in a job, as hvd::Init() reads it from HVD_RANK, HVD_SIZE and

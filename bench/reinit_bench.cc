@@ -40,10 +40,7 @@ Options ParseArgs(int argc, char** argv) {
   ParseFlagPairs(argc, argv, Usage,
                  [&](const std::string& flag, const char* v, const BadValue& bad) {
                    long long n;
-                   if (flag == "-np") {
-                     if (!ParseInt(v, 1, 64, &n)) bad("a rank count 1..64, e.g. -np 4");
-                     o.np = static_cast<int>(n);
-                     o.np_given = true;
+                   if (ParseNpFlag(flag, v, bad, &o.np, &o.np_given)) {
                    } else if (flag == "--cycles") {
                      if (!ParseInt(v, 2, 1000, &n)) bad("an integer 2..1000");
                      o.cycles = static_cast<int>(n);
