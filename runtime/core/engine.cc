@@ -4,6 +4,7 @@
 
 #include "common/logging.h"
 #include "transport/group.h"
+#include "transport/transport.h"
 
 namespace hvd::runtime::core {
 
@@ -138,12 +139,12 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
 
 void Engine::Loop() {
   internal::MarkBackgroundThread();
-  auto round_start = Clock::now();
+  round_start_ = Clock::now();
   while (Round()) {
     // The next tick counts from this round's start, not from the previous tick: rounds woken
     // early by submissions must not push the tick ever further ahead (a busy rank with a request
     // still pending would then sleep for seconds while the others wait for it).
-    const auto next = round_start + options_.cycle_time;
+    const auto next = round_start_ + options_.cycle_time;
     auto now = Clock::now();
     if (options_.stall_reporter != nullptr && now >= next_stall_report_) {
       // The oldest stall any coordinator on this rank knows of: the global set's on rank 0, and
@@ -176,7 +177,7 @@ void Engine::Loop() {
                           [&] { return stop_requested_ || (idle_ && !queue_.empty()); });
     }
     idle_ = false;
-    round_start = Clock::now();
+    round_start_ = Clock::now();
   }
   if (timeline_) timeline_->Close();
   std::lock_guard<std::mutex> lock(mu_);
@@ -275,11 +276,27 @@ Status Engine::RunRound(bool* stop) {
     }
     it->second->Add(op);
   }
-  took_new_work_ = !ops.empty();
+  // Submissions a set took between its own cycles last round count as this round's: ranks outside
+  // the set then go straight into the next round instead of sleeping to their tick, and the set
+  // does not wait for them when its members come back to the global round.
+  took_new_work_ = !ops.empty() || took_set_work_;
+  took_set_work_ = false;
 
   uint64_t agreed = 0;
   const uint64_t flags = (stopping ? 0 : kNotStopping) | (took_new_work_ ? 0 : kNoNewWork);
-  HVD_RETURN_IF_ERROR(runners_.at(0)->Cycle(flags, &agreed));
+  {
+    // A rank given nothing while others were comes to this cycle only to wait for them (Loop).
+    // When its last wait was long too (they are busy in a process set's own cycles, up to a
+    // tick), it sleeps rather than spin on cores they need; a short one (two ranks trading small
+    // operations) keeps the spin, whose wake-up is quicker than a sleep's.
+    const bool patient = !took_new_work_ && others_took_new_work_ &&
+                         last_global_cycle_ > std::chrono::microseconds(500);
+    transport::ScopedPatientWaits patient_waits(patient);
+    const auto start = Clock::now();
+    HVD_RETURN_IF_ERROR(runners_.at(0)->Cycle(flags, &agreed));
+    sets_start_ = Clock::now();
+    last_global_cycle_ = sets_start_ - start;
+  }
   if (!(agreed & kNotStopping)) {
     *stop = true;
     return Status::OK();
@@ -294,10 +311,59 @@ Status Engine::RunRound(bool* stop) {
   for (int id : ids) {
     auto it = runners_.find(id);
     if (it == runners_.end()) continue;
-    uint64_t ignored = 0;
-    HVD_RETURN_IF_ERROR_CTX(it->second->Cycle(0, &ignored), "process set " + std::to_string(id));
+    HVD_RETURN_IF_ERROR_CTX(RunSet(it->second.get()), "process set " + std::to_string(id));
   }
   return Status::OK();
+}
+
+Status Engine::RunSet(SetRunner* runner) {
+  // A tick from the end of the global cycle, not from the round's start: a global cycle that
+  // waited long for another set's members must not leave this set one cycle per round.
+  const auto tick = sets_start_ + options_.cycle_time;
+  bool stay = Clock::now() < tick && TakeSetWork(runner, Clock::time_point::min());
+  while (true) {
+    uint64_t agreed = 0;
+    HVD_RETURN_IF_ERROR(runner->Cycle(stay ? kStayInSet : 0, &agreed));
+    if (!(agreed & kStayInSet)) return Status::OK();
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++stats_.set_cycles;
+    }
+    // Every member runs another cycle. This rank joins it as soon as it has something for the
+    // set, or at its tick with nothing (saying it leaves after that cycle).
+    stay = TakeSetWork(runner, tick) && Clock::now() < tick;
+  }
+}
+
+bool Engine::TakeSetWork(SetRunner* runner, Clock::time_point until) {
+  std::vector<std::shared_ptr<internal::Operation>> mine;
+  bool stay = true;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto take = [&] {
+      size_t kept = 0;
+      for (auto& op : queue_) {
+        if (op->request.process_set == runner->id()) {
+          mine.push_back(std::move(op));
+        } else {
+          queue_[kept++] = std::move(op);
+        }
+      }
+      queue_.resize(kept);
+    };
+    take();
+    if (mine.empty() && queue_.empty() && runner->idle() && !stop_requested_) {
+      // As the loop between rounds does when idle: a submission ends the wait at once.
+      idle_ = true;
+      wake_cv_.wait_until(lock, until, [&] { return stop_requested_ || !queue_.empty(); });
+      idle_ = false;
+      take();
+    }
+    stay = !stop_requested_ && queue_.empty();
+  }
+  if (!mine.empty()) took_set_work_ = true;
+  for (auto& op : mine) runner->Add(std::move(op));
+  return stay;
 }
 
 Status Engine::ApplySetChange(const fusion::Response& r, internal::Operation* op) {

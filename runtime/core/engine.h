@@ -17,6 +17,16 @@
 //   sets      - AddProcessSet/RemoveProcessSet are negotiated there, so every rank changes its
 //               table in the same round and the new set's first cycle is in the same round
 //               everywhere.
+// Between two global rounds the members of a process set may run more cycles of that set alone
+// ("stay in set"): each cycle's AND carries kStayInSet, which a member sets until HVD_CYCLE_TIME
+// has passed since its global cycle ended, unless it has a stop request or a submission for
+// another set. So a set busy with small operations runs them at the pace of a job of its own
+// size instead of paying a whole-job negotiation each; the global round still comes about once
+// per tick (stop, set changes, the global set's work). Every member runs the same number of cycles
+// of the set (they agreed on each), so the lockstep above still holds; and a set's extra cycles
+// end by each member's tick whatever other sets do, so sets that overlap only delay each other
+// (members take their sets in increasing id), never wait on each other in a circle.
+//
 // A transport failure fails every pending operation with the error (naming the peer) and stops
 // the engine; later submissions fail at once with the same error.
 #pragma once
@@ -60,7 +70,8 @@ struct EngineOptions {
 
 // Counters for tests, benchmarks and status reports.
 struct EngineStats {
-  uint64_t cycles = 0;
+  uint64_t cycles = 0;                 // rounds of the background loop (global set's cycles)
+  uint64_t set_cycles = 0;             // cycles of process sets run between global rounds
   uint64_t slow_path_cycles = 0;       // cycles that gathered requests through a set's root
   uint64_t cache_hits = 0;             // keys run from the response cache
   uint64_t negotiated = 0;             // keys run from coordinator responses
@@ -97,6 +108,12 @@ class Engine {
   // One round; false when the engine must stop.
   bool Round();
   Status RunRound(bool* stop);
+  // A set's cycles in this round: one, then more while every member says "stay" (above).
+  Status RunSet(SetRunner* runner);
+  // Between two cycles of `runner`'s set: moves the set's submissions into it, waiting for one
+  // (up to `until`) when the set has nothing pending. Returns whether this rank may stay in the
+  // set for another cycle: not when a stop was requested or another set has submissions queued.
+  bool TakeSetWork(SetRunner* runner, std::chrono::steady_clock::time_point until);
   // Makes the runner for a set this rank belongs to.
   std::unique_ptr<SetRunner> NewRunner(int id, const std::vector<int>& members);
   Status ApplySetChange(const fusion::Response& r, internal::Operation* op);
@@ -129,7 +146,11 @@ class Engine {
 
   // Background thread only (and the constructor).
   std::map<int, std::unique_ptr<SetRunner>> runners_;  // the sets this rank belongs to
+  std::chrono::steady_clock::time_point round_start_;  // the current round's
+  std::chrono::steady_clock::time_point sets_start_;   // ... end of its global cycle
   bool took_new_work_ = false;         // the last round took submissions on this rank
+  bool took_set_work_ = false;         // ... a set took some between its own cycles
+  std::chrono::steady_clock::duration last_global_cycle_{};  // how long it took
   bool others_took_new_work_ = false;  // ... on some rank (the global flags said so)
   std::chrono::steady_clock::time_point next_stall_report_;
   std::thread thread_;

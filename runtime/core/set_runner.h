@@ -39,6 +39,8 @@ struct EngineStats;
 inline constexpr uint64_t kNoUncached = 1;   // ... has nothing for the coordinator (the runner's)
 inline constexpr uint64_t kNotStopping = 2;  // ... wants to go on (global set; the engine's)
 inline constexpr uint64_t kNoNewWork = 4;    // ... took no submission this round (global set)
+inline constexpr uint64_t kStayInSet = 8;    // ... will run another cycle of this set before the
+                                             // next global round (process sets; the engine's)
 
 struct SetRunnerOptions {
   uint32_t cache_capacity = 1024;
@@ -74,7 +76,7 @@ class SetRunner {
   // Takes a submitted operation (its request's root, if any, already a rank of this set).
   void Add(std::shared_ptr<internal::Operation> op);
 
-  // One cycle. `flags` are the engine's bits for word 0 (kNotStopping, kNoNewWork); `*agreed` gets
+  // One cycle. `flags` are the engine's bits for word 0 (kNotStopping, kNoNewWork, kStayInSet); `*agreed` gets
   // word 0 as AND-reduced over the members. When the agreed flags lack kNotStopping nothing else
   // happens (the engine stops). A non-OK status means a transport failure: the job cannot go on.
   Status Cycle(uint64_t flags, uint64_t* agreed);

@@ -38,6 +38,16 @@ bool AbortState::Abort(const std::string& reason) {
 }
 
 namespace {
+thread_local bool t_patient = false;
+}  // namespace
+
+ScopedPatientWaits::ScopedPatientWaits(bool patient) : previous_(t_patient) {
+  t_patient = t_patient || patient;
+}
+ScopedPatientWaits::~ScopedPatientWaits() { t_patient = previous_; }
+bool ScopedPatientWaits::Active() { return t_patient; }
+
+namespace {
 
 constexpr auto kMaxPause = std::chrono::microseconds(10);
 
@@ -63,7 +73,7 @@ class LinkTransport final : public Transport {
     if (abort_->aborted()) return abort_->status();
     bool spinnable = false;
     for (const WaitItem& it : items) spinnable |= it.link != nullptr && Of(it)->CanSpin();
-    if (spinnable && spin_.spin.count() > 0 &&
+    if (spinnable && spin_.spin.count() > 0 && !t_patient &&
         Spin(items, std::min(deadline, Clock::now() + spin_.spin))) {
       return abort_->aborted() ? abort_->status() : Status::OK();
     }

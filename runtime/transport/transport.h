@@ -83,6 +83,24 @@ class Transport {
   virtual void Abort(const std::string& reason) = 0;
 };
 
+// While an instance lives, WaitReady calls made on this thread sleep at once instead of spinning
+// first. For waits that are expected to be long and idle (a rank with no work of its own waiting
+// for ranks that have some): on a host with more ranks than cores, spinning there only takes CPU
+// from the ranks doing the work. Nests; restores the previous state.
+class ScopedPatientWaits {
+ public:
+  explicit ScopedPatientWaits(bool patient = true);
+  ~ScopedPatientWaits();
+  ScopedPatientWaits(const ScopedPatientWaits&) = delete;
+  ScopedPatientWaits& operator=(const ScopedPatientWaits&) = delete;
+
+  // Whether waits on this thread are patient now (for transports' WaitReady).
+  static bool Active();
+
+ private:
+  const bool previous_;
+};
+
 // Blocking helpers over any Transport. `idle_timeout` bounds the time without any progress (a
 // large transfer may take longer in total); on expiry the error names the peer and the bytes
 // still outstanding.
