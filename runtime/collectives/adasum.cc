@@ -264,7 +264,8 @@ Status AdasumAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& t
   // Context for the fold-in/out errors, which only ranks r % P < N - P reach.
   auto fold = [&](const char* phase) {
     return std::string("adasum ") + phase + " (" + std::to_string(n) + " ranks: rank " +
-           std::to_string(r % p) + " folds in rank " + std::to_string(r % p + p) + ")";
+           std::to_string(comm.JobRank(r % p)) + " folds in rank " +
+           std::to_string(comm.JobRank(r % p + p)) + ")";
   };
 
   // Extra ranks: hand the buffer to rank r - P, get the result back from it.

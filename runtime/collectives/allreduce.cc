@@ -23,6 +23,7 @@ Comm Comm::Over(transport::Transport* t) const {
   Comm c = *this;
   c.transport = t;
   c.hierarchy = nullptr;
+  c.job_ranks = nullptr;  // the caller knows what the view's ranks are
   return c;
 }
 

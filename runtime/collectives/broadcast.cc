@@ -31,8 +31,8 @@ Status TreeBroadcast(const Comm& comm, char* buf, size_t n, int root) {
     const int low = v & -v;
     Status s = transport::Recv(*comm.transport, parent, buf, n, comm.idle_timeout);
     if (!s.ok()) {
-      return s.WithContext("broadcast (tree, root " + std::to_string(root) + ") recv from " +
-                           internal::PeerName(comm, parent, &s));
+      return s.WithContext("broadcast (tree, root " + std::to_string(comm.JobRank(root)) +
+                           ") recv from " + internal::PeerName(comm, parent, &s));
     }
     mask = low;
   }
@@ -42,8 +42,8 @@ Status TreeBroadcast(const Comm& comm, char* buf, size_t n, int root) {
     const int child = real(v + m);
     Status s = transport::Send(*comm.transport, child, buf, n, comm.idle_timeout);
     if (!s.ok()) {
-      return s.WithContext("broadcast (tree, root " + std::to_string(root) + ") send to " +
-                           internal::PeerName(comm, child, &s));
+      return s.WithContext("broadcast (tree, root " + std::to_string(comm.JobRank(root)) +
+                           ") send to " + internal::PeerName(comm, child, &s));
     }
   }
   return Status::OK();

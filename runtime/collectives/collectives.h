@@ -50,8 +50,14 @@ struct Comm {
   // hierarchically. Null: flat algorithms over `transport`.
   std::shared_ptr<const Hierarchy> hierarchy;
 
+  // A process set's communicator: the job rank of each of its ranks, for messages (users know
+  // ranks by their job rank). Null: this communicator's ranks are the job's.
+  std::shared_ptr<const std::vector<int>> job_ranks;
+
   int rank() const { return transport->rank(); }
   int size() const { return transport->size(); }
+  // The job rank of this communicator's rank `r`.
+  int JobRank(int r) const { return job_ranks != nullptr ? (*job_ranks)[r] : r; }
   // This communicator over another transport (a group view), without the hierarchy.
   Comm Over(transport::Transport* t) const;
 };

@@ -55,7 +55,7 @@ std::vector<size_t> SplitEvenly(size_t count, int parts) {
 }
 
 std::string PeerName(const Comm& comm, int peer, const Status* error) {
-  if (peer == comm.rank()) return "rank " + std::to_string(peer) + " (self)";
+  if (peer == comm.rank()) return "rank " + std::to_string(comm.JobRank(peer)) + " (self)";
   // The link's description names the peer's rank in the whole job, also on a group view.
   const std::string& description = comm.transport->link(peer)->description();
   if (error != nullptr && error->message().find(description) != std::string::npos) {

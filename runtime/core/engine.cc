@@ -1,8 +1,10 @@
 #include "core/engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "common/logging.h"
+#include "core/thread_affinity.h"
 #include "transport/group.h"
 #include "transport/transport.h"
 
@@ -57,6 +59,7 @@ std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& mem
   // A view of the job's transport: the set reuses the links already open between its members.
   std::unique_ptr<transport::Transport> view = transport::NewGroupView(comm_.transport, members);
   collectives::Comm comm = comm_.Over(view.get());
+  comm.job_ranks = std::make_shared<const std::vector<int>>(members);
   return std::make_unique<SetRunner>(id, members, comm, std::move(view), o, &executor_,
                                      timeline_.get(), &stats_mu_, &stats_, finish, apply);
 }
@@ -66,7 +69,10 @@ Engine::~Engine() {
 }
 
 void Engine::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    PinBackgroundThread([](const char* name) { return std::getenv(name); });  // --thread-affinity
+    Loop();
+  });
 }
 
 void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {

@@ -346,7 +346,8 @@ Status Executor::RunOther(const collectives::Comm& comm, const Response& r, size
         buf = scratch_.data();
       }
       return collectives::Broadcast(comm, buf, n, r.root)
-          .WithContext("broadcast of '" + r.key + "' from rank " + std::to_string(r.root));
+          .WithContext("broadcast of '" + r.key + "' from rank " +
+                       std::to_string(comm.JobRank(r.root)));
     }
     case OpType::kAllgather: {
       const TensorSpec& t = r.tensors[ti];

@@ -33,6 +33,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
+#include "transport/group.h"
 #include "testutil/mix.h"
 #include "testutil/multiproc.h"
 
@@ -704,6 +705,40 @@ INSTANTIATE_TEST_SUITE_P(Transports, CollectivesFailure,
                          [](const ::testing::TestParamInfo<Config>& info) {
                            return info.param.name;
                          });
+
+// On a process set's communicator (a group view of job ranks 1, 2, 3), errors name job ranks:
+// the tree broadcast from set rank 2 is "root 3", the rank that died.
+TEST(CollectivesFailure, GroupViewErrorsNameJobRanks) {
+  RunOptions options;
+  options.timeout = Millis(60000);
+  options.failure_grace = Millis(30000);
+  RunResult res = RunRanks(
+      4,
+      [](int rank, int size, const std::string& dir) -> Status {
+        const Config setup{"tcp", 4};
+        std::unique_ptr<Transport> t;
+        HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &t));
+        if (rank == 0) return Barrier(MakeComm(setup, t.get(), Millis(5000)));
+        HVD_RETURN_IF_ERROR(Barrier(MakeComm(setup, t.get(), Millis(5000))));
+        const std::vector<int> members = {1, 2, 3};
+        std::unique_ptr<Transport> view = hvd::runtime::transport::NewGroupView(t.get(), members);
+        Comm comm = MakeComm(setup, t.get(), Millis(5000)).Over(view.get());
+        comm.job_ranks = std::make_shared<const std::vector<int>>(members);
+        if (rank == 3) raise(SIGKILL);
+        std::vector<float> buf(16, 1.0f);  // small: the tree, whose errors name the root
+        Status s = Broadcast(comm, buf.data(), buf.size() * sizeof(float), /*root=*/2);
+        if (s.ok()) return Internal("broadcast from a dead root succeeded");
+        if (s.message().find("root 3") == std::string::npos ||
+            s.message().find("root 2") != std::string::npos) {
+          return Internal("error does not name the root by its job rank 3: " + s.ToString());
+        }
+        return Status::OK();
+      },
+      options);
+  ASSERT_EQ(res.ranks.size(), 4u);
+  EXPECT_EQ(res.ranks[3].term_signal, SIGKILL) << res.ranks[3].Describe();
+  for (int r : {0, 1, 2}) EXPECT_TRUE(res.ranks[r].ok()) << res.ranks[r].Describe();
+}
 
 // ---- The harness itself -----------------------------------------------------------------------
 
