@@ -22,12 +22,15 @@
 #include "agent/host_info.h"
 #include "agent/interfaces.h"
 #include "agent/launcher_client.h"
+#include "agent/master_port.h"
 #include "agent/outbox.h"
 #include "agent/pid_records.h"
 #include "agent/probe.h"
 #include "agent/state_dir.h"
+#include "agent/stdin_feed.h"
 #include "agent/workers.h"
 #include "common/logging.h"
+#include "control/duration_text.h"
 #include "control/grpc_util.h"
 
 #ifndef HVD_AGENT_VERSION
@@ -68,9 +71,7 @@ constexpr Ms kLeaseCheck{100};
 constexpr std::chrono::seconds kRepeatErrorLog{30};
 
 std::string Seconds(Ms d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
+  return control::SecondsText(d);
 }
 
 class AgentImpl : public Agent {
@@ -249,9 +250,10 @@ class AgentImpl : public Agent {
       HVD_LOG(INFO) << "registered with the launcher at " << options_.launcher << " as agent "
                     << ack.agent_id();
     } else {
-      HVD_LOG(WARNING) << "re-registered with the launcher at " << options_.launcher << " as agent "
-                       << ack.agent_id() << " after " << Seconds(outage) << " unreachable; "
-                       << workers_.live_count() << " rank(s) still running here";
+      // Good news (the loss was the warning): INFO, so a recovered outage reads as resolved.
+      HVD_LOG(INFO) << "re-registered with the launcher at " << options_.launcher << " as agent "
+                    << ack.agent_id() << " after " << Seconds(outage) << " unreachable; "
+                    << workers_.live_count() << " rank(s) still running here";
     }
     if (ack.agent_id() != previous_id) SaveAgentId(options_.state_dir, ack.agent_id());
     outbox_.Wake();
@@ -274,6 +276,9 @@ class AgentImpl : public Agent {
         }
         case hvd::v1::LauncherMessage::kProbe:  // the network check before a job (probe.h)
           prober_.Handle(msg.probe());
+          break;
+        case hvd::v1::LauncherMessage::kMasterPort:  // MASTER_PORT before a job (master_port.h)
+          outbox_.AddMessage(master_ports_.Answer(msg.master_port()));
           break;
         case hvd::v1::LauncherMessage::kAck: {
           std::lock_guard<std::mutex> lock(mu_);
@@ -363,6 +368,7 @@ class AgentImpl : public Agent {
   Outbox outbox_;
   Workers workers_;
   Prober prober_;
+  MasterPortPicker master_ports_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
@@ -443,6 +449,11 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   std::string agent_id;
   HVD_RETURN_IF_ERROR(LoadAgentId(options.state_dir, &agent_id));
   workers.wrapper = options.wrapper_path.empty() ? DefaultWrapperPath() : options.wrapper_path;
+  workers.stdin_feed = [launcher = options.launcher, token = options.token](
+                           const hvd::v1::StartRank& cmd, int fd) {
+    return StartLauncherStdinFeed(launcher, token, cmd.job_id(), cmd.attempt(),
+                                  cmd.placement().rank(), fd);
+  };
   HVD_LOG(INFO) << "workers start through " << workers.wrapper;
   const std::string host_name = options.host.empty() ? LocalHostName() : options.host;
   std::vector<control::InterfaceSelector> selectors;

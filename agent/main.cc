@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "agent/worker_wrapper.h"
 #include "agent/stdin_session.h"
+#include "agent/worker_wrapper.h"
 #include "common/logging.h"
 #include "control/flags.h"
 #include "control/grpc_util.h"
 #include "control/token.h"
+
+#ifndef HVD_VERSION
+#define HVD_VERSION "dev"
+#endif
 
 namespace {
 
@@ -58,7 +62,7 @@ int main(int argc, char** argv) {
   std::string token_file;
   std::string log_level;
   int64_t slots = -1;
-  bool help = false, stop_on_eof = false;
+  bool help = false, version = false, stop_on_eof = false;
   hvd::control::FlagSet flags("hvd-agent");
   flags.String("--launcher", &options.launcher,
                "HOST:PORT of hvd-launcherd's gRPC endpoint (default: $HVD_LAUNCHER)");
@@ -78,9 +82,10 @@ int main(int argc, char** argv) {
                "NAME[,NAME] or CIDR: the interfaces this host offers jobs, in order of "
                "preference (default: $HVD_IFACE, else all)");
   flags.String("--log-level", &log_level,
-               "trace, debug, info, warning or error (default: "
-               "$HVD_LOG_LEVEL, else warning)");
+               "trace, debug, info, warning or error (default: $HVD_LOG_LEVEL, else info: "
+               "registration and jobs coming and going)");
   flags.Bool("--help,-h", &help, "print this help");
+  flags.Bool("--version", &version, "print the version and exit");
   std::vector<std::string> positional;
   hvd::Status s = flags.Parse(argc, argv, 1, false, &positional);
   if (!s.ok()) {  // FlagSet's message names the program, the flag and --help
@@ -89,6 +94,10 @@ int main(int argc, char** argv) {
   }
   if (help) {
     std::printf("%s", flags.Usage(kSynopsis).c_str());
+    return 0;
+  }
+  if (version) {
+    std::printf("hvd-agent %s\n", HVD_VERSION);  // as `hvdrun --version`
     return 0;
   }
   if (!positional.empty()) {
@@ -121,6 +130,12 @@ int main(int argc, char** argv) {
   s = token_file == "-" ? hvd::agent::ReadTokenLine(0, std::chrono::seconds(30), &options.token)
                         : hvd::control::ReadTokenFile(token_file, &options.token);
   if (!s.ok()) return Fail(s.message());
+  // A daemon's log is its record of registration and jobs (INFO); warnings alone would leave it
+  // silent in normal operation. hvdrun's embedded agent keeps the default.
+  if (log_level.empty() && std::getenv("HVD_LOG_LEVEL") == nullptr &&
+      std::getenv("HOROVOD_LOG_LEVEL") == nullptr) {
+    log_level = "info";
+  }
   ApplyLogLevel(log_level);
 
   // Block the stop signals in every thread (they inherit this mask) and take them with sigwait
@@ -137,8 +152,8 @@ int main(int argc, char** argv) {
   if (!s.ok()) return Fail(s.message());
   int sig = 0;
   sigwait(&stop_signals, &sig);
-  HVD_LOG(WARNING) << "hvd-agent: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
-                   << ": stopping every worker and exiting";
+  HVD_LOG(INFO) << "hvd-agent: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")
+                << ": stopping every worker and exiting";
   agent->Stop();
   return 0;
 }

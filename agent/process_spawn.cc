@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -12,9 +13,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "agent/worker_wrapper.h"
+#include "control/cpu_binding.h"
 
 extern char** environ;
 
@@ -28,8 +31,9 @@ struct ChildFailure {
 };
 constexpr int kStageChdir = 1;
 constexpr int kStageExec = 2;
-constexpr int kStageSetup = 3;    // stdin, descriptors: the system is in trouble
-constexpr int kStageWrapper = 4;  // the wrapper binary itself would not exec
+constexpr int kStageSetup = 3;     // stdin, descriptors: the system is in trouble
+constexpr int kStageWrapper = 4;   // the wrapper binary itself would not exec
+constexpr int kStageAffinity = 5;  // sched_setaffinity refused the planned CPUs
 
 // Everything below runs in the child between fork and exec: only async-signal-safe calls, no
 // allocation (another thread of the agent may have held the malloc lock at fork time).
@@ -63,9 +67,10 @@ bool PlaceFd(int from, int to, bool cloexec) {
   return !cloexec || fcntl(to, F_SETFD, FD_CLOEXEC) == 0;
 }
 
-[[noreturn]] void ChildMain(pid_t parent, int report_fd, int out_w, int err_w, int status_w,
-                            int lifeline_r, const char* working_dir, const char* wrapper,
-                            char* const* argv, char* const* envp) {
+[[noreturn]] void ChildMain(pid_t parent, int report_fd, int in_r, int out_w, int err_w,
+                            int status_w, int lifeline_r, const cpu_set_t* cpus,
+                            const char* working_dir, const char* wrapper, char* const* argv,
+                            char* const* envp) {
   // Dispositions first, then the mask (all blocked since before fork): the agent blocks
   // SIGINT/SIGTERM for sigwait() and gRPC may ignore SIGPIPE; either would be inherited across
   // exec and make the worker deaf to SIGTERM or blind to broken pipes.
@@ -84,9 +89,13 @@ bool PlaceFd(int from, int to, bool cloexec) {
   // The agent may have died before prctl took effect; then nothing would ever kill us.
   if (getppid() != parent) _exit(127);
 
-  int null_fd = open("/dev/null", O_RDONLY);
-  if (null_fd < 0) ChildFail(report_fd, kStageSetup, errno);
-  if (!MoveFd(null_fd, STDIN_FILENO) || !MoveFd(out_w, STDOUT_FILENO) ||
+  // Before the moves below: the wrapper and the worker inherit it.
+  if (cpus != nullptr && sched_setaffinity(0, sizeof *cpus, cpus) != 0) {
+    ChildFail(report_fd, kStageAffinity, errno);
+  }
+  int in_fd = in_r >= 0 ? in_r : open("/dev/null", O_RDONLY);
+  if (in_fd < 0) ChildFail(report_fd, kStageSetup, errno);
+  if (!MoveFd(in_fd, STDIN_FILENO) || !MoveFd(out_w, STDOUT_FILENO) ||
       !MoveFd(err_w, STDERR_FILENO) || !PlaceFd(status_w, kWrapperStatusFd, false) ||
       !PlaceFd(lifeline_r, kWrapperLifelineFd, false) || !PlaceFd(report_fd, 5, true)) {
     ChildFail(report_fd, kStageSetup, errno);
@@ -211,6 +220,39 @@ void Reap(pid_t pid) {
   }
 }
 
+// The value of NAME in a "K=V" environment; "" when unset.
+std::string EnvValue(const std::vector<std::string>& env, const std::string& name) {
+  const std::string prefix = name + "=";
+  for (const std::string& e : env) {
+    if (e.rfind(prefix, 0) == 0) return e.substr(prefix.size());
+  }
+  return "";
+}
+
+// The worker's CPUs from its environment's binding policy (control/cpu_binding.h).
+Status PlanWorkerBinding(const std::vector<std::string>& env, control::BindingPlan* plan) {
+  *plan = control::BindingPlan();
+  control::BindingPolicy policy;
+  HVD_RETURN_IF_ERROR_CTX(control::PolicyFromValues(EnvValue(env, control::kBindToEnv),
+                                                    EnvValue(env, control::kCpuListEnv), &policy),
+                          "CPU binding");
+  if (policy.none()) return Status::OK();
+  const int local_rank = std::atoi(EnvValue(env, "HVD_LOCAL_RANK").c_str());
+  const std::string size = EnvValue(env, "HVD_LOCAL_SIZE");
+  const int local_size = size.empty() ? 1 : std::atoi(size.c_str());
+  // Read once: CPUs do not come and go under a running agent often enough to matter.
+  static const std::vector<control::CpuInfo>* topology = [] {
+    auto* cpus = new std::vector<control::CpuInfo>();
+    (void)control::ReadCpuTopology("/sys/devices/system/cpu", cpus);  // empty: flat CPUs
+    return cpus;
+  }();
+  std::vector<int> allowed;
+  (void)control::AllowedCpus(&allowed);  // empty: every CPU of the topology
+  Status s = control::PlanBinding(policy, *topology, allowed, local_rank, local_size, plan);
+  if (!s.ok()) return FailedPrecondition(s.message());
+  return Status::OK();
+}
+
 // The wrapper reports the worker's exec within milliseconds; this bounds a wedged one.
 constexpr int kWrapperStartTimeoutMs = 30000;
 
@@ -229,6 +271,14 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   std::string path_var = "/bin:/usr/bin";  // execvp's default when PATH is unset
   for (const std::string& e : env_strings) {
     if (e.rfind("PATH=", 0) == 0) path_var = e.substr(5);
+  }
+
+  control::BindingPlan binding;
+  HVD_RETURN_IF_ERROR(PlanWorkerBinding(env_strings, &binding));
+  cpu_set_t cpu_set;
+  CPU_ZERO(&cpu_set);
+  for (int cpu : binding.cpus) {
+    if (cpu < CPU_SETSIZE) CPU_SET(cpu, &cpu_set);
   }
 
   int out_pipe[2] = {-1, -1}, err_pipe[2] = {-1, -1}, report[2] = {-1, -1};
@@ -259,8 +309,9 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
     return Unavailable(std::string("fork: ") + std::strerror(e));
   }
   if (pid == 0) {
-    ChildMain(parent, report[1], out_pipe[1], err_pipe[1], status[1], lifeline[0],
-              request.working_dir.c_str(), request.wrapper.c_str(), argv.data(), envp.data());
+    ChildMain(parent, report[1], request.stdin_fd, out_pipe[1], err_pipe[1], status[1], lifeline[0],
+              binding.cpus.empty() ? nullptr : &cpu_set, request.working_dir.c_str(),
+              request.wrapper.c_str(), argv.data(), envp.data());
   }
   // Also set the group from this side: kill(-pid) must reach the group even if the child has not
   // run yet (harmless EACCES once it has exec'd).
@@ -288,6 +339,9 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
       case kStageChdir:
         return fail(FailedPrecondition("chdir " + request.working_dir + ": " + text +
                                        " (the job's working directory must exist on this host)"));
+      case kStageAffinity:
+        return fail(FailedPrecondition("binding " + request.argv[0] + " to CPUs " +
+                                       control::FormatCpuSet(binding.cpus) + ": " + text));
       case kStageWrapper:
         return fail(Internal("exec of the worker wrapper " + request.wrapper + ": " + text));
       default:
@@ -317,6 +371,8 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   out->stderr_fd = err_pipe[0];
   out->status_fd = status[0];
   out->lifeline_fd = lifeline[1];
+  if (!binding.cpus.empty()) out->cpus = control::FormatCpuSet(binding.cpus);
+  out->binding_note = binding.note;
   return Status::OK();
 }
 

@@ -19,6 +19,9 @@ struct SpawnRequest {
   std::string working_dir;                 // empty: the caller's
   std::string wrapper;       // REQUIRED: a binary that runs RunWorkerWrapperIfAsked first thing
   std::string cgroup_procs;  // the rank cgroup's cgroup.procs; empty: no cgroup
+  // The worker's standard input (the read end of a pipe; the caller keeps and closes its own
+  // copy); -1: /dev/null.
+  int stdin_fd = -1;
 };
 
 struct SpawnedProcess {
@@ -28,6 +31,8 @@ struct SpawnedProcess {
   int stderr_fd = -1;
   int status_fd = -1;    // read end of the wrapper's status pipe (its kExited record comes last)
   int lifeline_fd = -1;  // the lifeline's only write end: close it once the wrapper is reaped
+  std::string cpus;      // the CPUs the worker is bound to ("0-3"); empty: not bound
+  std::string binding_note;  // what the binding wants said once per host (oversubscription)
 };
 
 // Spawns the wrapper and returns once the worker has exec'd. Must be called from a thread that
@@ -35,6 +40,10 @@ struct SpawnedProcess {
 // (empty argv or wrapper), FailedPrecondition for chdir/exec failures naming the path and
 // strerror, Unavailable when the system is out of processes or descriptors, Internal when the
 // wrapper misbehaves. Nothing is left running on error.
+// CPU binding (control/cpu_binding.h): HVD_BIND_TO / HVD_CPU_LIST in the worker's environment
+// (request.env over the caller's), with HVD_LOCAL_RANK / HVD_LOCAL_SIZE, bind the wrapper and so
+// the worker to the planned CPUs before exec; a plan this host cannot meet (a --cpu-list entry
+// naming a CPU it does not allow) fails with FailedPrecondition naming the entry.
 Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out);
 
 // execve() each candidate in turn as execvp does: EACCES from any candidate wins over "not found"

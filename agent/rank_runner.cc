@@ -83,7 +83,27 @@ void RankRunner::Run() {
   SpawnRequest request{options_.argv, options_.env, options_.working_dir, options_.wrapper,
                        options_.cgroup_dir.empty() ? "" : options_.cgroup_dir + "/cgroup.procs"};
   SpawnedProcess proc;
-  Status s = SpawnProcess(request, &proc);
+  int in_pipe[2] = {-1, -1};
+  Status s;
+  if (options_.stdin_feed && pipe2(in_pipe, O_CLOEXEC) != 0) {
+    s = Unavailable(std::string("cannot create the worker's stdin pipe: ") + std::strerror(errno));
+  }
+  request.stdin_fd = in_pipe[0];
+  if (s.ok()) s = SpawnProcess(request, &proc);
+  CloseFd(&in_pipe[0]);  // the worker has its own copy
+  if (s.ok() && in_pipe[1] >= 0) {
+    stdin_feed_ = options_.stdin_feed(in_pipe[1]);  // owns the write end now
+    in_pipe[1] = -1;
+  }
+  CloseFd(&in_pipe[1]);
+  if (s.ok() && !proc.binding_note.empty()) {
+    HVD_LOG(INFO) << proc.binding_note;
+    binding_note_ = proc.binding_note;  // told to the user as the rank's first stderr line
+  }
+  if (s.ok() && !proc.cpus.empty()) {
+    HVD_LOG(INFO) << options_.argv[0] << " (pid " << proc.worker_pid << ") bound to CPUs "
+                  << proc.cpus;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     started_ = true;
@@ -113,6 +133,10 @@ void RankRunner::Supervise() {
     if (options_.on_output) options_.on_output(true, std::move(line));
   });
   if (options_.on_started) options_.on_started(worker_pid_, pid_);
+  // Where the user sees it, whichever host the rank runs on (not part of the stderr tail).
+  if (!binding_note_.empty() && options_.on_output) {
+    options_.on_output(true, "hvd-agent: " + binding_note_);
+  }
 
   while (true) {
     int timeout_ms = pidfd_ >= 0 ? -1 : kExitPollMs;
@@ -131,6 +155,7 @@ void RankRunner::Supervise() {
     if (HasExited(pid_)) break;
     PumpOutput(timeout_ms);
   }
+  stdin_feed_.reset();  // the worker is gone: stop feeding its stdin (bounded: cancels the call)
 
   // The wrapper has killed whatever the worker left in its group, its cgroup and below it before
   // exiting. Output still in flight is read for a moment: a process that escaped all of that must

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "agent/output_lines.h"
+#include "agent/stdin_feed.h"
 #include "hvd/status.h"
 
 namespace hvd::agent {
@@ -44,6 +45,10 @@ struct RankRunnerOptions {
   // The rank's cgroup directory (CgroupTree::CreateRankDir); empty: none. Killed with SIGKILL,
   // and removed, when the worker is SIGKILLed or has exited.
   std::string cgroup_dir;
+  // The worker's standard input. Unset: /dev/null. Set: a pipe, whose write end this is called
+  // with once the worker runs (the feed owns it, stdin_feed.h); the feed is destroyed when the
+  // worker has exited, so nothing keeps feeding a rank that is gone.
+  std::function<std::unique_ptr<StdinFeed>(int write_fd)> stdin_feed;
 
   // Called from the runner's thread, in this order: on_started once (before any output) with the
   // worker's pid and the wrapper's,
@@ -102,6 +107,8 @@ class RankRunner {
   std::unique_ptr<LineSplitter> out_lines_;
   std::unique_ptr<LineSplitter> err_lines_;
   std::unique_ptr<LineTail> err_tail_;
+  std::unique_ptr<StdinFeed> stdin_feed_;  // the supervising thread's
+  std::string binding_note_;               // the CPU binding's note for this host (once)
   std::thread thread_;
 
   mutable std::mutex mu_;

@@ -146,6 +146,13 @@ class Wrapper {
     }
     setpgid(worker_, worker_);
     close(err_pipe[1]);
+    // The worker's stdin may be the agent's pipe (hvdrun --stdin): the wrapper must not hold its
+    // read end open, or the agent would keep writing into it after the worker closed it.
+    const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd >= 0) {
+      dup2(null_fd, STDIN_FILENO);
+      close(null_fd);
+    }
     int err = 0;
     ssize_t n;
     do {

@@ -80,6 +80,9 @@ void Workers::Spawn(const hvd::v1::StartRank& cmd) {
   if (!gpu.empty()) o.env["CUDA_VISIBLE_DEVICES"] = gpu;
   o.working_dir = cmd.working_dir();
   o.wrapper = options_.wrapper;
+  if (cmd.forward_stdin() && options_.stdin_feed) {
+    o.stdin_feed = [feed = options_.stdin_feed, cmd](int fd) { return feed(cmd, fd); };
+  }
   if (options_.cgroups != nullptr) {
     Status cs = options_.cgroups->CreateRankDir(job, attempt, rank, &o.cgroup_dir);
     if (!cs.ok()) {

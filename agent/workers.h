@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +33,9 @@ struct WorkersOptions {
   std::shared_ptr<const CgroupTree> cgroups;
   // <state-dir>/workers; empty: no records.
   std::string records_dir;
+  // Feeds the stdin of a rank whose StartRank says forward_stdin (stdin_feed.h); unset: such a
+  // rank reads /dev/null.
+  std::function<std::unique_ptr<StdinFeed>(const hvd::v1::StartRank& cmd, int write_fd)> stdin_feed;
 };
 
 class Workers {

@@ -24,6 +24,7 @@ class Client {
          std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
   const std::string& address() const { return address_; }
+  const std::string& token() const { return token_; }  // for calls of their own (stdin_forward.h)
 
   Status Submit(const v1::JobSpec& spec, std::string* job_id);
   Status GetJob(const std::string& job_id, v1::JobStatus* status);

@@ -1,7 +1,5 @@
 // What every subcommand shares: error reporting with hvdrun's exit codes, flag parsing with
-// --help, JSON output, and the build/version text.
-#include <google/protobuf/util/json_util.h>
-
+// --help, and the build/version text. (--json goes through control/status_json.h, REST's shape.)
 #include <cstdio>
 
 #include "cli/commands.h"
@@ -46,14 +44,6 @@ int ParseCommandFlags(control::FlagSet* flags, bool* help, int argc, char** argv
   return -1;
 }
 
-void PrintJson(const google::protobuf::Message& message) {
-  std::string json;
-  google::protobuf::util::JsonPrintOptions options;
-  options.preserve_proto_field_names = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
-  std::printf("%s\n", json.c_str());
-}
-
 std::string VersionText() {
   return std::string("hvdrun ") + HVD_VERSION + "\n";
 }
@@ -91,7 +81,8 @@ std::string MainUsage(const control::FlagSet& run_flags) {
       "  hvdrun logs JOB [-f]                            a job's output (-f: follow)\n"
       "  hvdrun agents                                   the agents and their slots\n"
       "  hvdrun --version | --check-build\n"
-      "Each command takes --help.\n";
+      "Each command takes --help. --launcher, --token-file and --timeout may also come before "
+      "the command\n(hvdrun --launcher HOST:PORT --token-file FILE list).\n";
   return out;
 }
 

@@ -8,10 +8,6 @@
 #include "control/flags.h"
 #include "hvd/status.h"
 
-namespace google::protobuf {
-class Message;
-}
-
 namespace hvd::cli {
 
 // Exit codes of hvdrun's own errors; a job's exit code passes through unchanged.
@@ -46,8 +42,5 @@ int ReportError(const Status& s);
 int ParseCommandFlags(control::FlagSet* flags, bool* help, int argc, char** argv, int first,
                       const std::string& synopsis, size_t min_args, size_t max_args,
                       std::vector<std::string>* positional);
-
-// Prints a message as one line of JSON (for --json).
-void PrintJson(const google::protobuf::Message& message);
 
 }  // namespace hvd::cli

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "cli/job_format.h"
+#include "control/grpc_util.h"
 #include "control/job_state.h"
 
 namespace hvd::cli {
@@ -17,6 +18,8 @@ using Clock = std::chrono::steady_clock;
 // normal moment of PENDING before placement stays quiet, short enough that a job which cannot
 // be placed never looks like a silent hang.
 constexpr std::chrono::milliseconds kPendingQuiet{2000};
+// Then again this often while it waits, with how long it has.
+constexpr std::chrono::milliseconds kPendingRepeat{60000};
 
 // Errors a retry cannot fix: the job or the token is wrong.
 bool Permanent(const Status& s) {
@@ -120,7 +123,10 @@ class Follower {
     if (changed && st.state() == v1::RESTARTING) {
       sink_->Message("hvdrun: job " + job_id_ + " " + st.reason());
     }
-    if (o_.verbose && (changed || (st.state() == v1::PENDING && reason_changed))) {
+    // The final state is said once: a failed or cancelled job's by the caller's failure summary
+    // (or its signal message), so only success is said here.
+    const bool says_end = st.state() == v1::SUCCEEDED || !IsTerminal(st.state());
+    if (o_.verbose && says_end && (changed || (st.state() == v1::PENDING && reason_changed))) {
       sink_->Message("hvdrun: job " + job_id_ + " " + JobStateText(st.state()) +
                      (st.reason().empty() ? "" : ": " + st.reason()));
     }
@@ -131,23 +137,36 @@ class Follower {
       } else {
         if (changed || pending_reason_.empty()) pending_since_ = Clock::now();
         pending_reason_ = st.reason();
+        const int64_t since = pending_status_.queued_since_ms();
+        pending_status_ = st;
+        // A launcher too old to say since when: since hvdrun first saw it wait.
+        if (st.queued_since_ms() == 0) {
+          pending_status_.set_queued_since_ms(changed || since == 0 ? control::NowMs() : since);
+        }
       }
     }
     result_->status = st;
     if (IsTerminal(st.state())) result_->ended = true;
   }
 
-  // Without --verbose, says why a job waits once it has waited kPendingQuiet (and again when the
-  // reason changes).
+  // Says why a job waits, and how long it has, once it has waited kPendingQuiet, again when the
+  // reason changes, and every kPendingRepeat while it goes on (with --verbose too: a state
+  // change line does not say how long).
   void ReportPending() {
     std::unique_lock<std::mutex> lock(mu_);
     std::string printed;
+    Clock::time_point printed_at;
     while (!stop_) {
       cv_.wait_for(lock, std::chrono::milliseconds(200));
-      if (stop_ || o_.verbose || pending_reason_.empty() || pending_reason_ == printed) continue;
-      if (Clock::now() - pending_since_ < kPendingQuiet) continue;
+      if (stop_ || pending_reason_.empty()) continue;
+      const auto now = Clock::now();
+      if (now - pending_since_ < kPendingQuiet) continue;
+      if (pending_reason_ == printed && now - printed_at < kPendingRepeat) continue;
+      const bool again = pending_reason_ == printed;
       printed = pending_reason_;
-      sink_->Message("hvdrun: job " + job_id_ + " is waiting: " + printed);
+      printed_at = now;
+      sink_->Message("hvdrun: job " + job_id_ + (again ? " is still waiting " : " is waiting ") +
+                     WaitingText(pending_status_, control::NowMs()) + ": " + printed);
     }
   }
 
@@ -174,7 +193,8 @@ class Follower {
   std::mutex mu_;  // guards the pending state shared with the reporter thread
   std::condition_variable cv_;
   bool stop_ = false;
-  std::string pending_reason_;  // empty: not pending (or no reason given)
+  std::string pending_reason_;    // empty: not pending (or no reason given)
+  v1::JobStatus pending_status_;  // the latest PENDING status (how long, --queue-timeout)
   Clock::time_point pending_since_;
 };
 

@@ -39,9 +39,20 @@ std::string RankEnd(const v1::RankStatus& r) {
   return "";
 }
 
-// Why a job did not succeed, each line starting with `prefix`.
+// Why a job did not succeed, each line starting with `prefix`. Nothing for a job that succeeded
+// or has not ended: a RUNNING or PENDING job has not failed (a RESTARTING one says why in its
+// reason and previous failures).
 std::string FailureLines(const v1::JobStatus& status, const std::string& prefix) {
-  if (status.state() == v1::SUCCEEDED) return "";
+  switch (status.state()) {
+    case v1::SUCCEEDED:
+    case v1::PENDING:
+    case v1::STARTING:
+    case v1::RUNNING:
+    case v1::RESTARTING:
+      return "";
+    default:
+      break;
+  }
   const std::string job = "job " + status.id();
   const std::string reason = status.reason().empty() ? "" : ": " + status.reason();
   if (status.state() == v1::CANCELLED) return prefix + job + " was cancelled" + reason + "\n";
@@ -70,6 +81,15 @@ std::string FailureLines(const v1::JobStatus& status, const std::string& prefix)
 }
 
 }  // namespace
+
+std::string WaitingText(const v1::JobStatus& st, int64_t now_ms) {
+  std::string out = st.queued_since_ms() > 0 ? "for " + Since(st.queued_since_ms(), now_ms)
+                                             : "since an unknown time";
+  if (st.spec().queue_timeout_ms() > 0) {
+    out += " of at most " + FormatDuration(st.spec().queue_timeout_ms()) + " (--queue-timeout)";
+  }
+  return out;
+}
 
 bool IsTerminal(v1::JobState state) {
   return control::IsTerminal(static_cast<control::JobState>(state));
@@ -121,6 +141,7 @@ std::string JobDetail(const v1::JobStatus& st, int64_t now_ms) {
   field("ranks", ranks + (spec.detached() ? " (detached)" : ""));
   if (!spec.working_dir().empty()) field("dir", spec.working_dir());
   if (st.submit_time_ms() > 0) field("submitted", Since(st.submit_time_ms(), now_ms) + " ago");
+  if (st.state() == v1::PENDING) field("waiting", WaitingText(st, now_ms));
   if (st.start_time_ms() > 0) {
     const int64_t end = st.end_time_ms() > 0 ? st.end_time_ms() : now_ms;
     field("ran", FormatDuration(end - st.start_time_ms()));

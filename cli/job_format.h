@@ -25,6 +25,10 @@ int JobExitCode(const v1::JobStatus& status);
 // Empty for a job that succeeded.
 std::string FailureSummary(const v1::JobStatus& status);
 
+// How long a PENDING job has waited for slots, and its --queue-timeout if any: "for 4m05s",
+// "for 12.0s of at most 1m00s (--queue-timeout)".
+std::string WaitingText(const v1::JobStatus& status, int64_t now_ms);
+
 // `hvdrun status JOB`: the job, its spec, and one line per rank.
 std::string JobDetail(const v1::JobStatus& status, int64_t now_ms);
 

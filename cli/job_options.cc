@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/timeline_path.h"
+#include "cli/torchrun_flags.h"
 #include "control/netif.h"
 #include "control/worker_env.h"
 
@@ -70,11 +72,14 @@ Status ParseHosts(const JobFlags& f, std::vector<control::HostSlots>* hosts) {
   if (!f.hosts.empty() && !f.hostfile.empty()) {
     return InvalidArgument("-H and --hostfile both name hosts; pass only one of them");
   }
-  if (!f.hosts.empty()) return control::ParseHostList(f.hosts, hosts).WithContext("-H");
+  int slots = 1;  // of a host listed without a count: horovodrun's --slots-per-host
+  HVD_RETURN_IF_ERROR(
+      SlotsPerHost(f.horovod, f.flag_set, !f.hosts.empty() || !f.hostfile.empty(), &slots));
+  if (!f.hosts.empty()) return control::ParseHostList(f.hosts, hosts, slots).WithContext("-H");
   if (!f.hostfile.empty()) {
     std::string content;
     HVD_RETURN_IF_ERROR(ReadFile(f.hostfile, &content));
-    return control::ParseHostfile(content, f.hostfile, hosts);
+    return control::ParseHostfile(content, f.hostfile, hosts, slots);
   }
   return Status::OK();
 }
@@ -127,7 +132,8 @@ Status AddKnobs(const JobFlags& f, std::map<std::string, std::string>* env) {
   return Status::OK();
 }
 
-// --start-timeout, --stall-timeout, --kill-grace, --max-restarts: the launcher enforces them.
+// --start-timeout, --stall-timeout, --kill-grace, --queue-timeout, --max-restarts: the launcher
+// enforces them.
 Status SetLimits(const JobFlags& f, v1::JobSpec* spec) {
   auto given = [&](const char* name) { return f.flag_set != nullptr && f.flag_set->Given(name); };
   auto ms = [](double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000)); };
@@ -138,7 +144,8 @@ Status SetLimits(const JobFlags& f, v1::JobSpec* spec) {
   };
   const Limit limits[] = {{"--start-timeout", f.start_timeout, &v1::JobSpec::set_start_timeout_ms},
                           {"--stall-timeout", f.stall_timeout, &v1::JobSpec::set_stall_timeout_ms},
-                          {"--kill-grace", f.kill_grace, &v1::JobSpec::set_kill_grace_ms}};
+                          {"--kill-grace", f.kill_grace, &v1::JobSpec::set_kill_grace_ms},
+                          {"--queue-timeout", f.queue_timeout, &v1::JobSpec::set_queue_timeout_ms}};
   for (const Limit& l : limits) {
     if (!given(l.flag)) continue;
     if (!(l.value >= 0) || l.value > 30 * 86400) {
@@ -216,7 +223,8 @@ void JobFlags::Register(control::FlagSet* flags) {
                 "write a Chrome trace of every tensor here (HVD_TIMELINE)");
   flags->Double("--start-timeout", &start_timeout,
                 "seconds every rank has to reach the rendezvous (hvd::Init) before the job fails "
-                "naming the missing ones (default 30; 0: no limit, for programs without hvd)");
+                "naming the missing ones (default 30, applied once some rank has called "
+                "hvd::Init; given: applied to every program; 0: no limit)");
   flags->Double("--stall-timeout", &stall_timeout,
                 "fail the job once a rank has made no progress this many seconds (default: "
                 "stalls are reported in status and output, never fatal)");
@@ -226,11 +234,20 @@ void JobFlags::Register(control::FlagSet* flags) {
   flags->Double("--kill-grace", &kill_grace,
                 "seconds between SIGTERM and SIGKILL when the job's ranks are stopped (default: "
                 "the launcher's, 5)");
+  flags->Double("--queue-timeout", &queue_timeout,
+                "seconds the job may wait for free slots before it fails saying what it waited "
+                "for (default 0: as long as it takes)");
   flags->Int("--max-restarts", &max_restarts,
              "run a failed job again, all ranks, up to N times (HVD_ATTEMPT tells the attempt)");
-  flags->String("--network-interface", &network_interfaces,
-                "NAME[,NAME] or CIDR the ranks talk over, in order of preference (default: "
-                "$HVD_IFACE, else whatever works between all the job's hosts)");
+  flags->String("--nproc-per-node,--nproc_per_node", &nproc_per_node,
+                "torchrun's: N ranks on each host (-np N x hosts; with -H each host gets N)");
+  flags->String("--nnodes", &nnodes,
+                "torchrun's: the number of hosts; more than 1 needs them named with -H/--hostfile");
+  flags->StringList("--network-interface", &network_interfaces,
+                    "NAME[,NAME] or CIDR the ranks talk over, in order of preference (default: "
+                    "$HVD_IFACE, else whatever works between all the job's hosts); repeatable");
+  binding.Register(flags);
+  horovod.Register(flags);  // last: it adds horovodrun's spellings to the flags above
 }
 
 Status ParseEnvFlags(const std::vector<std::string>& entries,
@@ -302,9 +319,11 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   }
   std::vector<control::HostSlots> hosts;
   HVD_RETURN_IF_ERROR(ParseHosts(f, &hosts));
-  const int total = control::TotalSlots(hosts);
   int64_t np = f.np;
-  if (f.flag_set == nullptr || !f.flag_set->Given("--num-proc")) {
+  bool np_given = f.flag_set != nullptr && f.flag_set->Given("--num-proc");
+  HVD_RETURN_IF_ERROR(ApplyTorchrunShape({f.nproc_per_node, f.nnodes}, &hosts, &np, &np_given));
+  const int total = control::TotalSlots(hosts);
+  if (!np_given) {
     if (hosts.empty()) return InvalidArgument("-np N is required: how many ranks to start");
     np = total;
   }
@@ -319,6 +338,20 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   std::map<std::string, std::string> env;
   HVD_RETURN_IF_ERROR(ParseEnvFlags(f.env, host.getenv, &env));
   HVD_RETURN_IF_ERROR(AddKnobs(f, &env));
+  if (f.flag_set != nullptr) HVD_RETURN_IF_ERROR(AddHorovodEnv(f.horovod, *f.flag_set, &env));
+  if (f.flag_set != nullptr) {
+    // Every rank here (local run mode): the CPU list is checked against this host's CPUs too.
+    const bool all_here = check == ProgramCheck::kAlways && hosts.empty();
+    const int local_ranks =
+        hosts.empty() ? (all_here ? static_cast<int>(np) : 0) : MaxLocalRanks(hosts, np);
+    HVD_RETURN_IF_ERROR(AddBindingEnv(f.binding, *f.flag_set, local_ranks, all_here, &env));
+  }
+  // The launcher gives every rank these unless the job does (control/worker_env.h); a value the
+  // user set here is theirs, in cluster mode too, where ranks do not inherit hvdrun's environment.
+  for (const auto& [name, value] : control::WorkerDefaults()) {
+    const char* mine = host.getenv(name.c_str());
+    if (mine != nullptr && !env.count(name)) env[name] = mine;
+  }
 
   std::string wd = f.working_dir.empty() ? host.cwd : f.working_dir;
   if (wd.empty()) return InvalidArgument("cannot tell the current directory; pass --working-dir");
@@ -334,6 +367,15 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
     }
     if (!S_ISDIR(st.st_mode)) {
       return InvalidArgument("--working-dir " + wd + ": " + std::strerror(ENOTDIR));
+    }
+    // Rank 0 writes the timeline, here when every rank runs here (cli/timeline_path.h).
+    for (const char* var : {"HVD_TIMELINE", "HOROVOD_TIMELINE"}) {
+      if (!env.count(var)) continue;
+      const bool flag = f.flag_set != nullptr && f.flag_set->Given("--timeline-filename") &&
+                        std::string(var) == "HVD_TIMELINE";
+      const std::string given_as =
+          flag ? f.flag_set->GivenAs("--timeline-filename") : std::string("-x ") + var;
+      HVD_RETURN_IF_ERROR(CheckTimelinePath(given_as, env.at(var), wd));
     }
   }
   const char* path_var = host.getenv("PATH");

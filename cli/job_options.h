@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/binding_flags.h"
+#include "cli/horovodrun_flags.h"
 #include "control/flags.h"
 #include "control/host_spec.h"
 #include "hvd/status.h"
@@ -45,8 +47,14 @@ struct JobFlags {
   double stall_timeout = 0;
   double stall_check_time = 0;
   double kill_grace = 0;
+  double queue_timeout = 0;  // --queue-timeout; 0: wait for slots as long as it takes
   int64_t max_restarts = 0;
   std::string network_interfaces;  // --network-interface (default $HVD_IFACE)
+  HorovodFlags horovod;            // horovodrun's flags (cli/horovodrun_flags.h)
+  BindingFlags binding;            // --bind-to, --cpu-list, ... (cli/binding_flags.h)
+  // torchrun's --nproc-per-node and --nnodes, as given (cli/torchrun_flags.h).
+  std::string nproc_per_node;
+  std::string nnodes;
 
   // Registers the flags; `flags` must outlive BuildJobSpec (it tells which knobs were given).
   void Register(control::FlagSet* flags);

@@ -6,20 +6,23 @@
 #include "cli/commands.h"
 #include "cli/job_format.h"
 #include "control/grpc_util.h"
+#include "control/status_json.h"
 #include "hvd/v1/launcher.pb.h"
 
 namespace hvd::cli {
 namespace {
 
-// Fetches items with `fetch`, then prints them as `Response` JSON, `empty_text`, or `table`.
-template <typename Item, typename Response, typename Fetch, typename Table, typename Repeated>
+// Fetches items with `fetch`, then prints them as JSON (`to_json`, REST's shape), `empty_text`, or
+// `table`.
+template <typename Item, typename Response, typename Fetch, typename Table, typename Repeated,
+          typename ToJson>
 int Listing(const char* program, int argc, char** argv, int first, Fetch fetch, Repeated repeated,
-            Table table, const std::string& empty_text) {
+            ToJson to_json, Table table, const std::string& empty_text) {
   control::FlagSet flags(program);
   ClusterFlags cluster;
   bool json = false, help = false;
   cluster.Register(&flags);
-  flags.Bool("--json", &json, "print the launcher's answer as JSON");
+  flags.Bool("--json", &json, "print JSON, the shape of the launcher's REST answer");
   std::vector<std::string> args;
   if (int rc = ParseCommandFlags(&flags, &help, argc, argv, first, "[flags]", 0, 0, &args);
       rc >= 0) {
@@ -34,7 +37,7 @@ int Listing(const char* program, int argc, char** argv, int first, Fetch fetch, 
   if (json) {
     Response resp;
     repeated(resp)->Assign(items.begin(), items.end());
-    PrintJson(resp);
+    std::fputs(control::JsonText(to_json(*repeated(resp))).c_str(), stdout);
   } else if (items.empty()) {
     std::printf("%s\n", (empty_text.empty() ? std::string("none") : empty_text).c_str());
   } else {
@@ -50,6 +53,7 @@ int ListCommand(int argc, char** argv, int first) {
       "hvdrun list", argc, argv, first,
       [](Client& c, std::vector<v1::JobStatus>* out) { return c.ListJobs(out); },
       [](v1::ListJobsResponse& r) { return r.mutable_jobs(); },
+      [](const auto& jobs) { return control::JobListJson(jobs); },
       [](const std::vector<v1::JobStatus>& jobs, int64_t now) { return JobTable(jobs, now); },
       "no jobs");
 }
@@ -60,6 +64,7 @@ int AgentsCommand(int argc, char** argv, int first) {
       "hvdrun agents", argc, argv, first,
       [](Client& c, std::vector<v1::AgentInfo>* out) { return c.ListAgents(out); },
       [](v1::ListAgentsResponse& r) { return r.mutable_agents(); },
+      [](const auto& agents) { return control::AgentListJson(agents); },
       [](const std::vector<v1::AgentInfo>& agents, int64_t now) { return AgentTable(agents, now); },
       "no agents registered with the launcher; start hvd-agent on each host");
 }

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 namespace hvd::cli {
 namespace {
@@ -34,10 +35,38 @@ std::string TagLine(int rank, bool is_stderr, std::string_view text) {
   return out;
 }
 
+std::string RankDirName(int rank, int np) {
+  std::string digits = std::to_string(rank);
+  const size_t width = np > 0 ? std::to_string(np - 1).size() : 0;
+  if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
+  return "rank." + digits;
+}
+
 Status OutputSink::Create(const std::string& dir, FILE* out, FILE* err,
                           std::unique_ptr<OutputSink>* sink) {
-  if (!dir.empty()) HVD_RETURN_IF_ERROR_CTX(MakeDirs(dir), "--output-filename");
-  sink->reset(new OutputSink(dir, out, err));
+  return Create(dir, 0, out, err, sink);
+}
+
+Status OutputSink::Create(const std::string& dir, int np, FILE* out, FILE* err,
+                          std::unique_ptr<OutputSink>* sink) {
+  if (!dir.empty()) {
+    HVD_RETURN_IF_ERROR_CTX(MakeDirs(dir), "--output-filename");
+    for (int rank = 0; rank < np; ++rank) {
+      const std::string rank_dir = dir + "/" + RankDirName(rank, np);
+      HVD_RETURN_IF_ERROR_CTX(MakeDirs(rank_dir), "--output-filename");
+      for (const char* name : {"/stdout", "/stderr"}) {
+        // Truncate: the files hold this job's output only, as horovodrun's do.
+        const std::string path = rank_dir + name;
+        FILE* f = std::fopen(path.c_str(), "we");
+        if (f == nullptr) {
+          return InvalidArgument("--output-filename: cannot create " + path + ": " +
+                                 std::strerror(errno));
+        }
+        std::fclose(f);
+      }
+    }
+  }
+  sink->reset(new OutputSink(dir, np, out, err));
   return Status::OK();
 }
 
@@ -50,13 +79,14 @@ OutputSink::~OutputSink() {
 FILE* OutputSink::FileFor(int rank, bool is_stderr) {
   const auto key = std::make_pair(rank, is_stderr);
   if (auto it = files_.find(key); it != files_.end()) return it->second;
-  const std::string rank_dir = dir_ + "/rank." + std::to_string(rank);
+  const std::string rank_dir = dir_ + "/" + RankDirName(rank, np_);
   const std::string path = rank_dir + (is_stderr ? "/stderr" : "/stdout");
   FILE* f = nullptr;
   Status s = MakeDirs(rank_dir);
   if (s.ok()) {
-    // Truncate: the files hold this job's output only, as horovodrun's do.
-    f = std::fopen(path.c_str(), "we");
+    // Created empty up front when np is known (Create); otherwise truncated now: the files hold
+    // this job's output only, as horovodrun's do.
+    f = std::fopen(path.c_str(), np_ > 0 ? "ae" : "we");
     if (f == nullptr) s = InvalidArgument("cannot open " + path + ": " + std::strerror(errno));
   }
   if (!s.ok())
@@ -69,7 +99,14 @@ FILE* OutputSink::FileFor(int rank, bool is_stderr) {
 void OutputSink::Write(const v1::OutputLine& line) {
   std::lock_guard<std::mutex> lock(mu_);
   FILE* term = line.stderr() ? err_ : out_;
-  const std::string tagged = TagLine(line.rank(), line.stderr(), line.text());
+  std::string tagged = TagLine(line.rank(), line.stderr(), line.text());
+  if (timestamps_) {
+    char stamp[64];
+    const time_t now = time(nullptr);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    tagged.insert(0, stamp, std::strftime(stamp, sizeof(stamp), "%a %b %e %H:%M:%S %Y", &tm));
+  }
   std::fwrite(tagged.data(), 1, tagged.size(), term);
   std::fputc('\n', term);
   // Flushed per line so interleaving with the other stream stays close to real time.

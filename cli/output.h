@@ -1,7 +1,9 @@
 // How hvdrun shows a job's output: every line tagged with its rank and stream the way horovodrun
 // does (`[1]<stdout>:text`), so existing log filters keep working; stdout lines go to hvdrun's
 // stdout and stderr lines to its stderr. With --output-filename DIR each rank's lines are also
-// written untagged to DIR/rank.N/stdout and DIR/rank.N/stderr.
+// written untagged to DIR/rank.N/stdout and DIR/rank.N/stderr, N zero-padded to the width of the
+// last rank as horovodrun does (rank.00 ... rank.15 for 16 ranks), so the names sort in rank
+// order.
 #pragma once
 
 #include <cstdio>
@@ -20,6 +22,10 @@ namespace hvd::cli {
 // "[1]<stdout>:text" (no newline).
 std::string TagLine(int rank, bool is_stderr, std::string_view text);
 
+// "rank.07" for rank 7 of 16: the rank zero-padded to the digits of np - 1 (horovodrun's
+// _pad_rank); unpadded when np is unknown (0).
+std::string RankDirName(int rank, int np);
+
 // Thread-safe: the event stream, the signal handling thread and the pending-reason reporter all
 // write through it, and each line stays whole.
 class OutputSink {
@@ -28,6 +34,11 @@ class OutputSink {
   // before the job is submitted; error names the path and the system's reason. `out` and `err`
   // are where tagged lines go (stdout and stderr in hvdrun, temporary files in tests).
   static Status Create(const std::string& dir, FILE* out, FILE* err,
+                       std::unique_ptr<OutputSink>* sink);
+  // With the job's `np`: also creates DIR/rank.N/stdout and DIR/rank.N/stderr for every rank now,
+  // empty (truncating a previous job's), so every rank has its files even if it never prints and
+  // a directory that cannot hold them fails before the job is submitted.
+  static Status Create(const std::string& dir, int np, FILE* out, FILE* err,
                        std::unique_ptr<OutputSink>* sink);
   ~OutputSink();
   OutputSink(const OutputSink&) = delete;
@@ -41,17 +52,25 @@ class OutputSink {
   // Writes an hvdrun message ("hvdrun: ...") to `err`, keeping it ordered with the job's lines.
   void Message(const std::string& text);
 
+  // horovodrun's --prefix-output-with-timestamp: every tagged line starts with the local time as
+  // Python's time.asctime() writes it ("Tue Jan  2 15:04:05 2024[1]<stdout>:text"). The rank
+  // files stay untagged, as horovodrun's.
+  void SetTimestamps(bool on) { timestamps_ = on; }
+
  private:
-  OutputSink(std::string dir, FILE* out, FILE* err) : dir_(std::move(dir)), out_(out), err_(err) {}
+  OutputSink(std::string dir, int np, FILE* out, FILE* err)
+      : dir_(std::move(dir)), np_(np), out_(out), err_(err) {}
   FILE* FileFor(int rank, bool is_stderr);  // with mu_ held
   void MessageLocked(const std::string& text);
 
   std::mutex mu_;
 
   std::string dir_;
+  int np_;  // 0: unknown (rank directories unpadded, made when a rank first prints)
   FILE* out_;
   FILE* err_;
   std::map<std::pair<int, bool>, FILE*> files_;  // nullptr: failed once, skipped since
+  bool timestamps_ = false;
 };
 
 }  // namespace hvd::cli

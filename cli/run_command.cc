@@ -5,18 +5,24 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <thread>
+
+#include <unistd.h>
 
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/embedded.h"
 #include "cli/follow.h"
+#include "cli/forward_env.h"
+#include "cli/horovodrun_flags.h"
 #include "cli/job_format.h"
 #include "cli/job_options.h"
 #include "cli/output.h"
 #include "cli/signals.h"
 #include "cli/ssh_cluster.h"
+#include "cli/stdin_forward.h"
 #include "control/job_state.h"
 
 namespace hvd::cli {
@@ -116,21 +122,43 @@ class CancelOnSignal {
   std::thread thread_;  // last: starts once every member above is initialized
 };
 
+// --stdin RANK|none into the spec (mpirun's --stdin).
+Status SetStdinRank(const std::string& text, v1::JobSpec* spec) {
+  if (text == "none") return Status::OK();
+  char* end = nullptr;
+  const long rank = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || rank < 0 || rank >= spec->np()) {
+    return InvalidArgument("--stdin " + text +
+                           ": give the rank that reads hvdrun's standard "
+                           "input (0 to " +
+                           std::to_string(spec->np() - 1) + "), or none");
+  }
+  spec->set_stdin_rank(static_cast<int32_t>(rank));
+  return Status::OK();
+}
+
 struct RunFlags {
   JobFlags job;
   ClusterFlags cluster;
   SshFlags ssh;
   std::string output_dir;
   bool verbose = false;
+  std::string stdin_rank = "0";  // --stdin (stdin_forward.h)
   bool help = false;
+  RunCompatFlags compat;  // horovodrun's -cb, --version, --prefix-output-with-timestamp
 
   void Register(control::FlagSet* flags) {
     job.Register(flags);
     flags->String("--output-filename", &output_dir,
-                  "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr");
+                  "also write each rank's output to DIR/rank.N/stdout and DIR/rank.N/stderr "
+                  "(N zero-padded: rank.00 ... rank.15 for 16 ranks; created up front)");
     flags->Bool("--verbose,-v", &verbose, "show progress (agents ready, ranks started...)");
+    flags->String("--stdin", &stdin_rank,
+                  "the rank that reads hvdrun's standard input (default 0, as mpirun), or none: "
+                  "every rank reads /dev/null");
     cluster.Register(flags);
     ssh.Register(flags);
+    compat.Register(flags);
     flags->Bool("--help,-h", &help, "show this help");
   }
 };
@@ -148,13 +176,24 @@ int RunCommand(int argc, char** argv, int first) {
     std::fputs(MainUsage(flags).c_str(), stdout);
     return kExitOk;
   }
+  if (f.compat.version || f.compat.check_build) {  // horovodrun's: anywhere on the line
+    std::fputs((f.compat.version ? VersionText() : CheckBuildText()).c_str(), stdout);
+    return kExitOk;
+  }
   const bool local = !f.cluster.HasLauncher() && !f.ssh.enabled;
   const HostEnvironment host = HostEnvironment::Current();
   v1::JobSpec spec;
   s = BuildJobSpec(f.job, program, host, local ? ProgramCheck::kAlways : ProgramCheck::kWhenLocal,
                    &spec);
   if (s.ok()) s = f.ssh.Validate(flags, f.cluster.HasLauncher(), spec);
+  if (s.ok()) s = SetStdinRank(f.stdin_rank, &spec);
+  if (!s.ok() && program.empty() && flags.GivenAs("--verbose") == "-v") {
+    s = InvalidArgument(s.message() + kVerboseNotVersion);
+  }
   if (!s.ok()) return ReportError(s, kExitUsage);
+  // Cluster ranks start under remote agents: give them this environment, as local ranks inherit.
+  std::vector<std::string> held_back;
+  if (!local) held_back = ForwardEnvironmentToJob(&spec);
   EmbeddedOptions eo;
   eo.kill_grace = kLocalKillGrace;
   if (local) {
@@ -162,8 +201,16 @@ int RunCommand(int argc, char** argv, int first) {
     if (!s.ok()) return ReportError(s, kExitUsage);
   }
   std::unique_ptr<OutputSink> sink;
-  s = OutputSink::Create(f.output_dir, stdout, stderr, &sink);
+  s = OutputSink::Create(f.output_dir, spec.np(), stdout, stderr, &sink);
   if (!s.ok()) return ReportError(s, kExitUsage);
+  sink->SetTimestamps(f.compat.prefix_timestamp);
+  for (const std::string& note : HorovodNotes(flags)) sink->Message("hvdrun: " + note);
+  if (f.verbose && !local) {
+    std::string names;
+    for (const std::string& n : held_back) names += (names.empty() ? "" : " ") + n;
+    sink->Message("hvdrun: the ranks get this environment but for: " + names +
+                  " (pass any of them with -x NAME)");
+  }
   std::unique_ptr<Client> client;
   if (!local && !f.ssh.enabled) {
     s = f.cluster.Connect(&client);
@@ -208,6 +255,11 @@ int RunCommand(int argc, char** argv, int first) {
   if (!s.ok()) return ReportError(s, kExitError);
   if (f.verbose) sink->Message("hvdrun: job " + job_id + " submitted");
   canceller.SetJob(client.get(), job_id);
+  std::unique_ptr<StdinForwarder> input;
+  if (spec.has_stdin_rank()) {
+    input = StdinForwarder::Start(client->address(), client->token(), job_id, STDIN_FILENO,
+                                  [&](const std::string& m) { sink->Message("hvdrun: " + m); });
+  }
 
   FollowOptions fo;
   fo.verbose = f.verbose;
@@ -216,6 +268,7 @@ int RunCommand(int argc, char** argv, int first) {
   FollowResult result;
   s = FollowJob(client.get(), job_id, sink.get(), fo, &result);
   canceller.Done();
+  if (input) input->Stop();  // the job is over: no more reading (a rank that never read included)
 
   int code = kExitError;
   if (int sig = canceller.signo(); sig != 0) {
@@ -238,7 +291,6 @@ int RunCommand(int argc, char** argv, int first) {
       std::fflush(stdout);
       std::fputs(summary.c_str(), stderr);
     }
-    if (f.verbose && summary.empty()) sink->Message("hvdrun: job " + job_id + " SUCCEEDED");
   }
   if (cluster) cluster->Stop();  // ends any rank still alive and reaps it before hvdrun exits
   if (ssh) ssh->Stop();          // stops the agents it started

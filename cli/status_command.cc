@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/job_format.h"
 #include "control/grpc_util.h"
+#include "control/status_json.h"
 #include "hvd/v1/launcher.pb.h"
 
 namespace hvd::cli {
@@ -19,12 +20,15 @@ int ClusterSummary(Client* client, bool json) {
   if (s.ok()) s = client->ListJobs(&jobs);
   if (!s.ok()) return ReportError(s, kExitError);
   if (json) {
+    // One document: GET /v1/agents and GET /v1/jobs side by side, with the launcher asked.
     v1::ListAgentsResponse a;
     a.mutable_agents()->Assign(agents.begin(), agents.end());
     v1::ListJobsResponse j;
     j.mutable_jobs()->Assign(jobs.begin(), jobs.end());
-    PrintJson(a);
-    PrintJson(j);
+    nlohmann::json out = {{"launcher", client->address()},
+                          {"agents", control::AgentListJson(a.agents())["agents"]},
+                          {"jobs", control::JobListJson(j.jobs())["jobs"]}};
+    std::fputs(control::JsonText(out).c_str(), stdout);
     return kExitOk;
   }
   int ready = 0, slots = 0, used = 0;
@@ -56,7 +60,8 @@ int StatusCommand(int argc, char** argv, int first) {
   ClusterFlags cluster;
   bool json = false, help = false;
   cluster.Register(&flags);
-  flags.Bool("--json", &json, "print the launcher's JobStatus as JSON");
+  flags.Bool("--json", &json,
+             "print JSON, the shape of the launcher's REST answer (GET /v1/jobs/JOB)");
   std::vector<std::string> args;
   if (int rc = ParseCommandFlags(&flags, &help, argc, argv, first, "[flags] [JOB]", 0, 1, &args);
       rc >= 0) {
@@ -70,7 +75,7 @@ int StatusCommand(int argc, char** argv, int first) {
   s = client->GetJob(args[0], &st);
   if (!s.ok()) return ReportError(s, kExitError);
   if (json) {
-    PrintJson(st);
+    std::fputs(control::JsonText(control::JobJson(st, /*full=*/true)).c_str(), stdout);
   } else {
     std::fputs(JobDetail(st, control::NowMs()).c_str(), stdout);
   }

@@ -5,6 +5,7 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/forward_env.h"
 #include "cli/job_options.h"
 
 namespace hvd::cli {
@@ -33,6 +34,11 @@ int SubmitCommand(int argc, char** argv, int first) {
   v1::JobSpec spec;
   s = BuildJobSpec(job, program, HostEnvironment::Current(), ProgramCheck::kWhenLocal, &spec);
   if (!s.ok()) return ReportError(s, kExitUsage);
+  // The ranks start under the cluster's agents: give them this environment (cli/forward_env.h).
+  ForwardEnvironmentToJob(&spec);
+  for (const std::string& note : HorovodNotes(flags)) {
+    std::fprintf(stderr, "hvdrun: %s\n", note.c_str());
+  }
   spec.set_detached(true);
   std::unique_ptr<Client> client;
   s = cluster.Connect(&client);

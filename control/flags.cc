@@ -1,5 +1,6 @@
 #include "control/flags.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "common/settings.h"
@@ -8,18 +9,51 @@ namespace hvd::control {
 
 void FlagSet::Add(const char* names, Kind kind, void* target, const char* help) {
   Flag f{{}, kind, target, help};
+  f.group = group_;
   std::stringstream ss(names);
   std::string n;
   while (std::getline(ss, n, ',')) f.names.push_back(n);
   flags_.push_back(std::move(f));
 }
 
-void FlagSet::String(const char* n, std::string* t, const char* h) { Add(n, Kind::kString, t, h); }
-void FlagSet::Int(const char* n, int64_t* t, const char* h) { Add(n, Kind::kInt, t, h); }
-void FlagSet::Double(const char* n, double* t, const char* h) { Add(n, Kind::kDouble, t, h); }
-void FlagSet::Bool(const char* n, bool* t, const char* h) { Add(n, Kind::kBool, t, h); }
+void FlagSet::String(const char* n, std::string* t, const char* h) {
+  Add(n, Kind::kString, t, h);
+}
+void FlagSet::Int(const char* n, int64_t* t, const char* h) {
+  Add(n, Kind::kInt, t, h);
+}
+void FlagSet::Double(const char* n, double* t, const char* h) {
+  Add(n, Kind::kDouble, t, h);
+}
+void FlagSet::Bool(const char* n, bool* t, const char* h) {
+  Add(n, Kind::kBool, t, h);
+}
 void FlagSet::Repeated(const char* n, std::vector<std::string>* t, const char* h) {
   Add(n, Kind::kRepeated, t, h);
+}
+
+void FlagSet::StringList(const char* n, std::string* t, const char* h) {
+  Add(n, Kind::kList, t, h);
+}
+
+void FlagSet::Refused(const char* names, const char* value, const char* message) {
+  Add(names, Kind::kRefused, nullptr, message);
+  flags_.back().metavar = value;
+}
+
+void FlagSet::Alias(const char* existing, const char* alias) {
+  // A programming error, not a user's: the alias must name a registered flag.
+  if (Flag* f = Find(existing)) f->names.push_back(alias);
+}
+
+void FlagSet::Group(const char* title) {
+  group_ = title;
+}
+
+void FlagSet::ConfigFile(const char* names, std::string* path, ConfigLoader loader,
+                         const char* help) {
+  Add(names, Kind::kConfig, path, help);
+  config_loader_ = std::move(loader);
 }
 
 FlagSet::Flag* FlagSet::Find(const std::string& name) {
@@ -38,13 +72,31 @@ bool FlagSet::Given(const char* long_name) const {
   return false;
 }
 
+std::string FlagSet::GivenAs(const char* long_name) const {
+  for (const Flag& f : flags_) {
+    if (f.names[0] == long_name) return f.given ? f.given_as : "";
+  }
+  return "";
+}
+
 Status FlagSet::Set(Flag& f, const std::string& name, const std::string& value) {
+  const bool again = f.given;
   f.given = true;
+  f.given_as = name;
   Status s;
   switch (f.kind) {
     case Kind::kString:
+    case Kind::kConfig:
       *static_cast<std::string*>(f.target) = value;
       return Status::OK();
+    case Kind::kList: {
+      // Every value is kept: a second --network-interface adds to the first, as horovodrun's.
+      auto* t = static_cast<std::string*>(f.target);
+      *t = again && !t->empty() ? *t + "," + value : value;
+      return Status::OK();
+    }
+    case Kind::kRefused:
+      return InvalidArgument(program_ + ": " + name + ": " + f.help);
     case Kind::kRepeated:
       static_cast<std::vector<std::string>*>(f.target)->push_back(value);
       return Status::OK();
@@ -87,9 +139,9 @@ Status FlagSet::Parse(int argc, char** argv, int first, bool stop_at_positional,
     }
     Flag* f = Find(name);
     if (f == nullptr) {
-      return InvalidArgument(program_ + ": unknown flag " + name + "; see " + program_ +
-                             " --help");
+      return InvalidArgument(program_ + ": unknown flag " + name + "; see " + program_ + " --help");
     }
+    if (f->kind == Kind::kRefused) return Set(*f, name, value);
     if (f->kind == Kind::kBool && !has_value) {
       value = "true";
     } else if (!has_value) {
@@ -100,21 +152,70 @@ Status FlagSet::Parse(int argc, char** argv, int first, bool stop_at_positional,
     }
     HVD_RETURN_IF_ERROR(Set(*f, name, value));
   }
+  return ApplyConfig();
+}
+
+Status FlagSet::ApplyConfig() {
+  const Flag* config = nullptr;
+  for (const Flag& f : flags_) {
+    if (f.kind == Kind::kConfig && f.given) config = &f;
+  }
+  if (config == nullptr || !config_loader_) return Status::OK();
+  const std::string path = *static_cast<const std::string*>(config->target);
+  std::vector<ConfigEntry> entries;
+  HVD_RETURN_IF_ERROR(config_loader_(path, &entries));
+  // Decided before any entry is applied, so that entries never override each other by order.
+  std::vector<bool> skip(entries.size(), false);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const ConfigEntry& e = entries[i];
+    Flag* f = Find(e.flag);
+    if (f == nullptr) {
+      return InvalidArgument(program_ + ": " + e.where + ": " + e.flag + " is not a flag of " +
+                             program_);
+    }
+    skip[i] = f->given;
+    for (const std::string& other : e.overridden_by) {
+      if (const Flag* o = Find(other); o != nullptr && o->given) skip[i] = true;
+    }
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (skip[i]) continue;
+    const ConfigEntry& e = entries[i];
+    Flag* f = Find(e.flag);
+    Status s = Set(*f, e.flag, e.value);
+    if (!s.ok()) {
+      std::string m = s.message();
+      if (m.rfind(program_ + ": ", 0) == 0) m.erase(0, program_.size() + 2);
+      return InvalidArgument(program_ + ": " + e.where + ": " + m);
+    }
+    f->given_as = e.where + " (" + e.flag + ")";
+  }
   return Status::OK();
 }
 
 std::string FlagSet::Usage(const std::string& synopsis) const {
   std::string out = "usage: " + program_ + " " + synopsis + "\n\nflags:\n";
+  // Ungrouped flags first, then each group in the order it was started.
+  std::vector<std::string> groups = {""};
   for (const Flag& f : flags_) {
-    std::string names;
-    for (const std::string& n : f.names) names += (names.empty() ? "" : ", ") + n;
-    const char* arg = f.kind == Kind::kBool     ? ""
-                      : f.kind == Kind::kInt    ? " N"
-                      : f.kind == Kind::kDouble ? " X"
-                                                : " VALUE";
-    std::string left = "  " + names + arg;
-    if (left.size() < 32) left.resize(32, ' ');
-    out += left + " " + f.help + "\n";
+    if (std::find(groups.begin(), groups.end(), f.group) == groups.end()) groups.push_back(f.group);
+  }
+  for (const std::string& group : groups) {
+    if (!group.empty()) out += "\n" + group + ":\n";
+    for (const Flag& f : flags_) {
+      if (f.group != group) continue;
+      std::string names;
+      for (const std::string& n : f.names) names += (names.empty() ? "" : ", ") + n;
+      const std::string arg = f.kind == Kind::kBool     ? ""
+                              : f.kind == Kind::kInt    ? " N"
+                              : f.kind == Kind::kDouble ? " X"
+                              : f.kind == Kind::kRefused
+                                  ? (f.metavar.empty() ? "" : " " + f.metavar)
+                                  : " VALUE";
+      std::string left = "  " + names + arg;
+      if (left.size() < 32) left.resize(32, ' ');
+      out += left + " " + (f.kind == Kind::kRefused ? "not in hvd: " : "") + f.help + "\n";
+    }
   }
   return out;
 }

@@ -8,7 +8,8 @@ namespace hvd::control {
 namespace {
 
 constexpr const char* kListForm = "the accepted form is HOST[:SLOTS],... e.g. -H a:4,b:4";
-constexpr const char* kLineForm = "write one host per line as 'HOST' or 'HOST slots=N'";
+constexpr const char* kLineForm =
+    "write one host per line as 'HOST', 'HOST slots=N' or 'HOST slots=N max_slots=M'";
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
@@ -76,9 +77,37 @@ class DuplicateCheck {
   std::set<std::string> seen_;
 };
 
+// The fields after the host on a hostfile line: Open MPI's `slots=N` (or `slot=`, `count=`) and
+// `max_slots=M` (or `max-slots=`), each at most once.
+Status ParseHostFields(const std::vector<std::string_view>& fields, HostSlots* hs) {
+  int max_slots = 0;
+  bool have_slots = false, have_max = false;
+  for (size_t i = 1; i < fields.size(); ++i) {
+    const std::string_view f = fields[i];
+    const size_t eq = f.find('=');
+    const std::string_view key = f.substr(0, eq);
+    const bool is_slots = key == "slots" || key == "slot" || key == "count";
+    const bool is_max = key == "max_slots" || key == "max-slots";
+    if (eq == std::string_view::npos) {
+      return InvalidArgument("unknown field '" + std::string(f) +
+                             "' (fields are KEY=VALUE, without spaces around '=')");
+    }
+    if (!is_slots && !is_max) return InvalidArgument("unknown field '" + std::string(f) + "'");
+    bool& seen = is_slots ? have_slots : have_max;
+    if (seen) return InvalidArgument("'" + std::string(key) + "' is given twice");
+    seen = true;
+    HVD_RETURN_IF_ERROR(ParseSlots(f.substr(eq + 1), hs->host, is_slots ? &hs->slots : &max_slots));
+  }
+  if (have_max && max_slots < hs->slots) {
+    return InvalidArgument("max_slots=" + std::to_string(max_slots) +
+                           " is below slots=" + std::to_string(hs->slots));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
-Status ParseHostList(std::string_view text, std::vector<HostSlots>* out) {
+Status ParseHostList(std::string_view text, std::vector<HostSlots>* out, int default_slots) {
   if (Trim(text).empty()) return InvalidArgument("empty host list; " + std::string(kListForm));
   std::vector<HostSlots> hosts;
   DuplicateCheck dups;
@@ -93,6 +122,7 @@ Status ParseHostList(std::string_view text, std::vector<HostSlots>* out) {
       return InvalidArgument(where + "empty entry (stray ','?); " + kListForm);
     }
     HostSlots hs;
+    hs.slots = default_slots;
     const size_t colon = entry.find(':');
     const std::string_view host = Trim(entry.substr(0, colon));
     Status s = CheckHost(host);
@@ -116,7 +146,7 @@ Status ParseHostList(std::string_view text, std::vector<HostSlots>* out) {
 }
 
 Status ParseHostfile(std::string_view content, const std::string& source,
-                     std::vector<HostSlots>* out) {
+                     std::vector<HostSlots>* out, int default_slots) {
   std::vector<HostSlots> hosts;
   DuplicateCheck dups;
   int line_no = 0;
@@ -142,18 +172,10 @@ Status ParseHostfile(std::string_view content, const std::string& source,
       i = j;
     }
     HostSlots hs;
+    hs.slots = default_slots;
     Status s = CheckHost(fields[0]);
     if (s.ok()) hs.host = std::string(fields[0]);
-    if (s.ok() && fields.size() > 2) {
-      s = InvalidArgument("too many fields (" + std::to_string(fields.size()) + ")");
-    } else if (s.ok() && fields.size() == 2) {
-      const std::string_view f = fields[1];
-      if (f.substr(0, 6) != "slots=") {
-        s = InvalidArgument("unknown field '" + std::string(f) + "'");
-      } else {
-        s = ParseSlots(f.substr(6), hs.host, &hs.slots);
-      }
-    }
+    if (s.ok()) s = ParseHostFields(fields, &hs);
     if (s.ok()) s = dups.Add(hs.host);
     if (!s.ok()) {
       return InvalidArgument("hostfile " + source + " line " + std::to_string(line_no) + " '" +

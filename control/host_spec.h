@@ -23,17 +23,22 @@ struct HostSlots {
 // Upper bound on one host's slots: far above any real machine, low enough that sums never overflow.
 inline constexpr int kMaxSlotsPerHost = 1 << 20;
 
-// Parses `-H` text: comma-separated `host[:slots]` (slots default 1), e.g. "a:4,b:4" or "a,b".
-// Spaces around entries are ignored. Empty entries, empty hosts, slots that are not a positive
-// integer, hosts named twice (case-insensitively) and characters outside [A-Za-z0-9._-] are
-// errors. `out` is left unchanged on error.
-Status ParseHostList(std::string_view text, std::vector<HostSlots>* out);
+// Parses `-H` text: comma-separated `host[:slots]` (slots default `default_slots`: 1, or
+// horovodrun's --slots-per-host), e.g. "a:4,b:4" or "a,b". Spaces around entries are ignored.
+// Empty entries, empty hosts, slots that are not a positive integer, hosts named twice
+// (case-insensitively) and characters outside [A-Za-z0-9._-] are errors. `out` is left unchanged
+// on error.
+Status ParseHostList(std::string_view text, std::vector<HostSlots>* out, int default_slots = 1);
 
-// Parses hostfile contents: one host per line, `host` or `host slots=N`; '#' starts a comment;
-// blank lines are skipped; Windows line endings are accepted. Errors name `source` (the file's
-// path), the line number and the line's text. `out` is left unchanged on error.
+// Parses hostfile contents in Open MPI's syntax (which horovodrun and mpirun read): one host per
+// line, `host`, `host slots=N` or `host slots=N max_slots=M` (also Open MPI's spellings `slot=`,
+// `count=`, `max-slots=`; fields in any order); '#' starts a comment; blank lines are skipped;
+// Windows line endings are accepted. hvd never places more than `slots` ranks on a host, so
+// max_slots (Open MPI's oversubscription limit) is checked (at least `slots`) and then has nothing
+// to limit. A host without slots gets `default_slots`. Errors name `source` (the file's path), the
+// line number and the line's text. `out` is left unchanged on error.
 Status ParseHostfile(std::string_view content, const std::string& source,
-                     std::vector<HostSlots>* out);
+                     std::vector<HostSlots>* out, int default_slots = 1);
 
 // Sum of the slots.
 int TotalSlots(const std::vector<HostSlots>& hosts);

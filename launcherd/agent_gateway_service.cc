@@ -8,6 +8,7 @@
 #include "control/grpc_util.h"
 #include "launcherd/network_convert.h"
 #include "launcherd/proto_convert.h"
+#include "launcherd/stdin_service.h"
 
 namespace hvd::launcherd {
 
@@ -32,6 +33,12 @@ class StreamLink final : public AgentLink {
   bool SendProbe(const ProbeCommand& command) override {
     v1::LauncherMessage m;
     ToProto(command, m.mutable_probe());
+    return Enqueue(std::move(m), /*front=*/false);
+  }
+  bool SendMasterPort(const MasterPortCommand& command) override {
+    v1::LauncherMessage m;
+    m.mutable_master_port()->set_request_id(command.request_id);
+    m.mutable_master_port()->set_job_id(command.job_id);
     return Enqueue(std::move(m), /*front=*/false);
   }
   void Close() override {
@@ -162,6 +169,10 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
       case v1::AgentMessage::kProbeReport:
         if (network_ != nullptr) network_->OnReport(id, FromProto(m.probe_report()));
         break;
+      case v1::AgentMessage::kMasterPort:
+        jobs_->OnMasterPort(
+            id, {m.master_port().request_id(), m.master_port().port(), m.master_port().error()});
+        break;
       default:
         HVD_LOG(WARNING) << "agent " << id << " sent an unexpected message (case " << m.msg_case()
                          << "); ignored";
@@ -175,6 +186,14 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
   link->Finish();
   writer.join();
   return grpc::Status::OK;
+}
+
+grpc::Status AgentGatewayService::ReadStdin(grpc::ServerContext* context,
+                                            const v1::ReadStdinRequest* request,
+                                            grpc::ServerWriter<v1::StdinData>* writer) {
+  grpc::Status auth = control::CheckToken(*context, token_);
+  if (!auth.ok()) return auth;
+  return ServeReadStdin(jobs_, context, *request, writer);
 }
 
 void AgentGatewayService::Close() {

@@ -42,6 +42,9 @@ class AgentGatewayService final : public v1::AgentGateway::Service {
   grpc::Status Connect(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::LauncherMessage, v1::AgentMessage>* stream) override;
+  // A rank's standard input (stdin_service.h).
+  grpc::Status ReadStdin(grpc::ServerContext* context, const v1::ReadStdinRequest* request,
+                         grpc::ServerWriter<v1::StdinData>* writer) override;
 
   // Waits up to `timeout` until every stream has written the commands queued for it (the launcher
   // stops: StopJob should reach the agents before their streams close).

@@ -16,6 +16,7 @@
 
 #include "common/thread_annotations.h"
 #include "launcherd/job_types.h"
+#include "launcherd/master_port.h"
 #include "launcherd/probe_types.h"
 
 namespace hvd::launcherd {
@@ -30,6 +31,8 @@ class AgentLink {
   virtual bool SendStopJob(const StopJobCommand& command) = 0;
   // A step of a network probe (network_check.h). Links that cannot carry one refuse it.
   virtual bool SendProbe(const ProbeCommand& command) { return false; }
+  // Asks the agent for MASTER_PORT (master_port.h). Links that cannot carry it refuse it.
+  virtual bool SendMasterPort(const MasterPortCommand& command) { return false; }
   // Ends the stream (another connection took over the agent's id, or the launcher stops).
   virtual void Close() = 0;
 };

@@ -4,88 +4,64 @@
 #include <sys/socket.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "control/status_json.h"
 #include "launcherd/listen_address.h"
-#include "launcherd/network_json.h"
+#include "launcherd/proto_convert.h"
 
 namespace hvd::launcherd {
 namespace {
 
 using nlohmann::json;
 
-json RankJson(const RankStatus& r) {
-  const control::RankSlot& p = r.placement;
-  return {{"rank", p.rank},
-          {"local_rank", p.local_rank},
-          {"local_size", p.local_size},
-          {"cross_rank", p.cross_rank},
-          {"cross_size", p.cross_size},
-          {"agent_id", p.agent_id},
-          {"host", p.host},
-          {"slot", p.slot},
-          {"state", control::RankStateName(r.state)},
-          {"pid", r.pid},
-          {"exit_code", r.exit_code},
-          {"signal", r.signal},
-          {"start_time_ms", r.start_time_ms},
-          {"end_time_ms", r.end_time_ms},
-          {"rendezvous_time_ms", r.rendezvous_time_ms},
-          {"error", r.error}};
-}
-
-json FailureJson(const JobFailure& f) {
-  return {{"rank", f.rank},     {"host", f.host},       {"exit_code", f.exit_code},
-          {"signal", f.signal}, {"message", f.message}, {"stderr_tail", f.stderr_tail}};
-}
-
+// Jobs and agents go through hvd.v1 and control/status_json.h: hvdrun's --json prints the very
+// same shape from the same converter.
 json JobJson(const JobStatus& s, bool full) {
-  json j = {{"id", s.id},
-            {"name", s.spec.name},
-            {"state", control::JobStateName(s.state)},
-            {"reason", s.reason},
-            {"np", s.spec.np},
-            {"argv", s.spec.argv},
-            {"submit_time_ms", s.submit_time_ms},
-            {"start_time_ms", s.start_time_ms},
-            {"end_time_ms", s.end_time_ms},
-            {"exit_code", s.exit_code},
-            {"attempt", s.attempt},
-            {"stall", s.stall},
-            {"stall_since_ms", s.stall_since_ms}};
-  if (!full) return j;
-  j["network"] = NetworkReportJson(s.network);
-  json hosts = json::array();
-  for (const control::HostRequest& h : s.spec.hosts) {
-    hosts.push_back({{"host", h.host}, {"slots", h.slots}});
-  }
-  j["hosts"] = hosts;
-  j["working_dir"] = s.spec.working_dir;
-  json ranks = json::array();
-  for (const RankStatus& r : s.ranks) ranks.push_back(RankJson(r));
-  j["ranks"] = ranks;
-  j["failure"] = s.has_failure ? FailureJson(s.failure) : json(nullptr);
-  json previous = json::array();
-  for (const JobFailure& f : s.previous_failures) previous.push_back(FailureJson(f));
-  j["previous_failures"] = previous;
-  j["max_restarts"] = s.spec.max_restarts;
-  return j;
+  v1::JobStatus p;
+  ToProto(s, &p);
+  return control::JobJson(p, full);
 }
 
 json AgentJson(const AgentInfo& a) {
-  return {{"id", a.id},
-          {"host", a.host},
-          {"advertise_addr", a.advertise_addr},
-          {"advertise_iface", a.advertise_iface},
-          {"interfaces", InterfacesJson(a.interfaces)},
-          {"slots", a.slots},
-          {"slots_in_use", a.slots_in_use},
-          {"gpus", a.gpus},
-          {"pid", a.pid},
-          {"version", a.version},
-          {"state", a.state},
-          {"last_heartbeat_ms", a.last_heartbeat_ms}};
+  v1::AgentInfo p;
+  ToProto(a, &p);
+  return control::AgentJson(p);
+}
+
+constexpr JobState kJobStates[] = {JobState::kPending,   JobState::kStarting, JobState::kRunning,
+                                   JobState::kSucceeded, JobState::kFailed,   JobState::kCancelled,
+                                   JobState::kRestarting};
+
+// ?state=RUNNING, ?state=running,pending: the states asked for. InvalidArgument naming the valid
+// ones for anything else.
+Status ParseStateFilter(const std::string& value, std::set<JobState>* states) {
+  size_t start = 0;
+  while (start <= value.size()) {
+    size_t comma = value.find(',', start);
+    if (comma == std::string::npos) comma = value.size();
+    std::string name = value.substr(start, comma - start);
+    for (char& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    bool found = false;
+    for (JobState st : kJobStates) {
+      if (name == control::JobStateName(st)) {
+        states->insert(st);
+        found = true;
+      }
+    }
+    if (!found) {
+      std::string valid;
+      for (JobState st : kJobStates) {
+        valid += (valid.empty() ? "" : ", ") + std::string(control::JobStateName(st));
+      }
+      return InvalidArgument("'" + name + "' in ?state=" + value + " is not a job state; use " +
+                             valid + " (any case, several separated by commas)");
+    }
+    start = comma + 1;
+  }
+  return Status::OK();
 }
 
 // Prometheus label values escape backslash, double quote and newline.
@@ -104,14 +80,16 @@ std::string Label(const std::string& v) {
 
 void SendJson(httplib::Response& res, int status, const json& body) {
   res.status = status;
-  // Replace invalid UTF-8 (process output can be anything) rather than throw.
-  res.set_content(body.dump(2, ' ', false, json::error_handler_t::replace) + "\n",
-                  "application/json");
+  res.set_content(control::JsonText(body), "application/json");
 }
 
 void SendError(httplib::Response& res, int status, const std::string& message) {
   SendJson(res, status, json{{"error", message}});
 }
+
+// The one route with a parameter, and the methods every route allows.
+constexpr const char* kJobPath = R"(/v1/jobs/([^/]*))";
+constexpr const char* kAllow = "GET, HEAD, OPTIONS";
 
 bool ValidJobId(const std::string& id) {
   if (id.empty() || id.size() > 64) return false;
@@ -169,12 +147,19 @@ class HttpServerImpl final : public HttpServer {
     server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
-    server_.Get("/v1/jobs", [this](const httplib::Request&, httplib::Response& res) {
+    server_.Get("/v1/jobs", [this](const httplib::Request& req, httplib::Response& res) {
+      std::set<JobState> states;
+      if (req.has_param("state")) {
+        Status st = ParseStateFilter(req.get_param_value("state"), &states);
+        if (!st.ok()) return SendError(res, 400, st.message());
+      }
       json jobs = json::array();
-      for (const JobStatus& s : jobs_->List()) jobs.push_back(JobJson(s, false));
+      for (const JobStatus& s : jobs_->List()) {
+        if (states.empty() || states.count(s.state)) jobs.push_back(JobJson(s, false));
+      }
       SendJson(res, 200, json{{"jobs", jobs}});
     });
-    server_.Get(R"(/v1/jobs/([^/]*))", [this](const httplib::Request& req, httplib::Response& res) {
+    server_.Get(kJobPath, [this](const httplib::Request& req, httplib::Response& res) {
       const std::string id = req.matches[1];
       if (!ValidJobId(id)) {
         return SendError(res, 400,
@@ -197,6 +182,25 @@ class HttpServerImpl final : public HttpServer {
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(Metrics(), "text/plain; version=0.0.4");
     });
+    // Every route is read-only: other methods get 405 with the Allow header (RFC 9110), OPTIONS
+    // the header alone, so a client that POSTs learns the resource exists but is not writable.
+    for (const char* path : {"/healthz", "/metrics", "/v1/jobs", kJobPath, "/v1/agents"}) {
+      auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
+        res.set_header("Allow", kAllow);
+        SendError(res, 405,
+                  req.method + " " + req.path +
+                      " is not allowed: the REST endpoint is read-only (" + kAllow +
+                      "); change jobs with hvdrun (submit, cancel)");
+      };
+      server_.Post(path, not_allowed);
+      server_.Put(path, not_allowed);
+      server_.Patch(path, not_allowed);
+      server_.Delete(path, not_allowed);
+      server_.Options(path, [](const httplib::Request&, httplib::Response& res) {
+        res.set_header("Allow", kAllow);
+        res.status = 204;
+      });
+    }
     // Everything unrouted (and any error without a body) answers JSON, naming what exists.
     server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;

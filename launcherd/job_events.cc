@@ -92,12 +92,14 @@ void JobManager::NextAttemptLocked(Job& job) {
   job.stalls.clear();
   job.ranks_started = 0;
   job.at_rendezvous = 0;
+  job.start_timeout_waived = false;
   job.agents_ready.clear();
   job.stop_sent.clear();
   job.peer_failed.clear();
   job.held.reset();
   job.cause_time_ms = 0;
   job.cause_secondary = false;
+  job.status.queued_since_ms = NowMs();  // --queue-timeout counts each wait for slots afresh
   SetStateLocked(job, JobState::kPending,
                  "attempt " + std::to_string(job.status.attempt + 1) + " of " +
                      std::to_string(job.status.spec.max_restarts + 1) + ": waiting for placement");

@@ -37,6 +37,11 @@ Status ValidateSpec(const JobSpec& spec) {
                            std::to_string(host_slots) +
                            " slots; raise the hosts' slots (-H host:N) or lower np");
   }
+  if (spec.stdin_rank >= spec.np || (spec.stdin_rank < 0 && spec.stdin_rank != -1)) {
+    return InvalidArgument("--stdin " + std::to_string(spec.stdin_rank) +
+                           " names no rank of the job (np=" + std::to_string(spec.np) +
+                           "); give a rank below np, or none");
+  }
   return control::ValidateJobEnv(spec.env);
 }
 
@@ -57,6 +62,7 @@ Status JobManager::Submit(const JobSpec& spec, std::string* id) {
   job->status.state = JobState::kPending;
   job->status.reason = "waiting for placement";
   job->status.submit_time_ms = NowMs();
+  job->status.queued_since_ms = job->status.submit_time_ms;
   job->unwatched_since = Clock::now();
   job->secret = control::RandomHex(32);
   {
@@ -161,6 +167,7 @@ void JobManager::ScheduleLocked() {
       switch (r.outcome) {
         case control::PlacementOutcome::kPlaced:
           if (!NetworkReadyLocked(*job, r)) break;
+          if (!MasterPortReadyLocked(*job, r)) break;
           for (const control::RankSlot& s : r.ranks) busy[s.agent_id].insert(s.slot);
           StartLocked(*job, r, agents);
           break;
@@ -222,6 +229,7 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
   job.status.start_time_ms = NowMs();
   job.attempt_started = Clock::now();
   job.at_rendezvous = 0;
+  job.start_timeout_waived = false;
   const int np = job.status.spec.np;
   // The runtime's own wait at start-up outlasts the launcher's, whose message names hosts and
   // reasons; with no launcher limit the runtime's default stands.
@@ -238,6 +246,18 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
         "agents ready " + std::to_string(used.size()) + "/" + std::to_string(used.size());
     job.log.AddProgress(job.agents_ready);
   }
+  // torchrun's node numbers and rendezvous (control/worker_env.h): MASTER_ADDR is rank 0's
+  // address as the other ranks reach it (the network the check chose), loopback on one agent.
+  int groups = 1;
+  const std::vector<int> group_of = control::NodeGroups(placement.ranks, &groups);
+  std::string master_addr = "127.0.0.1";
+  if (used.size() > 1) {
+    const control::RankSlot& zero = placement.ranks.front();
+    std::string iface;
+    master_addr = agent_by_id.at(zero.agent_id)->advertise_addr;
+    control::ChoiceFor(job.status.network, zero.agent_id, &master_addr, &iface);
+    if (master_addr.empty()) master_addr = zero.host;
+  }
   for (RankStatus& r : job.status.ranks) {
     control::WorkerEnvInput in;
     in.placement = r.placement;
@@ -249,6 +269,11 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
     in.advertise_addr = agent_by_id.at(r.placement.agent_id)->advertise_addr;
     control::ChoiceFor(job.status.network, r.placement.agent_id, &in.advertise_addr, &in.iface);
     in.job_env = job_env;
+    in.max_restarts = job.status.spec.max_restarts;
+    in.group_rank = group_of[r.placement.rank];
+    in.group_world_size = groups;
+    in.master_addr = master_addr;
+    in.master_port = job.master_port.port;
     StartRankCommand cmd;
     cmd.job_id = job.status.id;
     cmd.attempt = job.status.attempt;
@@ -256,6 +281,7 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
     cmd.argv = job.status.spec.argv;
     cmd.env = control::WorkerEnv(in);
     cmd.working_dir = job.status.spec.working_dir;
+    cmd.forward_stdin = job.status.spec.stdin_rank == r.placement.rank;
     std::shared_ptr<AgentLink> link = agents_->Link(r.placement.agent_id);
     if (link && link->SendStartRank(cmd)) {
       r.state = RankState::kStarting;

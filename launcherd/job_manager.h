@@ -39,6 +39,7 @@
 #include "launcherd/job_types.h"
 #include "launcherd/kv_store.h"
 #include "launcherd/stall_reports.h"
+#include "launcherd/stdin_relay.h"
 
 namespace hvd::launcherd {
 
@@ -62,8 +63,12 @@ struct JobManagerOptions {
   std::chrono::milliseconds cause_settle{1000};
   // Delays between restarts (the count is each job's max_restarts).
   control::RestartPolicy restart;
-  JobStore* job_store = nullptr;  // where every change is written; null: nothing persisted
-  NetworkCheck* network = nullptr;      // checks a multi-host job's network first (null: never)
+  JobStore* job_store = nullptr;    // where every change is written; null: nothing persisted
+  NetworkCheck* network = nullptr;  // checks a multi-host job's network first (null: never)
+  // How long rank 0's agent has to choose MASTER_PORT before the job fails naming it
+  // (job_master_port.cc). 0: no MASTER_PORT is chosen and ranks get none (JobManager tests whose
+  // fake agents do not answer); the launcher always sets it.
+  std::chrono::milliseconds master_port_timeout{0};
 };
 
 // Where one WatchJob call stands; starts zeroed.
@@ -118,6 +123,8 @@ class JobManager {
                 std::vector<OutputLine> lines);
   void OnHeartbeat(const std::string& agent_id, const std::vector<std::string>& running_jobs);
   void OnAgentLost(const AgentInfo& agent);
+  // An agent's answer to a MasterPortRequest (job_master_port.cc).
+  void OnMasterPort(const std::string& agent_id, const MasterPortAnswer& answer);
   // The agent (re-)registered: after a reconnect, a restart of the agent or of the launcher, its
   // first heartbeat decides which of the ranks placed on it still run; the others ended while it
   // was out of touch and are reported as such (job_recovery.cc).
@@ -141,6 +148,9 @@ class JobManager {
   bool ResolveSecret(const std::string& secret, std::string* prefix) const;
 
   JobCounts Counts() const;
+
+  // hvdrun's standard input on its way to each job's stdin rank (stdin_service.h).
+  StdinRelay& stdin_relay() { return stdin_relay_; }
 
   // Refuses new jobs and cancels every job that has not ended (StopJob to agents). Idempotent.
   void Shutdown(const std::string& reason);
@@ -183,6 +193,10 @@ class JobManager {
     Clock::time_point unwatched_since;  // since when none is (submission counts)
     Clock::time_point attempt_started;  // this attempt entered STARTING
     int at_rendezvous = 0;              // ranks of this attempt that reached the rendezvous
+    // The launcher's default start timeout passed with no rank of this attempt at the rendezvous:
+    // the program does not use hvd (torch.distributed under torchrun's variables, a script), so
+    // it is not timed out (CheckStartTimeoutLocked).
+    bool start_timeout_waived = false;
     struct Stall {
       StallReport report;
       Clock::time_point received;
@@ -193,6 +207,18 @@ class JobManager {
     // Agents that (re-)registered (or were restored after a launcher restart) and whose first
     // heartbeat since has not yet said whether they still run the job.
     std::set<std::string> unconfirmed_agents;
+    // MASTER_PORT for this attempt, asked of rank 0's agent before its ranks start
+    // (job_master_port.cc); a new attempt or rank 0 on another agent asks again.
+    struct MasterPortAsk {
+      std::string request_id;  // empty: not asked
+      int attempt = 0;
+      std::string agent_id, host;
+      Clock::time_point deadline;
+      int port = 0;       // the answer
+      std::string error;  // the agent found none
+      Clock::time_point answered;
+    };
+    MasterPortAsk master_port;
   };
   using JobPtr = std::shared_ptr<Job>;
 
@@ -205,6 +231,11 @@ class JobManager {
       REQUIRES(mu_);
   // Whether the placed job's network is decided (job_network.cc); false: it waits or failed.
   bool NetworkReadyLocked(Job& job, const control::PlacementResult& placement) REQUIRES(mu_);
+  // Whether MASTER_PORT is chosen for the placed job (job_master_port.cc); false: it waits for
+  // rank 0's agent, or failed.
+  bool MasterPortReadyLocked(Job& job, const control::PlacementResult& placement) REQUIRES(mu_);
+  // A PENDING job whose MASTER_PORT request went unanswered past its deadline fails.
+  void CheckMasterPortLocked(Job& job, Clock::time_point now) REQUIRES(mu_);
   void AddEventsLocked(Job& job, int64_t from_seq, bool follow, WatchCursor* cursor,
                        std::vector<JobEvent>* events, bool* done) REQUIRES(mu_);
   // State changes (job_events.cc).
@@ -220,6 +251,9 @@ class JobManager {
   // Supervision (job_supervision.cc).
   void CheckStartTimeoutLocked(Job& job, Clock::time_point now) REQUIRES(mu_);
   void CheckStallTimeoutLocked(Job& job, Clock::time_point now) REQUIRES(mu_);
+  // --queue-timeout: a job PENDING for longer fails (never restarted: waiting again would not
+  // help).
+  void CheckQueueTimeoutLocked(Job& job) REQUIRES(mu_);
   void RankAtRendezvousLocked(Job& job, int rank) REQUIRES(mu_);
   void StallReportLocked(Job& job, int rank, const std::string& value) REQUIRES(mu_);
   // Persistence and recovery (job_recovery.cc).
@@ -252,6 +286,8 @@ class JobManager {
   bool scheduling_ GUARDED_BY(mu_) = false;  // ScheduleLocked is on the stack
   Clock::time_point persist_error_logged_ GUARDED_BY(mu_);
   bool reschedule_ GUARDED_BY(mu_) = false;  // ... and something it depends on changed
+
+  StdinRelay stdin_relay_;  // its own lock; never called with mu_ held
 
   // Separate so rendezvous authentication never waits behind job bookkeeping.
   mutable std::mutex secrets_mu_;

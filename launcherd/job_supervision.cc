@@ -8,6 +8,8 @@
 //   - attached client: a job not submitted detached is cancelled once no attached watcher has
 //     been connected for the client lease (hvdrun was killed, or its host died);
 //   - restarts: a RESTARTING job whose back-off has passed starts its next attempt;
+//   - queue timeout: a job still PENDING (waiting for slots) past its --queue-timeout fails with
+//     what it was waiting for;
 //   - causes: a failure its rank's runtime blamed on a peer (abort/<rank>) is held up to
 //     cause_settle for the failure it is a consequence of.
 #include <cstdio>
@@ -164,6 +166,11 @@ void JobManager::Tick() {
       ReleaseHeldLocked(*job);  // the failure it blamed never came: it is the cause after all
       continue;
     }
+    if (state == JobState::kPending) {
+      CheckQueueTimeoutLocked(*job);
+      if (job->status.state == JobState::kPending) CheckMasterPortLocked(*job, now);
+      continue;
+    }
     if (state == JobState::kStarting || state == JobState::kRunning) {
       CheckStartTimeoutLocked(*job, now);
       if (!control::IsTerminal(job->status.state)) CheckStallTimeoutLocked(*job, now);
@@ -173,8 +180,19 @@ void JobManager::Tick() {
 
 void JobManager::CheckStartTimeoutLocked(Job& job, Clock::time_point now) {
   const auto timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
-  if (timeout.count() <= 0 || job.at_rendezvous >= job.status.spec.np ||
+  if (timeout.count() <= 0 || job.start_timeout_waived || job.at_rendezvous >= job.status.spec.np ||
       now - job.attempt_started < timeout) {
+    return;
+  }
+  if (job.at_rendezvous == 0 && job.status.spec.start_timeout_ms < 0) {
+    // Only the launcher's default applies and no rank called hvd.init(): a program without hvd
+    // (a torch.distributed program written for torchrun) must not be killed for it. An hvd
+    // program whose ranks all start late is still guarded: each rank's hvd.init() waits at most
+    // HVD_START_TIMEOUT_SECONDS for the others and then fails naming the missing ones.
+    job.start_timeout_waived = true;
+    job.log.AddProgress("no rank called hvd.init() within " + Seconds(timeout) +
+                        ": supervising the job as a program that does not use hvd (no start "
+                        "timeout; pass --start-timeout to enforce one)");
     return;
   }
   std::vector<int> missing;
@@ -205,6 +223,21 @@ void JobManager::CheckStartTimeoutLocked(Job& job, Clock::time_point now) {
               " (--start-timeout)" + details +
               ". A program that does not use hvd needs --start-timeout 0";
   FailLocked(job, f, control::kGenericFailureExitCode);
+}
+
+void JobManager::CheckQueueTimeoutLocked(Job& job) {
+  const int64_t timeout_ms = job.status.spec.queue_timeout_ms;
+  // queued_since_ms is wall clock because it is part of the record (a restarted launcher resumes
+  // the count); a job restored from before the field existed (0) starts counting now.
+  if (timeout_ms <= 0) return;
+  if (job.status.queued_since_ms <= 0) job.status.queued_since_ms = NowMs();
+  const int64_t waited_ms = NowMs() - job.status.queued_since_ms;
+  if (waited_ms < timeout_ms) return;
+  JobFailure f;
+  f.message = "waited " + Seconds(std::chrono::milliseconds(waited_ms)) +
+              " for slots (--queue-timeout " + Seconds(std::chrono::milliseconds(timeout_ms)) +
+              "): " + job.status.reason;
+  FailLocked(job, f, control::kGenericFailureExitCode, /*permanent=*/true);
 }
 
 void JobManager::CheckStallTimeoutLocked(Job& job, Clock::time_point now) {

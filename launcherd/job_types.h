@@ -39,6 +39,8 @@ struct JobSpec {
   int64_t stall_timeout_ms = -1;  // 0: stalls are reported, never fatal
   int max_restarts = 0;
   std::string network_interfaces;  // --network-interface; "": any that works
+  int stdin_rank = -1;             // hvdrun --stdin: the rank reading hvdrun's stdin; -1: none
+  int64_t queue_timeout_ms = 0;    // --queue-timeout; 0: wait for slots as long as it takes
 };
 
 // A spec's limit in milliseconds, or `fallback` (the launcher's default) when it sets none (-1).
@@ -95,7 +97,9 @@ struct JobStatus {
   std::string stall;  // what the runtime reports as not progressing; empty: nothing
   int64_t stall_since_ms = 0;
   std::vector<JobFailure> previous_failures;  // of earlier attempts, in order
-  control::NetworkReport network;  // how its hosts reach each other (network_check.h)
+  control::NetworkReport network;             // how its hosts reach each other (network_check.h)
+  // Wall clock when it last entered PENDING: how long it has waited for slots (--queue-timeout).
+  int64_t queued_since_ms = 0;
 };
 
 struct OutputLine {
@@ -159,6 +163,7 @@ struct StartRankCommand {
   std::vector<std::string> argv;
   std::map<std::string, std::string> env;
   std::string working_dir;
+  bool forward_stdin = false;  // the rank's stdin comes from AgentGateway.ReadStdin
 };
 
 struct StopJobCommand {

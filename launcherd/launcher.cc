@@ -98,6 +98,7 @@ class LauncherImpl final : public Launcher {
     network_ = std::make_unique<NetworkCheck>(no, &registry_);
     JobManagerOptions jo;
     jo.network = network_.get();
+    jo.master_port_timeout = no.answer_timeout;  // as for a step of the network probe
     jo.rendezvous_address = rendezvous_address_;
     jo.kill_grace = options_.kill_grace;
     jo.reconcile_after = options_.kill_grace + 2 * options_.heartbeat_interval + options_.lease;
@@ -162,10 +163,15 @@ class LauncherImpl final : public Launcher {
     if (network_) network_->Stop();  // no probe ends (and reschedules) from here on
     if (jobs_ && job_store_ != nullptr) {
       // Restartable: the jobs stay with their agents, which keep them for the lease and
-      // reconcile with the next start of this launcher on the same --state-dir.
-      HVD_LOG(WARNING) << "stopping; running jobs continue if a launcher on " << options_.state_dir
-                       << " is back within the agents' lease (" << options_.lease.count()
-                       << " ms), otherwise their agents end them";
+      // reconcile with the next start of this launcher on the same --state-dir. Only worth a
+      // warning when ranks run (a routine stop, or a start that failed, is not).
+      if (jobs_->Counts().ranks_running > 0) {
+        HVD_LOG(WARNING) << "stopping; running jobs continue if a launcher on "
+                         << options_.state_dir << " is back within the agents' lease ("
+                         << options_.lease.count() << " ms), otherwise their agents end them";
+      } else {
+        HVD_LOG(INFO) << "stopping; no rank is running";
+      }
       jobs_->CloseWatches();
       gateway_service_->Close();
     } else if (jobs_) {

@@ -2,6 +2,7 @@
 
 #include "control/grpc_util.h"
 #include "launcherd/proto_convert.h"
+#include "launcherd/stdin_service.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -100,6 +101,14 @@ grpc::Status LauncherService::ListAgents(grpc::ServerContext* context,
     ToProto(a, response->add_agents());
   }
   return grpc::Status::OK;
+}
+
+grpc::Status LauncherService::WriteStdin(grpc::ServerContext* context,
+                                         grpc::ServerReader<v1::StdinData>* reader,
+                                         v1::WriteStdinResponse* response) {
+  grpc::Status auth = control::CheckToken(*context, token_);
+  if (!auth.ok()) return auth;
+  return ServeWriteStdin(jobs_, context, reader);
 }
 
 }  // namespace hvd::launcherd

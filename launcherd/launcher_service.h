@@ -37,6 +37,9 @@ class LauncherService final : public v1::Launcher::Service {
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status ListAgents(grpc::ServerContext* context, const v1::ListAgentsRequest* request,
                           v1::ListAgentsResponse* response) override;
+  // hvdrun's standard input for the job's stdin rank (stdin_service.h).
+  grpc::Status WriteStdin(grpc::ServerContext* context, grpc::ServerReader<v1::StdinData>* reader,
+                          v1::WriteStdinResponse* response) override;
 
  private:
   const std::string token_;

@@ -1,6 +1,11 @@
 #include "launcherd/listen_address.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "common/settings.h"
 
@@ -27,6 +32,53 @@ Status ParseListenAddress(const std::string& address, std::string* host, int* po
 
 bool IsWildcardHost(const std::string& host) {
   return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
+}
+
+Status CheckCanListen(const std::string& address, const std::string& flag) {
+  std::string host;
+  int port = 0;
+  HVD_RETURN_IF_ERROR_CTX(ParseListenAddress(address, &host, &port), flag);
+  if (port == 0) return Status::OK();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* found = nullptr;
+  const std::string service = std::to_string(port);
+  const bool wildcard = IsWildcardHost(host);
+  const int rc = getaddrinfo(wildcard ? "0.0.0.0" : host.c_str(), service.c_str(), &hints, &found);
+  if (rc != 0) {
+    return InvalidArgument(flag + " " + address + ": cannot resolve '" + host +
+                           "': " + gai_strerror(rc) + "; give an address of this machine");
+  }
+  int err = 0;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    err = bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    close(fd);
+    if (err == 0) break;
+  }
+  freeaddrinfo(found);
+  if (err == 0) return Status::OK();
+  std::string why = std::strerror(err);
+  if (err == EADDRINUSE) {
+    why =
+        "the port is in use (another hvd-launcherd, or another program, listens there); stop "
+        "it or pick another port";
+  } else if (err == EADDRNOTAVAIL) {
+    why = "'" + host +
+          "' is not an address of this machine; give one of its addresses, or "
+          "0.0.0.0 for all";
+  } else if (err == EACCES) {
+    why = "permission denied (ports below 1024 need privileges); pick a port above 1023";
+  }
+  return Unavailable("cannot listen on " + address + " (" + flag + "): " + why);
 }
 
 std::string LocalHostName() {

@@ -15,6 +15,13 @@ Status ParseListenAddress(const std::string& address, std::string* host, int* po
 // Whether `host` means every interface ("0.0.0.0", "::", "[::]", "" or "*").
 bool IsWildcardHost(const std::string& host);
 
+// Whether a TCP listener can bind `address` ("host:port") now, checked by binding and closing a
+// socket (with SO_REUSEADDR, as the servers do). OK for port 0. Otherwise Unavailable naming the
+// address, `flag` and the reason, in one line: a port in use says another process (another
+// hvd-launcherd?) listens there. Run before starting the servers, so a busy port is that one
+// message rather than gRPC's raw bind error.
+Status CheckCanListen(const std::string& address, const std::string& flag);
+
 // This machine's host name (gethostname), "localhost" if it has none.
 std::string LocalHostName();
 

@@ -22,6 +22,10 @@ using hvd::Status;
 
 constexpr int kUsageError = 2;
 
+#ifndef HVD_VERSION
+#define HVD_VERSION "dev"
+#endif
+
 // The token: --token-file, else $HVD_TOKEN_FILE, else <state-dir>/token (kept across restarts, so
 // agents and users need not be told again), else a fresh one in a private temporary directory.
 Status LoadToken(const std::string& flag_path, const std::string& state_dir, std::string* token,
@@ -61,7 +65,7 @@ int main(int argc, char** argv) {
               token_file, log_level;
   int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000, start_timeout_ms = 30000,
           probe_timeout_ms = 500;
-  bool help = false;
+  bool help = false, version = false;
   hvd::control::FlagSet flags("hvd-launcherd");
   flags.String("--listen", &listen, "gRPC address for hvdrun and agents (default 0.0.0.0:7070)");
   flags.String("--http", &http, "REST/metrics address, e.g. 0.0.0.0:7080 (default: off)");
@@ -75,7 +79,9 @@ int main(int argc, char** argv) {
                "job) and the generated token (default: none; a stop then cancels every job)");
   flags.String("--token-file", &token_file,
                "cluster token file (default: $HVD_TOKEN_FILE, else generated)");
-  flags.String("--log-level", &log_level, "trace, debug, info, warning or error");
+  flags.String("--log-level", &log_level,
+               "trace, debug, info, warning or error (default: $HVD_LOG_LEVEL, else info: jobs "
+               "and agents coming and going)");
   flags.Int("--heartbeat-interval-ms", &heartbeat_ms, "how often agents heartbeat (1000)");
   flags.Int("--lease-ms", &lease_ms, "an agent silent this long is LOST and its ranks fail (5000)");
   flags.Int("--kill-grace-ms", &kill_grace_ms,
@@ -86,6 +92,7 @@ int main(int argc, char** argv) {
   flags.Int("--probe-timeout-ms", &probe_timeout_ms,
             "how long each dial of a job's network probe may take (500)");
   flags.Bool("--help,-h", &help, "show this help");
+  flags.Bool("--version", &version, "print the version and exit");
   std::vector<std::string> positional;
   Status s = flags.Parse(argc, argv, 1, false, &positional);
   if (s.ok() && !positional.empty()) {
@@ -100,6 +107,16 @@ int main(int argc, char** argv) {
     std::cout << flags.Usage("[flags]");
     return 0;
   }
+  if (version) {
+    std::cout << "hvd-launcherd " << HVD_VERSION << "\n";  // as `hvdrun --version`
+    return 0;
+  }
+  // A daemon's log is its record of jobs and agents coming and going (INFO); warnings alone
+  // would leave it silent in normal operation. hvdrun's embedded launcher keeps the default.
+  if (log_level.empty() && std::getenv("HVD_LOG_LEVEL") == nullptr &&
+      std::getenv("HOROVOD_LOG_LEVEL") == nullptr) {
+    log_level = "info";
+  }
   if (!log_level.empty()) {
     static const std::set<std::string> kLevels = {"trace", "debug", "info", "warning", "error"};
     if (!kLevels.count(log_level)) {
@@ -113,7 +130,9 @@ int main(int argc, char** argv) {
   options.listen = listen;
   options.http_listen = http;
   options.rendezvous_listen = rendezvous_listen;
+  std::string rendezvous_flag = "--rendezvous-listen";
   if (options.rendezvous_listen.empty()) {
+    rendezvous_flag = "--rendezvous-listen, default: the --listen host, port 7071";
     std::string host;
     int port = 0;
     s = hvd::launcherd::ParseListenAddress(listen, &host, &port);
@@ -143,6 +162,18 @@ int main(int argc, char** argv) {
     return kUsageError;
   }
   options.probe_timeout = std::chrono::milliseconds(probe_timeout_ms);
+  // Each fixed port is tried first, so a busy one is one clear line (and no token is generated
+  // for a launcher that cannot start) instead of a bind error from deep inside a server.
+  const std::pair<std::string, std::string> ports[] = {
+      {listen, "--listen"}, {options.rendezvous_listen, rendezvous_flag}, {http, "--http"}};
+  for (const auto& [address, flag] : ports) {
+    if (address.empty()) continue;
+    s = hvd::launcherd::CheckCanListen(address, flag);
+    if (!s.ok()) {
+      std::cerr << "hvd-launcherd: " << s.message() << "\n";
+      return s.code() == hvd::StatusCode::kInvalidArgument ? kUsageError : 1;
+    }
+  }
   std::string token_path;
   s = LoadToken(token_file, state_dir, &options.token, &token_path);
   if (!s.ok()) {

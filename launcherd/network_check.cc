@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "control/duration_text.h"
 #include "control/token.h"
 
 namespace hvd::launcherd {
@@ -14,9 +15,7 @@ constexpr auto kKeepFinished = std::chrono::seconds(60);
 constexpr auto kTick = std::chrono::milliseconds(50);
 
 std::string Seconds(std::chrono::milliseconds d) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f s", static_cast<double>(d.count()) / 1000.0);
-  return buf;
+  return control::SecondsText(d);
 }
 
 }  // namespace

@@ -37,10 +37,12 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
   p->set_name(s.name);
   p->set_detached(s.detached);
   p->set_network_interfaces(s.network_interfaces);
+  if (s.stdin_rank >= 0) p->set_stdin_rank(s.stdin_rank);
   if (s.kill_grace_ms >= 0) p->set_kill_grace_ms(s.kill_grace_ms);
   if (s.start_timeout_ms >= 0) p->set_start_timeout_ms(s.start_timeout_ms);
   if (s.stall_timeout_ms >= 0) p->set_stall_timeout_ms(s.stall_timeout_ms);
   p->set_max_restarts(s.max_restarts);
+  p->set_queue_timeout_ms(s.queue_timeout_ms);
 }
 
 void ToProto(const JobFailure& f, v1::JobFailure* p) {
@@ -75,6 +77,8 @@ JobSpec FromProto(const v1::JobSpec& p) {
   if (p.has_stall_timeout_ms()) s.stall_timeout_ms = p.stall_timeout_ms();
   s.max_restarts = p.max_restarts();
   s.network_interfaces = p.network_interfaces();
+  s.stdin_rank = p.has_stdin_rank() ? p.stdin_rank() : -1;
+  s.queue_timeout_ms = p.queue_timeout_ms();
   return s;
 }
 
@@ -173,6 +177,7 @@ JobStatus FromProto(const v1::JobStatus& p) {
   s.stall_since_ms = p.stall_since_ms();
   for (const v1::JobFailure& f : p.previous_failures()) s.previous_failures.push_back(FromProto(f));
   if (p.has_network()) s.network = FromProto(p.network());
+  s.queued_since_ms = p.queued_since_ms();
   return s;
 }
 
@@ -203,6 +208,7 @@ void ToProto(const JobStatus& s, v1::JobStatus* p) {
   p->set_stall_since_ms(s.stall_since_ms);
   for (const JobFailure& f : s.previous_failures) ToProto(f, p->add_previous_failures());
   ToProto(s.network, p->mutable_network());
+  p->set_queued_since_ms(s.queued_since_ms);
 }
 
 void ToProto(const JobEvent& e, v1::JobEvent* p) {
@@ -241,6 +247,7 @@ void ToProto(const StartRankCommand& c, v1::StartRank* p) {
   for (const std::string& a : c.argv) p->add_argv(a);
   for (const auto& [k, v] : c.env) (*p->mutable_env())[k] = v;
   p->set_working_dir(c.working_dir);
+  p->set_forward_stdin(c.forward_stdin);
 }
 
 void ToProto(const StopJobCommand& c, v1::StopJob* p) {

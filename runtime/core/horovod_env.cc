@@ -34,7 +34,6 @@ const std::map<std::string, std::string>& Alternatives() {
        "hvd fuses grouped allreduces with others as fusion allows; HVD_FUSION_THRESHOLD=0 "
        "disables fusion"},
       {"HOROVOD_ENABLE_XLA_OPS", "hvd has no TensorFlow/XLA binding"},
-      {"HOROVOD_THREAD_AFFINITY", "hvdrun binds ranks to CPUs itself"},
       {"HOROVOD_GLOO_TIMEOUT_SECONDS",
        "use HVD_START_TIMEOUT_SECONDS and HVD_PEER_TIMEOUT_SECONDS"},
       {"HOROVOD_STALL_CHECK_DISABLE", "set HVD_STALL_CHECK_TIME_SECONDS=0"},
@@ -46,9 +45,10 @@ const std::map<std::string, std::string>& Alternatives() {
 // Variables hvd reads outside the typed settings, or that launchers set for information only.
 bool ReadElsewhere(const std::string& name) {
   static const char* const kKnown[] = {
-      "HOROVOD_HOSTNAME",   "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT",
-      "HOROVOD_GLOO_IFACE", "HOROVOD_CROSS_RANK",           "HOROVOD_CROSS_SIZE",
-      "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE",
+      "HOROVOD_HOSTNAME",        "HOROVOD_GLOO_RENDEZVOUS_ADDR", "HOROVOD_GLOO_RENDEZVOUS_PORT",
+      "HOROVOD_GLOO_IFACE",      "HOROVOD_CROSS_RANK",           "HOROVOD_CROSS_SIZE",
+      "HOROVOD_LOCAL_RANK",      "HOROVOD_LOCAL_SIZE",
+      "HOROVOD_THREAD_AFFINITY",  // core/thread_affinity.h
   };
   for (const char* k : kKnown) {
     if (name == k) return true;

@@ -3,6 +3,8 @@
 // Each test also checks that hvdrun left no process behind.
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "testutil/expect.h"
 
 #include "hvdrun_process.h"
@@ -184,6 +186,93 @@ TEST_F(HvdrunArgs, VersionAndCheckBuild) {
   EXPECT_HAS(r.out, "[ ] Shared memory");
   EXPECT_HAS(r.out, "[ ] CUDA");
   EXPECT_HAS(r.out, "] SSH bootstrap (hvdrun --ssh");
+}
+
+// horovodrun's command line (tests/cli/horovodrun_flags.txt, every option of horovodrun 0.28):
+// each name is accepted (hvdrun gets as far as the missing program, or answers and exits 0) or
+// refused with a message that says what to use instead; never an unknown flag.
+TEST_F(HvdrunArgs, EveryHorovodrunFlagIsAcceptedOrRefusedWithWhatInstead) {
+  WriteFile(dir_ / "horovod.yaml", "params:\n  cache_capacity: 64\nlogging:\n  level: INFO\n");
+  WriteFile(dir_ / "hostfile", "localhost slots=2\n");
+  WriteFile(dir_ / "id_key", "key\n", 0600);
+  WriteFile(dir_ / "discover.sh", "#!/bin/sh\necho localhost:2\n", 0755);
+  const std::string help = Hvdrun({"--help"}).out;
+  std::istringstream list(ReadAll(std::string(HVD_SOURCE_DIR) + "/tests/cli/horovodrun_flags.txt"));
+  int checked = 0;
+  for (std::string line; std::getline(list, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const size_t bar = line.find('|');
+    ASSERT_NE(bar, std::string::npos) << line;
+    std::vector<std::string> names, extra;
+    std::istringstream n(line.substr(0, bar)), x(line.substr(bar + 1));
+    for (std::string w; n >> w;) names.push_back(w);
+    for (std::string w; x >> w;) {
+      for (size_t at; (at = w.find("{dir}")) != std::string::npos;) w.replace(at, 5, dir_.path());
+      extra.push_back(w);
+    }
+    for (const std::string& name : names) {
+      std::vector<std::string> args = {"-np", "1", name};
+      args.insert(args.end(), extra.begin(), extra.end());
+      args.push_back("./no-such-program");
+      ProcResult r = Hvdrun(args);
+      SCOPED_TRACE(name + ": exit " + std::to_string(r.exit_code) + ", stderr: " + r.err);
+      EXPECT_EQ(r.err.find("unknown flag"), std::string::npos);
+      if (r.exit_code == 0) {  // --help, --version, --check-build
+        EXPECT_FALSE(r.out.empty());
+      } else if (r.err.find("./no-such-program: No such file or directory") != std::string::npos) {
+        EXPECT_EQ(r.exit_code, 2);  // accepted: it got to the program
+        EXPECT_HAS(help, name);     // and --help lists it
+      } else {
+        EXPECT_EQ(r.exit_code, 2);
+        EXPECT_HAS(r.err, "hvdrun: " + name + ": ");
+        EXPECT_HAS(r.err, "; instead, ");
+        EXPECT_HAS(help, name);
+      }
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 70);
+}
+
+// hvdrun's -v is --verbose; horovodrun's -v (the version) is hvdrun's --version, anywhere.
+TEST_F(HvdrunArgs, VerboseAndVersionSpellings) {
+  ExpectUsageError({"-v"}, "horovodrun's -v is hvdrun --version");
+  ProcResult r = Hvdrun({"-np", "2", "--version", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("hvdrun ", 0), 0u) << r.out;
+  r = Hvdrun({"-np", "2", "-cb"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_HAS(r.out, "[X] TCP");
+}
+
+TEST_F(HvdrunArgs, BadTimelinePathBeforeAnythingStarts) {
+  ExpectUsageError({"-np", "1", "--timeline-filename", dir_ / "nope/t.json", "/bin/true"},
+                   "--timeline-filename " + (dir_ / "nope/t.json") + ": directory " +
+                       (dir_ / "nope") + ": No such file or directory");
+  ExpectUsageError({"-np", "1", "-x", "HVD_TIMELINE=" + (dir_ / "nope/t.json"), "/bin/true"},
+                   "-x HVD_TIMELINE " + (dir_ / "nope/t.json"));
+}
+
+TEST_F(HvdrunArgs, HorovodrunOptionsEndToEnd) {
+  // A horovodrun command line, Open MPI hostfile and Horovod config file included.
+  WriteFile(dir_ / "hostfile", "# pool\nlocalhost slots=2 max_slots=4\n");
+  WriteFile(dir_ / "horovod.yaml",
+            "controller: gloo\nparams:\n  cache_capacity: 64\nlogging:\n  level: ERROR\n");
+  ProcResult r = Hvdrun({"-hostfile", dir_ / "hostfile", "--config-file", dir_ / "horovod.yaml",
+                         "--no-hierarchical-allreduce", "-prefix-timestamp", "/bin/sh", "-c",
+                         "echo $HVD_RANK $HVD_CACHE_CAPACITY $HVD_HIERARCHICAL_ALLREDUCE "
+                         "$HVD_LOG_LEVEL"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // "Tue Jan  2 15:04:05 2024[0]<stdout>:...", as horovodrun's asctime prefix.
+  for (const char* rank : {"0", "1"}) {
+    const std::string tail = std::string("[") + rank + "]<stdout>:" + rank + " 64 0 error\n";
+    const size_t at = r.out.find(tail);
+    ASSERT_NE(at, std::string::npos) << r.out;
+    const size_t bol = r.out.rfind('\n', at) == std::string::npos ? 0 : r.out.rfind('\n', at) + 1;
+    EXPECT_EQ(at - bol, 24u) << r.out;  // strlen("Tue Jan  2 15:04:05 2024")
+  }
+  EXPECT_HAS(r.err, "horovod.yaml:1 (--gloo): hvd has one backend");
+  EXPECT_EQ(r.err.find("hvd has one backend", r.err.find("one backend") + 1), std::string::npos);
 }
 
 }  // namespace

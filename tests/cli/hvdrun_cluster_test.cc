@@ -7,6 +7,7 @@
 
 #include "cli/embedded.h"
 #include "hvdrun_process.h"
+#include "test_cluster.h"
 
 #ifndef HVDRUN_PATH
 #error "HVDRUN_PATH must name the built hvdrun (tests/CMakeLists.txt)"
@@ -20,14 +21,8 @@ constexpr auto kTimeout = std::chrono::seconds(60);
 class HvdrunCluster : public ::testing::Test {
  protected:
   void SetUp() override {
-    ASSERT_TRUE(cli::HaveEmbeddedCluster());
-    cli::EmbeddedOptions o;
-    o.slots = 2;
-    o.kill_grace = std::chrono::milliseconds(2000);
-    o.wrapper_path = HVD_AGENT_PATH;
-    Status s = cli::EmbeddedCluster::Start(o, &cluster_);
+    Status s = StartTestCluster(2, HVD_AGENT_PATH, dir_ / "token", &cluster_);
     ASSERT_TRUE(s.ok()) << s.ToString();
-    WriteFile(dir_ / "token", cluster_->token() + "\n", 0600);
   }
   void TearDown() override {
     if (cluster_) cluster_->Stop();
@@ -91,10 +86,9 @@ TEST_F(HvdrunCluster, WrongTokenIsRefusedAndNamed) {
 TEST_F(HvdrunCluster, SubmitStatusLogsList) {
   // Rank 1 fails after a pause: its failure ends the job, and rank 0's line must be out first
   // (without the pause rank 0 was sometimes stopped before its echo: 1 run in 15).
-  const std::string id =
-      Submit({"-np", "2", "--name", "greeter", "/bin/sh", "-c",
-              "echo line $HVD_RANK; echo oops $HVD_RANK >&2; "
-              "if [ $HVD_RANK = 1 ]; then sleep 1; fi; exit $HVD_RANK"});
+  const std::string id = Submit({"-np", "2", "--name", "greeter", "/bin/sh", "-c",
+                                 "echo line $HVD_RANK; echo oops $HVD_RANK >&2; "
+                                 "if [ $HVD_RANK = 1 ]; then sleep 1; fi; exit $HVD_RANK"});
   // logs -f follows to the end and exits like the job: rank 1 exited 1.
   ProcResult r = Hvdrun({"logs", "-f", id});
   EXPECT_EQ(r.exit_code, 1) << r.err;
@@ -113,7 +107,7 @@ TEST_F(HvdrunCluster, SubmitStatusLogsList) {
   EXPECT_HAS(r.out, "RANK  HOST");
   r = Hvdrun({"status", id, "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_HAS(r.out, "\"id\":\"" + id + "\"");
+  EXPECT_HAS(r.out, "\"id\": \"" + id + "\"");  // REST's shape (control/status_json.h)
   r = Hvdrun({"list"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_HAS(r.out, "ID");
@@ -135,7 +129,7 @@ TEST_F(HvdrunCluster, Agents) {
   EXPECT_HAS(r.out, "READY");
   EXPECT_HAS(r.out, "0/2");
   r = Hvdrun({"agents", "--json"});
-  EXPECT_HAS(r.out, "\"slots\":2");
+  EXPECT_HAS(r.out, "\"slots\": 2");
 }
 
 TEST_F(HvdrunCluster, CancelEndsADetachedJobAndItsRanks) {
@@ -170,7 +164,7 @@ TEST_F(HvdrunCluster, WaitingJobSaysWhyAndSigintCancelsIt) {
   Proc p(Args({"-np", "1", "/bin/true"}), dir_.path(), Env(), dir_.path());
   bool said = false;
   for (int i = 0; i < 1000 && !said; ++i) {  // bounded: 10 s
-    said = p.Err().find("is waiting: ") != std::string::npos;
+    said = p.Err().find(" is waiting for ") != std::string::npos;
     if (!said) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_TRUE(said) << p.Err();
@@ -203,6 +197,34 @@ TEST_F(HvdrunCluster, SigintCancelsAnAttachedClusterRun) {
   EXPECT_FALSE(ProcessAlive(pid));
   ProcResult list = Hvdrun({"list"});
   EXPECT_HAS(list.out, "CANCELLED");
+}
+
+// Cluster ranks start under the agent (here, in this test's process, whose environment lacks
+// HVDRUN_FWD_*): they get hvdrun's environment as local ranks do, less the deny list
+// (cli/forward_env.h), with -x winning; submit forwards it too.
+TEST_F(HvdrunCluster, ForwardsTheEnvironmentLikeLocalMode) {
+  ASSERT_EQ(std::getenv("HVDRUN_FWD_A"), nullptr);
+  std::vector<std::string> env = Env();
+  env.insert(env.end(), {"HVDRUN_FWD_A=from hvdrun", "HVDRUN_FWD_B=shell", "HOSTNAME=not-here",
+                         "SSH_CONNECTION=1.2.3.4 5 6.7.8.9 22"});
+  const std::string show =
+      "echo \"$HVD_RANK:$HVDRUN_FWD_A:$HVDRUN_FWD_B:${HOSTNAME-}:${SSH_CONNECTION-}:"
+      "${HVD_LAUNCHER-}\"";
+  ProcResult r = RunProcess(Args({"-np", "2", "-x", "HVDRUN_FWD_B=flag", "/bin/sh", "-c", show}),
+                            dir_.path(), kTimeout, env, dir_.path());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_HAS(r.out, "[0]<stdout>:0:from hvdrun:flag:");
+  EXPECT_HAS(r.out, "[1]<stdout>:1:from hvdrun:flag:");
+  EXPECT_EQ(r.out.find("not-here"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("1.2.3.4"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(cluster_->address()), std::string::npos) << r.out;
+  r = RunProcess(Args({"submit", "-np", "1", "/bin/sh", "-c", show}), dir_.path(), kTimeout, env,
+                 dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string id = r.out.substr(0, r.out.find('\n'));
+  r = Hvdrun({"logs", "-f", id});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_HAS(r.out, "[0]<stdout>:0:from hvdrun:shell:");
 }
 
 }  // namespace

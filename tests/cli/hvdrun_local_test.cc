@@ -127,12 +127,36 @@ TEST_F(HvdrunLocal, OutputFilenameWritesEachRanksFiles) {
   EXPECT_HAS(r.out, "[1]<stdout>:more 1");  // still shown on the terminal
 }
 
+// horovodrun's naming: 11 ranks are rank.00 ... rank.10, and every rank's files exist, made
+// before the job started, even for ranks that print nothing.
+TEST_F(HvdrunLocal, OutputFilenamePadsRankDirectoriesAndMakesThemUpFront) {
+  ProcResult r = Hvdrun({"-np", "11", "--start-timeout", "0", "--output-filename", "logs",
+                         "/bin/sh", "-c", "if [ $HVD_RANK = 7 ]; then echo seven; fi"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 11; ++rank) {
+    const std::string d =
+        dir_ / ("logs/rank." + std::string(rank < 10 ? "0" : "") + std::to_string(rank));
+    struct stat st;
+    EXPECT_EQ(stat((d + "/stdout").c_str(), &st), 0) << d;
+    EXPECT_EQ(stat((d + "/stderr").c_str(), &st), 0) << d;
+    EXPECT_EQ(ReadAll(d + "/stdout"), rank == 7 ? "seven\n" : "") << d;
+  }
+  struct stat st;
+  EXPECT_NE(stat((dir_ / "logs/rank.7").c_str(), &st), 0);
+}
+
 TEST_F(HvdrunLocal, VerboseShowsProgressAndAddresses) {
   ProcResult r = Hvdrun({"-np", "2", "--verbose", "/bin/true"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_HAS(r.err, "hvdrun: embedded launcher at 127.0.0.1:");
   EXPECT_HAS(r.err, "with 2 slot(s)");
   EXPECT_HAS(r.err, "SUCCEEDED");
+  // The final state once (it was said twice), and a failure only by the failure summary.
+  EXPECT_EQ(r.err.find("SUCCEEDED"), r.err.rfind("SUCCEEDED")) << r.err;
+  r = Hvdrun({"-np", "1", "--verbose", "/bin/false"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.find("FAILED"), std::string::npos) << r.err;
+  EXPECT_HAS(r.err, "failed: rank 0 on ");
 }
 
 TEST_F(HvdrunLocal, SigintCancelsAndLeavesNoRank) {

@@ -255,6 +255,94 @@ TEST(JobDetail, ShowsAttemptsEarlierFailuresAndAStall) {
              "12.0s ago)\n");
 }
 
+// `hvdrun status JOB` for each state: only a job that failed says "failed", only a cancelled one
+// "cancelled"; a job still waiting says how long.
+TEST(JobDetail, SaysWhatEachStateMeans) {
+  struct Case {
+    v1::JobState state;
+    const char* reason;
+    const char* state_line;
+  };
+  const Case cases[] = {
+      {v1::PENDING, "needs 4 slots, 2 free", "state:     PENDING\n"},
+      {v1::STARTING, "starting 2 ranks on 1 agent", "state:     STARTING\n"},
+      {v1::RUNNING, "all 2 ranks running", "state:     RUNNING\n"},
+      {v1::RESTARTING, "attempt 1 failed: rank 1 on h exited with code 3; restarting",
+       "state:     RESTARTING\n"},
+      {v1::SUCCEEDED, "all 2 ranks exited with code 0", "state:     SUCCEEDED, exit code 0\n"},
+      {v1::FAILED, "rank 1 on h exited with code 3", "state:     FAILED, exit code 3\n"},
+      {v1::CANCELLED, "cancelled: by a user", "state:     CANCELLED, exit code 130\n"},
+  };
+  for (const Case& c : cases) {
+    v1::JobStatus st = Job(c.state, c.state == v1::FAILED ? 3 : c.state == v1::CANCELLED ? 130 : 0);
+    st.set_reason(c.reason);
+    st.set_submit_time_ms(1000);
+    st.set_queued_since_ms(1000);
+    const std::string d = JobDetail(st, 6000);
+    const std::string name = JobStateText(c.state);
+    EXPECT_HAS(d, c.state_line);
+    EXPECT_HAS(d, std::string("reason:    ") + c.reason + "\n");
+    const bool failed = c.state == v1::FAILED;
+    const bool cancelled = c.state == v1::CANCELLED;
+    EXPECT_EQ(d.find("job j1 failed") != std::string::npos, failed) << name << ":\n" << d;
+    EXPECT_EQ(d.find("job j1 was cancelled") != std::string::npos, cancelled) << name << ":\n" << d;
+    EXPECT_EQ(d.find("waiting:   for 5.0s\n") != std::string::npos, c.state == v1::PENDING)
+        << name << ":\n"
+        << d;
+    // The failure summary hvdrun prints at the end is empty for every state but these two.
+    EXPECT_EQ(FailureSummary(st).empty(), !failed && !cancelled) << name;
+  }
+}
+
+TEST(JobDetail, AWaitingJobShowsItsQueueTimeout) {
+  v1::JobStatus st = Job(v1::PENDING, 0);
+  st.set_queued_since_ms(10000);
+  st.mutable_spec()->set_queue_timeout_ms(60000);
+  EXPECT_HAS(JobDetail(st, 22000), "waiting:   for 12.0s of at most 1m00s (--queue-timeout)\n");
+  EXPECT_EQ(WaitingText(st, 22000), "for 12.0s of at most 1m00s (--queue-timeout)");
+  st.set_queued_since_ms(0);  // a launcher too old to say
+  EXPECT_EQ(WaitingText(st, 22000), "since an unknown time of at most 1m00s (--queue-timeout)");
+}
+
+TEST(RankDirName, PaddedToTheLastRankAsHorovodrunDoes) {
+  EXPECT_EQ(RankDirName(0, 1), "rank.0");
+  EXPECT_EQ(RankDirName(3, 10), "rank.3");  // ranks 0..9: one digit
+  EXPECT_EQ(RankDirName(1, 11), "rank.01");
+  EXPECT_EQ(RankDirName(10, 11), "rank.10");
+  EXPECT_EQ(RankDirName(7, 101), "rank.007");
+  EXPECT_EQ(RankDirName(12, 0), "rank.12");  // np unknown: unpadded
+}
+
+TEST_F(Output, WithNpEveryRanksFilesAreCreatedUpFrontAndPadded) {
+  std::ofstream(dir_ + "/stale") << "x";
+  mkdir((dir_ + "/rank.03").c_str(), 0755);
+  std::ofstream(dir_ + "/rank.03/stdout") << "a previous job's line\n";
+  std::unique_ptr<OutputSink> sink;
+  ASSERT_TRUE(OutputSink::Create(dir_, 12, out_, err_, &sink).ok());
+  struct stat st;
+  for (int r = 0; r < 12; ++r) {
+    const std::string rank_dir = dir_ + "/rank." + (r < 10 ? "0" : "") + std::to_string(r);
+    EXPECT_EQ(stat((rank_dir + "/stdout").c_str(), &st), 0) << rank_dir;
+    EXPECT_EQ(stat((rank_dir + "/stderr").c_str(), &st), 0) << rank_dir;
+  }
+  EXPECT_EQ(ReadAll(dir_ + "/rank.03/stdout"), "");  // truncated up front
+  sink->Write(Line(3, false, "one"));
+  sink->Write(Line(11, true, "two"));
+  sink->Write(Line(3, false, "three"));
+  EXPECT_EQ(ReadAll(dir_ + "/rank.03/stdout"), "one\nthree\n");
+  EXPECT_EQ(ReadAll(dir_ + "/rank.11/stderr"), "two\n");
+  EXPECT_EQ(ReadAll(dir_ + "/rank.00/stdout"), "");     // a rank that printed nothing has its files
+  EXPECT_NE(stat((dir_ + "/rank.3").c_str(), &st), 0);  // never unpadded
+}
+
+TEST_F(Output, WithNpARankFileThatCannotBeCreatedFailsUpFront) {
+  std::ofstream(dir_ + "/rank.1") << "a file where rank 1's directory should be";
+  std::unique_ptr<OutputSink> sink;
+  Status s = OutputSink::Create(dir_, 2, out_, err_, &sink);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_HAS(s.message(), "--output-filename: " + dir_ + "/rank.1 exists and is not a directory");
+}
+
 TEST(AgentTable, ShowsTheAdvertisedInterface) {
   v1::AgentInfo a;
   a.set_agent_id("ag1");

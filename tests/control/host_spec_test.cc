@@ -221,11 +221,33 @@ TEST(ParseHostfile, BadSlots) {
   EXPECT_HAS(FileError("a slots=99999999"), "maximum");
 }
 
+// Open MPI's hostfile syntax, which horovodrun's and mpirun's users have: max_slots (the
+// oversubscription limit; hvd never places more than slots) and Open MPI's other spellings.
+TEST(ParseHostfile, OpenMpiFields) {
+  EXPECT_EQ(File("a slots=4 max_slots=8\nb max_slots=2 slots=2\n"), (Hosts{{"a", 4}, {"b", 2}}));
+  EXPECT_EQ(File("a slot=2\nb count=3\nc max-slots=5 slots=1\n"),
+            (Hosts{{"a", 2}, {"b", 3}, {"c", 1}}));
+  // Without slots a host has one (or --slots-per-host), whatever its max_slots.
+  EXPECT_EQ(File("a max_slots=4\n"), (Hosts{{"a", 1}}));
+  EXPECT_HAS(FileError("a slots=4 max_slots=2"), "max_slots=2 is below slots=4");
+  EXPECT_HAS(FileError("a max_slots=0"), "at least 1");
+  EXPECT_HAS(FileError("a slots=2 max_slots=x"), "'x'");
+  EXPECT_HAS(FileError("a slots=2 slot=3"), "'slot' is given twice");
+}
+
+TEST(ParseHostfile, DefaultSlotsForHostsWithoutACount) {
+  Hosts out;
+  ASSERT_TRUE(ParseHostfile("a\nb slots=3\n", "h", &out, 4).ok());
+  EXPECT_EQ(out, (Hosts{{"a", 4}, {"b", 3}}));
+  ASSERT_TRUE(ParseHostList("a,b:3", &out, 2).ok());
+  EXPECT_EQ(out, (Hosts{{"a", 2}, {"b", 3}}));
+}
+
 TEST(ParseHostfile, UnknownOrExtraFields) {
-  EXPECT_HAS(FileError("a max_slots=4"), "unknown field 'max_slots=4'");
+  EXPECT_HAS(FileError("a rank=4"), "unknown field 'rank=4'");
   EXPECT_HAS(FileError("a 4"), "unknown field '4'");
-  EXPECT_HAS(FileError("a slots = 4"), "too many fields (4)");
-  EXPECT_HAS(FileError("a slots=2 slots=3"), "too many fields");
+  EXPECT_HAS(FileError("a slots = 4"), "without spaces around '='");
+  EXPECT_HAS(FileError("a slots=2 slots=3"), "'slots' is given twice");
   // The -H form does not belong in a hostfile.
   EXPECT_HAS(FileError("a:4"), "contains ':'");
 }

@@ -81,15 +81,94 @@ TEST(WorkerEnvTest, JobVariablesOnTop) {
   EXPECT_EQ(env["HVD_RANK"], "5");
 }
 
+TEST(WorkerEnvTest, TorchrunVariables) {
+  WorkerEnvInput in = Input();
+  in.attempt = 2;
+  in.max_restarts = 3;
+  in.group_rank = 2;
+  in.group_world_size = 4;
+  in.master_addr = "10.0.0.1";
+  in.master_port = 29411;
+  auto env = WorkerEnv(in);
+  EXPECT_EQ(env["RANK"], "5");
+  EXPECT_EQ(env["WORLD_SIZE"], "8");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "2");
+  EXPECT_EQ(env["GROUP_RANK"], "2");
+  EXPECT_EQ(env["GROUP_WORLD_SIZE"], "4");
+  EXPECT_EQ(env["ROLE_RANK"], "5");
+  EXPECT_EQ(env["ROLE_WORLD_SIZE"], "8");
+  EXPECT_EQ(env["ROLE_NAME"], "default");
+  EXPECT_EQ(env["MASTER_ADDR"], "10.0.0.1");
+  EXPECT_EQ(env["MASTER_PORT"], "29411");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "3");
+  EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "4f2a");
+  // torch's env:// then makes rank 0 host the store instead of waiting for an agent's.
+  EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
+  EXPECT_EQ(env.count("OMP_NUM_THREADS"), 0u);  // left to the program (worker_env.h)
+}
+
+TEST(WorkerEnvTest, NoMasterChosenLeavesItUnset) {
+  auto env = WorkerEnv(Input());
+  EXPECT_EQ(env.count("MASTER_ADDR"), 0u);
+  EXPECT_EQ(env.count("MASTER_PORT"), 0u);
+}
+
+TEST(WorkerEnvTest, JobsOwnMasterAndDefaultsWin) {
+  WorkerEnvInput in = Input();
+  in.master_addr = "127.0.0.1";
+  in.master_port = 29411;
+  auto env = WorkerEnv(in);
+  EXPECT_EQ(env["PYTHONUNBUFFERED"], "1");
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
+  in.job_env = {{"MASTER_ADDR", "store.example"},
+                {"MASTER_PORT", "1234"},
+                {"PYTHONUNBUFFERED", ""},
+                {"NCCL_ASYNC_ERROR_HANDLING", "0"}};
+  env = WorkerEnv(in);
+  EXPECT_EQ(env["MASTER_ADDR"], "store.example");
+  EXPECT_EQ(env["MASTER_PORT"], "1234");
+  EXPECT_EQ(env["PYTHONUNBUFFERED"], "");  // Python reads empty as unset: the user's choice
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "0");
+}
+
+TEST(WorkerEnvTest, GlooFollowsTheChosenInterface) {
+  WorkerEnvInput in = Input();
+  EXPECT_EQ(WorkerEnv(in).count("GLOO_SOCKET_IFNAME"), 0u);
+  in.iface = "eth1";
+  EXPECT_EQ(WorkerEnv(in)["GLOO_SOCKET_IFNAME"], "eth1");
+}
+
+TEST(WorkerEnvTest, NodeGroupsNumberHostsByFirstRank) {
+  std::vector<RankSlot> ranks(5);
+  const char* hosts[] = {"b", "b", "a", "a", "c"};
+  for (int i = 0; i < 5; ++i) ranks[i].host = hosts[i];
+  int groups = 0;
+  EXPECT_EQ(NodeGroups(ranks, &groups), (std::vector<int>{0, 0, 1, 1, 2}));
+  EXPECT_EQ(groups, 3);
+  ranks[4].host = "b";  // not contiguous: still b's group
+  EXPECT_EQ(NodeGroups(ranks, &groups), (std::vector<int>{0, 0, 1, 1, 0}));
+  EXPECT_EQ(groups, 2);
+  EXPECT_TRUE(NodeGroups({}, &groups).empty());
+  EXPECT_EQ(groups, 0);
+}
+
 TEST(WorkerEnvTest, ValidateRefusesIdentityVariables) {
   EXPECT_TRUE(ValidateJobEnv({{"FOO", "1"}, {"HVD_LOG_LEVEL", "info"}}).ok());
-  for (const char* name : {"HVD_RANK", "HOROVOD_SIZE", "HVD_JOB_SECRET", "HVD_RENDEZVOUS",
-                           "HVD_JOB_ID", "HVD_ATTEMPT", "HOROVOD_CROSS_RANK"}) {
+  for (const char* name :
+       {"HVD_RANK", "HOROVOD_SIZE", "HVD_JOB_SECRET", "HVD_RENDEZVOUS", "HVD_JOB_ID", "HVD_ATTEMPT",
+        "HOROVOD_CROSS_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
+        "TORCHELASTIC_RESTART_COUNT"}) {
     Status s = ValidateJobEnv({{name, "1"}});
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
     EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("remove it"), std::string::npos) << s.message();
   }
+  EXPECT_TRUE(IsLauncherVariable("WORLD_SIZE"));
+  EXPECT_FALSE(IsLauncherVariable("MASTER_PORT"));  // a job may bring its own store
+  EXPECT_TRUE(ValidateJobEnv({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "1"}}).ok());
   EXPECT_EQ(ValidateJobEnv({{"", "x"}}).code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ValidateJobEnv({{"A=B", "x"}}).code(), StatusCode::kInvalidArgument);
 }

@@ -48,8 +48,10 @@ class JobManagerFixture : public ::testing::Test {
     return o;
   }
 
-  std::shared_ptr<FakeLink> AddAgent(const std::string& host, int slots) {
-    auto link = std::make_shared<FakeLink>();
+  // An agent on `host` registered through a link of type L (FakeLink or one derived from it).
+  template <typename L = FakeLink>
+  std::shared_ptr<L> AddAgent(const std::string& host, int slots) {
+    auto link = std::make_shared<L>();
     AgentInfo info;
     info.host = host;
     info.advertise_addr = "addr-" + host;

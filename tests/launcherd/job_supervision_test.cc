@@ -90,6 +90,39 @@ TEST_F(JobSupervision, NoStartTimeoutWhenTheJobSetsZero) {
   EXPECT_EQ(Get(id).state, JobState::kRunning);
 }
 
+// The launcher's default start timeout (the job gave none) passes with no rank at hvd's
+// rendezvous: a program without hvd (torch.distributed, a script) keeps running, and stays
+// unjudged when a rank reaches the rendezvous later in the attempt.
+TEST_F(JobSupervision, DefaultStartTimeoutSparesAProgramWithoutHvd) {
+  JobManagerOptions o = Options();
+  o.client_lease = 24h;
+  o.start_timeout = 50ms;
+  Reset(o);
+  const std::string id = Running(Spec(2));  // start_timeout_ms unset: the launcher's default
+  std::this_thread::sleep_for(80ms);
+  jobs_->Tick();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+  AtRendezvous(id, 0);
+  std::this_thread::sleep_for(20ms);
+  jobs_->Tick();
+  EXPECT_EQ(Get(id).state, JobState::kRunning);
+}
+
+// ... but once some rank has called hvd.init(), the default names the ranks still missing.
+TEST_F(JobSupervision, DefaultStartTimeoutStillNamesMissingRanksOfAnHvdProgram) {
+  JobManagerOptions o = Options();
+  o.client_lease = 24h;
+  o.start_timeout = 50ms;
+  Reset(o);
+  const std::string id = Running(Spec(2));
+  AtRendezvous(id, 0);
+  std::this_thread::sleep_for(80ms);
+  jobs_->Tick();
+  const JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_HAS(st.failure.message, "rank 1 did not reach the rendezvous within");
+}
+
 TEST_F(JobSupervision, StallReportsAreShownThenClearedOrFatalAfterTheStallTimeout) {
   JobSpec spec = Spec(4);
   spec.stall_timeout_ms = 100;

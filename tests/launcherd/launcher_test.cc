@@ -13,16 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-httplib::Client Http(const Launcher& l) {
-  std::string host;
-  int port = 0;
-  EXPECT_TRUE(control::SplitHostPort(l.http_address(), &host, &port).ok());
-  httplib::Client c(host, port);
-  c.set_connection_timeout(5);
-  c.set_read_timeout(5);
-  return c;
-}
-
 std::string Submit(v1::Launcher::Stub& stub, int np,
                    std::vector<std::pair<std::string, int>> hosts = {}) {
   v1::SubmitJobRequest req;

@@ -4,6 +4,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <condition_variable>
 #include <deque>
@@ -15,6 +16,17 @@
 #include "launcherd/launcher.h"
 
 namespace hvd::launcherd::testing {
+
+// A REST client for the launcher's HTTP endpoint, with short timeouts.
+inline httplib::Client Http(const Launcher& l) {
+  std::string host;
+  int port = 0;
+  EXPECT_TRUE(control::SplitHostPort(l.http_address(), &host, &port).ok());
+  httplib::Client c(host, port);
+  c.set_connection_timeout(5);
+  c.set_read_timeout(5);
+  return c;
+}
 
 using namespace std::chrono_literals;
 
@@ -52,6 +64,13 @@ class StreamAgent {
     reader_ = std::thread([this] {
       v1::LauncherMessage msg;
       while (stream_->Read(&msg)) {
+        if (msg.has_master_port()) {  // answered at once, as hvd-agent does (agent/master_port.h)
+          v1::AgentMessage answer;
+          answer.mutable_master_port()->set_request_id(msg.master_port().request_id());
+          answer.mutable_master_port()->set_port(29500);
+          Send(answer);
+          continue;
+        }
         std::lock_guard<std::mutex> lock(mu_);
         inbox_.push_back(msg);
         cv_.notify_all();
@@ -80,7 +99,10 @@ class StreamAgent {
     }
     return Close();
   }
-  void Send(const v1::AgentMessage& m) { stream_->Write(m); }
+  void Send(const v1::AgentMessage& m) {
+    std::lock_guard<std::mutex> lock(write_mu_);  // the reader thread answers MASTER_PORT too
+    stream_->Write(m);
+  }
   void Event(const std::string& job, int rank, v1::RankState state, int code = 0,
              const std::string& tail = "") {
     v1::AgentMessage m;
@@ -118,6 +140,7 @@ class StreamAgent {
   std::unique_ptr<grpc::ClientContext> ctx_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::LauncherMessage>> stream_;
   std::thread reader_;
+  std::mutex write_mu_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<v1::LauncherMessage> inbox_;

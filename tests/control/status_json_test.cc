@@ -1,0 +1,120 @@
+// The JSON shape REST and hvdrun --json share (control/status_json.h): every field present even
+// when zero, 64-bit integers as numbers, enums by name, absent parts null.
+#include "control/status_json.h"
+
+#include <gtest/gtest.h>
+
+namespace hvd::control {
+namespace {
+
+using nlohmann::json;
+
+v1::JobStatus FinishedJob() {
+  v1::JobStatus s;
+  s.set_id("j1");
+  s.set_state(v1::SUCCEEDED);
+  s.mutable_spec()->add_argv("/bin/true");
+  s.mutable_spec()->set_np(1);
+  s.mutable_spec()->set_detached(true);
+  (*s.mutable_spec()->mutable_env())["SECRET"] = "hunter2";
+  s.set_submit_time_ms(1700000000123);  // beyond 2^32: must stay an exact number
+  s.set_queued_since_ms(1700000000123);
+  s.set_end_time_ms(1700000000999);
+  v1::RankStatus* r = s.add_ranks();  // rank 0, exit code 0, signal 0: all zero values
+  r->set_state(v1::RANK_EXITED);
+  r->mutable_placement()->set_host("h");
+  return s;
+}
+
+TEST(StatusJson, ZeroValuesArePresentAndIntegersAreNumbers) {
+  const json j = JobJson(FinishedJob(), /*full=*/true);
+  const json& rank = j.at("ranks").at(0);
+  EXPECT_EQ(rank.at("rank"), 0);
+  EXPECT_EQ(rank.at("exit_code"), 0);
+  EXPECT_EQ(rank.at("signal"), 0);
+  EXPECT_EQ(rank.at("pid"), 0);
+  EXPECT_EQ(rank.at("state"), "EXITED");
+  EXPECT_EQ(j.at("exit_code"), 0);
+  EXPECT_EQ(j.at("attempt"), 0);
+  EXPECT_EQ(j.at("stall"), "");
+  EXPECT_EQ(j.at("state"), "SUCCEEDED");
+  EXPECT_TRUE(j.at("submit_time_ms").is_number_integer()) << j.dump();
+  EXPECT_EQ(j.at("submit_time_ms").get<int64_t>(), 1700000000123);
+  EXPECT_EQ(j.at("queued_since_ms").get<int64_t>(), 1700000000123);
+  EXPECT_EQ(j.at("start_time_ms"), 0);
+  EXPECT_TRUE(j.at("failure").is_null());
+  EXPECT_TRUE(j.at("network").is_null());  // nothing decided
+  EXPECT_EQ(j.at("previous_failures"), json::array());
+  EXPECT_EQ(j.at("hosts"), json::array());
+  EXPECT_EQ(j.at("detached"), true);
+  EXPECT_EQ(j.at("queue_timeout_ms"), 0);
+  EXPECT_TRUE(j.at("kill_grace_ms").is_null());  // unset: the launcher's default
+  EXPECT_FALSE(j.contains("env")) << "the environment may hold secrets: " << j.dump();
+  EXPECT_EQ(JsonText(j).find("hunter2"), std::string::npos);
+}
+
+TEST(StatusJson, EveryFieldOfTheFullAndSummaryShapes) {
+  v1::JobStatus s = FinishedJob();
+  s.mutable_spec()->set_kill_grace_ms(0);
+  s.mutable_failure()->set_rank(0);
+  s.mutable_network()->set_decided(true);
+  s.mutable_network()->add_dials()->set_from_host("a");
+  const json full = JobJson(s, true);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : full.items()) keys.push_back(k);
+  const std::vector<std::string> want = {"argv",
+                                         "attempt",
+                                         "detached",
+                                         "end_time_ms",
+                                         "exit_code",
+                                         "failure",
+                                         "hosts",
+                                         "id",
+                                         "kill_grace_ms",
+                                         "max_restarts",
+                                         "name",
+                                         "network",
+                                         "network_interfaces",
+                                         "np",
+                                         "previous_failures",
+                                         "queue_timeout_ms",
+                                         "queued_since_ms",
+                                         "ranks",
+                                         "reason",
+                                         "stall",
+                                         "stall_since_ms",
+                                         "stall_timeout_ms",
+                                         "start_time_ms",
+                                         "start_timeout_ms",
+                                         "state",
+                                         "submit_time_ms",
+                                         "working_dir"};
+  EXPECT_EQ(keys, want);                   // nlohmann sorts keys
+  EXPECT_EQ(full.at("kill_grace_ms"), 0);  // set to 0 is not unset
+  EXPECT_EQ(full.at("failure").at("rank"), 0);
+  EXPECT_EQ(full.at("failure").at("exit_code"), 0);
+  EXPECT_EQ(full.at("network").at("dials").at(0).at("from"), "a");
+  EXPECT_EQ(full.at("network").at("dials").at(0).at("ok"), false);
+  const json summary = JobJson(s, false);
+  EXPECT_FALSE(summary.contains("ranks"));
+  for (const auto& [k, v] : summary.items()) EXPECT_EQ(full.at(k), v) << k;
+}
+
+TEST(StatusJson, Agents) {
+  v1::ListAgentsResponse resp;
+  v1::AgentInfo* a = resp.add_agents();
+  a->set_agent_id("ag");
+  a->set_last_heartbeat_ms(1700000000456);
+  a->add_interfaces()->set_name("lo");
+  const json j = AgentListJson(resp.agents());
+  const json& agent = j.at("agents").at(0);
+  EXPECT_EQ(agent.at("id"), "ag");
+  EXPECT_EQ(agent.at("slots_in_use"), 0);
+  EXPECT_EQ(agent.at("gpus"), 0);
+  EXPECT_EQ(agent.at("last_heartbeat_ms").get<int64_t>(), 1700000000456);
+  EXPECT_EQ(agent.at("interfaces").at(0).at("up"), false);
+  EXPECT_EQ(JsonText(j).back(), '\n');
+}
+
+}  // namespace
+}  // namespace hvd::control

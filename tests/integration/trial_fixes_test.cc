@@ -1,0 +1,165 @@
+// What a new user's trial of hvdrun and the daemons found, end to end on the deployed shape
+// (cluster_harness.h: a real hvd-launcherd with REST, two real hvd-agents with 2 slots each, the
+// real hvdrun): global flags before a command, `status` text per state, one JSON shape for
+// hvdrun --json and REST, the queue timeout and how long a job waited, --verbose saying the final
+// state once, the daemons' --version, a busy port and their log levels.
+#include "tests/integration/cluster_harness.h"
+
+namespace hvd::integrationtest {
+namespace {
+
+using Cluster = ClusterHarness;
+
+const std::vector<std::string> kSleeper = {"/bin/sh", "-c", "exec sleep 60"};
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+TEST_F(Cluster, GlobalFlagsMayComeBeforeTheCommand) {
+  for (const std::vector<std::string>& argv :
+       {std::vector<std::string>{HVDRUN_PATH, "--launcher", grpc_, "--token-file", token_file_,
+                                 "list"},
+        std::vector<std::string>{HVDRUN_PATH, "--launcher=" + grpc_, "--timeout", "5",
+                                 "--token-file=" + token_file_, "agents"},
+        std::vector<std::string>{HVDRUN_PATH, "--token-file", token_file_, "status", "--launcher",
+                                 grpc_}}) {
+    ProcResult r = Run(argv);
+    EXPECT_EQ(r.exit_code, 0) << ::testing::PrintToString(argv) << "\n" << r.err;
+    EXPECT_EQ(r.err.find("-np"), std::string::npos) << r.err;
+  }
+  ProcResult r = Run({HVDRUN_PATH, "--launcher", grpc_, "--token-file", token_file_, "list"});
+  EXPECT_EQ(r.out, "no jobs\n");
+  // Run mode takes them wherever they are, as before.
+  r = Run({HVDRUN_PATH, "--launcher", grpc_, "--token-file", token_file_, "-np", "1", "/bin/echo",
+           "ran"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_HAS(r.out, "[0]<stdout>:ran");
+}
+
+TEST_F(Cluster, StatusSaysTheStateAndItsJsonIsRests) {
+  const std::string id =
+      Submit({"-np", "2", "-H", "node-a:1,node-b:1", kSleeper[0], kSleeper[1], kSleeper[2]});
+  ASSERT_FALSE(id.empty());
+  json job = WaitJob(id, [](const json& j) { return AllRanks(j, "RUNNING"); });
+  RankPids(job);
+  ProcResult r = Run(Hvdrun("status", {id}, false));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_HAS(r.out, "state:     RUNNING\n");
+  EXPECT_EQ(r.out.find("failed"), std::string::npos) << r.out;
+  EXPECT_EQ(Run(Hvdrun("cancel", {id}, false)).exit_code, 0);
+  job = WaitJob(id, NoRankAlive, seconds(10));
+
+  // A job that succeeds: exit code 0 and rank 0 are values like any other.
+  ProcResult ok = Run(Hvdrun("", {"-np", "2", "/bin/true"}, true));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  const std::string done = NewJob({id});
+  json rest = WaitJob(done, NoRankAlive);
+  r = Run(Hvdrun("status", {done, "--json"}, false));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json cli = json::parse(r.out);
+  EXPECT_EQ(cli, rest) << "hvdrun status --json:\n" << cli.dump(2) << "\nREST:\n" << rest.dump(2);
+  EXPECT_EQ(cli.at("ranks").at(0).at("rank"), 0);
+  EXPECT_EQ(cli.at("ranks").at(0).at("exit_code"), 0);
+  EXPECT_EQ(cli.at("exit_code"), 0);
+  EXPECT_TRUE(cli.at("submit_time_ms").is_number_integer());
+
+  r = Run(Hvdrun("list", {"--json"}, false));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out), Get("/v1/jobs"));
+  r = Run(Hvdrun("agents", {"--json"}, false));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json cli_agents = json::parse(r.out), rest_agents = Get("/v1/agents");
+  for (json* list : {&cli_agents, &rest_agents}) {
+    for (json& a : list->at("agents")) a.erase("last_heartbeat_ms");  // moves between the calls
+  }
+  EXPECT_EQ(cli_agents, rest_agents);
+  r = Run(Hvdrun("status", {"--json"}, false));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json summary = json::parse(r.out);
+  EXPECT_EQ(summary.at("launcher"), grpc_);
+  EXPECT_EQ(summary.at("jobs"), Get("/v1/jobs").at("jobs"));
+  EXPECT_EQ(summary.at("agents").size(), 2u);
+}
+
+TEST_F(Cluster, AJobWaitingForSlotsSaysHowLongAndGivesUpAfterItsQueueTimeout) {
+  // 6 ranks on 4 slots: never placed. hvdrun says it waits (after 2 s) and how long, then the
+  // launcher fails the job at 3 s naming the flag and what it waited for.
+  ProcResult r = Run(Hvdrun("", {"-np", "6", "--queue-timeout", "3", "/bin/true"}, true));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_HAS(r.err, " is waiting for ");
+  EXPECT_HAS(r.err, "of at most 3.0s (--queue-timeout): needs 6 slots; 4 free on 2 agents");
+  EXPECT_HAS(r.err, "for slots (--queue-timeout 3.0 s): needs 6 slots; 4 free on 2 agents");
+  EXPECT_GE(r.seconds, 3.0);
+
+  // `status` and REST say how long a waiting job has waited.
+  const std::string id = Submit({"-np", "6", "--queue-timeout", "60", "/bin/true"});
+  ASSERT_FALSE(id.empty());
+  r = Run(Hvdrun("status", {id}, false));
+  EXPECT_HAS(r.out, "state:     PENDING\n");
+  EXPECT_HAS(r.out, "of at most 1m00s (--queue-timeout)\n");
+  EXPECT_HAS(r.out, "waiting:   for ");
+  EXPECT_EQ(r.out.find("failed"), std::string::npos) << r.out;
+  const json job = Get("/v1/jobs/" + id);
+  EXPECT_EQ(job.at("queue_timeout_ms"), 60000);
+  EXPECT_GT(job.at("queued_since_ms").get<int64_t>(), 0);
+  EXPECT_EQ(Run(Hvdrun("cancel", {id}, false)).exit_code, 0);
+}
+
+TEST_F(Cluster, VerboseSaysTheFinalStateOnce) {
+  ProcResult r = Run(Hvdrun("", {"--verbose", "-np", "2", "/bin/true"}, true));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Count(r.err, "SUCCEEDED"), 1u) << r.err;
+  r = Run(Hvdrun(
+      "",
+      {"--verbose", "-np", "2", "--start-timeout", "0", "/bin/sh", "-c", "exit $((HVD_RANK * 3))"},
+      true));
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(Count(r.err, "exited with code 3"), 1u) << r.err;
+  EXPECT_EQ(Count(r.err, "FAILED"), 0u) << r.err;
+}
+
+TEST_F(Cluster, DaemonsHaveVersionsClearPortErrorsAndInfoLogs) {
+  for (const char* daemon : {HVD_LAUNCHERD_PATH, HVD_AGENT_PATH}) {
+    ProcResult r = Run({daemon, "--version"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::string name = std::string(daemon).substr(std::string(daemon).rfind('/') + 1);
+    EXPECT_EQ(r.out.rfind(name + " ", 0), 0u) << r.out;
+    EXPECT_EQ(Count(r.out, "\n"), 1u) << r.out;
+  }
+  ProcResult hvdrun = Run({HVDRUN_PATH, "--version"});
+  EXPECT_EQ(Run({HVD_AGENT_PATH, "--version"}).out.substr(10),
+            hvdrun.out.substr(7));  // same version
+
+  // A second launcher on this test's gRPC, then its HTTP port: one line each, nothing from gRPC.
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--listen", grpc_},
+        std::vector<std::string>{"--listen", "127.0.0.1:0", "--rendezvous-listen", "127.0.0.1:0",
+                                 "--http", "127.0.0.1:" + std::to_string(http_port_)}}) {
+    std::vector<std::string> argv = {HVD_LAUNCHERD_PATH, "--token-file", token_file_, "--state-dir",
+                                     dir_ / "second"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ProcResult r = Run(argv);
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_EQ(Count(r.err, "\n"), 1u) << r.err;
+    EXPECT_HAS(r.err, "hvd-launcherd: cannot listen on 127.0.0.1:");
+    EXPECT_HAS(r.err, "the port is in use (another hvd-launcherd");
+    EXPECT_EQ(r.out, "");
+  }
+
+  // A normal job: the agents said they registered; nothing routine is a warning.
+  EXPECT_EQ(Run(Hvdrun("", {"-np", "4", "/bin/true"}, true)).exit_code, 0);
+  for (auto& agent : agents_) {
+    EXPECT_HAS(agent->Err(), "INFO agent.cc");
+    EXPECT_HAS(agent->Err(), "registered with the launcher at " + grpc_ + " as agent ");
+  }
+  EXPECT_HAS(launcher_->Err(), " registered (2 slots)");
+  for (const std::string& log : {launcher_->Err(), agents_[0]->Err(), agents_[1]->Err()}) {
+    EXPECT_EQ(log.find("WARNING"), std::string::npos) << log;
+  }
+}
+
+}  // namespace
+}  // namespace hvd::integrationtest
