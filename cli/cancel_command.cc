@@ -11,7 +11,7 @@ namespace hvd::cli {
 int CancelCommand(int argc, char** argv, int first) {
   control::FlagSet flags("hvdrun cancel");
   ClusterFlags cluster;
-  std::string reason = "cancelled with hvdrun cancel";
+  std::string reason = "by hvdrun cancel";
   bool help = false;
   cluster.Register(&flags);
   flags.String("--reason", &reason, "why, recorded with the job");

@@ -88,7 +88,7 @@ Status JobManager::Get(const std::string& id, JobStatus* out) const {
   JobPtr job = FindLocked(id);
   if (!job) {
     return NotFound("no job '" + id + "' on this launcher (finished jobs are kept for the last " +
-                    std::to_string(options_.max_finished_jobs) + "); list jobs with: hvdrun jobs");
+                    std::to_string(options_.max_finished_jobs) + "); list jobs with: hvdrun list");
   }
   *out = job->status;
   return Status::OK();
@@ -109,7 +109,7 @@ std::vector<JobStatus> JobManager::List() const {
 Status JobManager::Cancel(const std::string& id, const std::string& reason, JobState* state) {
   std::lock_guard<std::mutex> lock(mu_);
   JobPtr job = FindLocked(id);
-  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun jobs");
+  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
   if (!control::IsTerminal(job->status.state)) {
     EndLocked(*job, JobState::kCancelled, "cancelled: " + (reason.empty() ? "by a user" : reason),
               control::kCancelledExitCode);

@@ -15,7 +15,7 @@ Status JobManager::NextEvents(const std::string& id, int64_t from_seq, bool foll
                               std::vector<JobEvent>* events, bool* done) {
   std::unique_lock<std::mutex> lock(mu_);
   JobPtr job = FindLocked(id);  // held: the job may be pruned from the table while we wait
-  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun jobs");
+  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
   *done = false;
   if (!cursor->started) {
     cursor->started = true;

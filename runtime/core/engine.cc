@@ -1,6 +1,7 @@
 #include "core/engine.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 
 #include "common/logging.h"
@@ -216,6 +217,7 @@ bool Engine::Round() {
     return false;
   }
   if (stop) {
+    const std::string who = WhoStopped();
     bool self_requested, pending;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -231,17 +233,27 @@ bool Engine::Round() {
       // Operations pending here fail because of that rank; so will any submitted from now on
       // (Enqueue reports those).
       if (pending && options_.stall_reporter != nullptr) {
-        options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
+        options_.stall_reporter->ReportPeerFailure(who +
+                                                   " shut hvd down while this rank still used it");
       }
     }
     // Later submissions are told what happened without the claim that they were pending.
-    FailAll(Aborted("hvd was shut down (hvd::Shutdown on some rank) while this operation was "
-                    "pending"),
-            Aborted("hvd was shut down (hvd::Shutdown on some rank); nothing can be submitted "
-                    "until hvd::Init() is called again"));
+    const std::string what = "hvd was shut down by " + who +
+                             " (hvd::Shutdown, called by the program or as its process exited)";
+    FailAll(Aborted(what + " while this operation was pending"),
+            Aborted(what + "; nothing can be submitted until hvd::Init() is called again"));
     return false;
   }
   return true;
+}
+
+std::string Engine::WhoStopped() {
+  // Every rank learned of the stop in the same global cycle, so all run this one small
+  // collective: the lowest rank whose flag asked to stop. On a failure, the message stays vague.
+  int32_t first = sent_stop_ ? comm_.rank() : INT32_MAX;
+  Status s = collectives::Allreduce(comm_, &first, 1, DataType::kInt32, ReduceOp::kMin);
+  if (!s.ok() || first == INT32_MAX) return "some rank";
+  return first == comm_.rank() ? "this rank" : "rank " + std::to_string(first);
 }
 
 void Engine::FailAll(const Status& status, const Status& later) {
@@ -289,6 +301,7 @@ Status Engine::RunRound(bool* stop) {
   took_set_work_ = false;
 
   uint64_t agreed = 0;
+  sent_stop_ = stopping;
   const uint64_t flags = (stopping ? 0 : kNotStopping) | (took_new_work_ ? 0 : kNoNewWork);
   {
     // A rank given nothing while others were comes to this cycle only to wait for them (Loop).

@@ -117,6 +117,9 @@ class Engine {
   // Makes the runner for a set this rank belongs to.
   std::unique_ptr<SetRunner> NewRunner(int id, const std::vector<int>& members);
   Status ApplySetChange(const fusion::Response& r, internal::Operation* op);
+  // After a stop was agreed: "rank N" for the first rank that asked for it (a collective every
+  // rank runs in that same round), "this rank", or "some rank" if that cannot be told.
+  std::string WhoStopped();
   // The engine's side of completing an operation: forget its name, then complete it.
   void Finish(internal::Operation* op, const Status& status);
   // Fails every queued and pending operation with `status`; later submissions get `later` (the
@@ -148,8 +151,9 @@ class Engine {
   std::map<int, std::unique_ptr<SetRunner>> runners_;  // the sets this rank belongs to
   std::chrono::steady_clock::time_point round_start_;  // the current round's
   std::chrono::steady_clock::time_point sets_start_;   // ... end of its global cycle
-  bool took_new_work_ = false;         // the last round took submissions on this rank
-  bool took_set_work_ = false;         // ... a set took some between its own cycles
+  bool sent_stop_ = false;                             // this round's global flags asked to stop
+  bool took_new_work_ = false;  // the last round took submissions on this rank
+  bool took_set_work_ = false;  // ... a set took some between its own cycles
   std::chrono::steady_clock::duration last_global_cycle_{};  // how long it took
   bool others_took_new_work_ = false;  // ... on some rank (the global flags said so)
   std::chrono::steady_clock::time_point next_stall_report_;

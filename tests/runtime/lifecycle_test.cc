@@ -263,10 +263,10 @@ void PeerShutdownFailsPending(int size) {
       HVD_RETURN_IF_ERROR(Check(s.code() != StatusCode::kDeadlineExceeded,
                                 which + ": still pending 10 s after the peer shut down"));
       HVD_RETURN_IF_ERROR(Check(s.code() == StatusCode::kAborted &&
-                                    Contains(s.message(), "shut down") &&
+                                    Contains(s.message(), "shut down by rank 0") &&
                                     Contains(s.message(), "pending"),
                                 which +
-                                    ": want ABORTED saying another rank shut down while it "
+                                    ": want ABORTED saying rank 0 shut down while it "
                                     "was pending, got " +
                                     s.ToString()));
     }
