@@ -5,7 +5,9 @@ cd "$(dirname "$0")/.."
 ./scripts/build.sh
 # Tests start rank processes; the harness reaps them all, and this checks nothing survived.
 ctest --test-dir build --output-on-failure --timeout 600 -j "${HVD_TEST_JOBS:-1}"
-left=$(pgrep -f 'build/(tests|bench)/' || true)
+# Only this checkout's binaries (ctest runs them by absolute path): another checkout's tests on the
+# same machine are not this suite's leftovers.
+left=$(pgrep -f "$(pwd)/build/(tests|bench)/" || true)
 if [ -n "$left" ]; then
   echo "test processes left running after the suite:" >&2
   ps -o pid,args -p $left >&2 || true
