@@ -70,6 +70,7 @@ SetRunner::SetRunner(int id, std::vector<int> members, collectives::Comm comm,
 }
 
 void SetRunner::Add(std::shared_ptr<internal::Operation> op) {
+  timeline::ScopedProcessSet timeline_rows(id_);
   Pending p;
   p.op = op;
   p.enqueued = Clock::now();
@@ -82,6 +83,7 @@ void SetRunner::Add(std::shared_ptr<internal::Operation> op) {
 }
 
 void SetRunner::FailAll(const Status& status) {
+  timeline::ScopedProcessSet timeline_rows(id_);
   std::map<std::string, Pending> pending;
   pending.swap(pending_);
   for (auto& [key, p] : pending) {
@@ -155,6 +157,7 @@ void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
 }
 
 Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
+  timeline::ScopedProcessSet timeline_rows(id_);
   std::vector<uint32_t> invalidate;
   Classify(&invalidate);
 

@@ -396,12 +396,32 @@ void Timeline::Close() {
   impl_->Close();
 }
 
+namespace {
+thread_local int t_process_set = 0;
+
+// The row of `name` on this thread (ScopedProcessSet).
+std::string RowName(std::string_view name) {
+  std::string row(name);
+  if (t_process_set != 0 && !row.empty()) {
+    row += " [process set " + std::to_string(t_process_set) + "]";
+  }
+  return row;
+}
+}  // namespace
+
+ScopedProcessSet::ScopedProcessSet(int set_id) : previous_(t_process_set) {
+  t_process_set = set_id;
+}
+ScopedProcessSet::~ScopedProcessSet() {
+  t_process_set = previous_;
+}
+
 void Timeline::Add(Kind kind, std::string_view name, std::string_view text, std::string_view args,
                    int rank) {
   std::string t;
   if (kind == Kind::kNegotiateStart) t = "NEGOTIATE_";
   t += text;
-  impl_->Enqueue(kind, name, std::move(t), std::string(args), rank);
+  impl_->Enqueue(kind, RowName(name), std::move(t), std::string(args), rank);
 }
 
 void Timeline::AddEnd(std::string_view name, const Status& status) {
@@ -411,7 +431,7 @@ void Timeline::AddEnd(std::string_view name, const Status& status) {
     AppendJsonString(status.ToString(), &args);
     args += "}";
   }
-  impl_->Enqueue(Kind::kEnd, name, {}, std::move(args), -1);
+  impl_->Enqueue(Kind::kEnd, RowName(name), {}, std::move(args), -1);
 }
 
 }  // namespace hvd::runtime::timeline

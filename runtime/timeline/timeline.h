@@ -39,6 +39,21 @@ struct TimelineSetting {
 // "" = off; "DYNAMIC" (exactly, as Horovod compares it) = dynamic; anything else is a path.
 TimelineSetting ParseTimelineSetting(std::string_view value);
 
+// While an instance lives on a thread, the events that thread records name their rows after the
+// process set too: "grad [process set 2]". The same tensor name may be pending in two sets at
+// once (names are unique per set), and their rows must not mix. Set 0 (the global set) keeps the
+// bare name, as Horovod's timeline does. Nests; restores the previous set.
+class ScopedProcessSet {
+ public:
+  explicit ScopedProcessSet(int set_id);
+  ~ScopedProcessSet();
+  ScopedProcessSet(const ScopedProcessSet&) = delete;
+  ScopedProcessSet& operator=(const ScopedProcessSet&) = delete;
+
+ private:
+  const int previous_;
+};
+
 class Timeline {
  public:
   // A stopped timeline: no file, no thread until Start(). With `writes_file` false (every rank

@@ -221,6 +221,38 @@ TEST(TimelineApi, PathAtInitWithoutMarks) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// One tensor name pending in the global set and in a process set at once: two rows, the set's
+// named after it, so their events never mix.
+TEST(TimelineApi, ProcessSetsHaveRowsOfTheirOwn) {
+  auto res = RunRanks(3, [](int rank, int size, const std::string& dir) -> Status {
+    const std::string path = dir + "/sets.json";
+    InitOptions o;
+    o.process_sets = {{0, 1}};
+    HVD_RETURN_IF_ERROR(testing::InitRankWith(rank, size, dir, o, {{"HVD_TIMELINE", path}}));
+    std::vector<float> a(64, 1.0f), b(64, 1.0f);
+    AllreduceOptions in_set;
+    in_set.process_set = 1;
+    Handle ha = AllreduceAsync("grad", MakeTensor(a.data(), DataType::kFloat32, 64),
+                               MakeTensor(a.data(), DataType::kFloat32, 64));
+    Handle hb;
+    if (rank < 2) {
+      hb = AllreduceAsync("grad", MakeTensor(b.data(), DataType::kFloat32, 64),
+                          MakeTensor(b.data(), DataType::kFloat32, 64), in_set);
+    }
+    HVD_RETURN_IF_ERROR(ha.Wait());
+    if (rank < 2) HVD_RETURN_IF_ERROR(hb.Wait());
+    HVD_RETURN_IF_ERROR(Barrier());
+    HVD_RETURN_IF_ERROR(Shutdown());
+    if (rank != 0) return Status::OK();
+    json trace;
+    HVD_RETURN_IF_ERROR(ParseTrace(path, &trace));
+    const std::set<std::string> rows = RowNames(trace);
+    return Check(rows.count("grad") == 1 && rows.count("grad [process set 1]") == 1,
+                 "rows: " + Joined(rows));
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 // An unwritable HVD_TIMELINE fails Init() on rank 0, naming the variable and the path.
 TEST(TimelineApi, UnwritablePathAtInitFailsInit) {
   testing::RunOptions opts;
