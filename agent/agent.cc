@@ -83,7 +83,7 @@ class AgentImpl : public Agent {
         gpus_(workers.gpus),
         slots_(slots),
         host_(std::move(host)),
-        channel_(NewLauncherChannel(options_.launcher)),
+        channel_(NewLauncherChannel(options_.launcher, options_.tls)),
         cgroups_(workers.cgroups),
         workers_(&outbox_, std::move(workers)),
         prober_([this](hvd::v1::AgentMessage m) { outbox_.AddMessage(std::move(m)); },
@@ -208,13 +208,15 @@ class AgentImpl : public Agent {
         }
         // A fresh channel dials at once on the next attempt: a failed one waits out gRPC's own
         // reconnect backoff first, which can outlast a restarted launcher's patience.
-        channel_ = NewLauncherChannel(options_.launcher);
+        channel_ = NewLauncherChannel(options_.launcher, options_.tls);
         if (stopping()) break;
         const auto now = Clock::now();
         // The first failure of an outage, then one line every kRepeatErrorLog (gRPC's text
         // varies between attempts; it must not flood the log).
         if (last_error.empty() || now - last_error_log >= kRepeatErrorLog) {
-          HVD_LOG(WARNING) << "cannot register with the launcher: " << s.message() << "; retrying";
+          const std::string hint = control::TlsFailureHint(s.message(), options_.tls.enabled());
+          HVD_LOG(WARNING) << "cannot register with the launcher: " << s.message()
+                           << (hint.empty() ? "" : "; " + hint) << "; retrying";
           last_error = s.message();
           last_error_log = now;
         }
@@ -268,10 +270,12 @@ class AgentImpl : public Agent {
           break;
         case hvd::v1::LauncherMessage::kStop: {
           const auto& stop = msg.stop();
-          const int n = workers_.StopJob(stop.job_id(), Ms(stop.grace_ms()),
-                                         "stopped by the launcher: " + stop.reason());
+          const int n =
+              workers_.StopJob(stop.job_id(), Ms(stop.grace_ms()),
+                               "stopped by the launcher: " + stop.reason(), stop.signal());
           HVD_LOG(INFO) << "stopping job " << stop.job_id() << " (" << stop.reason() << "): " << n
-                        << " rank(s) here, SIGKILL after " << Seconds(Ms(stop.grace_ms()));
+                        << " rank(s) here, signal " << (stop.signal() ? stop.signal() : SIGTERM)
+                        << ", SIGKILL after " << Seconds(Ms(stop.grace_ms()));
           break;
         }
         case hvd::v1::LauncherMessage::kProbe:  // the network check before a job (probe.h)
@@ -449,10 +453,10 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   std::string agent_id;
   HVD_RETURN_IF_ERROR(LoadAgentId(options.state_dir, &agent_id));
   workers.wrapper = options.wrapper_path.empty() ? DefaultWrapperPath() : options.wrapper_path;
-  workers.stdin_feed = [launcher = options.launcher, token = options.token](
+  workers.stdin_feed = [launcher = options.launcher, token = options.token, tls = options.tls](
                            const hvd::v1::StartRank& cmd, int fd) {
     return StartLauncherStdinFeed(launcher, token, cmd.job_id(), cmd.attempt(),
-                                  cmd.placement().rank(), fd);
+                                  cmd.placement().rank(), fd, tls);
   };
   HVD_LOG(INFO) << "workers start through " << workers.wrapper;
   const std::string host_name = options.host.empty() ? LocalHostName() : options.host;

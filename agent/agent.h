@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 
+#include "control/tls.h"
 #include "hvd/status.h"
 
 namespace hvd::agent {
@@ -17,6 +18,9 @@ namespace hvd::agent {
 struct AgentOptions {
   std::string launcher;        // "host:port" of the launcher's gRPC endpoint; REQUIRED
   std::string token;           // the cluster token; REQUIRED
+  // --tls-cert/--tls-key/--tls-ca, checked (control/tls.h): mutual TLS to the launcher. Not
+  // enabled: plain TCP.
+  control::TlsConfig tls;
   int slots = -1;              // -1: number of GPUs, else 1
   std::string state_dir;       // empty: nothing persisted
   std::string advertise_addr;  // address ranks on this host are reached at; empty: the local

@@ -4,10 +4,12 @@
 #include <thread>
 
 #include "control/grpc_util.h"
+#include "control/tls_grpc.h"
 
 namespace hvd::agent {
 
-std::shared_ptr<grpc::Channel> NewLauncherChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> NewLauncherChannel(const std::string& address,
+                                                  const control::TlsConfig& tls) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
   // Keepalive notices a launcher host that vanished without closing the connection; the launcher
@@ -19,7 +21,7 @@ std::shared_ptr<grpc::Channel> NewLauncherChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // Output batches are capped at 1 MiB; commands are small. The defaults (4 MiB) suffice.
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, control::ChannelCredentialsFor(tls), args);
 }
 
 LauncherStream::LauncherStream(const std::shared_ptr<grpc::Channel>& channel, std::string address,

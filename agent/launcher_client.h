@@ -10,14 +10,17 @@
 #include <mutex>
 #include <string>
 
+#include "control/tls.h"
 #include "hvd/status.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
 namespace hvd::agent {
 
 // A channel to the launcher. Like control::NewChannel, plus a short reconnect backoff: gRPC's own
-// (up to 120 s) would keep failing our attempts long after a restarted launcher is back.
-std::shared_ptr<grpc::Channel> NewLauncherChannel(const std::string& address);
+// (up to 120 s) would keep failing our attempts long after a restarted launcher is back. `tls`
+// enabled: mutual TLS with the agent's certificate (control/tls.h).
+std::shared_ptr<grpc::Channel> NewLauncherChannel(const std::string& address,
+                                                  const control::TlsConfig& tls = {});
 
 class LauncherStream {
  public:

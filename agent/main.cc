@@ -13,6 +13,7 @@
 #include "common/logging.h"
 #include "control/flags.h"
 #include "control/grpc_util.h"
+#include "control/tls.h"
 #include "control/token.h"
 
 #ifndef HVD_VERSION
@@ -70,6 +71,13 @@ int main(int argc, char** argv) {
   flags.String("--token-file", &token_file,
                "file holding the cluster token, mode 0600 (default: $HVD_TOKEN_FILE); required; "
                "'-': the first line of stdin");
+  hvd::control::TlsFiles tls_files;
+  flags.String("--tls-cert", &tls_files.cert,
+               "PEM client certificate of this agent, signed by the cluster CA: mutual TLS to a "
+               "launcher started with --tls-cert (default: $HVD_TLS_CERT, else plain TCP)");
+  flags.String("--tls-key", &tls_files.key, "PEM private key of --tls-cert (default: $HVD_TLS_KEY)");
+  flags.String("--tls-ca", &tls_files.ca,
+               "PEM cluster CA that signed the launcher's certificate (default: $HVD_TLS_CA)");
   flags.Bool("--stop-on-stdin-eof", &stop_on_eof,
              "stop (as on SIGTERM) when stdin closes: for agents started over SSH by hvdrun --ssh");
   flags.String("--state-dir", &options.state_dir,
@@ -129,6 +137,9 @@ int main(int argc, char** argv) {
   }
   s = token_file == "-" ? hvd::agent::ReadTokenLine(0, std::chrono::seconds(30), &options.token)
                         : hvd::control::ReadTokenFile(token_file, &options.token);
+  if (!s.ok()) return Fail(s.message());
+  hvd::control::TlsFilesFromEnvironment(&tls_files);
+  s = hvd::control::LoadTls(tls_files, hvd::control::TlsRole::kAgent, &options.tls);
   if (!s.ok()) return Fail(s.message());
   // A daemon's log is its record of registration and jobs (INFO); warnings alone would leave it
   // silent in normal operation. hvdrun's embedded agent keeps the default.

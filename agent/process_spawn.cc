@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -68,7 +69,7 @@ bool PlaceFd(int from, int to, bool cloexec) {
 }
 
 [[noreturn]] void ChildMain(pid_t parent, int report_fd, int in_r, int out_w, int err_w,
-                            int status_w, int lifeline_r, const cpu_set_t* cpus,
+                            int status_w, int lifeline_r, int secret_fd, const cpu_set_t* cpus,
                             const char* working_dir, const char* wrapper, char* const* argv,
                             char* const* envp) {
   // Dispositions first, then the mask (all blocked since before fork): the agent blocks
@@ -97,13 +98,15 @@ bool PlaceFd(int from, int to, bool cloexec) {
   if (in_fd < 0) ChildFail(report_fd, kStageSetup, errno);
   if (!MoveFd(in_fd, STDIN_FILENO) || !MoveFd(out_w, STDOUT_FILENO) ||
       !MoveFd(err_w, STDERR_FILENO) || !PlaceFd(status_w, kWrapperStatusFd, false) ||
-      !PlaceFd(lifeline_r, kWrapperLifelineFd, false) || !PlaceFd(report_fd, 5, true)) {
+      !PlaceFd(lifeline_r, kWrapperLifelineFd, false) || !PlaceFd(report_fd, 5, true) ||
+      (secret_fd >= 0 && !PlaceFd(secret_fd, kJobSecretFd, false))) {
     ChildFail(report_fd, kStageSetup, errno);
   }
   report_fd = 5;
   // Nothing of the agent's (gRPC sockets, other workers' pipes) leaks into the wrapper; the report
-  // pipe stays open until exec closes it (close-on-exec).
-  CloseFrom(6, ~0U);
+  // pipe stays open until exec closes it (close-on-exec). The secret stays open through both
+  // execs (the wrapper's and the worker's).
+  CloseFrom(secret_fd >= 0 ? kJobSecretFd + 1 : kJobSecretFd, ~0U);
 
   if (working_dir[0] != '\0' && chdir(working_dir) != 0) {
     ChildFail(report_fd, kStageChdir, errno);
@@ -253,6 +256,47 @@ Status PlanWorkerBinding(const std::vector<std::string>& env, control::BindingPl
   return Status::OK();
 }
 
+// Takes HVD_JOB_SECRET out of `env` into a sealed memfd numbered 10 or above (close-on-exec; the
+// child places it at kJobSecretFd) and names it in HVD_JOB_SECRET_FD. *fd stays -1 when the
+// environment has no secret.
+Status MoveSecretToFd(std::vector<std::string>* env, int* fd) {
+  *fd = -1;
+  const std::string prefix = "HVD_JOB_SECRET=";
+  std::string secret;
+  for (auto it = env->begin(); it != env->end();) {
+    if (it->rfind(prefix, 0) == 0 || it->rfind("HVD_JOB_SECRET_FD=", 0) == 0) {
+      if (it->rfind(prefix, 0) == 0) secret = it->substr(prefix.size());
+      it = env->erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (secret.empty()) return Status::OK();
+  const int raw = memfd_create("hvd-job-secret", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (raw < 0) {
+    return Unavailable(std::string("memfd_create for the job secret: ") + std::strerror(errno));
+  }
+  size_t done = 0;
+  while (done < secret.size()) {
+    const ssize_t n = write(raw, secret.data() + done, secret.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int e = errno;
+      close(raw);
+      return Unavailable(std::string("writing the job secret to a memfd: ") + std::strerror(e));
+    }
+    done += static_cast<size_t>(n);
+  }
+  // Sealed: the worker (or anything it runs) can read the secret but not change it for others.
+  (void)fcntl(raw, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+  *fd = fcntl(raw, F_DUPFD_CLOEXEC, 10);
+  const int e = errno;
+  close(raw);
+  if (*fd < 0) return Unavailable(std::string("dup of the job secret memfd: ") + std::strerror(e));
+  env->push_back("HVD_JOB_SECRET_FD=" + std::to_string(kJobSecretFd));
+  return Status::OK();
+}
+
 // The wrapper reports the worker's exec within milliseconds; this bounds a wedged one.
 constexpr int kWrapperStartTimeoutMs = 30000;
 
@@ -267,6 +311,8 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   std::vector<std::string> argv_strings = WrapperArgv(request.cgroup_procs, request.argv);
   std::vector<char*> argv = Pointers(argv_strings);
   std::vector<std::string> env_strings = MergeEnvironment(environ, request.env);
+  int secret_fd = -1;
+  HVD_RETURN_IF_ERROR(MoveSecretToFd(&env_strings, &secret_fd));
   std::vector<char*> envp = Pointers(env_strings);
   std::string path_var = "/bin:/usr/bin";  // execvp's default when PATH is unset
   for (const std::string& e : env_strings) {
@@ -274,7 +320,11 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   }
 
   control::BindingPlan binding;
-  HVD_RETURN_IF_ERROR(PlanWorkerBinding(env_strings, &binding));
+  Status planned = PlanWorkerBinding(env_strings, &binding);
+  if (!planned.ok()) {
+    if (secret_fd >= 0) close(secret_fd);
+    return planned;
+  }
   cpu_set_t cpu_set;
   CPU_ZERO(&cpu_set);
   for (int cpu : binding.cpus) {
@@ -285,7 +335,7 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   int status[2] = {-1, -1}, lifeline[2] = {-1, -1};
   const auto close_pipes = [&] {
     CloseAll({out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1], report[0], report[1], status[0],
-              status[1], lifeline[0], lifeline[1]});
+              status[1], lifeline[0], lifeline[1], secret_fd});
   };
   if (!HighPipe(out_pipe) || !HighPipe(err_pipe) || !HighPipe(report) || !HighPipe(status) ||
       !HighPipe(lifeline)) {
@@ -310,13 +360,13 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   }
   if (pid == 0) {
     ChildMain(parent, report[1], request.stdin_fd, out_pipe[1], err_pipe[1], status[1], lifeline[0],
-              binding.cpus.empty() ? nullptr : &cpu_set, request.working_dir.c_str(),
+              secret_fd, binding.cpus.empty() ? nullptr : &cpu_set, request.working_dir.c_str(),
               request.wrapper.c_str(), argv.data(), envp.data());
   }
   // Also set the group from this side: kill(-pid) must reach the group even if the child has not
   // run yet (harmless EACCES once it has exec'd).
   setpgid(pid, pid);
-  CloseAll({out_pipe[1], err_pipe[1], report[1], status[1], lifeline[0]});
+  CloseAll({out_pipe[1], err_pipe[1], report[1], status[1], lifeline[0], secret_fd});
   const auto fail = [&](Status s) {
     CloseAll({out_pipe[0], err_pipe[0], status[0], lifeline[1]});
     Reap(pid);

@@ -24,6 +24,12 @@ struct SpawnRequest {
   int stdin_fd = -1;
 };
 
+// HVD_JOB_SECRET never reaches a worker's environment (/proc/<pid>/environ, `ps e` and every
+// child would show it to anyone of the same user): SpawnProcess takes it out of the environment
+// and passes it in a sealed memfd at this descriptor, with HVD_JOB_SECRET_FD naming it (the
+// runtime reads it: runtime/rendezvous/store.h, JobSecret).
+inline constexpr int kJobSecretFd = 6;
+
 struct SpawnedProcess {
   int pid = -1;         // the wrapper; also its process group id
   int worker_pid = -1;  // the worker; also its process group id

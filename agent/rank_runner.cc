@@ -272,15 +272,15 @@ void RankRunner::Signal(int sig) {
   kill(-worker_pid_, sig);
   // Also the worker itself, in case it moved to another group or session.
   kill(worker_pid_, sig);
-  // A stopped worker (SIGSTOP, a debugger) handles SIGTERM only once it runs again.
-  if (sig == SIGTERM) {
+  // A stopped worker (SIGSTOP, a debugger) handles SIGTERM (or SIGINT...) only once it runs again.
+  if (sig != SIGKILL) {
     kill(-worker_pid_, SIGCONT);
     kill(worker_pid_, SIGCONT);
   }
   if (sig == SIGKILL && !options_.cgroup_dir.empty()) KillCgroupNow(options_.cgroup_dir);
 }
 
-void RankRunner::RequestStop(std::chrono::milliseconds grace) {
+void RankRunner::RequestStop(std::chrono::milliseconds grace, int first_signal) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (reaped_ || !start_status_.ok()) return;
@@ -288,8 +288,9 @@ void RankRunner::RequestStop(std::chrono::milliseconds grace) {
     if (!stop_requested_) {
       stop_requested_ = true;
       kill_at_ = deadline;
-      Signal(grace.count() > 0 ? SIGTERM : SIGKILL);
-      if (grace.count() <= 0) kill_sent_ = true;
+      const int sig = grace.count() > 0 ? first_signal : SIGKILL;
+      Signal(sig);
+      if (sig == SIGKILL) kill_sent_ = true;
     } else if (deadline < kill_at_) {
       kill_at_ = deadline;
     }

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <functional>
 #include <map>
 #include <memory>
@@ -77,9 +78,10 @@ class RankRunner {
   // The worker's pid (also its process group id).
   int pid() const { return worker_pid_; }
 
-  // SIGTERM to the worker's process group now, SIGKILL to the group `grace` later if the worker
-  // still runs. Returns at once; a later call can only shorten the grace.
-  void RequestStop(std::chrono::milliseconds grace);
+  // `first_signal` (SIGTERM, or the SIGINT/SIGHUP hvdrun received) to the worker's process group
+  // now, SIGKILL to the group `grace` later if the worker still runs. Returns at once; a later
+  // call can only shorten the grace (a grace of 0 sends SIGKILL now).
+  void RequestStop(std::chrono::milliseconds grace, int first_signal = SIGTERM);
   // RequestStop(grace), then waits until the worker is reaped and on_exit has run.
   void Stop(std::chrono::milliseconds grace);
 

@@ -20,8 +20,10 @@ namespace {
 
 class LauncherStdinFeed final : public StdinFeed {
  public:
-  LauncherStdinFeed(std::string launcher, std::string token, v1::ReadStdinRequest request, int fd)
+  LauncherStdinFeed(std::string launcher, std::string token, v1::ReadStdinRequest request, int fd,
+                    control::TlsConfig tls)
       : launcher_(std::move(launcher)),
+        tls_(std::move(tls)),
         token_(std::move(token)),
         request_(std::move(request)),
         fd_(fd),
@@ -43,7 +45,7 @@ class LauncherStdinFeed final : public StdinFeed {
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
 
-    auto stub = v1::AgentGateway::NewStub(NewLauncherChannel(launcher_));
+    auto stub = v1::AgentGateway::NewStub(NewLauncherChannel(launcher_, tls_));
     std::unique_ptr<grpc::ClientReader<v1::StdinData>> reader =
         stub->ReadStdin(context_.get(), request_);
     v1::StdinData chunk;
@@ -66,6 +68,7 @@ class LauncherStdinFeed final : public StdinFeed {
   }
 
   const std::string launcher_;
+  const control::TlsConfig tls_;  // plain TCP when not enabled
   const std::string token_;
   const v1::ReadStdinRequest request_;
   const int fd_;
@@ -97,12 +100,12 @@ bool WriteAllUntil(int fd, std::string_view data, const std::atomic<bool>& stop)
 std::unique_ptr<StdinFeed> StartLauncherStdinFeed(const std::string& launcher,
                                                   const std::string& token,
                                                   const std::string& job_id, int attempt, int rank,
-                                                  int fd) {
+                                                  int fd, const control::TlsConfig& tls) {
   v1::ReadStdinRequest request;
   request.set_job_id(job_id);
   request.set_attempt(attempt);
   request.set_rank(rank);
-  return std::make_unique<LauncherStdinFeed>(launcher, token, std::move(request), fd);
+  return std::make_unique<LauncherStdinFeed>(launcher, token, std::move(request), fd, tls);
 }
 
 }  // namespace hvd::agent

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 
+#include "control/tls.h"
+
 namespace hvd::agent {
 
 class StdinFeed {
@@ -24,7 +26,7 @@ class StdinFeed {
 std::unique_ptr<StdinFeed> StartLauncherStdinFeed(const std::string& launcher,
                                                   const std::string& token,
                                                   const std::string& job_id, int attempt, int rank,
-                                                  int fd);
+                                                  int fd, const control::TlsConfig& tls = {});
 
 // Writes all of `data` to `fd` (made non-blocking), waiting for room in 100 ms slices. False when
 // the reader is gone (EPIPE) or `stop` became true. SIGPIPE must be blocked in the calling thread.

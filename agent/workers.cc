@@ -1,5 +1,7 @@
 #include "agent/workers.h"
 
+#include <csignal>
+
 #include "agent/host_info.h"
 #include "common/logging.h"
 #include "control/grpc_util.h"
@@ -152,7 +154,7 @@ void Workers::Spawn(const hvd::v1::StartRank& cmd) {
     if (stop != stop_while_starting_.end()) {
       // StopJob came while this rank was starting: it counted the rank, so stop it now.
       stop_reasons_.emplace(key, stop->second.reason);
-      entry.runner->RequestStop(stop->second.grace);
+      entry.runner->RequestStop(stop->second.grace, stop->second.first_signal);
       entry.stop_requested = true;
     }
   }
@@ -177,20 +179,25 @@ void Workers::JoinStarters(bool all) {
 }
 
 int Workers::StopJob(const std::string& job_id, std::chrono::milliseconds grace,
-                     const std::string& reason) {
+                     const std::string& reason, int first_signal) {
   if (grace.count() < 0) grace = std::chrono::milliseconds(0);
+  // Only the signals a launcher passes on (launcher_service.cc checks them too).
+  if (first_signal != SIGINT && first_signal != SIGHUP && first_signal != SIGKILL) {
+    first_signal = SIGTERM;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   int n = 0;
   for (auto& [key, entry] : entries_) {
     if (std::get<0>(key) != job_id || entry.runner->done()) continue;
     if (!entry.stop_requested) stop_reasons_[key] = reason;  // the first reason stands
-    entry.runner->RequestStop(grace);
+    entry.runner->RequestStop(grace, first_signal);
     entry.stop_requested = true;
     ++n;
   }
   for (const Key& key : starting_) {
     if (std::get<0>(key) != job_id) continue;
-    stop_while_starting_.emplace(key, StopRequest{grace, reason});  // StartRank applies it
+    // StartRank applies it.
+    stop_while_starting_.emplace(key, StopRequest{grace, reason, first_signal});
     ++n;
   }
   return n;

@@ -53,10 +53,11 @@ class Workers {
   // noticeable part of `hvdrun -np N`'s launch time. A StopJob for the job while the rank starts
   // stops it as soon as it runs.
   void StartRankAsync(const hvd::v1::StartRank& cmd);
-  // SIGTERM to every process of the job now, SIGKILL after `grace`. `reason` becomes the KILLED
-  // events' error. Returns how many ranks were asked to stop (0: none of that job runs here).
-  int StopJob(const std::string& job_id, std::chrono::milliseconds grace,
-              const std::string& reason);
+  // `first_signal` (0: SIGTERM) to every process of the job now, SIGKILL after `grace`. `reason`
+  // becomes the KILLED events' error. Returns how many ranks were asked to stop (0: none of that
+  // job runs here). Repeated, it can only hasten the SIGKILL (grace 0: now).
+  int StopJob(const std::string& job_id, std::chrono::milliseconds grace, const std::string& reason,
+              int first_signal = 0);
   // Jobs with a process still running and not yet asked to stop, with their rank counts.
   std::map<std::string, int> UnstoppedJobs() const;
   // Jobs with a live process, or one being started (heartbeat's running_jobs).
@@ -87,6 +88,7 @@ class Workers {
   struct StopRequest {
     std::chrono::milliseconds grace{0};
     std::string reason;
+    int first_signal = SIGTERM;
   };
 
   Outbox* const outbox_;

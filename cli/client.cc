@@ -3,27 +3,48 @@
 #include <cstdlib>
 
 #include "control/grpc_util.h"
+#include "control/spec_limits.h"
 #include "control/token.h"
 
 namespace hvd::cli {
 
-Client::Client(std::string address, std::string token, std::chrono::milliseconds timeout)
+Client::Client(std::string address, std::string token, std::chrono::milliseconds timeout,
+               control::TlsConfig tls)
     : address_(std::move(address)),
       token_(std::move(token)),
       timeout_(timeout),
-      stub_(v1::Launcher::NewStub(control::NewChannel(address_))) {}
+      tls_(std::move(tls)),
+      stub_(v1::Launcher::NewStub(control::NewChannel(address_, tls_))) {}
 
 std::string Client::What(const char* call) const {
   return "launcher at " + address_ + ": " + call;
 }
 
+Status Client::FromGrpc(const grpc::Status& status, const char* call) const {
+  // gRPC's own words for an HTTP/1 server at the address ("Trying to connect an http1.x
+  // server") say nothing of why: the launcher's REST port given for its gRPC one.
+  if (!status.ok() && status.error_message().find("http1") != std::string::npos) {
+    return Unavailable(What(call) + ": " + address_ +
+                       " answers HTTP/1.x, not gRPC: it is probably the launcher's --http (REST) "
+                       "port. Give --launcher the launcher's gRPC port instead (hvd-launcherd "
+                       "--listen, 7070 by default; hvd-launcherd prints both when it starts: "
+                       "\"hvd-launcherd: gRPC HOST:PORT, ..., HTTP HOST:PORT\")");
+  }
+  Status s = control::FromGrpc(status, What(call));
+  const std::string hint = control::TlsFailureHint(status.error_message(), tls_.enabled());
+  if (!s.ok() && !hint.empty()) s = Status(s.code(), s.message() + "; " + hint);
+  return s;
+}
+
 Status Client::Submit(const v1::JobSpec& spec, std::string* job_id) {
+  // The launcher's own checks (control/spec_limits.h), here first: the same message without a
+  // round trip, for the environment forwarded after BuildJobSpec too.
+  HVD_RETURN_IF_ERROR(control::ValidateJobSpec(spec));
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::SubmitJobRequest req;
   *req.mutable_spec() = spec;
   v1::SubmitJobResponse resp;
-  HVD_RETURN_IF_ERROR(
-      control::FromGrpc(stub_->SubmitJob(ctx.get(), req, &resp), What("SubmitJob")));
+  HVD_RETURN_IF_ERROR(FromGrpc(stub_->SubmitJob(ctx.get(), req, &resp), "SubmitJob"));
   *job_id = resp.job_id();
   return Status::OK();
 }
@@ -32,26 +53,40 @@ Status Client::GetJob(const std::string& job_id, v1::JobStatus* status) {
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::GetJobRequest req;
   req.set_job_id(job_id);
-  return control::FromGrpc(stub_->GetJob(ctx.get(), req, status), What("GetJob"));
+  return FromGrpc(stub_->GetJob(ctx.get(), req, status), "GetJob");
 }
 
 Status Client::ListJobs(std::vector<v1::JobStatus>* jobs) {
-  auto ctx = control::NewClientContext(token_, timeout_);
-  v1::ListJobsResponse resp;
-  HVD_RETURN_IF_ERROR(control::FromGrpc(stub_->ListJobs(ctx.get(), v1::ListJobsRequest(), &resp),
-                                        What("ListJobs")));
-  jobs->assign(resp.jobs().begin(), resp.jobs().end());
-  return Status::OK();
+  // Page by page (each a bounded message of summaries), bounded in number too: a launcher keeps
+  // its finished jobs up to a limit, so a token that never ends is a launcher bug, not a loop.
+  constexpr int kMaxPages = 10000;
+  std::vector<v1::JobStatus> out;
+  v1::ListJobsRequest req;
+  req.set_page_size(500);
+  for (int page = 0; page < kMaxPages; ++page) {
+    auto ctx = control::NewClientContext(token_, timeout_);
+    v1::ListJobsResponse resp;
+    HVD_RETURN_IF_ERROR(FromGrpc(stub_->ListJobs(ctx.get(), req, &resp), "ListJobs"));
+    for (v1::JobStatus& j : *resp.mutable_jobs()) out.push_back(std::move(j));
+    if (resp.next_page_token().empty()) {
+      *jobs = std::move(out);
+      return Status::OK();
+    }
+    req.set_page_token(resp.next_page_token());
+  }
+  return Internal(What("ListJobs") + ": more than " + std::to_string(kMaxPages) +
+                  " pages; the launcher's page tokens do not end");
 }
 
-Status Client::Cancel(const std::string& job_id, const std::string& reason, v1::JobState* state) {
+Status Client::Cancel(const std::string& job_id, const std::string& reason, v1::JobState* state,
+                      int signal) {
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::CancelJobRequest req;
   req.set_job_id(job_id);
   req.set_reason(reason);
+  req.set_signal(signal);
   v1::CancelJobResponse resp;
-  HVD_RETURN_IF_ERROR(
-      control::FromGrpc(stub_->CancelJob(ctx.get(), req, &resp), What("CancelJob")));
+  HVD_RETURN_IF_ERROR(FromGrpc(stub_->CancelJob(ctx.get(), req, &resp), "CancelJob"));
   *state = resp.state();
   return Status::OK();
 }
@@ -59,8 +94,8 @@ Status Client::Cancel(const std::string& job_id, const std::string& reason, v1::
 Status Client::ListAgents(std::vector<v1::AgentInfo>* agents) {
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::ListAgentsResponse resp;
-  HVD_RETURN_IF_ERROR(control::FromGrpc(
-      stub_->ListAgents(ctx.get(), v1::ListAgentsRequest(), &resp), What("ListAgents")));
+  HVD_RETURN_IF_ERROR(
+      FromGrpc(stub_->ListAgents(ctx.get(), v1::ListAgentsRequest(), &resp), "ListAgents"));
   agents->assign(resp.agents().begin(), resp.agents().end());
   return Status::OK();
 }
@@ -87,7 +122,7 @@ Status Client::Watch(const std::string& job_id, int64_t from_seq, bool follow, b
     std::lock_guard<std::mutex> lock(mu_);
     watches_.erase(ctx.get());
   }
-  return control::FromGrpc(gs, What("WatchJob"));
+  return FromGrpc(gs, "WatchJob");
 }
 
 void Client::InterruptWatches() {
@@ -109,6 +144,15 @@ void ClusterFlags::Register(control::FlagSet* flags) {
   flags->String("--token-file", &token_file,
                 "file holding the cluster token (default: $HVD_TOKEN_FILE)");
   flags->Int("--timeout", &timeout_seconds, "seconds to wait for the launcher to answer a call");
+  if (const char* v = std::getenv("HVD_TLS_CA"); v != nullptr) tls.ca = v;
+  if (const char* v = std::getenv("HVD_TLS_CERT"); v != nullptr) tls.cert = v;
+  if (const char* v = std::getenv("HVD_TLS_KEY"); v != nullptr) tls.key = v;
+  flags->String("--tls-ca", &tls.ca,
+                "CA certificate (PEM) that signed the launcher's: TLS to a launcher started with "
+                "--tls-cert (default: $HVD_TLS_CA, else plain TCP)");
+  flags->String("--tls-cert", &tls.cert,
+                "client certificate (PEM) to present, optional (default: $HVD_TLS_CERT)");
+  flags->String("--tls-key", &tls.key, "private key of --tls-cert (default: $HVD_TLS_KEY)");
 }
 
 Status ClusterFlags::Connect(std::unique_ptr<Client>* client) const {
@@ -130,7 +174,10 @@ Status ClusterFlags::Connect(std::unique_ptr<Client>* client) const {
   }
   std::string token;
   HVD_RETURN_IF_ERROR(control::ReadTokenFile(token_file, &token));
-  client->reset(new Client(launcher, token, std::chrono::seconds(timeout_seconds)));
+  control::TlsConfig tls_config;
+  HVD_RETURN_IF_ERROR(control::LoadTls(tls, control::TlsRole::kClient, &tls_config));
+  client->reset(
+      new Client(launcher, token, std::chrono::seconds(timeout_seconds), std::move(tls_config)));
   return Status::OK();
 }
 

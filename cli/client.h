@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "control/flags.h"
+#include "control/tls.h"
 #include "hvd/status.h"
 #include "hvd/v1/launcher.grpc.pb.h"
 
@@ -20,16 +21,21 @@ namespace hvd::cli {
 class Client {
  public:
   // Does not dial yet: the first call does, and fails fast when nothing listens there.
+  // `tls` enabled: TLS to the launcher (control/tls.h), else plain TCP.
   Client(std::string address, std::string token,
-         std::chrono::milliseconds timeout = std::chrono::seconds(10));
+         std::chrono::milliseconds timeout = std::chrono::seconds(10),
+         control::TlsConfig tls = {});
 
   const std::string& address() const { return address_; }
   const std::string& token() const { return token_; }  // for calls of their own (stdin_forward.h)
+  const control::TlsConfig& tls() const { return tls_; }
 
   Status Submit(const v1::JobSpec& spec, std::string* job_id);
   Status GetJob(const std::string& job_id, v1::JobStatus* status);
   Status ListJobs(std::vector<v1::JobStatus>* jobs);
-  Status Cancel(const std::string& job_id, const std::string& reason, v1::JobState* state);
+  // `signal`: the first signal the ranks get (CancelJobRequest.signal; 0: SIGTERM).
+  Status Cancel(const std::string& job_id, const std::string& reason, v1::JobState* state,
+                int signal = 0);
   Status ListAgents(std::vector<v1::AgentInfo>* agents);
 
   // Streams the job's events from `from_seq` to `on_event` until the stream ends (the job ended,
@@ -46,10 +52,13 @@ class Client {
 
  private:
   std::string What(const char* call) const;
+  // control::FromGrpc naming this launcher and `call`, with a hint where the address is wrong.
+  Status FromGrpc(const grpc::Status& status, const char* call) const;
 
   std::string address_;
   std::string token_;
   std::chrono::milliseconds timeout_;
+  control::TlsConfig tls_;
   std::unique_ptr<v1::Launcher::Stub> stub_;
 
   std::mutex mu_;
@@ -63,6 +72,7 @@ struct ClusterFlags {
   std::string launcher;
   std::string token_file;
   int64_t timeout_seconds = 10;
+  control::TlsFiles tls;  // --tls-ca (and --tls-cert, --tls-key), $HVD_TLS_*
 
   // Sets the defaults from the environment and registers the flags.
   void Register(control::FlagSet* flags);

@@ -49,12 +49,12 @@ std::string VersionText() {
 }
 
 std::string CheckBuildText() {
-  // Kept honest by hand: the runtime has a TCP transport only and no GPU code. Update these
-  // lines with the features, not before.
+  // Kept honest by hand: the runtime has TCP and shared memory transports (runtime/transport/tcp,
+  // shm) and no GPU code. Update these lines with the features, not before.
   std::string out = VersionText();
   out += "Available transports:\n";
   out += "    [X] TCP\n";
-  out += "    [ ] Shared memory\n";
+  out += "    [X] Shared memory (between the ranks of one host)\n";
   out += "    [ ] NCCL\n";
   out += "Available features:\n";
   out += "    [ ] CUDA (GPUs are assigned per slot via CUDA_VISIBLE_DEVICES; no GPU kernels)\n";

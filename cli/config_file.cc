@@ -6,18 +6,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "control/text.h"
+
 namespace hvd::cli {
 namespace {
 
-std::string_view TrimRight(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  return TrimRight(s);
-}
+using control::Trim;
+using control::TrimRight;
 
 // The line without its comment: '#' at the start or after a space, outside quotes.
 std::string_view StripComment(std::string_view line) {
@@ -77,20 +72,31 @@ Status Unquote(std::string_view v, std::string* out) {
   return Status::OK();
 }
 
-// YAML 1.1 booleans, as PyYAML (Horovod's reader) resolves them.
+// YAML 1.1 booleans as PyYAML (Horovod's reader) resolves them: true/yes/on and false/no/off in
+// lower, Capitalized or UPPER case. Not y/n (PyYAML reads them as strings) nor mixed case.
 bool YamlBool(const std::string& v, bool* b) {
-  std::string l = v;
-  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (l == "true" || l == "yes" || l == "on" || l == "y") {
-    *b = true;
-    return true;
+  for (const char* t : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"}) {
+    if (v == t) {
+      *b = true;
+      return true;
+    }
   }
-  if (l == "false" || l == "no" || l == "off" || l == "n") {
-    *b = false;
-    return true;
+  for (const char* f : {"false", "False", "FALSE", "no", "No", "NO", "off", "Off", "OFF"}) {
+    if (v == f) {
+      *b = false;
+      return true;
+    }
   }
   return false;
 }
+
+// YAML's null, as PyYAML resolves a plain scalar: a section written `params: ~` has no keys.
+bool YamlNull(std::string_view v) {
+  return v == "~" || v == "null" || v == "Null" || v == "NULL";
+}
+
+constexpr const char* kSections[] = {"params",      "autotune",        "timeline",
+                                     "stall_check", "library_options", "logging"};
 
 // How a Horovod key becomes a flag: `flag` takes the value as is; a boolean key picks the switch
 // `if_true` or `if_false`, and either of them on the command line overrides the file.
@@ -149,14 +155,9 @@ Status ParseSimpleYaml(std::string_view content, const std::string& source,
   int section_indent = -1;  // the indent of the current section's keys, once seen
   bool section_open = false;
   int line_no = 0;
-  size_t start = 0;
-  while (start < content.size()) {
-    size_t nl = content.find('\n', start);
-    if (nl == std::string_view::npos) nl = content.size();
-    std::string_view raw = content.substr(start, nl - start);
-    start = nl + 1;
+  // A byte order mark (Windows editors write one) is no part of the first key, as for PyYAML.
+  for (const std::string_view raw : control::SplitLines(control::StripUtf8Bom(content))) {
     ++line_no;
-    if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
     const std::string where = source + ":" + std::to_string(line_no);
     auto error = [&](const std::string& what) {
       return InvalidArgument(where + ": " + what + " (in '" + std::string(Trim(raw)) + "')");
@@ -186,6 +187,8 @@ Status ParseSimpleYaml(std::string_view content, const std::string& source,
       section = section_open ? key : "";
       section_indent = -1;
       if (section_open) continue;
+      // `params: ~`: a section without keys (a scalar `controller: ~` sets nothing either).
+      scalar.is_null = YamlNull(value_text);
     } else {
       if (!section_open) return error("indented, but no 'section:' line opens it");
       if (section_indent < 0) section_indent = static_cast<int>(indent);
@@ -223,6 +226,14 @@ Status HorovodConfigEntries(const std::vector<YamlScalar>& scalars, const std::s
     const std::string where = source + ":" + std::to_string(y.line);
     const std::string name = y.section.empty() ? y.key : y.section + "." + y.key;
     if (y.section.empty()) {
+      bool is_section = false;
+      for (const char* sec : kSections) is_section = is_section || y.key == sec;
+      if (y.is_null && (is_section || y.key == "controller")) continue;  // empty: sets nothing
+      if (is_section) {
+        return InvalidArgument(where + ": '" + y.key + "' is a section: write '" + y.key +
+                               ":' alone on its line and its keys indented below it, not '" +
+                               y.value + "'");
+      }
       if (y.key != "controller") {
         return InvalidArgument(
             where + ": '" + y.key +
@@ -259,8 +270,14 @@ Status HorovodConfigEntries(const std::vector<YamlScalar>& scalars, const std::s
       return InvalidArgument(where + ": '" + name + "' must be true or false, not '" + y.value +
                              "'");
     }
-    entries.push_back(
-        {b ? map->if_true : map->if_false, "true", where, {map->if_true, map->if_false}});
+    control::FlagSet::ConfigEntry e{
+        b ? map->if_true : map->if_false, "true", where, {map->if_true, map->if_false}};
+    if (y.section == "stall_check" && !b) {
+      // A stall check configured on the command line overrides the file's disable (the file's
+      // own warning_time_seconds does not: with both in the file the disable wins, as Horovod).
+      e.overridden_by.insert(e.overridden_by.end(), {"--stall-check-time", "--stall-timeout"});
+    }
+    entries.push_back(std::move(e));
   }
   *out = std::move(entries);
   return Status::OK();

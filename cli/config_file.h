@@ -2,7 +2,8 @@
 // config_parser.py in Horovod 0.28), read here without a YAML library. The subset is the one
 // Horovod's files use: a top-level `controller:` and sections (`params:`, `autotune:`,
 // `timeline:`, `stall_check:`, `library_options:`, `logging:`) of `key: scalar` lines, with
-// comments, blank lines, quoted strings and YAML 1.1 booleans. Each key becomes the hvdrun flag
+// comments, blank lines, quoted strings, YAML 1.1 booleans as PyYAML reads them, a leading byte
+// order mark and `section: ~` (a section without keys). Each key becomes the hvdrun flag
 // of the same meaning; the command line wins over the file, as with horovodrun. What the subset
 // does not cover (flow collections, anchors, multi-line scalars) and keys Horovod does not read
 // are errors naming file:line, never skipped.
@@ -23,6 +24,7 @@ struct YamlScalar {
   std::string key;
   std::string value;  // unquoted
   int line = 0;
+  bool is_null = false;  // a top-level `key: ~` (or null): for a section, one without keys
 };
 
 // Parses the YAML subset. Errors are InvalidArgument "SOURCE:LINE: what; how to write it".

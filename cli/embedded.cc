@@ -1,5 +1,24 @@
 #include "cli/embedded.h"
 
+#include <cstdlib>
+
+#include "common/logging.h"
+
+namespace hvd::cli {
+
+void SetEmbeddedLogLevel(const std::string& level, bool verbose) {
+  if (std::getenv("HVD_LOG_LEVEL") != nullptr || std::getenv("HOROVOD_LOG_LEVEL") != nullptr) {
+    return;
+  }
+  const std::string wanted = !level.empty() ? level : verbose ? "warning" : "error";
+  // HVD_LOG reads HVD_LOG_LEVEL once, at its first use: set it, latch it, and unset it again.
+  setenv("HVD_LOG_LEVEL", wanted.c_str(), 1);
+  (void)common::LogEnabled(common::LogLevel::INFO);
+  unsetenv("HVD_LOG_LEVEL");
+}
+
+}  // namespace hvd::cli
+
 #if HVD_CLI_EMBEDDED
 
 #include <algorithm>

@@ -37,6 +37,13 @@ class EmbeddedCluster {
   EmbeddedCluster() = default;
 };
 
+// The embedded launcher's and agent's log threshold (hvd's HVD_LOG), set before anything logs.
+// In local mode hvdrun is the one reporting (a stall, a failure): their own WARNING lines would
+// say it again in other words. So: HVD_LOG_LEVEL (or HOROVOD_LOG_LEVEL) in hvdrun's environment
+// when set; else `level` (--log-level's, passed on to the ranks too); else warning with
+// --verbose, error without. hvdrun's environment is left as it was (the ranks inherit it).
+void SetEmbeddedLogLevel(const std::string& level, bool verbose);
+
 // Whether this build has the embedded launcher and agent (they need hvd_launcherd_lib and
 // hvd_agent_lib); without them only --launcher works.
 bool HaveEmbeddedCluster();

@@ -51,6 +51,21 @@ const std::vector<std::string> kNotForwardedPrefixes = {
     "BASH_FUNC_",  // exported shell functions (Horovod leaves them out too)
 };
 
+bool LooksSecret(const std::string& name) {
+  std::string n = name;
+  for (char& c : n) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  auto ends = [&](const char* suffix) {
+    const std::string s = suffix;
+    return n.size() >= s.size() && n.compare(n.size() - s.size(), s.size(), s) == 0;
+  };
+  auto has = [&](const char* part) { return n.find(part) != std::string::npos; };
+  // AWS_SECRET_ACCESS_KEY, CLIENT_SECRET, AWS_SESSION_TOKEN, GITHUB_TOKEN, HF_TOKEN, DB_PASSWORD,
+  // OPENAI_API_KEY... (TOKENIZERS_PARALLELISM is no token: only a name ending in one is).
+  return has("SECRET") || has("PASSWORD") || has("PASSWD") || n == "TOKEN" || ends("_TOKEN") ||
+         ends("_API_KEY") || ends("_APIKEY") || ends("_PRIVATE_KEY") || ends("_CREDENTIALS") ||
+         ends("_AUTH");
+}
+
 bool Forwarded(const std::string& name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
   for (char c : name) {
@@ -62,6 +77,9 @@ bool Forwarded(const std::string& name) {
   for (const std::string& p : kNotForwardedPrefixes) {
     if (name.rfind(p, 0) == 0) return false;
   }
+  // The job's variables are stored in the launcher's jobs.db and sent to every agent of the job:
+  // a credential of this shell goes there only when the user names it (-x NAME).
+  if (LooksSecret(name)) return false;
   // Each rank's identity and rendezvous (HVD_RANK, RANK, MASTER_PORT...): set by the launcher per
   // rank; present here only when hvdrun itself runs inside a rank.
   return !control::IsLauncherVariable(name);
@@ -75,7 +93,8 @@ void ForwardEnvironment(const std::vector<std::string>& environ_entries,
     if (eq == std::string::npos) continue;
     const std::string name = e.substr(0, eq);
     if (!Forwarded(name)) {
-      if (held_back != nullptr) held_back->push_back(name);
+      // One the job sets itself (-x NAME) is not held back: it gets there.
+      if (held_back != nullptr && !env->count(name)) held_back->push_back(name);
       continue;
     }
     env->emplace(name, e.substr(eq + 1));  // a value the job already sets wins

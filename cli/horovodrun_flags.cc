@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/config_file.h"
+#include "common/settings.h"
 #include "control/host_spec.h"
 
 namespace hvd::cli {
@@ -43,7 +44,8 @@ void HorovodFlags::Register(control::FlagSet* flags) {
                     "Horovod's YAML file of parameters (params, timeline, stall_check, "
                     "library_options, logging); flags on the command line win over it");
   flags->Int("--cache-capacity", &cache_capacity,
-             "response cache entries (HVD_CACHE_CAPACITY, default 1024); 0 disables the cache");
+             "response cache entries (HVD_CACHE_CAPACITY, default 1024, at most 1048576); 0 "
+             "disables the cache");
   flags->Bool("--hierarchical-allreduce", &hierarchical_allreduce,
               "HVD_HIERARCHICAL_ALLREDUCE=1 (hvd's default: multi-host jobs with equal ranks per "
               "host reduce within hosts first)");
@@ -59,7 +61,8 @@ void HorovodFlags::Register(control::FlagSet* flags) {
   flags->Bool("--no-timeline-mark-cycles", &no_timeline_mark_cycles, "HVD_TIMELINE_MARK_CYCLES=0");
   flags->Bool("--no-stall-check", &no_stall_check,
               "HVD_STALL_CHECK_TIME_SECONDS=0: no stall warnings (--stall-check: on, the default)");
-  flags->Bool("--stall-check", &stall_check, "the stall check stays on (the default)");
+  flags->Bool("--stall-check", &stall_check,
+              "the stall check stays on (the default); --stall-check=false: off");
   flags->Double("--stall-check-shutdown-time-seconds", &stall_shutdown_seconds,
                 "HVD_STALL_SHUTDOWN_TIME_SECONDS: fail a tensor stalled this long (0: never)");
   flags->Double("--gloo-timeout-seconds", &gloo_timeout_seconds,
@@ -105,9 +108,25 @@ void HorovodFlags::Register(control::FlagSet* flags) {
   flags->Group("");
 }
 
+bool StallCheckOff(const HorovodFlags& h, const control::FlagSet& flags) {
+  return (flags.Given("--no-stall-check") && h.no_stall_check) ||
+         (flags.Given("--stall-check") && !h.stall_check);
+}
+
+bool SetByX(const std::map<std::string, std::string>& x_env, const std::string& var) {
+  // hvd's runtime reads HOROVOD_* for the HVD_* of the same name (docs/configuration.md).
+  return x_env.count(var) > 0 ||
+         (var.rfind("HVD_", 0) == 0 && x_env.count("HOROVOD_" + var.substr(4)) > 0);
+}
+
 Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
+                     const std::map<std::string, std::string>& x_env,
                      std::map<std::string, std::string>* env) {
   auto given = [&](const char* name) { return flags.Given(name); };
+  // A config file's setting yields to -x silently: the command line wins over the file.
+  auto use = [&](const char* flag, const char* var) {
+    return given(flag) && !(flags.FromConfig(flag) && SetByX(x_env, var));
+  };
   auto set = [&](const char* flag, const char* var, const std::string& value) -> Status {
     if (env->count(var)) {
       return InvalidArgument(flags.GivenAs(flag) + " and -x " + var + " both set " + var +
@@ -116,53 +135,79 @@ Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
     (*env)[var] = value;
     return Status::OK();
   };
-  auto exclusive = [&](const char* a, const char* b) -> Status {
-    if (given(a) && given(b)) {
-      return InvalidArgument(flags.GivenAs(a) + " and " + flags.GivenAs(b) +
+  // A switch and its --no- form contradict each other only when they say opposite things
+  // (--gloo=false --mpi says one thing: mpi).
+  auto on_off = [&](const char* on, bool on_value, const char* off, bool off_value) -> Status {
+    if (given(on) && given(off) && on_value == off_value) {
+      return InvalidArgument(flags.GivenAs(on) + " and " + flags.GivenAs(off) +
                              " contradict each other; keep one");
     }
     return Status::OK();
   };
-  HVD_RETURN_IF_ERROR(exclusive("--hierarchical-allreduce", "--no-hierarchical-allreduce"));
-  HVD_RETURN_IF_ERROR(exclusive("--hierarchical-allgather", "--no-hierarchical-allgather"));
-  HVD_RETURN_IF_ERROR(exclusive("--timeline-mark-cycles", "--no-timeline-mark-cycles"));
-  HVD_RETURN_IF_ERROR(exclusive("--stall-check", "--no-stall-check"));
-  HVD_RETURN_IF_ERROR(exclusive("--gloo", "--mpi"));
+  HVD_RETURN_IF_ERROR(on_off("--hierarchical-allreduce", h.hierarchical_allreduce,
+                             "--no-hierarchical-allreduce", h.no_hierarchical_allreduce));
+  HVD_RETURN_IF_ERROR(on_off("--hierarchical-allgather", h.hierarchical_allgather,
+                             "--no-hierarchical-allgather", h.no_hierarchical_allgather));
+  HVD_RETURN_IF_ERROR(on_off("--timeline-mark-cycles", h.timeline_mark_cycles,
+                             "--no-timeline-mark-cycles", h.no_timeline_mark_cycles));
+  HVD_RETURN_IF_ERROR(on_off("--stall-check", h.stall_check, "--no-stall-check", h.no_stall_check));
+  if (given("--gloo") && given("--mpi") && h.gloo && h.mpi) {  // two controllers, not on/off
+    return InvalidArgument(flags.GivenAs("--gloo") + " and " + flags.GivenAs("--mpi") +
+                           " contradict each other; keep one");
+  }
+  if (given("--no-autotune") && !h.no_autotune) {
+    return InvalidArgument(flags.GivenAs("--no-autotune") +
+                           "=false asks for autotuning: " + kAutotune);
+  }
+  if (given("--log-without-timestamp") && !h.log_without_timestamp) {
+    return InvalidArgument(flags.GivenAs("--log-without-timestamp") +
+                           "=false asks for timestamps: " + kTimestamp);
+  }
 
-  if (given("--cache-capacity")) {
-    if (h.cache_capacity < 0 || h.cache_capacity > (int64_t{1} << 30)) {
-      return InvalidArgument("--cache-capacity must be between 0 (no cache) and 1073741824, not " +
+  if (use("--cache-capacity", "HVD_CACHE_CAPACITY")) {
+    if (h.cache_capacity < 0 || h.cache_capacity > common::kMaxCacheCapacity) {
+      return InvalidArgument(flags.GivenAs("--cache-capacity") +
+                             " must be between 0 (no cache) and " +
+                             std::to_string(common::kMaxCacheCapacity) + " entries, not " +
                              std::to_string(h.cache_capacity));
     }
     HVD_RETURN_IF_ERROR(
         set("--cache-capacity", "HVD_CACHE_CAPACITY", std::to_string(h.cache_capacity)));
   }
-  if (given("--hierarchical-allreduce")) {
+  if (use("--hierarchical-allreduce", "HVD_HIERARCHICAL_ALLREDUCE")) {
     HVD_RETURN_IF_ERROR(set("--hierarchical-allreduce", "HVD_HIERARCHICAL_ALLREDUCE",
                             h.hierarchical_allreduce ? "1" : "0"));
-  } else if (given("--no-hierarchical-allreduce")) {
+  } else if (use("--no-hierarchical-allreduce", "HVD_HIERARCHICAL_ALLREDUCE")) {
     HVD_RETURN_IF_ERROR(set("--no-hierarchical-allreduce", "HVD_HIERARCHICAL_ALLREDUCE",
                             h.no_hierarchical_allreduce ? "0" : "1"));
   }
-  for (const char* flag : {"--timeline-mark-cycles", "--no-timeline-mark-cycles"}) {
-    if (!given(flag)) continue;
-    const bool on = flag[2] == 't' ? h.timeline_mark_cycles : !h.no_timeline_mark_cycles;
+  // One of the pair decides (they agree when both are given: checked above).
+  const bool mark_flag_given = given("--timeline-mark-cycles");
+  const char* mark = mark_flag_given ? "--timeline-mark-cycles" : "--no-timeline-mark-cycles";
+  if (use(mark, "HVD_TIMELINE_MARK_CYCLES")) {
+    const bool on = mark_flag_given ? h.timeline_mark_cycles : !h.no_timeline_mark_cycles;
     if (on && !env->count("HVD_TIMELINE") && !env->count("HOROVOD_TIMELINE")) {
-      return InvalidArgument(flags.GivenAs(flag) +
+      return InvalidArgument(flags.GivenAs(mark) +
                              " marks cycles in the timeline: pass --timeline-filename FILE too");
     }
-    HVD_RETURN_IF_ERROR(set(flag, "HVD_TIMELINE_MARK_CYCLES", on ? "1" : "0"));
+    HVD_RETURN_IF_ERROR(set(mark, "HVD_TIMELINE_MARK_CYCLES", on ? "1" : "0"));
   }
-  if (given("--no-stall-check") && h.no_stall_check) {
+  if (StallCheckOff(h, flags)) {
+    const char* off = given("--no-stall-check") ? "--no-stall-check" : "--stall-check";
     for (const char* other : {"--stall-check-time", "--stall-timeout"}) {
-      if (given(other)) {
-        return InvalidArgument("--no-stall-check turns off the stall check that " +
+      // Both typed: a contradiction. With a config file involved the disable wins, as in Horovod
+      // (a config's stall_check.enabled: false with its own warning_time_seconds is valid there;
+      // a command-line --stall-check-time overrides the config's enabled: false, config_file.cc).
+      if (given(other) && !flags.FromConfig(off) && !flags.FromConfig(other)) {
+        return InvalidArgument(flags.GivenAs(off) + " turns off the stall check that " +
                                flags.GivenAs(other) + " configures; keep one of them");
       }
     }
-    HVD_RETURN_IF_ERROR(set("--no-stall-check", "HVD_STALL_CHECK_TIME_SECONDS", "0"));
+    if (use(off, "HVD_STALL_CHECK_TIME_SECONDS")) {
+      HVD_RETURN_IF_ERROR(set(off, "HVD_STALL_CHECK_TIME_SECONDS", "0"));
+    }
   }
-  if (given("--stall-check-shutdown-time-seconds")) {
+  if (use("--stall-check-shutdown-time-seconds", "HVD_STALL_SHUTDOWN_TIME_SECONDS")) {
     const double v = h.stall_shutdown_seconds;
     if (!(v >= 0) || v > 30 * 86400) {
       return InvalidArgument(flags.GivenAs("--stall-check-shutdown-time-seconds") +
@@ -171,7 +216,7 @@ Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
     HVD_RETURN_IF_ERROR(
         set("--stall-check-shutdown-time-seconds", "HVD_STALL_SHUTDOWN_TIME_SECONDS", Num(v)));
   }
-  if (given("--gloo-timeout-seconds")) {
+  if (use("--gloo-timeout-seconds", "HVD_PEER_TIMEOUT_SECONDS")) {
     const double v = h.gloo_timeout_seconds;
     if (!(v > 0) || v > 30 * 86400) {
       return InvalidArgument(flags.GivenAs("--gloo-timeout-seconds") +
@@ -179,7 +224,7 @@ Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
     }
     HVD_RETURN_IF_ERROR(set("--gloo-timeout-seconds", "HVD_PEER_TIMEOUT_SECONDS", Num(v)));
   }
-  if (given("--log-level")) {
+  if (use("--log-level", "HVD_LOG_LEVEL")) {
     std::string level = h.log_level;
     for (char& c : level) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (level == "fatal") level = "error";  // hvd has no fatal-only level
@@ -212,18 +257,21 @@ Status SlotsPerHost(const HorovodFlags& h, const control::FlagSet* flags, bool h
   return Status::OK();
 }
 
-std::vector<std::string> HorovodNotes(const control::FlagSet& flags) {
+std::vector<std::string> HorovodNotes(const HorovodFlags& h, const control::FlagSet& flags) {
   std::vector<std::string> notes;
   std::string backend;
-  for (const char* f : {"--gloo", "--mpi", "--mpi-threads-disable"}) {
-    if (flags.Given(f)) backend += (backend.empty() ? "" : ", ") + flags.GivenAs(f);
+  // --gloo=false asks for nothing; --mpi-threads-disable's value is about MPI, which hvd lacks.
+  const std::pair<const char*, bool> backend_flags[] = {
+      {"--gloo", h.gloo}, {"--mpi", h.mpi}, {"--mpi-threads-disable", true}};
+  for (const auto& [f, on] : backend_flags) {
+    if (flags.Given(f) && on) backend += (backend.empty() ? "" : ", ") + flags.GivenAs(f);
   }
   if (!backend.empty()) {
     notes.push_back(backend +
                     ": hvd has one backend, its own (TCP between hosts, shared memory within "
                     "one; no Gloo, no MPI), so there is nothing to choose; the job runs on it");
   }
-  if (flags.Given("--hierarchical-allgather")) {
+  if (flags.Given("--hierarchical-allgather") && h.hierarchical_allgather) {
     notes.push_back(flags.GivenAs("--hierarchical-allgather") +
                     ": hvd's allgather is flat (one ring over every rank, shared memory within a "
                     "host) and has no hierarchical variant; the job runs with the flat one");

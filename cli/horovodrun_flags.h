@@ -48,10 +48,20 @@ struct HorovodFlags {
 
 // Adds the variables the given flags ask for to `env` (which holds -x and the other knobs
 // already): HVD_CACHE_CAPACITY, HVD_HIERARCHICAL_ALLREDUCE, HVD_TIMELINE_MARK_CYCLES,
-// HVD_STALL_*, HVD_PEER_TIMEOUT_SECONDS, HVD_LOG_LEVEL, NCCL_IB_DISABLE. A variable set twice
-// (flag and -x) and contradicting flags are usage errors naming both.
+// HVD_STALL_*, HVD_PEER_TIMEOUT_SECONDS, HVD_LOG_LEVEL, NCCL_IB_DISABLE. A variable set twice on
+// the command line (flag and -x) and contradicting command-line flags are usage errors naming
+// both; a config file's setting yields to -x (`x_env`: the -x variables alone, HVD_* or its
+// HOROVOD_* spelling) and its stall_check.enabled: false to nothing in the file, as in Horovod.
 Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
+                     const std::map<std::string, std::string>& x_env,
                      std::map<std::string, std::string>* env);
+
+// Whether the flags turn the stall check off (--no-stall-check, or --stall-check=false): then
+// --stall-check-time sets nothing (a contradiction when both are on the command line).
+bool StallCheckOff(const HorovodFlags& h, const control::FlagSet& flags);
+
+// Whether -x (`x_env`) sets `var`, in its HVD_* or HOROVOD_* spelling.
+bool SetByX(const std::map<std::string, std::string>& x_env, const std::string& var);
 
 // The slots of a host listed without a count in -H or the hostfile: --slots-per-host, else 1.
 // InvalidArgument when it is out of range or there is no -H/--hostfile for it to apply to.
@@ -60,8 +70,8 @@ Status SlotsPerHost(const HorovodFlags& h, const control::FlagSet* flags, bool h
 
 // What hvdrun says once, on stderr, before the job starts: the accepted flags whose Horovod
 // meaning hvd has by construction (--gloo, --mpi: hvd has one backend) or only in part
-// (--hierarchical-allgather). Empty when none was given.
-std::vector<std::string> HorovodNotes(const control::FlagSet& flags);
+// (--hierarchical-allgather). Empty when none was given, or given =false.
+std::vector<std::string> HorovodNotes(const HorovodFlags& h, const control::FlagSet& flags);
 
 // Run mode's own: -cb, --version, --prefix-output-with-timestamp, --ssh-identity-file.
 struct RunCompatFlags {

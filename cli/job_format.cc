@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "control/duration_text.h"
 #include "control/job_state.h"
 
 namespace hvd::cli {
@@ -83,10 +84,14 @@ std::string FailureLines(const v1::JobStatus& status, const std::string& prefix)
 }  // namespace
 
 std::string WaitingText(const v1::JobStatus& st, int64_t now_ms) {
-  std::string out = st.queued_since_ms() > 0 ? "for " + Since(st.queued_since_ms(), now_ms)
+  // Seconds as the launcher writes them ("waited 3.1 s for slots"), so both lines compare.
+  auto seconds = [](int64_t ms) {
+    return control::SecondsText(std::chrono::milliseconds(std::max<int64_t>(0, ms)));
+  };
+  std::string out = st.queued_since_ms() > 0 ? "for " + seconds(now_ms - st.queued_since_ms())
                                              : "since an unknown time";
   if (st.spec().queue_timeout_ms() > 0) {
-    out += " of at most " + FormatDuration(st.spec().queue_timeout_ms()) + " (--queue-timeout)";
+    out += " of at most " + seconds(st.spec().queue_timeout_ms()) + " (--queue-timeout)";
   }
   return out;
 }
@@ -205,7 +210,7 @@ std::string FormatDuration(int64_t ms) {
   char buf[32];
   const int64_t s = ms / 1000;
   if (s < 60) {
-    std::snprintf(buf, sizeof(buf), "%.1fs", static_cast<double>(ms) / 1000);
+    return control::SecondsText(std::chrono::milliseconds(ms));  // "3.2 s", as everywhere
   } else if (s < 3600) {
     std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(s / 60),
                   static_cast<long long>(s % 60));

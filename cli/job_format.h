@@ -25,8 +25,8 @@ int JobExitCode(const v1::JobStatus& status);
 // Empty for a job that succeeded.
 std::string FailureSummary(const v1::JobStatus& status);
 
-// How long a PENDING job has waited for slots, and its --queue-timeout if any: "for 4m05s",
-// "for 12.0s of at most 1m00s (--queue-timeout)".
+// How long a PENDING job has waited for slots, and its --queue-timeout if any, in seconds as the
+// launcher's messages write them: "for 245.0 s", "for 12.0 s of at most 60.0 s (--queue-timeout)".
 std::string WaitingText(const v1::JobStatus& status, int64_t now_ms);
 
 // `hvdrun status JOB`: the job, its spec, and one line per rank.
@@ -38,7 +38,7 @@ std::string JobTable(const std::vector<v1::JobStatus>& jobs, int64_t now_ms);
 // `hvdrun agents`: one row per agent.
 std::string AgentTable(const std::vector<v1::AgentInfo>& agents, int64_t now_ms);
 
-// "3.2s", "4m05s", "2h03m"; "-" for negative.
+// "3.2 s" (control::SecondsText, as the launcher's messages), "4m05s", "2h03m"; "-" for negative.
 std::string FormatDuration(int64_t ms);
 
 }  // namespace hvd::cli

@@ -16,6 +16,7 @@
 #include "cli/timeline_path.h"
 #include "cli/torchrun_flags.h"
 #include "control/netif.h"
+#include "control/spec_limits.h"
 #include "control/worker_env.h"
 
 namespace hvd::cli {
@@ -84,49 +85,75 @@ Status ParseHosts(const JobFlags& f, std::vector<control::HostSlots>* hosts) {
   return Status::OK();
 }
 
-// The runtime knobs (docs/configuration.md) as variables every rank gets.
-Status AddKnobs(const JobFlags& f, std::map<std::string, std::string>* env) {
+std::string Num(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  return buf;
+}
+
+// What the user wrote for `flag`, for errors: its spelling, or "FILE:LINE (--flag)" when the
+// config file set it.
+std::string As(const JobFlags& f, const char* flag) {
+  const std::string as = f.flag_set != nullptr ? f.flag_set->GivenAs(flag) : "";
+  return as.empty() ? std::string(flag) : as;
+}
+
+// The runtime knobs (docs/configuration.md) as variables every rank gets. `x_env`: the -x
+// variables alone, which win over a config file's setting.
+Status AddKnobs(const JobFlags& f, const std::map<std::string, std::string>& x_env,
+                std::map<std::string, std::string>* env) {
   auto given = [&](const char* name) { return f.flag_set != nullptr && f.flag_set->Given(name); };
+  auto use = [&](const char* flag, const char* var) {
+    return given(flag) && !(f.flag_set->FromConfig(flag) && SetByX(x_env, var));
+  };
   auto set = [&](const char* flag, const char* var, const std::string& value) -> Status {
     if (env->count(var)) {
-      return InvalidArgument(std::string(flag) + " and -x " + var + " both set " + var +
+      return InvalidArgument(As(f, flag) + " and -x " + var + " both set " + var +
                              "; keep one of them");
     }
     (*env)[var] = value;
     return Status::OK();
   };
-  if (given("--fusion-threshold-mb")) {
+  if (use("--fusion-threshold-mb", "HVD_FUSION_THRESHOLD")) {
     const double mb = f.fusion_threshold_mb;
     if (!(mb >= 0) || mb > 1024 * 1024) {
-      return InvalidArgument("--fusion-threshold-mb must be between 0 (no fusion) and 1048576");
+      return InvalidArgument(As(f, "--fusion-threshold-mb") +
+                             " must be between 0 (no fusion) and 1048576 MiB, not " + Num(mb));
     }
     const auto bytes = static_cast<int64_t>(std::llround(mb * 1024 * 1024));
     HVD_RETURN_IF_ERROR(
         set("--fusion-threshold-mb", "HVD_FUSION_THRESHOLD", std::to_string(bytes)));
   }
-  if (given("--cycle-time-ms")) {
+  if (use("--cycle-time-ms", "HVD_CYCLE_TIME")) {
+    // The runtime's bound (HVD_CYCLE_TIME, runtime/core/context.cc).
     if (!(f.cycle_time_ms > 0) || f.cycle_time_ms > 60000) {
-      return InvalidArgument("--cycle-time-ms must be a number of milliseconds above 0");
+      return InvalidArgument(As(f, "--cycle-time-ms") +
+                             " must be a number of milliseconds above 0 and at most 60000, not " +
+                             Num(f.cycle_time_ms));
     }
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%g", f.cycle_time_ms);
-    HVD_RETURN_IF_ERROR(set("--cycle-time-ms", "HVD_CYCLE_TIME", buf));
+    HVD_RETURN_IF_ERROR(set("--cycle-time-ms", "HVD_CYCLE_TIME", Num(f.cycle_time_ms)));
   }
-  if (given("--timeline-filename")) {
-    if (f.timeline_filename.empty()) return InvalidArgument("--timeline-filename is empty");
+  if (use("--timeline-filename", "HVD_TIMELINE")) {
+    if (f.timeline_filename.empty()) {
+      return InvalidArgument(As(f, "--timeline-filename") + " is empty");
+    }
     HVD_RETURN_IF_ERROR(set("--timeline-filename", "HVD_TIMELINE", f.timeline_filename));
   }
-  if (given("--stall-check-time") || given("--stall-timeout")) {
+  // --no-stall-check wins over a config file's warning time (horovodrun_flags.h); with both on
+  // the command line AddHorovodEnv refuses the pair.
+  const bool stall_off = f.flag_set != nullptr && StallCheckOff(f.horovod, *f.flag_set);
+  const bool time_flag = use("--stall-check-time", "HVD_STALL_CHECK_TIME_SECONDS");
+  if (!stall_off && (time_flag || (!given("--stall-check-time") && given("--stall-timeout")))) {
     // The runtime reports a stall after its check time; a stall timeout needs the report first.
     double check = f.stall_check_time;
-    if (!given("--stall-check-time")) check = std::min(60.0, std::max(1.0, f.stall_timeout / 2));
+    if (!time_flag) check = std::min(60.0, std::max(1.0, f.stall_timeout / 2));
     if (!(check > 0) || check > 86400) {
-      return InvalidArgument("--stall-check-time must be a number of seconds above 0");
+      return InvalidArgument(As(f, "--stall-check-time") +
+                             " must be a number of seconds above 0 and at most 86400, not " +
+                             Num(check));
     }
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%g", check);
-    if (given("--stall-check-time") || !env->count("HVD_STALL_CHECK_TIME_SECONDS")) {
-      HVD_RETURN_IF_ERROR(set("--stall-check-time", "HVD_STALL_CHECK_TIME_SECONDS", buf));
+    if (time_flag || !env->count("HVD_STALL_CHECK_TIME_SECONDS")) {
+      HVD_RETURN_IF_ERROR(set("--stall-check-time", "HVD_STALL_CHECK_TIME_SECONDS", Num(check)));
     }
   }
   return Status::OK();
@@ -149,14 +176,15 @@ Status SetLimits(const JobFlags& f, v1::JobSpec* spec) {
   for (const Limit& l : limits) {
     if (!given(l.flag)) continue;
     if (!(l.value >= 0) || l.value > 30 * 86400) {
-      char buf[64];
-      std::snprintf(buf, sizeof(buf), "%g", l.value);
-      return InvalidArgument(std::string(l.flag) + " must be a number of seconds >= 0, not " + buf);
+      return InvalidArgument(As(f, l.flag) +
+                             " must be a number of seconds >= 0 and at most 2592000 (30 days), "
+                             "not " +
+                             Num(l.value));
     }
     (spec->*l.set)(ms(l.value));
   }
   if (f.max_restarts < 0 || f.max_restarts > 1000) {
-    return InvalidArgument("--max-restarts must be between 0 and 1000, not " +
+    return InvalidArgument(As(f, "--max-restarts") + " must be between 0 and 1000, not " +
                            std::to_string(f.max_restarts));
   }
   spec->set_max_restarts(static_cast<int32_t>(f.max_restarts));
@@ -247,7 +275,15 @@ void JobFlags::Register(control::FlagSet* flags) {
                     "NAME[,NAME] or CIDR the ranks talk over, in order of preference (default: "
                     "$HVD_IFACE, else whatever works between all the job's hosts); repeatable");
   binding.Register(flags);
-  horovod.Register(flags);  // last: it adds horovodrun's spellings to the flags above
+  horovod.Register(flags);  // it adds horovodrun's spellings to the flags above
+  RegisterTorchrunFlags(flags, &standalone);
+}
+
+std::vector<std::string> JobNotes(const JobFlags& f) {
+  if (f.flag_set == nullptr) return {};
+  std::vector<std::string> notes = HorovodNotes(f.horovod, *f.flag_set);
+  for (std::string& n : TorchrunNotes(*f.flag_set, f.standalone)) notes.push_back(std::move(n));
+  return notes;
 }
 
 Status ParseEnvFlags(const std::vector<std::string>& entries,
@@ -321,7 +357,9 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   HVD_RETURN_IF_ERROR(ParseHosts(f, &hosts));
   int64_t np = f.np;
   bool np_given = f.flag_set != nullptr && f.flag_set->Given("--num-proc");
-  HVD_RETURN_IF_ERROR(ApplyTorchrunShape({f.nproc_per_node, f.nnodes}, &hosts, &np, &np_given));
+  const TorchrunShape shape{f.nproc_per_node, f.nnodes, f.standalone,
+                            /*cluster=*/check == ProgramCheck::kWhenLocal};
+  HVD_RETURN_IF_ERROR(ApplyTorchrunShape(shape, &hosts, &np, &np_given));
   const int total = control::TotalSlots(hosts);
   if (!np_given) {
     if (hosts.empty()) return InvalidArgument("-np N is required: how many ranks to start");
@@ -337,8 +375,11 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   }
   std::map<std::string, std::string> env;
   HVD_RETURN_IF_ERROR(ParseEnvFlags(f.env, host.getenv, &env));
-  HVD_RETURN_IF_ERROR(AddKnobs(f, &env));
-  if (f.flag_set != nullptr) HVD_RETURN_IF_ERROR(AddHorovodEnv(f.horovod, *f.flag_set, &env));
+  const std::map<std::string, std::string> x_env = env;  // -x alone: it wins over a config file
+  HVD_RETURN_IF_ERROR(AddKnobs(f, x_env, &env));
+  if (f.flag_set != nullptr) {
+    HVD_RETURN_IF_ERROR(AddHorovodEnv(f.horovod, *f.flag_set, x_env, &env));
+  }
   if (f.flag_set != nullptr) {
     // Every rank here (local run mode): the CPU list is checked against this host's CPUs too.
     const bool all_here = check == ProgramCheck::kAlways && hosts.empty();
@@ -372,17 +413,24 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
     for (const char* var : {"HVD_TIMELINE", "HOROVOD_TIMELINE"}) {
       if (!env.count(var)) continue;
       const bool flag = f.flag_set != nullptr && f.flag_set->Given("--timeline-filename") &&
-                        std::string(var) == "HVD_TIMELINE";
+                        std::string(var) == "HVD_TIMELINE" && !x_env.count(var);
       const std::string given_as =
-          flag ? f.flag_set->GivenAs("--timeline-filename") : std::string("-x ") + var;
+          flag ? f.flag_set->GivenAs("--timeline-filename") : std::string("-x ") + var + "=";
       HVD_RETURN_IF_ERROR(CheckTimelinePath(given_as, env.at(var), wd));
     }
   }
   const char* path_var = host.getenv("PATH");
   std::string argv0;
-  HVD_RETURN_IF_ERROR(ResolveProgram(
-      program[0], wd, path_var != nullptr ? path_var : "/usr/local/bin:/usr/bin:/bin", do_check,
-      &argv0));
+  Status resolved = ResolveProgram(program[0], wd,
+                                   path_var != nullptr ? path_var : "/usr/local/bin:/usr/bin:/bin",
+                                   do_check, &argv0);
+  const std::string& p0 = program[0];
+  if (!resolved.ok() && p0.size() > 3 && p0.compare(p0.size() - 3, 3, ".py") == 0) {
+    // torchrun runs a .py file through Python itself; hvdrun runs programs, as mpirun does.
+    resolved = Status(resolved.code(), resolved.message() + "; to run a Python script, name " +
+                                           "the interpreter: hvdrun ... python3 " + p0);
+  }
+  HVD_RETURN_IF_ERROR(resolved);
   spec->Clear();
   spec->add_argv(argv0);
   for (size_t i = 1; i < program.size(); ++i) spec->add_argv(program[i]);
@@ -396,7 +444,10 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   spec->set_working_dir(wd);
   spec->set_name(f.name);
   HVD_RETURN_IF_ERROR(SetLimits(f, spec));
-  return NetworkInterfacesFlag(f, host, spec);
+  HVD_RETURN_IF_ERROR(NetworkInterfacesFlag(f, host, spec));
+  // The limits the launcher enforces on every spec (argv and -x sizes, host entries...): one
+  // validator for both ends (control/spec_limits.h).
+  return control::ValidateJobSpec(*spec);
 }
 
 Status EmbeddedAgentFor(const v1::JobSpec& spec, const std::vector<std::string>& local_names,

@@ -55,11 +55,16 @@ struct JobFlags {
   // torchrun's --nproc-per-node and --nnodes, as given (cli/torchrun_flags.h).
   std::string nproc_per_node;
   std::string nnodes;
+  bool standalone = false;  // torchrun's --standalone: accepted with a note
 
   // Registers the flags; `flags` must outlive BuildJobSpec (it tells which knobs were given).
   void Register(control::FlagSet* flags);
   const control::FlagSet* flag_set = nullptr;
 };
+
+// What hvdrun says once, on stderr, before the job starts, about accepted flags of horovodrun
+// (HorovodNotes) and torchrun (TorchrunNotes) whose meaning hvd has by construction or in part.
+std::vector<std::string> JobNotes(const JobFlags& flags);
 
 // Where the program is checked: run mode checks it whenever it will run here; cluster mode only
 // when every rank runs on this host (otherwise the agent that execs it reports a bad path).

@@ -1,12 +1,16 @@
 // hvdrun: what users type. Dispatches to run mode (the default) or a subcommand; each lives in
 // its own *_command.cc in hvd_cli_lib.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "agent/worker_wrapper.h"
 #include "cli/commands.h"
+#include "control/suggest.h"
 
 namespace {
 
@@ -24,7 +28,8 @@ constexpr Command kCommands[] = {
 // The flags every command takes (ClusterFlags: where the launcher is and how to talk to it), so
 // they may also come before the command, as in `hvdrun --launcher X --token-file T list`.
 // Each takes a value, as the next argument or after '='.
-constexpr const char* kGlobalFlags[] = {"--launcher", "--token-file", "--timeout"};
+constexpr const char* kGlobalFlags[] = {"--launcher", "--token-file", "--timeout",
+                                        "--tls-ca",   "--tls-cert",   "--tls-key"};
 
 // How many arguments from argv[i] form one global flag: 0 (not one), 1 ("--flag=value") or 2.
 int GlobalFlagLength(int argc, char** argv, int i) {
@@ -35,6 +40,52 @@ int GlobalFlagLength(int argc, char** argv, int i) {
     if (argv[i][n] == '\0') return i + 1 < argc ? 2 : 0;
   }
   return 0;
+}
+
+// Whether `name` (no '/') is an executable in $PATH, as a shell would find it.
+bool InPath(const std::string& name) {
+  const char* path = std::getenv("PATH");
+  std::string dirs = path != nullptr ? path : "/bin:/usr/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
+    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+// `hvdrun stats` or `hvdrun jobs` (a word where run mode expects a flag): a mistyped subcommand,
+// not a program, when it is within 2 edits of one or no program of that name exists. Returns the
+// message, or "" to go on in run mode (which says "-np N is required" for `hvdrun ./train`).
+std::string UnknownSubcommand(const std::string& word) {
+  if (word.empty() || word[0] == '-' || word.find('/') != std::string::npos ||
+      word.find('.') != std::string::npos) {  // a path, or a script such as ddp.py
+    return "";
+  }
+  std::vector<std::string> names;
+  std::string list;
+  for (const Command& c : kCommands) {
+    names.push_back(c.name);
+    list += (list.empty() ? "" : ", ") + std::string(c.name);
+  }
+  // Other tools' words for ours (docker, kubectl, slurm), then spelling.
+  static const char* const kSynonyms[][2] = {
+      {"jobs", "list"},   {"ls", "list"},      {"ps", "list"},        {"squeue", "list"},
+      {"kill", "cancel"}, {"stop", "cancel"},  {"scancel", "cancel"}, {"rm", "cancel"},
+      {"log", "logs"},    {"nodes", "agents"}, {"hosts", "agents"},   {"stat", "status"},
+      {"info", "status"}, {"show", "status"},  {"describe", "status"}};
+  std::string near;
+  for (const auto& s : kSynonyms) {
+    if (word == s[0]) near = s[1];
+  }
+  if (near.empty()) near = hvd::control::NearestWord(word, names, 2);
+  if (near.empty() && InPath(word)) return "";
+  return "hvdrun: unknown subcommand '" + word + "'" +
+         (near.empty() ? "" : "; did you mean '" + near + "'?") + " (subcommands: " + list +
+         "; to run a program: hvdrun -np N PROGRAM [ARGS...])\n";
 }
 
 }  // namespace
@@ -58,6 +109,12 @@ int main(int argc, char** argv) {
       args.insert(args.end(), argv + i + 1, argv + argc);
       args.push_back(nullptr);
       return c.main(argc, args.data(), 2);
+    }
+    // Not a subcommand; run mode unless it looks like a mistyped one (no run flag came first).
+    const std::string unknown = UnknownSubcommand(argv[i]);
+    if (!unknown.empty()) {
+      std::fputs(unknown.c_str(), stderr);
+      return hvd::cli::kExitUsage;
     }
   }
   if (argc >= 2) {

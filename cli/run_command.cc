@@ -1,9 +1,13 @@
 // `hvdrun [flags] -np N PROGRAM [ARGS...]`: run a job attached. Submits it (to an embedded
 // launcher and agent, or to --launcher), prints its output tagged by rank, and exits with its exit
-// code. SIGINT/SIGTERM/SIGHUP cancel the job, and hvdrun leaves only once its ranks are gone
-// (bounded), exiting 128 + the signal like a shell job would.
+// code. SIGINT/SIGTERM/SIGHUP cancel the job, its ranks getting that same signal first (as under
+// torchrun or mpirun, where a terminal's Ctrl-C reaches every worker as SIGINT), and hvdrun
+// leaves only once its ranks are gone (bounded), exiting 128 + the signal like a shell job would.
+// A second signal SIGKILLs the ranks at once.
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -34,14 +38,21 @@ using Clock = std::chrono::steady_clock;
 // the launcher to report every rank gone after a cancel.
 constexpr std::chrono::milliseconds kLocalKillGrace{5000};
 constexpr std::chrono::milliseconds kCancelSlack{5000};
+// After a second signal: how long the SIGKILL may take to be reported (local mode; ranks are
+// gone within milliseconds), and how long its CancelJob call may take (a slow launcher must not
+// hold up a user who pressed Ctrl-C twice).
+constexpr std::chrono::milliseconds kKillReportWait{2000};
+constexpr std::chrono::milliseconds kKillCallTimeout{2000};
 
-// Turns the first signal into CancelJob, and interrupts the wait when a second signal comes or
-// the job has not ended within the bound. Runs its own thread: the signal watcher's must stay
-// free to report the next signal while a CancelJob call is in flight.
+// Turns the first signal into CancelJob with that signal for the ranks, a second into CancelJob
+// with SIGKILL (kill them now), and interrupts the wait when the job has not ended within the
+// bound, or at once after a second signal (local mode: once the SIGKILLed ranks are reported gone,
+// within kKillReportWait). Runs its own thread: the signal watcher's must stay free to report the
+// next signal while a CancelJob call is in flight.
 class CancelOnSignal {
  public:
-  CancelOnSignal(OutputSink* sink, std::chrono::milliseconds bound)
-      : sink_(sink), bound_(bound), thread_([this] { Loop(); }) {}
+  CancelOnSignal(OutputSink* sink, std::chrono::milliseconds bound, bool local)
+      : sink_(sink), bound_(bound), local_(local), thread_([this] { Loop(); }) {}
   ~CancelOnSignal() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -73,6 +84,11 @@ class CancelOnSignal {
     std::lock_guard<std::mutex> lock(mu_);
     return signo_;
   }
+  // Whether a second signal had the ranks SIGKILLed.
+  bool killed() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return kill_sent_;
+  }
 
  private:
   void Loop() {
@@ -84,17 +100,35 @@ class CancelOnSignal {
         Client* client = client_;
         const std::string id = job_id_;
         const std::string sig = control::SignalName(signo_);
+        const int signo = signo_;
         lock.unlock();
-        sink_->Message("hvdrun: " + sig + ": cancelling job " + id + "; waiting up to " +
-                       std::to_string(bound_.count() / 1000) +
-                       " s for its ranks to end (signal again to stop waiting)");
+        sink_->Message("hvdrun: " + sig + ": cancelling job " + id + "; its ranks get " + sig +
+                       ", then SIGKILL; waiting up to " + std::to_string(bound_.count() / 1000) +
+                       " s for them to end (signal again to stop them now)");
         v1::JobState state;
-        Status s = client->Cancel(id, "hvdrun received " + sig, &state);
+        Status s = client->Cancel(id, "hvdrun received " + sig, &state, signo);
         if (!s.ok()) sink_->Message("hvdrun: cancelling job " + id + " failed: " + s.message());
         lock.lock();
         continue;
       }
-      const bool give_up = count_ >= 2 || (cancel_sent_ && Clock::now() >= deadline_);
+      if (count_ >= 2 && cancel_sent_ && client_ != nullptr && !kill_sent_) {
+        kill_sent_ = true;
+        // Local mode waits (briefly) for the ranks to be reported gone, so that hvdrun still
+        // prints their last output and the job's end; a cluster may be slow to answer: no wait.
+        deadline_ = std::min(deadline_, Clock::now() + (local_ ? kKillReportWait : kZero));
+        const std::string address = client_->address(), token = client_->token();
+        const std::string id = job_id_;
+        lock.unlock();
+        sink_->Message("hvdrun: job " + id + ": second signal: stopping its ranks now (SIGKILL)");
+        Client killer(address, token, kKillCallTimeout);
+        v1::JobState state;
+        Status s = killer.Cancel(id, "hvdrun received a second signal", &state, SIGKILL);
+        if (!s.ok())
+          sink_->Message("hvdrun: killing job " + id + "'s ranks failed: " + s.message());
+        lock.lock();
+        continue;
+      }
+      const bool give_up = cancel_sent_ && Clock::now() >= deadline_;
       if (give_up && client_ != nullptr && !interrupted_) {
         interrupted_ = true;
         client_->InterruptWatches();
@@ -107,8 +141,10 @@ class CancelOnSignal {
     }
   }
 
+  static constexpr std::chrono::milliseconds kZero{0};
   OutputSink* sink_;
   const std::chrono::milliseconds bound_;
+  const bool local_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
@@ -117,6 +153,7 @@ class CancelOnSignal {
   Client* client_ = nullptr;
   std::string job_id_;
   bool cancel_sent_ = false;
+  bool kill_sent_ = false;
   bool interrupted_ = false;
   Clock::time_point deadline_;
   std::thread thread_;  // last: starts once every member above is initialized
@@ -135,6 +172,28 @@ Status SetStdinRank(const std::string& text, v1::JobSpec* spec) {
   }
   spec->set_stdin_rank(static_cast<int32_t>(rank));
   return Status::OK();
+}
+
+// Cluster mode: "localhost" (or ::1, 127.x.y.z) in -H/--hostfile means the host hvdrun runs on,
+// but the agent there registered under its host name, so the job would wait forever for an agent
+// called "localhost". Renames those entries to gethostname() and returns a note for --verbose
+// ("" when nothing was renamed).
+std::string LocalhostToHostName(v1::JobSpec* spec) {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "";
+  const std::string self = buf;
+  std::string renamed;
+  for (v1::HostSlots& h : *spec->mutable_hosts()) {
+    const std::string& name = h.host();
+    if (name == "localhost" || name == "::1" || name == "ip6-localhost" ||
+        name.rfind("127.", 0) == 0) {
+      renamed += (renamed.empty() ? "" : ", ") + name;
+      h.set_host(self);
+    }
+  }
+  if (renamed.empty()) return "";
+  return "hvdrun: -H " + renamed + " is this host: submitted as " + self +
+         " (the name its agent registers under)";
 }
 
 struct RunFlags {
@@ -194,9 +253,15 @@ int RunCommand(int argc, char** argv, int first) {
   // Cluster ranks start under remote agents: give them this environment, as local ranks inherit.
   std::vector<std::string> held_back;
   if (!local) held_back = ForwardEnvironmentToJob(&spec);
+  std::string localhost_note;
+  if (!local && !f.ssh.enabled) localhost_note = LocalhostToHostName(&spec);
   EmbeddedOptions eo;
   eo.kill_grace = kLocalKillGrace;
   if (local) {
+    // Before any thread starts (it sets and restores the environment). hvdrun reports stalls and
+    // failures itself: the embedded daemons' own lines would repeat them.
+    const auto level = spec.env().find("HVD_LOG_LEVEL");
+    SetEmbeddedLogLevel(level != spec.env().end() ? level->second : "", f.verbose);
     s = EmbeddedAgentFor(spec, host.local_names, &eo.agent_host, &eo.slots);
     if (!s.ok()) return ReportError(s, kExitUsage);
   }
@@ -204,12 +269,20 @@ int RunCommand(int argc, char** argv, int first) {
   s = OutputSink::Create(f.output_dir, spec.np(), stdout, stderr, &sink);
   if (!s.ok()) return ReportError(s, kExitUsage);
   sink->SetTimestamps(f.compat.prefix_timestamp);
-  for (const std::string& note : HorovodNotes(flags)) sink->Message("hvdrun: " + note);
+  for (const std::string& note : JobNotes(f.job)) sink->Message("hvdrun: " + note);
   if (f.verbose && !local) {
-    std::string names;
-    for (const std::string& n : held_back) names += (names.empty() ? "" : " ") + n;
+    std::string names, secrets;
+    for (const std::string& n : held_back) {
+      std::string& list = LooksSecret(n) ? secrets : names;
+      list += (list.empty() ? "" : " ") + n;
+    }
     sink->Message("hvdrun: the ranks get this environment but for: " + names +
                   " (pass any of them with -x NAME)");
+    if (!secrets.empty()) {
+      sink->Message("hvdrun: held back as they look like secrets: " + secrets +
+                    " (the job's environment is kept in the launcher's jobs.db and sent to every "
+                    "agent; pass one with -x NAME)");
+    }
   }
   std::unique_ptr<Client> client;
   if (!local && !f.ssh.enabled) {
@@ -218,7 +291,7 @@ int RunCommand(int argc, char** argv, int first) {
   }
 
   // Destroyed in reverse: the watcher (which calls the canceller) goes before the canceller.
-  CancelOnSignal canceller(sink.get(), kLocalKillGrace + kCancelSlack);
+  CancelOnSignal canceller(sink.get(), kLocalKillGrace + kCancelSlack, local);
   std::unique_ptr<SignalWatcher> signals;
   s = SignalWatcher::Start([&](int signo, int n) { canceller.OnSignal(signo, n); }, &signals);
   if (!s.ok()) return ReportError(s);
@@ -244,6 +317,7 @@ int RunCommand(int argc, char** argv, int first) {
     }
   } else if (f.verbose) {
     sink->Message("hvdrun: launcher at " + client->address());
+    if (!localhost_note.empty()) sink->Message(localhost_note);
   }
   if (int sig = canceller.signo(); sig != 0) {
     sink->Message("hvdrun: " + control::SignalName(sig) + " before the job was submitted");
@@ -258,7 +332,8 @@ int RunCommand(int argc, char** argv, int first) {
   std::unique_ptr<StdinForwarder> input;
   if (spec.has_stdin_rank()) {
     input = StdinForwarder::Start(client->address(), client->token(), job_id, STDIN_FILENO,
-                                  [&](const std::string& m) { sink->Message("hvdrun: " + m); });
+                                  [&](const std::string& m) { sink->Message("hvdrun: " + m); },
+                                  client->tls());
   }
 
   FollowOptions fo;
@@ -275,6 +350,9 @@ int RunCommand(int argc, char** argv, int first) {
     code = ExitCodeForSignal(sig);
     if (result.ended && result.ranks_gone) {
       sink->Message("hvdrun: job " + job_id + " " + JobStateText(result.status.state()));
+    } else if (canceller.killed()) {
+      // The second signal's message said it all; a cluster's ranks may still be being killed.
+      if (!local) sink->Message("hvdrun: check job " + job_id + " with: hvdrun status " + job_id);
     } else if (local) {
       sink->Message("hvdrun: job " + job_id + " did not end in time; stopping its ranks now");
     } else {

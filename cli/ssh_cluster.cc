@@ -34,7 +34,13 @@ Status SshFlags::Validate(const control::FlagSet& flags, bool has_launcher,
   if (!enabled) {
     for (const char* f : {"--ssh-port", "--ssh-identity", "--ssh-user", "--ssh-known-hosts",
                           "--ssh-agent-path", "--ssh-timeout"}) {
-      if (flags.Given(f)) return InvalidArgument(std::string(f) + " needs --ssh");
+      if (flags.Given(f)) {
+        // horovodrun's -p and -i mean SSH too, but hvdrun uses SSH only when asked to.
+        return InvalidArgument(flags.GivenAs(f) +
+                               " needs --ssh: add --ssh to start agents on the " +
+                               "-H hosts over SSH, or drop " + flags.GivenAs(f) +
+                               " when agents already run there (--launcher HOST:PORT)");
+      }
     }
     return Status::OK();
   }

@@ -26,9 +26,10 @@ bool InBackgroundOf(int fd) {
 
 std::unique_ptr<StdinForwarder> StdinForwarder::Start(
     const std::string& address, const std::string& token, const std::string& job_id, int fd,
-    std::function<void(const std::string&)> on_error) {
+    std::function<void(const std::string&)> on_error, const control::TlsConfig& tls) {
   std::unique_ptr<StdinForwarder> f(new StdinForwarder());
   f->on_error_ = std::move(on_error);
+  f->tls_ = tls;
   // Made here, so that Stop() can cancel it whatever the thread is doing.
   std::shared_ptr<grpc::ClientContext> context = control::NewClientContext(token);
   f->context_ = context;
@@ -48,7 +49,7 @@ void StdinForwarder::Stop() {
 
 void StdinForwarder::Run(std::string address, std::string token, std::string job_id, int fd) {
   auto* context = static_cast<grpc::ClientContext*>(context_.get());
-  auto stub = v1::Launcher::NewStub(control::NewChannel(address));
+  auto stub = v1::Launcher::NewStub(control::NewChannel(address, tls_));
   v1::WriteStdinResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::StdinData>> writer = stub->WriteStdin(context, &response);
   v1::StdinData first;

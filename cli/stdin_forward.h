@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include "control/tls.h"
+
 namespace hvd::cli {
 
 class StdinForwarder {
@@ -23,7 +25,8 @@ class StdinForwarder {
   // from the forwarding thread) why the input could not be forwarded, when it could not.
   static std::unique_ptr<StdinForwarder> Start(const std::string& address, const std::string& token,
                                                const std::string& job_id, int fd,
-                                               std::function<void(const std::string&)> on_error);
+                                               std::function<void(const std::string&)> on_error,
+                                               const control::TlsConfig& tls = {});
   ~StdinForwarder();  // Stop()
   // Stops reading (within 100 ms), cancels the call and joins the thread. Idempotent.
   void Stop();
@@ -34,6 +37,7 @@ class StdinForwarder {
 
   std::atomic<bool> stop_{false};
   std::function<void(const std::string&)> on_error_;
+  control::TlsConfig tls_;  // the Client's (plain TCP when not enabled)
   std::shared_ptr<void> context_;  // grpc::ClientContext, kept opaque to the header
   std::thread thread_;
 };

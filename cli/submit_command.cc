@@ -36,7 +36,7 @@ int SubmitCommand(int argc, char** argv, int first) {
   if (!s.ok()) return ReportError(s, kExitUsage);
   // The ranks start under the cluster's agents: give them this environment (cli/forward_env.h).
   ForwardEnvironmentToJob(&spec);
-  for (const std::string& note : HorovodNotes(flags)) {
+  for (const std::string& note : JobNotes(job)) {
     std::fprintf(stderr, "hvdrun: %s\n", note.c_str());
   }
   spec.set_detached(true);

@@ -11,10 +11,16 @@ namespace hvd::cli {
 Status CheckTimelinePath(const std::string& given_as, const std::string& path,
                          const std::string& working_dir) {
   if (path == "DYNAMIC") return Status::OK();
-  if (path.empty()) return InvalidArgument(given_as + " is empty");
+  // "-x HVD_TIMELINE=" + path, as the user wrote it; "--timeline-filename" + " " + path.
+  const bool assignment = !given_as.empty() && given_as.back() == '=';
+  if (path.empty()) {
+    return InvalidArgument((assignment ? given_as.substr(0, given_as.size() - 1) : given_as) +
+                           " is empty");
+  }
+  const std::string written = given_as + (assignment ? "" : " ") + path;
   const std::string full = path[0] == '/' || working_dir.empty() ? path : working_dir + "/" + path;
   auto fail = [&](const std::string& what, int err) {
-    return InvalidArgument(given_as + " " + path + ": " + what + std::strerror(err));
+    return InvalidArgument(written + ": " + what + std::strerror(err));
   };
   struct stat st;
   if (stat(full.c_str(), &st) == 0) {

@@ -12,8 +12,9 @@ namespace hvd::cli {
 // Whether a process here could create or overwrite `path` (relative paths are taken from
 // `working_dir`, where rank 0 runs): its directory must exist and be writable, and an existing
 // `path` must be a writable file. "DYNAMIC" (nothing is written until start_timeline) passes.
-// Errors are InvalidArgument naming `given_as` (the flag the user passed, e.g.
-// "--timeline-filename" or "-x HVD_TIMELINE"), the path and the system's reason.
+// Errors are InvalidArgument naming `given_as` (what the user passed, e.g. "--timeline-filename",
+// or "-x HVD_TIMELINE=": ending in '=', the path follows without a space), the path and the
+// system's reason.
 Status CheckTimelinePath(const std::string& given_as, const std::string& path,
                          const std::string& working_dir);
 

@@ -16,10 +16,54 @@ bool ParseCount(const std::string& text, int64_t* out) {
   return true;
 }
 
+constexpr const char* kGroup =
+    "torchrun compatibility (docs/deployment.md, \"Coming from torchrun\")";
+
+constexpr const char* kRendezvous =
+    "not needed: hvdrun's launcher places the ranks and rank 0's agent chooses MASTER_ADDR and "
+    "MASTER_PORT before any rank starts; instead, drop it (a job that must meet elsewhere passes "
+    "-x MASTER_ADDR=HOST -x MASTER_PORT=N, which win)";
+constexpr const char* kNodeRank =
+    "not needed: hvdrun runs once for all the nodes and numbers them itself (GROUP_RANK); "
+    "instead, run it once with --nnodes N -H node1,node2,... (docs/deployment.md)";
+
 }  // namespace
+
+void RegisterTorchrunFlags(control::FlagSet* flags, bool* standalone) {
+  flags->Group(kGroup);
+  flags->Bool("--standalone", standalone,
+              "accepted: one node with a rendezvous of its own, which is what hvdrun does "
+              "without -H");
+  flags->Refused("--rdzv-backend,--rdzv_backend", "BACKEND", kRendezvous);
+  flags->Refused("--rdzv-endpoint,--rdzv_endpoint", "HOST:PORT", kRendezvous);
+  flags->Refused("--rdzv-id,--rdzv_id", "ID", kRendezvous);
+  flags->Refused("--rdzv-conf,--rdzv_conf", "CONF", kRendezvous);
+  flags->Refused("--master-addr,--master_addr", "HOST", kRendezvous);
+  flags->Refused("--master-port,--master_port", "PORT", kRendezvous);
+  flags->Refused("--node-rank,--node_rank", "N", kNodeRank);
+  flags->Group("");
+}
+
+std::vector<std::string> TorchrunNotes(const control::FlagSet& flags, bool standalone) {
+  if (!flags.Given("--standalone") || !standalone) return {};
+  return {flags.GivenAs("--standalone") +
+          ": accepted; hvdrun runs the job on one node with a rendezvous of its own (a free "
+          "MASTER_PORT chosen by the agent), as torchrun --standalone does"};
+}
 
 Status ApplyTorchrunShape(const TorchrunShape& shape, std::vector<control::HostSlots>* hosts,
                           int64_t* np, bool* np_given) {
+  if (shape.standalone && (hosts->size() > 1 || (!shape.nnodes.empty() && shape.nnodes != "1"))) {
+    return InvalidArgument("--standalone runs one node, but " +
+                           (hosts->size() > 1 ? std::to_string(hosts->size()) + " hosts are named"
+                                              : "--nnodes is " + shape.nnodes) +
+                           "; drop --standalone for a job over several nodes");
+  }
+  if (shape.standalone && shape.cluster && hosts->empty()) {
+    return InvalidArgument(
+        "--standalone in cluster mode needs its node named with -H HOST or --hostfile: without "
+        "it the launcher would spread the ranks over any agents");
+  }
   if (shape.nproc_per_node.empty() && shape.nnodes.empty()) return Status::OK();
   int64_t per_node = 0, nodes = 0;
   if (!shape.nproc_per_node.empty() && !ParseCount(shape.nproc_per_node, &per_node)) {
@@ -34,6 +78,16 @@ Status ApplyTorchrunShape(const TorchrunShape& shape, std::vector<control::HostS
         "--nnodes " + shape.nnodes +
         ": hvdrun runs a fixed number of hosts; pass --nnodes N (torchrun's elastic MIN:MAX is "
         "not supported; --max-restarts reruns a failed job)");
+  }
+  if (shape.cluster && hosts->empty()) {
+    const std::string given = !shape.nproc_per_node.empty()
+                                  ? "--nproc-per-node " + shape.nproc_per_node
+                                  : "--nnodes " + shape.nnodes;
+    return InvalidArgument(
+        given +
+        " in cluster mode needs the hosts named with -H host1,host2,... or --hostfile: without "
+        "them the launcher would spread the ranks over any agents, not the same number on each "
+        "node (for that, pass -np N alone)");
   }
   const int64_t named = static_cast<int64_t>(hosts->size());
   if (hosts->empty()) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "control/flags.h"
 #include "control/host_spec.h"
 #include "hvd/status.h"
 
@@ -16,11 +17,25 @@ namespace hvd::cli {
 struct TorchrunShape {
   std::string nproc_per_node;  // --nproc-per-node as given; empty: not given
   std::string nnodes;          // --nnodes as given; empty: not given
+  bool standalone = false;     // --standalone: one node
+  bool cluster = false;        // a launcher places the ranks (--launcher, --ssh, submit)
 };
 
+// torchrun's rendezvous flags (--standalone, --rdzv-backend, --rdzv-endpoint, --rdzv-id,
+// --rdzv-conf, --master-addr, --master-port, --node-rank, each also with '_' as torchrun spells
+// them): --standalone is accepted (what hvdrun does anyway; TorchrunNotes says so), the others
+// refused saying what hvdrun does instead. `standalone` receives --standalone.
+void RegisterTorchrunFlags(control::FlagSet* flags, bool* standalone);
+
+// The line hvdrun says before the job starts for an accepted torchrun flag (--standalone).
+std::vector<std::string> TorchrunNotes(const control::FlagSet& flags, bool standalone);
+
 // Applies the shape to the parsed hosts and -np (`np_given`: whether -np was given):
-//  - without hosts, --nnodes must be 1: every rank runs on one host (or where a cluster places
-//    them), so more nodes need their names (-H a,b or --hostfile);
+//  - without hosts, --nnodes must be 1 and every rank runs on this host; in cluster mode the
+//    hosts must be named (-H a or --hostfile), since a launcher would spread -np ranks over any
+//    agents, not N on one node;
+//  - --standalone is one node: with --nnodes above 1 or several hosts it is a contradiction, and
+//    in cluster mode it needs that node named;
 //  - with hosts, --nnodes must equal their number, and with --nproc-per-node N each host gets
 //    exactly N slots (torchrun runs N on every node; the hosts' own slot counts are replaced);
 //  - -np, when also given, must equal N*M.

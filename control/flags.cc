@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/settings.h"
+#include "control/suggest.h"
 
 namespace hvd::control {
 
@@ -79,6 +80,13 @@ std::string FlagSet::GivenAs(const char* long_name) const {
   return "";
 }
 
+bool FlagSet::FromConfig(const char* long_name) const {
+  for (const Flag& f : flags_) {
+    if (f.names[0] == long_name) return f.given && f.from_config;
+  }
+  return false;
+}
+
 Status FlagSet::Set(Flag& f, const std::string& name, const std::string& value) {
   const bool again = f.given;
   f.given = true;
@@ -139,7 +147,14 @@ Status FlagSet::Parse(int argc, char** argv, int first, bool stop_at_positional,
     }
     Flag* f = Find(name);
     if (f == nullptr) {
-      return InvalidArgument(program_ + ": unknown flag " + name + "; see " + program_ + " --help");
+      std::vector<std::string> known;  // what a typo may have meant (refused flags: no use)
+      for (const Flag& k : flags_) {
+        if (k.kind != Kind::kRefused) known.insert(known.end(), k.names.begin(), k.names.end());
+      }
+      const std::string near = NearestFlag(name, known);
+      return InvalidArgument(program_ + ": unknown flag " + name +
+                             (near.empty() ? "; see " : "; did you mean " + near + "? (see ") +
+                             program_ + " --help" + (near.empty() ? "" : ")"));
     }
     if (f->kind == Kind::kRefused) return Set(*f, name, value);
     if (f->kind == Kind::kBool && !has_value) {
@@ -189,6 +204,7 @@ Status FlagSet::ApplyConfig() {
       return InvalidArgument(program_ + ": " + e.where + ": " + m);
     }
     f->given_as = e.where + " (" + e.flag + ")";
+    f->from_config = true;
   }
   return Status::OK();
 }

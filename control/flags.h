@@ -64,6 +64,9 @@ class FlagSet {
   // The name the user typed for the flag (an alias, or "file:line" for a config file's), "" when
   // not given: errors name what the user wrote.
   std::string GivenAs(const char* long_name) const;
+  // Whether the flag's value came from the config file rather than the command line: a setting
+  // the command line makes otherwise (-x VAR, a contradicting flag) wins over it silently.
+  bool FromConfig(const char* long_name) const;
 
   // "usage: <program> ..." with one line per flag.
   std::string Usage(const std::string& synopsis) const;
@@ -76,6 +79,7 @@ class FlagSet {
     void* target;
     std::string help;
     bool given = false;
+    bool from_config = false;
     std::string given_as;
     std::string group;    // --help section title, "" for the first
     std::string metavar;  // kRefused: what --help shows after the name

@@ -1,6 +1,8 @@
 #include "control/grpc_util.h"
 
 #include "common/settings.h"
+#include "control/log_escape.h"
+#include "control/tls_grpc.h"
 #include "control/token.h"
 
 namespace hvd::control {
@@ -13,15 +15,30 @@ std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token,
   return ctx;
 }
 
+namespace {
+
+// Refused calls, logged with the peer's address: at most a line per peer host per 10 s.
+void LogRefusedCall(const grpc::ServerContextBase& context, const char* why) {
+  static RateLimitedLog* const refusals = new RateLimitedLog();
+  const std::string peer = context.peer();  // "ipv4:10.0.0.5:41234", "ipv6:[::1]:5000"
+  const size_t colon = peer.rfind(':');
+  refusals->Warn(peer.substr(0, colon),
+                 "gRPC: refused a call from " + LogEscape(peer) + ": " + why);
+}
+
+}  // namespace
+
 grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token) {
   const auto& md = context.client_metadata();
   auto it = md.find(kTokenMetadataKey);
   if (it == md.end()) {
+    LogRefusedCall(context, "no cluster token");
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "no cluster token: pass --token-file (or set HVD_TOKEN_FILE)");
   }
   std::string_view given(it->second.data(), it->second.size());
   if (!TokensEqual(given, token)) {
+    LogRefusedCall(context, "wrong cluster token");
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "wrong cluster token: use the launcher's token file");
   }
@@ -68,7 +85,7 @@ Status FromGrpc(const grpc::Status& s, const std::string& what) {
   }
 }
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsConfig& tls) {
   grpc::ChannelArguments args;
   // Fail calls fast while the peer is down instead of queueing them; callers retry with backoff.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
@@ -80,7 +97,7 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, ChannelCredentialsFor(tls), args);
 }
 
 Status SplitHostPort(const std::string& address, std::string* host, int* port) {

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "control/tls.h"
 #include "hvd/status.h"
 
 namespace hvd::control {
@@ -25,9 +26,9 @@ grpc::Status ToGrpc(const Status& s);
 // `what` names the call for the message ("launcher at 10.0.0.1:7070: SubmitJob").
 Status FromGrpc(const grpc::Status& s, const std::string& what);
 
-// An insecure channel to "host:port" (TLS is left to the network, e.g. a VPN or service mesh; the
-// token authenticates callers).
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address);
+// A channel to "host:port": plain TCP, or TLS with `tls` (tls.h; the launcher's --tls-* flags).
+// The token authenticates callers either way.
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsConfig& tls = {});
 
 // Splits "host:port"; InvalidArgument naming the text and the expected form otherwise.
 Status SplitHostPort(const std::string& address, std::string* host, int* port);

@@ -4,18 +4,14 @@
 #include <cstdint>
 #include <set>
 
+#include "control/text.h"
+
 namespace hvd::control {
 namespace {
 
 constexpr const char* kListForm = "the accepted form is HOST[:SLOTS],... e.g. -H a:4,b:4";
 constexpr const char* kLineForm =
     "write one host per line as 'HOST', 'HOST slots=N' or 'HOST slots=N max_slots=M'";
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -27,6 +23,11 @@ std::string Lower(std::string_view s) {
 // is far more likely a typo than a real name.
 Status CheckHost(std::string_view host) {
   if (host.empty()) return InvalidArgument("empty host name");
+  if (host.size() > kMaxHostNameBytes) {
+    return InvalidArgument("host '" + std::string(host.substr(0, 32)) + "...' is " +
+                           std::to_string(host.size()) + " bytes long; host names have at most " +
+                           std::to_string(kMaxHostNameBytes));
+  }
   if (host.front() == '-' || host.front() == '.') {
     return InvalidArgument("host '" + std::string(host) + "' cannot start with '" +
                            std::string(1, host.front()) + "'");
@@ -99,6 +100,12 @@ Status ParseHostFields(const std::vector<std::string_view>& fields, HostSlots* h
     HVD_RETURN_IF_ERROR(ParseSlots(f.substr(eq + 1), hs->host, is_slots ? &hs->slots : &max_slots));
   }
   if (have_max && max_slots < hs->slots) {
+    // A count the line did not give (1, or --slots-per-host) is capped at the line's limit, as
+    // Open MPI caps its default; one the line gave contradicts it.
+    if (!have_slots) {
+      hs->slots = max_slots;
+      return Status::OK();
+    }
     return InvalidArgument("max_slots=" + std::to_string(max_slots) +
                            " is below slots=" + std::to_string(hs->slots));
   }
@@ -150,14 +157,8 @@ Status ParseHostfile(std::string_view content, const std::string& source,
   std::vector<HostSlots> hosts;
   DuplicateCheck dups;
   int line_no = 0;
-  size_t start = 0;
-  while (start < content.size()) {
-    size_t nl = content.find('\n', start);
-    if (nl == std::string_view::npos) nl = content.size();
-    std::string_view line = content.substr(start, nl - start);
-    start = nl + 1;
+  for (const std::string_view line : SplitLines(StripUtf8Bom(content))) {
     ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     const std::string_view body = Trim(line.substr(0, line.find('#')));
     if (body.empty()) continue;
 
@@ -188,6 +189,10 @@ Status ParseHostfile(std::string_view content, const std::string& source,
   }
   *out = std::move(hosts);
   return Status::OK();
+}
+
+Status CheckHostName(std::string_view host) {
+  return CheckHost(host);
 }
 
 int TotalSlots(const std::vector<HostSlots>& hosts) {

@@ -35,10 +35,17 @@ Status ParseHostList(std::string_view text, std::vector<HostSlots>* out, int def
 // `count=`, `max-slots=`; fields in any order); '#' starts a comment; blank lines are skipped;
 // Windows line endings are accepted. hvd never places more than `slots` ranks on a host, so
 // max_slots (Open MPI's oversubscription limit) is checked (at least `slots`) and then has nothing
-// to limit. A host without slots gets `default_slots`. Errors name `source` (the file's path), the
-// line number and the line's text. `out` is left unchanged on error.
+// to limit. A host without slots gets `default_slots`, capped at its max_slots (as Open MPI caps
+// its default). A leading UTF-8 byte order mark is skipped. Errors name `source` (the file's
+// path), the line number and the line's text. `out` is left unchanged on error.
 Status ParseHostfile(std::string_view content, const std::string& source,
                      std::vector<HostSlots>* out, int default_slots = 1);
+
+// A host name or IPv4 address as -H and hostfiles accept it: [A-Za-z0-9._-], not starting with
+// '-' or '.', at most kMaxHostNameBytes (DNS's limit). The launcher checks agents' and jobs' host
+// names with it too (control/spec_limits.h), so both ends agree on what a host is.
+inline constexpr size_t kMaxHostNameBytes = 253;
+Status CheckHostName(std::string_view host);
 
 // Sum of the slots.
 int TotalSlots(const std::vector<HostSlots>& hosts);

@@ -105,7 +105,9 @@ Status BuildCandidates(const std::vector<ProbeHost>& hosts,
     for (const auto& [name, count] : hosts_with) {
       if (count != static_cast<int>(hosts.size())) continue;
       Candidate c;
-      auto match = [&](const NetInterface& i) { return i.name == name && !i.loopback; };
+      // A named copy: clang before 16 cannot capture a structured binding (scripts/fuzz.sh).
+      const std::string& iface = name;
+      auto match = [&](const NetInterface& i) { return i.name == iface && !i.loopback; };
       if (Pick(hosts, name, match, &c, &missing) && c.addrs != route.addrs) {
         out->list.push_back(std::move(c));
       }

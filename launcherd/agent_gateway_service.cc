@@ -6,6 +6,9 @@
 
 #include "common/logging.h"
 #include "control/grpc_util.h"
+#include "control/log_escape.h"
+#include "control/spec_limits.h"
+#include "control/tls_grpc.h"
 #include "launcherd/network_convert.h"
 #include "launcherd/proto_convert.h"
 #include "launcherd/stdin_service.h"
@@ -111,6 +114,7 @@ class StreamLink final : public AgentLink {
 
 grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* stream) {
   grpc::Status auth = control::CheckToken(*context, token_);
+  if (auth.ok()) auth = control::CheckAgentCertificate(*context);  // mutual TLS (tls_grpc.h)
   if (!auth.ok()) return auth;
   v1::AgentMessage first;
   if (!stream->Read(&first)) {
@@ -121,13 +125,15 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
                         "the first message on AgentGateway.Connect must be AgentInfo "
                         "(register); is the agent the same hvd version as the launcher?");
   }
-  AgentInfo info = FromProto(first.register_());
-  if (info.host.empty() || info.slots < 1) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "agent registration needs a host name and at least 1 slot (got host '" +
-                            info.host + "', " + std::to_string(info.slots) +
-                            " slots); start hvd-agent with --slots N");
+  // Every field against the limits hvd-agent and hvdrun keep (control/spec_limits.h) before the
+  // registry or placement sees it: one registration with slots=2147483647 once wedged the launcher.
+  Status valid = control::ValidateAgentInfo(first.register_());
+  if (!valid.ok()) {
+    HVD_LOG(WARNING) << "refused an agent registration from " << context->peer() << ": "
+                     << control::LogEscape(valid.message(), 1024);
+    return control::ToGrpc(valid);
   }
+  AgentInfo info = FromProto(first.register_());
 
   auto link = std::make_shared<StreamLink>(context, stream);
   {
@@ -138,8 +144,17 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
     }
     links_.insert(link.get());
   }
+  // Two connected agents never share a host name (AgentRegistry::RegisterUnique says why).
+  std::string id;
+  Status unique = agents_->RegisterUnique(info, link, &id);
+  if (!unique.ok()) {
+    HVD_LOG(WARNING) << "refused an agent registration from " << context->peer() << ": "
+                     << control::LogEscape(unique.message(), 1024);
+    std::lock_guard<std::mutex> lock(mu_);
+    links_.erase(link.get());
+    return control::ToGrpc(unique);
+  }
   std::thread writer([&link] { link->WriterLoop(); });
-  const std::string id = agents_->Register(info, link);
   v1::LauncherMessage ack;
   ack.mutable_ack()->set_agent_id(id);
   ack.mutable_ack()->set_heartbeat_interval_ms(heartbeat_interval_.count());
@@ -179,6 +194,8 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
     }
   }
   agents_->Disconnected(id, link.get());
+  // A job failing now names this agent as its cause (a no-op when a newer stream took over).
+  jobs_->OnAgentDisconnected(id);
   {
     std::lock_guard<std::mutex> lock(mu_);
     links_.erase(link.get());
@@ -192,6 +209,7 @@ grpc::Status AgentGatewayService::ReadStdin(grpc::ServerContext* context,
                                             const v1::ReadStdinRequest* request,
                                             grpc::ServerWriter<v1::StdinData>* writer) {
   grpc::Status auth = control::CheckToken(*context, token_);
+  if (auth.ok()) auth = control::CheckAgentCertificate(*context);
   if (!auth.ok()) return auth;
   return ServeReadStdin(jobs_, context, *request, writer);
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "control/log_escape.h"
 #include "control/token.h"
 
 namespace hvd::launcherd {
@@ -19,29 +20,57 @@ std::string AgentRegistry::Register(AgentInfo info, std::shared_ptr<AgentLink> l
   std::string id;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    id = info.id;
-    if (id.empty()) {
-      do {
-        id = (info.host.empty() ? std::string("agent") : info.host) + "-" + control::RandomHex(3);
-      } while (agents_.count(id));
-    }
-    Record& r = agents_[id];
-    const bool known = r.order != 0;
-    replaced = std::move(r.link);
-    if (!known) r.order = ++next_order_;
-    r.info = std::move(info);
-    r.info.id = id;
-    r.info.state = "READY";
-    r.info.last_heartbeat_ms = NowMs();
-    r.link = std::move(link);
-    r.last_seen = Clock::now();
-    r.lost = false;
-    HVD_LOG(INFO) << "agent " << id << " on " << r.info.host << " registered (" << r.info.slots
-                  << " slots" << (known ? ", reconnected" : "") << ")";
+    replaced = RegisterLocked(std::move(info), std::move(link), &id);
   }
   // Outside the lock: closing cancels the old stream, whose handler calls back in.
   if (replaced) replaced->Close();
   return id;
+}
+
+Status AgentRegistry::RegisterUnique(AgentInfo info, std::shared_ptr<AgentLink> link,
+                                     std::string* id) {
+  std::shared_ptr<AgentLink> replaced;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [other_id, r] : agents_) {
+      if (other_id == info.id || r.link == nullptr || r.lost || r.info.host != info.host) continue;
+      return AlreadyExists(
+          "another agent (" + other_id + ", advertising " + r.info.advertise_addr +
+          ") is connected as host '" + info.host +
+          "'; every agent needs its own host name, because ranks with the same name are "
+          "taken to share a machine. Start this agent with --host NAME (a name unique in the "
+          "cluster, e.g. the pod's or container's name), or stop the other one");
+    }
+    replaced = RegisterLocked(std::move(info), std::move(link), id);
+  }
+  if (replaced) replaced->Close();
+  return Status::OK();
+}
+
+std::shared_ptr<AgentLink> AgentRegistry::RegisterLocked(AgentInfo info,
+                                                         std::shared_ptr<AgentLink> link,
+                                                         std::string* id_out) {
+  std::string id = info.id;
+  if (id.empty()) {
+    do {
+      id = (info.host.empty() ? std::string("agent") : info.host) + "-" + control::RandomHex(3);
+    } while (agents_.count(id));
+  }
+  Record& r = agents_[id];
+  const bool known = r.order != 0;
+  std::shared_ptr<AgentLink> replaced = std::move(r.link);
+  if (!known) r.order = ++next_order_;
+  r.info = std::move(info);
+  r.info.id = id;
+  r.info.state = "READY";
+  r.info.last_heartbeat_ms = NowMs();
+  r.link = std::move(link);
+  r.last_seen = Clock::now();
+  r.lost = false;
+  HVD_LOG(INFO) << "agent " << id << " on " << control::LogEscape(r.info.host) << " registered ("
+                << r.info.slots << " slots" << (known ? ", reconnected" : "") << ")";
+  *id_out = id;
+  return replaced;
 }
 
 void AgentRegistry::Expect(const std::vector<AgentInfo>& agents) {
@@ -87,8 +116,8 @@ std::vector<AgentInfo> AgentRegistry::ExpireLeases(Clock::time_point now) {
       // and registers afresh.
       if (r.link) to_close.push_back(std::move(r.link));
       lost.push_back(r.info);
-      HVD_LOG(WARNING) << "agent " << id << " on " << r.info.host << " lost: no message for "
-                       << lease_.count() << " ms";
+      HVD_LOG(WARNING) << "agent " << id << " on " << control::LogEscape(r.info.host)
+                       << " lost: no message for " << lease_.count() << " ms";
     }
     size_t n_lost = 0;
     for (const auto& [id, r] : agents_) n_lost += r.lost;

@@ -49,6 +49,14 @@ class AgentRegistry {
   // reconnect keeps its id and its ranks) or a new id. A previous link under the same id is
   // closed. Returns the id.
   std::string Register(AgentInfo info, std::shared_ptr<AgentLink> link);
+  // Register for agents that connect over the network (AgentGateway): refuses, with
+  // AlreadyExists and a message naming `hvd-agent --host`, an agent whose host name a different,
+  // connected agent already carries. Ranks are grouped by host name (HVD_HOSTNAME), so two
+  // agents in different network namespaces or containers that both defaulted to the same
+  // gethostname() once made their ranks dial each other's shared memory in vain. An agent of
+  // that name that is DISCONNECTED or LOST does not count: a restarted agent without
+  // --state-dir comes back under a new id and must not wait out its old lease.
+  Status RegisterUnique(AgentInfo info, std::shared_ptr<AgentLink> link, std::string* id);
   // Agents a restarted launcher expects back (their ranks were running): known, DISCONNECTED, and
   // LOST if they do not register within two leases from now (one more than usual: they noticed
   // the outage late and back off between attempts). Known ids are left as they are.
@@ -80,6 +88,10 @@ class AgentRegistry {
     Clock::time_point last_seen;
     bool lost = false;
   };
+
+  // Register's body. REQUIRES: mu_ held; returns the link it replaced (to close outside the lock).
+  std::shared_ptr<AgentLink> RegisterLocked(AgentInfo info, std::shared_ptr<AgentLink> link,
+                                            std::string* id) REQUIRES(mu_);
 
   const std::chrono::milliseconds lease_;
   mutable std::mutex mu_;

@@ -1,14 +1,23 @@
 #include "launcherd/http_server.h"
 
 #include <httplib.h>
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <arpa/inet.h>
+
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "control/log_escape.h"
 #include "control/status_json.h"
+#include "control/token.h"
+#include "launcherd/http_request_stream.h"
+#include "launcherd/https_front.h"
 #include "launcherd/listen_address.h"
 #include "launcherd/proto_convert.h"
 
@@ -99,22 +108,94 @@ bool ValidJobId(const std::string& id) {
   return true;
 }
 
+// httplib runs each accepted connection's task on the accepting thread (InlineQueue), and the
+// task is process_and_close_socket, overridden here to hand the connection to the gate. The gate
+// calls Serve on a worker for each whole request; process_request is httplib's own parsing,
+// routing and answer writing.
+class GatedServer final : public httplib::Server {
+ public:
+  void set_gate(HttpGate* gate) { gate_ = gate; }
+
+  bool Serve(const GatedRequest& r, std::chrono::milliseconds timeout) {
+    RequestStream strm(r, timeout);
+    // A body is never read by a handler (GET reads none; other methods are refused before it):
+    // its connection ends with this request, once the body (at most the limit) is drained.
+    const bool close_after = r.body_bytes > 0;
+    bool closed = false;
+    const bool ok = process_request(strm, close_after, closed, nullptr);
+    if (close_after) {
+      char sink[4096];
+      while (strm.read(sink, sizeof sink) > 0) {
+      }
+    }
+    return ok && !closed && !close_after;
+  }
+
+ private:
+  bool process_and_close_socket(socket_t sock) override {
+    gate_->Admit(sock);
+    return true;
+  }
+  HttpGate* gate_ = nullptr;
+};
+
+class InlineQueue final : public httplib::TaskQueue {
+ public:
+  void enqueue(std::function<void()> fn) override { fn(); }
+  void shutdown() override {}
+};
+
+std::string NoSuchEndpoint(const httplib::Request& req) {
+  return "no such endpoint: " + req.method + " " + req.path +
+         " (there are GET /healthz, /metrics, /v1/jobs, /v1/jobs/{id}, /v1/agents)";
+}
+
+bool KnownPath(const std::string& path) {
+  static const std::regex job(kJobPath);
+  return path == "/healthz" || path == "/metrics" || path == "/v1/jobs" || path == "/v1/agents" ||
+         std::regex_match(path, job);
+}
+
+bool StartsWithIgnoreCase(const std::string& s, const std::string& prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) !=
+        std::tolower(static_cast<unsigned char>(prefix[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 class HttpServerImpl final : public HttpServer {
  public:
-  HttpServerImpl(const JobManager* jobs, const AgentRegistry* agents, const KvStore* store)
-      : jobs_(jobs), agents_(agents), store_(store) {}
+  HttpServerImpl(const HttpOptions& options, const JobManager* jobs, const AgentRegistry* agents,
+                 const KvStore* store)
+      : options_(options), jobs_(jobs), agents_(agents), store_(store) {}
   ~HttpServerImpl() override { Stop(); }
 
-  Status Listen(const std::string& listen) {
+  Status Listen() {
+    const std::string& listen = options_.listen;
     std::string host;
     int port = 0;
     HVD_RETURN_IF_ERROR_CTX(ParseListenAddress(listen, &host, &port), "--http");
     if (IsWildcardHost(host)) host = "0.0.0.0";
+    HVD_RETURN_IF_ERROR(HttpGate::Start(
+        options_.limits,
+        [this](const GatedRequest& r) { return server_.Serve(r, options_.limits.io_timeout); },
+        &gate_));
+    server_.set_gate(gate_.get());
+    server_.new_task_queue = [] { return new InlineQueue; };
+    server_.set_payload_max_length(options_.limits.max_body_bytes);
+    server_.set_keep_alive_timeout(std::max<time_t>(
+        1, std::chrono::duration_cast<std::chrono::seconds>(options_.limits.idle_timeout).count()));
     // httplib's default sets SO_REUSEPORT, which would let a second launcher bind the same port
     // and take half the requests; SO_REUSEADDR alone still allows a quick restart.
-    server_.set_socket_options([](int sock) {
+    int listen_fd = -1;
+    server_.set_socket_options([&listen_fd](int sock) {
       int yes = 1;
       setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+      listen_fd = sock;
     });
     Routes();
     if (port == 0) {
@@ -126,6 +207,10 @@ class HttpServerImpl final : public HttpServer {
       return Unavailable("cannot listen for HTTP on " + listen +
                          ": the port is in use or the host is not local; pick another --http");
     }
+    // httplib listens with a backlog of 5: a burst of connections (a few hundred idle ones)
+    // would have the kernel drop SYNs, and a probe's connect wait a second per retry. Listening
+    // again on the bound socket raises it; the gate, not the backlog, bounds what is held.
+    if (listen_fd >= 0) ::listen(listen_fd, 1024);
     address_ = host + ":" + std::to_string(port);
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     // httplib's stop() does nothing until the loop runs; wait for it so Stop() cannot be lost.
@@ -140,10 +225,62 @@ class HttpServerImpl final : public HttpServer {
   void Stop() override {
     server_.stop();
     if (thread_.joinable()) thread_.join();
+    if (gate_) gate_->Stop();
   }
 
  private:
+  // /v1/* needs a bearer token (unless --rest-public); 401 says how to get in. Wrong tokens are
+  // logged with the peer's address, at most a line per peer per interval.
+  bool Authorized(const httplib::Request& req, httplib::Response& res) {
+    if (options_.public_api || req.path.compare(0, 4, "/v1/") != 0) return true;
+    const std::string auth = req.get_header_value("Authorization");
+    const std::string peer = req.remote_addr + ":" + std::to_string(req.remote_port);
+    res.set_header("WWW-Authenticate", "Bearer realm=\"hvd-launcherd\"");
+    if (!StartsWithIgnoreCase(auth, "Bearer ")) {
+      SendError(res, 401,
+                req.path +
+                    " needs a token: send the header 'Authorization: Bearer TOKEN' with the "
+                    "cluster token (the file hvd-launcherd's --token-file names) or the REST "
+                    "token (--rest-token-file); hvd-launcherd --rest-public serves /v1/ without "
+                    "one (only /healthz and /metrics are open by default)");
+      return false;
+    }
+    std::string_view given(auth);
+    given.remove_prefix(7);
+    while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+    while (!given.empty() && (given.back() == ' ' || given.back() == '\t')) given.remove_suffix(1);
+    for (const std::string& t : options_.tokens) {
+      if (!t.empty() && control::TokensEqual(given, t)) return true;
+    }
+    bad_tokens_.Warn(req.remote_addr, "REST: wrong bearer token from " + peer + " for " +
+                                          control::LogEscape(req.method) + " " +
+                                          control::LogEscape(req.path));
+    SendError(res, 401,
+              "the bearer token is neither the cluster token nor the REST token; send the "
+              "contents of hvd-launcherd's --token-file or --rest-token-file");
+    return false;
+  }
+
   void Routes() {
+    // Before routing, so that neither a refused method nor a refused caller has its body read.
+    server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (req.method != "GET" && req.method != "HEAD" && req.method != "OPTIONS") {
+        if (!KnownPath(req.path)) {
+          SendError(res, 404, NoSuchEndpoint(req));
+          return httplib::Server::HandlerResponse::Handled;
+        }
+        res.set_header("Allow", kAllow);
+        SendError(res, 405,
+                  req.method + " " + req.path +
+                      " is not allowed: the REST endpoint is read-only (" + kAllow +
+                      "); change jobs with hvdrun (submit, cancel)");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (req.method != "OPTIONS" && !Authorized(req, res)) {
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      return httplib::Server::HandlerResponse::Unhandled;
+    });
     server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
       res.set_content("ok\n", "text/plain");
     });
@@ -182,20 +319,9 @@ class HttpServerImpl final : public HttpServer {
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       res.set_content(Metrics(), "text/plain; version=0.0.4");
     });
-    // Every route is read-only: other methods get 405 with the Allow header (RFC 9110), OPTIONS
-    // the header alone, so a client that POSTs learns the resource exists but is not writable.
+    // Every route is read-only: other methods get 405 with the Allow header (RFC 9110, in the
+    // pre-routing handler above), OPTIONS the header alone.
     for (const char* path : {"/healthz", "/metrics", "/v1/jobs", kJobPath, "/v1/agents"}) {
-      auto not_allowed = [](const httplib::Request& req, httplib::Response& res) {
-        res.set_header("Allow", kAllow);
-        SendError(res, 405,
-                  req.method + " " + req.path +
-                      " is not allowed: the REST endpoint is read-only (" + kAllow +
-                      "); change jobs with hvdrun (submit, cancel)");
-      };
-      server_.Post(path, not_allowed);
-      server_.Put(path, not_allowed);
-      server_.Patch(path, not_allowed);
-      server_.Delete(path, not_allowed);
       server_.Options(path, [](const httplib::Request&, httplib::Response& res) {
         res.set_header("Allow", kAllow);
         res.status = 204;
@@ -204,9 +330,17 @@ class HttpServerImpl final : public HttpServer {
     // Everything unrouted (and any error without a body) answers JSON, naming what exists.
     server_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
-      SendError(res, res.status == -1 ? 404 : res.status,
-                "no such endpoint: " + req.method + " " + req.path +
-                    " (there are GET /healthz, /metrics, /v1/jobs, /v1/jobs/{id}, /v1/agents)");
+      const int status = res.status == -1 ? 404 : res.status;
+      // Only a 404 is about the path; another error (a malformed or oversized request) says so
+      // instead of sending the client looking for an endpoint that exists.
+      SendError(res, status,
+                status == 404   ? NoSuchEndpoint(req)
+                : status == 413 ? "the request is too large for the REST endpoint"
+                : status == 414 ? "the request's URI is too long for the REST endpoint"
+                : status < 500  ? "the request could not be read (HTTP " + std::to_string(status) +
+                                     "); the REST endpoint takes GET, HEAD and OPTIONS requests"
+                                : "the REST endpoint failed to answer (HTTP " +
+                                     std::to_string(status) + ")");
     });
     server_.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -257,22 +391,60 @@ class HttpServerImpl final : public HttpServer {
     return m.str();
   }
 
+  const HttpOptions options_;
   const JobManager* const jobs_;
   const AgentRegistry* const agents_;
   const KvStore* const store_;
-  httplib::Server server_;
+  control::RateLimitedLog bad_tokens_;
+  std::unique_ptr<HttpGate> gate_;  // before server_, which hands it connections
+  GatedServer server_;
   std::string address_;
   std::thread thread_;
 };
 
 }  // namespace
 
-Status HttpServer::Start(const std::string& listen, const JobManager* jobs,
+namespace {
+
+// HTTPS: the REST server on a loopback port behind the TLS terminator (https_front.h).
+class HttpsServer final : public HttpServer {
+ public:
+  HttpsServer(std::unique_ptr<HttpServer> plain, std::unique_ptr<HttpsFront> front)
+      : plain_(std::move(plain)), front_(std::move(front)) {}
+  ~HttpsServer() override { Stop(); }
+  std::string address() const override { return front_->address(); }
+  void Stop() override {
+    front_->Stop();
+    plain_->Stop();
+  }
+
+ private:
+  std::unique_ptr<HttpServer> plain_;
+  std::unique_ptr<HttpsFront> front_;
+};
+
+}  // namespace
+
+Status HttpServer::Start(const HttpOptions& options, const JobManager* jobs,
                          const AgentRegistry* agents, const KvStore* store,
                          std::unique_ptr<HttpServer>* out) {
-  auto server = std::make_unique<HttpServerImpl>(jobs, agents, store);
-  HVD_RETURN_IF_ERROR(server->Listen(listen));
-  *out = std::move(server);
+  HttpOptions plain_options = options;
+  if (options.tls.enabled()) plain_options.listen = "127.0.0.1:0";
+  auto server = std::make_unique<HttpServerImpl>(plain_options, jobs, agents, store);
+  HVD_RETURN_IF_ERROR(server->Listen());
+  if (!options.tls.enabled()) {
+    *out = std::move(server);
+    return Status::OK();
+  }
+  HttpsFrontOptions fo;
+  fo.listen = options.listen;
+  fo.backend = server->address();
+  fo.tls = options.tls;
+  fo.max_connections = options.limits.max_connections;
+  fo.handshake_timeout = options.limits.head_timeout;
+  std::unique_ptr<HttpsFront> front;
+  HVD_RETURN_IF_ERROR(HttpsFront::Start(fo, &front));
+  *out = std::make_unique<HttpsServer>(std::move(server), std::move(front));
   return Status::OK();
 }
 

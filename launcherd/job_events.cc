@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/logging.h"
+#include "control/log_escape.h"
 #include "launcherd/job_manager.h"
 
 namespace hvd::launcherd {
@@ -43,7 +44,8 @@ void JobManager::EndLocked(Job& job, JobState to, const std::string& reason, int
   job.status.end_time_ms = NowMs();
   job.ended_at = Clock::now();
   SetStateLocked(job, to, reason);
-  HVD_LOG(INFO) << "job " << job.status.id << " " << control::JobStateName(to) << ": " << reason;
+  HVD_LOG(INFO) << "job " << job.status.id << " " << control::JobStateName(to) << ": "
+                << control::LogEscape(reason, 1024);
   if (to != JobState::kSucceeded) StopAgentsLocked(job, reason);
   RankEndedLocked(job);
 }
@@ -75,7 +77,7 @@ void JobManager::RestartLocked(Job& job, const JobFailure& failure,
   const std::string reason = "attempt " + std::to_string(job.status.attempt + 1) +
                              " failed: " + failure.message + "; " + d.text;
   SetStateLocked(job, JobState::kRestarting, reason);
-  HVD_LOG(INFO) << "job " << job.status.id << ": " << reason;
+  HVD_LOG(INFO) << "job " << job.status.id << ": " << control::LogEscape(reason, 1024);
   job.log.AddProgress("restarting: " + d.text);
   StopAgentsLocked(job, "restarting the job after: " + failure.message);
   RankEndedLocked(job);  // with nothing left running, the next attempt starts now
@@ -96,10 +98,13 @@ void JobManager::NextAttemptLocked(Job& job) {
   job.agents_ready.clear();
   job.stop_sent.clear();
   job.peer_failed.clear();
+  job.dropped_agents.clear();
   job.held.reset();
   job.cause_time_ms = 0;
   job.cause_secondary = false;
   job.status.queued_since_ms = NowMs();  // --queue-timeout counts each wait for slots afresh
+  job.placed_since_ms = 0;               // a placement of the failed attempt is no more
+  job.master_port = Job::MasterPortAsk();
   SetStateLocked(job, JobState::kPending,
                  "attempt " + std::to_string(job.status.attempt + 1) + " of " +
                      std::to_string(job.status.spec.max_restarts + 1) + ": waiting for placement");
@@ -112,7 +117,7 @@ void JobManager::StopAgentsLocked(Job& job, const std::string& reason) {
     if (RankLive(r.state)) agents.insert(r.placement.agent_id);
   }
   for (const std::string& id : agents) {
-    StopJobCommand cmd{job.status.id, reason, KillGrace(job).count()};
+    StopJobCommand cmd{job.status.id, reason, KillGrace(job).count(), job.stop_signal};
     std::shared_ptr<AgentLink> link = agents_->Link(id);
     // A disconnected agent gets it when it reconnects and lists the job (OnHeartbeat).
     if (link && link->SendStopJob(cmd)) job.stop_sent.insert(id);
@@ -120,6 +125,17 @@ void JobManager::StopAgentsLocked(Job& job, const std::string& reason) {
 }
 
 void JobManager::RankFailedLocked(Job& job, const JobFailure& f, int exit_code, int64_t time_ms) {
+  // A rank that dies while an agent of its job is out of touch most likely died because its peers
+  // there vanished: the agent is the cause, not this rank (issue 20, finding 9).
+  JobFailure gone;
+  if (!control::IsTerminal(job.status.state) && job.status.state != JobState::kRestarting &&
+      AgentGoneCauseLocked(job, "", &gone)) {
+    job.held.reset();
+    FailLocked(job, gone, control::kGenericFailureExitCode);
+    job.cause_time_ms = 0;  // never replaced by a rank's exit
+    job.cause_secondary = false;
+    return;
+  }
   const bool secondary = job.peer_failed.count(f.rank) > 0;
   // Which of two rank failures is the cause: one that blamed no peer, then the earlier death.
   auto better = [&](bool other_secondary, int64_t other_time) {
@@ -133,6 +149,7 @@ void JobManager::RankFailedLocked(Job& job, const JobFailure& f, int exit_code, 
       job.status.reason = f.message;
       job.cause_time_ms = time_ms;
       job.cause_secondary = secondary;
+      job.cause_set_at = Clock::now();
       ChangedLocked(job, /*marker=*/true);
     }
     return;
@@ -150,6 +167,7 @@ void JobManager::RankFailedLocked(Job& job, const JobFailure& f, int exit_code, 
   FailLocked(job, f, exit_code);
   job.cause_time_ms = time_ms;
   job.cause_secondary = false;
+  job.cause_set_at = Clock::now();
 }
 
 void JobManager::ReleaseHeldLocked(Job& job) {
@@ -159,6 +177,7 @@ void JobManager::ReleaseHeldLocked(Job& job) {
   FailLocked(job, h.failure, h.exit_code);
   job.cause_time_ms = h.time_ms;
   job.cause_secondary = true;
+  job.cause_set_at = Clock::now();
 }
 
 void JobManager::RankEndedLocked(Job& job) {
@@ -171,11 +190,13 @@ void JobManager::RankEndedLocked(Job& job) {
   if (!job.finished && control::IsTerminal(job.status.state)) {
     if (!AnyRankLive(job.status)) {
       job.finished = true;
-      store_->EraseScope("job/" + job.status.id + "/");
+      // The secret first: the rendezvous server checks it before every request, so nothing can
+      // write a key of this job after its keys are erased.
       {
         std::lock_guard<std::mutex> lock(secrets_mu_);
         secrets_.erase(job.status.id);
       }
+      store_->EraseScope("job/" + job.status.id + "/");
       ChangedLocked(job, /*marker=*/true);
       finished_cv_.notify_all();
       PruneLocked();
@@ -361,6 +382,88 @@ void JobManager::OnAgentLost(const AgentInfo& agent) {
                 " ran there";
     FailLocked(*job, f, control::kGenericFailureExitCode);
     RankEndedLocked(*job);
+  }
+}
+
+bool JobManager::AgentGoneCauseLocked(const Job& job, const std::string& only_agent,
+                                      JobFailure* f) {
+  // The job's live ranks by agent, in rank order; then the first agent whose stream is down.
+  std::map<std::string, std::vector<int>> by_agent;
+  std::vector<std::string> order;
+  for (const RankStatus& r : job.status.ranks) {
+    if (!RankLive(r.state)) continue;
+    if (!only_agent.empty() ? r.placement.agent_id != only_agent
+                            : !job.dropped_agents.count(r.placement.agent_id)) {
+      continue;
+    }
+    std::vector<int>& ranks = by_agent[r.placement.agent_id];
+    if (ranks.empty()) order.push_back(r.placement.agent_id);
+    ranks.push_back(r.placement.rank);
+  }
+  for (const std::string& id : order) {
+    if (agents_->Link(id) != nullptr) continue;
+    std::vector<int> ranks = by_agent[id];
+    const size_t n = ranks.size();
+    if (n > 8) ranks.resize(8);  // one line whatever np is
+    const std::string& host = job.status.ranks[ranks[0]].placement.host;
+    f->rank = ranks[0];
+    f->host = host;
+    f->exit_code = 0;
+    f->signal = 0;
+    f->stderr_tail.clear();
+    f->message = "agent on " + host + " lost (agent " + id +
+                 " dropped its connection to the launcher: it or its host went away); " +
+                 RankList(ranks) +
+                 (n > ranks.size() ? " and " + std::to_string(n - 8) + " more" : "") + " ran there";
+    return true;
+  }
+  return false;
+}
+
+void JobManager::OnAgentDisconnected(const std::string& agent_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (shutdown_ || watches_closed_) return;  // the launcher stops: streams end on purpose
+  const auto now = Clock::now();
+  std::vector<JobPtr> jobs = jobs_;
+  for (const JobPtr& job_ptr : jobs) {
+    Job& job = *job_ptr;
+    JobFailure gone;
+    if (job.finished || !AgentGoneCauseLocked(job, agent_id, &gone)) continue;
+    job.dropped_agents.insert(agent_id);
+    if (job.held) {  // a rank failure blamed on a peer, waiting for its cause: this is it
+      job.held.reset();
+      FailLocked(job, gone, control::kGenericFailureExitCode);
+      job.cause_time_ms = 0;
+      job.cause_secondary = false;
+      continue;
+    }
+    // A rank's exit became the cause a moment ago (or blamed a peer): the agent's loss, reported
+    // a little later over another connection, explains it. Older causes stand.
+    const bool replace = job.cause_time_ms > 0 &&
+                         (job.cause_secondary || now - job.cause_set_at <= options_.cause_settle);
+    if (!replace) continue;
+    std::string old_message;
+    if (job.status.state == JobState::kFailed && job.status.has_failure) {
+      old_message = job.status.failure.message;
+      job.status.failure = gone;
+      job.status.exit_code = control::kGenericFailureExitCode;
+    } else if (job.status.state == JobState::kRestarting && !job.status.previous_failures.empty()) {
+      old_message = job.status.previous_failures.back().message;
+      job.status.previous_failures.back() = gone;
+    } else {
+      continue;
+    }
+    const size_t at = job.status.reason.find(old_message);
+    if (!old_message.empty() && at != std::string::npos) {
+      job.status.reason.replace(at, old_message.size(), gone.message);
+    } else {
+      job.status.reason = gone.message;
+    }
+    job.cause_time_ms = 0;
+    job.cause_secondary = false;
+    HVD_LOG(INFO) << "job " << job.status.id << ": cause is now " << gone.message << " (was "
+                  << old_message << ")";
+    ChangedLocked(job, /*marker=*/true);
   }
 }
 

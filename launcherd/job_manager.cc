@@ -2,7 +2,10 @@
 // heartbeats, loss) and the state changes are in job_events.cc; WatchJob's source in job_watch.cc.
 #include "launcherd/job_manager.h"
 
+#include <csignal>
+
 #include "common/logging.h"
+#include "control/log_escape.h"
 #include "control/token.h"
 #include "control/worker_env.h"
 
@@ -73,7 +76,8 @@ Status JobManager::Submit(const JobSpec& spec, std::string* id) {
   by_id_[job->status.id] = job;
   ChangedLocked(*job, /*marker=*/true);  // a watcher's history starts with the submitted job
   *id = job->status.id;
-  HVD_LOG(INFO) << "job " << *id << " submitted: np=" << spec.np << " " << spec.argv[0];
+  HVD_LOG(INFO) << "job " << *id << " submitted: np=" << spec.np << " "
+                << control::LogEscape(spec.argv[0]);
   ScheduleLocked();
   return Status::OK();
 }
@@ -106,13 +110,47 @@ std::vector<JobStatus> JobManager::List() const {
   return out;
 }
 
-Status JobManager::Cancel(const std::string& id, const std::string& reason, JobState* state) {
+void JobManager::ListPage(const std::string& after_id, int64_t after_submit_ms,
+                          const std::function<bool(const JobStatus&)>& take, bool* more) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t i = 0;
+  if (!after_id.empty()) {
+    while (i < jobs_.size() && jobs_[i]->status.id != after_id) ++i;
+    if (i < jobs_.size()) {
+      ++i;
+    } else {  // pruned since the last page: resume by time
+      i = 0;
+      while (i < jobs_.size() && jobs_[i]->status.submit_time_ms <= after_submit_ms) ++i;
+    }
+  }
+  *more = false;
+  for (; i < jobs_.size(); ++i) {
+    if (!take(jobs_[i]->status)) {
+      *more = true;
+      return;
+    }
+  }
+}
+
+Status JobManager::Cancel(const std::string& id, const std::string& reason, JobState* state,
+                          int signal) {
   std::lock_guard<std::mutex> lock(mu_);
   JobPtr job = FindLocked(id);
   if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
   if (!control::IsTerminal(job->status.state)) {
+    job->stop_signal = signal;  // StopAgentsLocked's, through EndLocked
     EndLocked(*job, JobState::kCancelled, "cancelled: " + (reason.empty() ? "by a user" : reason),
               control::kCancelledExitCode);
+  } else if (signal == SIGKILL && !job->finished) {
+    // Ended, but ranks still run their kill grace: end them now.
+    std::set<std::string> agents;
+    for (const RankStatus& r : job->status.ranks) {
+      if (RankLive(r.state)) agents.insert(r.placement.agent_id);
+    }
+    for (const std::string& agent : agents) {
+      std::shared_ptr<AgentLink> link = agents_->Link(agent);
+      if (link) link->SendStopJob({job->status.id, reason, 0, SIGKILL});
+    }
   }
   *state = job->status.state;
   return Status::OK();
@@ -166,12 +204,22 @@ void JobManager::ScheduleLocked() {
       ReportAgentsReadyLocked(*job, agents);
       switch (r.outcome) {
         case control::PlacementOutcome::kPlaced:
+          if (job->placed_since_ms == 0) job->placed_since_ms = NowMs();
           if (!NetworkReadyLocked(*job, r)) break;
           if (!MasterPortReadyLocked(*job, r)) break;
           for (const control::RankSlot& s : r.ranks) busy[s.agent_id].insert(s.slot);
           StartLocked(*job, r, agents);
           break;
         case control::PlacementOutcome::kWait:
+          if (job->placed_since_ms > 0) {
+            // Back to waiting for slots: the time placed does not count towards --queue-timeout,
+            // and the MASTER_PORT asked for that placement is asked afresh for the next one.
+            if (job->status.queued_since_ms > 0) {
+              job->status.queued_since_ms += NowMs() - job->placed_since_ms;
+            }
+            job->placed_since_ms = 0;
+            job->master_port = Job::MasterPortAsk();
+          }
           if (job->status.reason != r.reason) {
             job->status.reason = r.reason;
             ChangedLocked(*job, /*marker=*/true);
@@ -218,6 +266,7 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
   std::map<std::string, const control::AgentSlots*> agent_by_id;
   for (const control::AgentSlots& a : agents) agent_by_id[a.id] = &a;
   std::set<std::string> used;
+  job.placed_since_ms = 0;  // started: no longer placed and pending
   job.status.ranks.clear();
   for (const control::RankSlot& s : placement.ranks) {
     RankStatus r;
@@ -298,7 +347,7 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
     FailLocked(job, f, control::kGenericFailureExitCode);
     return;
   }
-  HVD_LOG(INFO) << "job " << job.status.id << ": " << job.status.reason;
+  HVD_LOG(INFO) << "job " << job.status.id << ": " << control::LogEscape(job.status.reason, 1024);
 }
 
 bool JobManager::ResolveSecret(const std::string& secret, std::string* prefix) const {

@@ -23,6 +23,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -100,9 +101,18 @@ class JobManager {
   // Every job in submit order, without its ranks (GetJob has them): a list of hundreds of large
   // jobs must stay small enough for one gRPC message.
   std::vector<JobStatus> List() const;
+  // One page of the jobs in submit order, for ListJobs: from the job after `after_id` (empty: the
+  // first job; an id no longer kept: the first job submitted after `after_submit_ms`), `take` is
+  // called with each job under the manager's lock until it returns false (it did not take that
+  // job: the page is full). *more: jobs remain after the page. `take` must not call back in.
+  void ListPage(const std::string& after_id, int64_t after_submit_ms,
+                const std::function<bool(const JobStatus&)>& take, bool* more) const;
   // Cancels a job that has not ended (CANCELLED, StopJob to its agents); an ended job is left as
-  // it is. *state is the job's state afterwards.
-  Status Cancel(const std::string& id, const std::string& reason, JobState* state);
+  // it is. *state is the job's state afterwards. `signal` is the first signal its ranks get (0:
+  // SIGTERM; hvdrun passes on the SIGINT or SIGHUP it received). SIGKILL on a job that has ended
+  // but whose ranks still run kills them now instead (hvdrun's second Ctrl-C).
+  Status Cancel(const std::string& id, const std::string& reason, JobState* state,
+                int signal = 0);
 
   // WatchJob's source. With from_seq 0: the job's history in the order it happened (a status
   // snapshot at submission and at each state or reason change, progress messages, output lines).
@@ -123,6 +133,10 @@ class JobManager {
                 std::vector<OutputLine> lines);
   void OnHeartbeat(const std::string& agent_id, const std::vector<std::string>& running_jobs);
   void OnAgentLost(const AgentInfo& agent);
+  // The agent's stream dropped (it crashed, or its host or the network went): not LOST yet (it may
+  // reconnect within the lease), but a failing job with ranks there names "agent on <host> lost"
+  // as its cause instead of a rank that died because its peer vanished (job_events.cc).
+  void OnAgentDisconnected(const std::string& agent_id);
   // An agent's answer to a MasterPortRequest (job_master_port.cc).
   void OnMasterPort(const std::string& agent_id, const MasterPortAnswer& answer);
   // The agent (re-)registered: after a reconnect, a restart of the agent or of the launcher, its
@@ -172,12 +186,18 @@ class JobManager {
     int ranks_started = 0;
     std::string agents_ready;         // last "agents ready n/N" sent, to send changes only
     std::set<std::string> stop_sent;  // agents that were sent StopJob for this job
+    int stop_signal = 0;              // StopJob's first signal (Cancel's); 0: SIGTERM
     Clock::time_point ended_at;
     // The failure's cause, when a rank exit: when it died (its agent's clock) and whether its
     // runtime blamed a peer. A better cause (not blaming a peer, or dying earlier) reported
     // before every rank is gone replaces it.
     int64_t cause_time_ms = 0;
     bool cause_secondary = false;
+    // When the current cause was set (a rank exit): a dropped agent replaces it shortly after.
+    Clock::time_point cause_set_at;
+    // Agents of live ranks whose stream dropped while the job ran (not those a restarted launcher
+    // still waits for): a rank failure while one is away names it as the cause.
+    std::set<std::string> dropped_agents;
     std::set<int> peer_failed;  // ranks whose runtime reported failing because of a peer
     struct HeldFailure {
       JobFailure failure;
@@ -219,6 +239,10 @@ class JobManager {
       Clock::time_point answered;
     };
     MasterPortAsk master_port;
+    // Since when (NowMs) the PENDING job holds a placement going through the network check and
+    // the MASTER_PORT step; 0 while it waits for slots. That time is not time waiting for slots:
+    // --queue-timeout does not count it, and a placement lost drops its MASTER_PORT request.
+    int64_t placed_since_ms = 0;
   };
   using JobPtr = std::shared_ptr<Job>;
 
@@ -267,6 +291,11 @@ class JobManager {
   void RankFailedLocked(Job& job, const JobFailure& f, int exit_code, int64_t time_ms)
       REQUIRES(mu_);
   void ReleaseHeldLocked(Job& job) REQUIRES(mu_);
+  // The job's live ranks on an agent whose stream is down (`only_agent`, or any of
+  // job.dropped_agents), as the failure naming the first such agent ("agent on node-b lost
+  // (...)"); false when there is none.
+  bool AgentGoneCauseLocked(const Job& job, const std::string& only_agent, JobFailure* f)
+      REQUIRES(mu_);
   // Marks the job's live ranks on the agent KILLED with `error`; returns them (in rank order).
   std::vector<int> KillRanksOnAgentLocked(Job& job, const std::string& agent_id,
                                           const std::string& error) REQUIRES(mu_);

@@ -3,7 +3,9 @@
 // and every rank gets it; MASTER_ADDR is set with the rest of the environment in StartLocked.
 // Like the network check it runs between placement and start, never blocks under the lock (the
 // request is queued on the agent's link), and has a deadline that fails the job naming the agent.
-// A job that gives -x MASTER_PORT skips it: its own store, its own port.
+// A job that gives -x MASTER_PORT skips it: its own store, its own port. A request whose agent
+// went away, or whose placement was given up for waiting (job_manager.cc), is dropped and asked
+// afresh for the next placement: only an agent that is there and silent fails the job.
 #include <cstdio>
 
 #include "common/logging.h"
@@ -92,7 +94,16 @@ void JobManager::OnMasterPort(const std::string& agent_id, const MasterPortAnswe
 
 void JobManager::CheckMasterPortLocked(Job& job, Clock::time_point now) {
   Job::MasterPortAsk& ask = job.master_port;
-  if (ask.request_id.empty() || ask.port > 0 || !ask.error.empty() || now < ask.deadline) return;
+  if (ask.request_id.empty() || ask.port > 0 || !ask.error.empty()) return;
+  if (!agents_->Link(ask.agent_id)) {
+    // Rank 0's agent went away after it was asked: its answer will never come, and that is no
+    // silence to blame it for. Place the job again: elsewhere (asked afresh), back to waiting for
+    // slots, or on the same agent once it is back.
+    ask = Job::MasterPortAsk();
+    ScheduleLocked();
+    return;
+  }
+  if (now < ask.deadline) return;
   JobFailure f;
   f.host = ask.host;
   f.message = "rank 0's agent " + ask.agent_id + " on " + ask.host +

@@ -1,12 +1,16 @@
 #include "launcherd/job_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
+#include "common/logging.h"
 #include "common/thread_annotations.h"
 #include "launcherd/proto_convert.h"
 
@@ -16,6 +20,38 @@ namespace {
 // The schema's version, in SQLite's user_version: a newer launcher migrates, an older one refuses
 // a database it does not understand instead of misreading it.
 constexpr int kSchemaVersion = 1;
+
+// jobs.db holds every job's secret and its -x values. SQLite creates the database 0644 (less the
+// umask) but gives its -wal and -shm the database file's own mode, so the database is created
+// here, 0600 whatever the umask, before SQLite opens it; files an older launcher left looser are
+// tightened. O_NOFOLLOW: a symlink planted in a shared directory is refused, not followed.
+Status CreatePrivate(const std::string& path, bool create) {
+  int fd = open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), 0600);
+  if (fd < 0) {
+    if (!create && errno == ENOENT) return Status::OK();
+    return Unavailable("job store " + path + ": cannot open: " + std::strerror(errno) +
+                       "; the --state-dir must be writable by this user, and jobs.db a file");
+  }
+  const bool ok = fchmod(fd, 0600) == 0;
+  const int err = errno;
+  close(fd);
+  if (!ok) {
+    return Unavailable("job store " + path + ": cannot make it private (chmod 0600): " +
+                       std::strerror(err) + "; it must belong to the launcher's user");
+  }
+  return Status::OK();
+}
+
+// A state directory others can read or enter exposes nothing through jobs.db (0600), but it is
+// where a careless copy or an older file would leak: said once, at start.
+void WarnIfOthersCanRead(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0 || (st.st_mode & S_IRWXO) == 0) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  HVD_LOG(WARNING) << "--state-dir " << dir << " is open to other users (mode " << mode
+                   << "); it holds the job table with every job's secret: chmod 700 " << dir;
+}
 
 class SqliteJobStore final : public JobStore {
  public:
@@ -143,7 +179,13 @@ Status JobStore::Open(const std::string& dir, std::unique_ptr<JobStore>* out) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     return InvalidArgument("cannot create --state-dir " + dir + ": " + std::strerror(errno));
   }
-  auto store = std::make_unique<SqliteJobStore>(dir + "/jobs.db");
+  WarnIfOthersCanRead(dir);
+  const std::string path = dir + "/jobs.db";
+  HVD_RETURN_IF_ERROR(CreatePrivate(path, /*create=*/true));
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) {
+    HVD_RETURN_IF_ERROR(CreatePrivate(path + suffix, /*create=*/false));
+  }
+  auto store = std::make_unique<SqliteJobStore>(path);
   HVD_RETURN_IF_ERROR(store->Init());
   *out = std::move(store);
   return Status::OK();

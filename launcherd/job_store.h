@@ -25,7 +25,9 @@ struct StoredJob {
 
 class JobStore {
  public:
-  // Opens (creating) <dir>/jobs.db. Errors name the file and SQLite's message.
+  // Opens (creating) <dir>/jobs.db. The database and its -wal and -shm are 0600 whatever the
+  // umask (they hold job secrets); a `dir` other users can read is warned about, once. Errors
+  // name the file and SQLite's message.
   static Status Open(const std::string& dir, std::unique_ptr<JobStore>* out);
   virtual ~JobStore() = default;
 

@@ -16,6 +16,7 @@
 #include <cstdlib>
 
 #include "common/logging.h"
+#include "control/log_escape.h"
 #include "launcherd/job_manager.h"
 
 namespace hvd::launcherd {
@@ -121,7 +122,8 @@ void JobManager::StallReportLocked(Job& job, int rank, const std::string& value)
   });
   if (summary == job.status.stall) return;
   if (!summary.empty()) {
-    HVD_LOG(WARNING) << "job " << job.status.id << " stalled: " << summary;
+    HVD_LOG(WARNING) << "job " << job.status.id
+                     << " stalled: " << control::LogEscape(summary, 1024);
   } else {
     HVD_LOG(INFO) << "job " << job.status.id << " is making progress again";
   }
@@ -230,6 +232,9 @@ void JobManager::CheckQueueTimeoutLocked(Job& job) {
   // queued_since_ms is wall clock because it is part of the record (a restarted launcher resumes
   // the count); a job restored from before the field existed (0) starts counting now.
   if (timeout_ms <= 0) return;
+  // Placed, in the network check or the MASTER_PORT step: not waiting for slots (that time is
+  // taken off the count if it falls back to waiting, job_manager.cc).
+  if (job.placed_since_ms > 0) return;
   if (job.status.queued_since_ms <= 0) job.status.queued_since_ms = NowMs();
   const int64_t waited_ms = NowMs() - job.status.queued_since_ms;
   if (waited_ms < timeout_ms) return;

@@ -170,6 +170,7 @@ struct StopJobCommand {
   std::string job_id;
   std::string reason;
   int64_t grace_ms = 0;
+  int signal = 0;  // the first signal; 0: SIGTERM (hvd.v1.StopJob.signal)
 };
 
 }  // namespace hvd::launcherd

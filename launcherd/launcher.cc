@@ -16,6 +16,9 @@
 #include <thread>
 
 #include "common/logging.h"
+#include "control/token.h"
+#include "control/tls_grpc.h"
+#include "control/token_gate.h"
 #include "launcherd/agent_gateway_service.h"
 #include "launcherd/agent_registry.h"
 #include "launcherd/http_server.h"
@@ -34,7 +37,17 @@ namespace {
 // How long Stop() gives queued StopJob messages to reach agents, and in-flight calls to end.
 constexpr auto kDrainTimeout = std::chrono::seconds(1);
 constexpr auto kShutdownGrace = std::chrono::seconds(2);
-constexpr int kMaxMessageBytes = 64 << 20;
+// The largest message any caller may send, checked by gRPC before a handler (and its token
+// check) runs: a call without a token is buffered up to this much, so it stays small (issue 20,
+// finding 7: eight 60 MiB calls once cost 661 MiB). The largest legitimate messages fit: a job
+// spec within control/spec_limits.h (argv 256 KiB, environment 512 KiB), an agent's output batch
+// (1 MiB, agent/outbox.h). gRPC's own default, and what hvd's clients accept in return.
+constexpr int kMaxMessageBytes = 4 << 20;
+
+// Plain TCP there reaches this machine only: no warning for it.
+bool IsLoopbackHost(const std::string& host) {
+  return host == "localhost" || host.rfind("127.", 0) == 0 || host == "::1" || host == "[::1]";
+}
 
 Status ValidateOptions(const LauncherOptions& o) {
   if (o.token.empty()) {
@@ -122,7 +135,15 @@ class LauncherImpl final : public Launcher {
     rendezvous_service_ = std::make_unique<RendezvousService>(&store_, options_.token, resolver);
     grpc::ServerBuilder builder;
     int selected_port = 0;
-    builder.AddListeningPort(options_.listen, grpc::InsecureServerCredentials(), &selected_port);
+    // The token gate (control/token_gate.h) fails calls that carry neither the cluster token nor
+    // a live job's secret before gRPC reads their message: a caller without a token costs the
+    // launcher a few KiB, not up to kMaxMessageBytes per call.
+    control::TokenAcceptor gate = [this, resolver](std::string_view token) {
+      std::string prefix;
+      return control::TokensEqual(token, options_.token) || resolver(std::string(token), &prefix);
+    };
+    builder.AddListeningPort(options_.listen, control::ServerCredentialsFor(options_.tls, gate),
+                             &selected_port);
     // Without this a second launcher on the same port would bind too and steal half the calls.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
     builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
@@ -136,10 +157,20 @@ class LauncherImpl final : public Launcher {
                          "pick another --listen");
     }
     grpc_address_ = grpc_host + ":" + std::to_string(selected_port);
+    if (!options_.tls.enabled() && !IsLoopbackHost(grpc_host)) {
+      HVD_LOG(WARNING) << "gRPC on " << grpc_address_
+                       << " is plain TCP on a non-loopback address: the cluster token and job "
+                          "specs cross the network in clear; use --tls-cert, --tls-key and "
+                          "--tls-ca (scripts/gen-certs.sh; docs/security.md, \"TLS\")";
+    }
 
     if (!options_.http_listen.empty()) {
-      HVD_RETURN_IF_ERROR(
-          HttpServer::Start(options_.http_listen, jobs_.get(), &registry_, &store_, &http_));
+      HttpOptions http;
+      http.listen = options_.http_listen;
+      http.tokens = {options_.token, options_.rest_token};
+      http.public_api = options_.rest_public;
+      http.tls = options_.tls;  // HTTPS with the gRPC certificate
+      HVD_RETURN_IF_ERROR(HttpServer::Start(http, jobs_.get(), &registry_, &store_, &http_));
     }
     sweeper_ = std::thread([this] { SweepLoop(); });
     HVD_LOG(INFO) << "hvd-launcherd: gRPC on " << grpc_address_ << ", rendezvous on "

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "control/tls.h"
 #include "hvd/status.h"
 
 namespace hvd::launcherd {
@@ -23,6 +24,14 @@ struct LauncherOptions {
   // next start within the lease. Empty: nothing persisted, and Stop() cancels every job.
   std::string state_dir;
   std::string token;  // the cluster token; REQUIRED non-empty
+  // --tls-cert/--tls-key/--tls-ca, checked (control/tls.h): gRPC and REST over TLS, agents with
+  // a client certificate of the CA only. Not enabled: plain TCP.
+  control::TlsConfig tls;
+  // REST: /v1/* needs "Authorization: Bearer" with the cluster token or this read-only token
+  // (--rest-token-file; empty: none), unless rest_public (--rest-public). /healthz and /metrics
+  // are always open.
+  std::string rest_token;
+  bool rest_public = false;
   std::chrono::milliseconds heartbeat_interval{1000};
   std::chrono::milliseconds lease{5000};         // an agent silent this long is LOST
   std::chrono::milliseconds kill_grace{5000};    // SIGTERM -> SIGKILL when tearing a job down

@@ -1,6 +1,9 @@
 #include "launcherd/launcher_service.h"
 
+#include <csignal>
+
 #include "control/grpc_util.h"
+#include "control/spec_limits.h"
 #include "launcherd/proto_convert.h"
 #include "launcherd/stdin_service.h"
 
@@ -10,6 +13,32 @@ namespace {
 // How often a watch with nothing to send checks whether its client went away.
 constexpr auto kWatchPoll = std::chrono::milliseconds(200);
 
+// ListJobs pages: jobs per page by default and at most, and the bytes after which a page ends
+// early (a quarter of the 4 MiB a default gRPC client accepts; summaries are a few KiB at most).
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+constexpr size_t kMaxPageBytes = 1 << 20;
+
+// Page tokens are "<submit_time_ms>-<job id>" of the page's last job: the id resumes after it,
+// the time when it has been pruned since. Opaque to clients.
+std::string PageToken(const JobStatus& last) {
+  return std::to_string(last.submit_time_ms) + "-" + last.id;
+}
+bool ParsePageToken(const std::string& token, int64_t* ms, std::string* id) {
+  const size_t dash = token.find('-');
+  if (dash == 0 || dash == std::string::npos || dash > 19 || dash + 1 == token.size()) {
+    return false;
+  }
+  int64_t v = 0;
+  for (size_t i = 0; i < dash; ++i) {
+    if (token[i] < '0' || token[i] > '9') return false;
+    v = v * 10 + (token[i] - '0');
+  }
+  *ms = v;
+  *id = token.substr(dash + 1);
+  return id->size() <= 64;
+}
+
 }  // namespace
 
 grpc::Status LauncherService::SubmitJob(grpc::ServerContext* context,
@@ -17,6 +46,10 @@ grpc::Status LauncherService::SubmitJob(grpc::ServerContext* context,
                                         v1::SubmitJobResponse* response) {
   grpc::Status auth = control::CheckToken(*context, token_);
   if (!auth.ok()) return auth;
+  // Every field against hvdrun's own limits before anything is copied or placed
+  // (control/spec_limits.h): a client that skips hvdrun gets the same answer.
+  Status valid = control::ValidateJobSpec(request->spec());
+  if (!valid.ok()) return control::ToGrpc(valid.WithContext("SubmitJob"));
   std::string id;
   Status s = jobs_->Submit(FromProto(request->spec()), &id);
   if (!s.ok()) return control::ToGrpc(s.WithContext("SubmitJob"));
@@ -40,7 +73,36 @@ grpc::Status LauncherService::ListJobs(grpc::ServerContext* context,
                                        v1::ListJobsResponse* response) {
   grpc::Status auth = control::CheckToken(*context, token_);
   if (!auth.ok()) return auth;
-  for (const JobStatus& status : jobs_->List()) ToProto(status, response->add_jobs());
+  int64_t after_ms = 0;
+  std::string after_id;
+  if (!request->page_token().empty() &&
+      !ParsePageToken(request->page_token(), &after_ms, &after_id)) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "ListJobs: page_token is not one this launcher gave; start again with an "
+                        "empty page_token");
+  }
+  if (request->page_size() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "ListJobs: page_size must be >= 0 (0: the default of " +
+                            std::to_string(kDefaultPageSize) + ")");
+  }
+  const int limit =
+      request->page_size() == 0 ? kDefaultPageSize : std::min(request->page_size(), kMaxPageSize);
+  size_t bytes = 0;
+  std::string last_token;
+  bool more = false;
+  jobs_->ListPage(
+      after_id, after_ms,
+      [&](const JobStatus& status) {
+        if (response->jobs_size() >= limit || bytes >= kMaxPageBytes) return false;
+        v1::JobStatus* p = response->add_jobs();
+        ToSummaryProto(status, p);
+        bytes += p->ByteSizeLong();
+        last_token = PageToken(status);
+        return true;
+      },
+      &more);
+  if (more) response->set_next_page_token(last_token);
   return grpc::Status::OK;
 }
 
@@ -49,8 +111,15 @@ grpc::Status LauncherService::CancelJob(grpc::ServerContext* context,
                                         v1::CancelJobResponse* response) {
   grpc::Status auth = control::CheckToken(*context, token_);
   if (!auth.ok()) return auth;
+  const int sig = request->signal();
+  if (sig != 0 && sig != SIGINT && sig != SIGTERM && sig != SIGHUP && sig != SIGKILL) {
+    return control::ToGrpc(InvalidArgument(
+        "CancelJob signal " + std::to_string(sig) + ": give 0 (SIGTERM), SIGINT (" +
+        std::to_string(SIGINT) + "), SIGTERM (" + std::to_string(SIGTERM) + "), SIGHUP (" +
+        std::to_string(SIGHUP) + ") or SIGKILL (" + std::to_string(SIGKILL) + ")"));
+  }
   JobState state;
-  Status s = jobs_->Cancel(request->job_id(), request->reason(), &state);
+  Status s = jobs_->Cancel(request->job_id(), request->reason(), &state, sig);
   if (!s.ok()) return control::ToGrpc(s);
   response->set_state(static_cast<v1::JobState>(state));
   return grpc::Status::OK;

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "control/flags.h"
+#include "control/tls.h"
 #include "control/token.h"
 #include "launcherd/launcher.h"
 #include "launcherd/listen_address.h"
@@ -26,10 +28,26 @@ constexpr int kUsageError = 2;
 #define HVD_VERSION "dev"
 #endif
 
+// The private temporary directory LoadToken made for a generated token: removed, token and all,
+// when main() returns, so that every run without --token-file/--state-dir does not leave one more
+// /tmp/hvd-launcherd-XXXXXX behind (that token is useless once this launcher is gone).
+struct GeneratedTokenDir {
+  std::string dir;  // empty: none was made
+  ~GeneratedTokenDir() {
+    if (dir.empty()) return;
+    unlink((dir + "/token").c_str());
+    if (rmdir(dir.c_str()) != 0) {
+      std::cerr << "hvd-launcherd: could not remove " << dir << ": " << std::strerror(errno)
+                << "\n";
+    }
+  }
+};
+
 // The token: --token-file, else $HVD_TOKEN_FILE, else <state-dir>/token (kept across restarts, so
-// agents and users need not be told again), else a fresh one in a private temporary directory.
+// agents and users need not be told again), else a fresh one in a private temporary directory
+// (*made names it, to be removed on exit).
 Status LoadToken(const std::string& flag_path, const std::string& state_dir, std::string* token,
-                 std::string* path) {
+                 std::string* path, GeneratedTokenDir* made) {
   *path = flag_path;
   if (path->empty()) {
     const char* env = std::getenv("HVD_TOKEN_FILE");
@@ -51,10 +69,12 @@ Status LoadToken(const std::string& flag_path, const std::string& state_dir, std
                            std::strerror(errno) + "; pass --token-file or --state-dir");
     }
     *path = std::string(dir) + "/token";
+    made->dir = dir;
   }
   HVD_RETURN_IF_ERROR(hvd::control::WriteNewTokenFile(*path, token));
   std::cerr << "hvd-launcherd: generated a cluster token in " << *path
-            << "; give it to agents and hvdrun with --token-file " << *path << "\n";
+            << "; give it to agents and hvdrun with --token-file " << *path
+            << (made->dir.empty() ? "" : " (removed when this launcher exits)") << "\n";
   return Status::OK();
 }
 
@@ -62,10 +82,10 @@ Status LoadToken(const std::string& flag_path, const std::string& state_dir, std
 
 int main(int argc, char** argv) {
   std::string listen = "0.0.0.0:7070", http, rendezvous_listen, advertise_host, state_dir,
-              token_file, log_level;
+              token_file, log_level, rest_token_file;
   int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000, start_timeout_ms = 30000,
           probe_timeout_ms = 500;
-  bool help = false, version = false;
+  bool help = false, version = false, rest_public = false;
   hvd::control::FlagSet flags("hvd-launcherd");
   flags.String("--listen", &listen, "gRPC address for hvdrun and agents (default 0.0.0.0:7070)");
   flags.String("--http", &http, "REST/metrics address, e.g. 0.0.0.0:7080 (default: off)");
@@ -79,6 +99,20 @@ int main(int argc, char** argv) {
                "job) and the generated token (default: none; a stop then cancels every job)");
   flags.String("--token-file", &token_file,
                "cluster token file (default: $HVD_TOKEN_FILE, else generated)");
+  flags.String("--rest-token-file", &rest_token_file,
+               "a second token, for REST only: it opens /v1/* (jobs, agents) and nothing else, so "
+               "dashboards need not hold the cluster token (default: none; the cluster token "
+               "always works)");
+  hvd::control::TlsFiles tls_files;
+  flags.String("--tls-cert", &tls_files.cert,
+               "PEM certificate of this launcher: gRPC and REST over TLS (with --tls-key and "
+               "--tls-ca; scripts/gen-certs.sh makes them; default: plain TCP)");
+  flags.String("--tls-key", &tls_files.key, "PEM private key of --tls-cert");
+  flags.String("--tls-ca", &tls_files.ca,
+               "PEM cluster CA: agents must present a client certificate it signed");
+  flags.Bool("--rest-public", &rest_public,
+             "serve /v1/* (argv, working directories, stderr tails) without a token; by default "
+             "only /healthz and /metrics are open");
   flags.String("--log-level", &log_level,
                "trace, debug, info, warning or error (default: $HVD_LOG_LEVEL, else info: jobs "
                "and agents coming and going)");
@@ -174,8 +208,23 @@ int main(int argc, char** argv) {
       return s.code() == hvd::StatusCode::kInvalidArgument ? kUsageError : 1;
     }
   }
+  // Before the cluster token, which may be generated: a bad flag leaves nothing behind.
+  if (!rest_token_file.empty()) {
+    s = hvd::control::ReadTokenFile(rest_token_file, &options.rest_token);
+    if (!s.ok()) {
+      std::cerr << "hvd-launcherd: --rest-token-file: " << s.message() << "\n";
+      return kUsageError;
+    }
+  }
+  options.rest_public = rest_public;
+  s = hvd::control::LoadTls(tls_files, hvd::control::TlsRole::kServer, &options.tls);
+  if (!s.ok()) {
+    std::cerr << "hvd-launcherd: " << s.message() << "\n";
+    return kUsageError;
+  }
   std::string token_path;
-  s = LoadToken(token_file, state_dir, &options.token, &token_path);
+  GeneratedTokenDir generated_token_dir;  // removed on every return from here on
+  s = LoadToken(token_file, state_dir, &options.token, &token_path, &generated_token_dir);
   if (!s.ok()) {
     std::cerr << "hvd-launcherd: " << s.message() << "\n";
     return kUsageError;

@@ -211,6 +211,41 @@ void ToProto(const JobStatus& s, v1::JobStatus* p) {
   p->set_queued_since_ms(s.queued_since_ms);
 }
 
+void ToSummaryProto(const JobStatus& s, v1::JobStatus* p) {
+  p->set_id(s.id);
+  p->set_summarized(true);
+  v1::JobSpec* spec = p->mutable_spec();
+  size_t used = 0;
+  for (const std::string& a : s.spec.argv) {
+    if (used + a.size() <= kSummaryArgvBytes) {
+      spec->add_argv(a);
+      used += a.size();
+      continue;
+    }
+    spec->add_argv(a.substr(0, kSummaryArgvBytes - used) + "...");
+    break;
+  }
+  spec->set_np(s.spec.np);
+  spec->set_working_dir(s.spec.working_dir);
+  spec->set_name(s.spec.name);
+  spec->set_detached(s.spec.detached);
+  spec->set_max_restarts(s.spec.max_restarts);
+  p->set_state(static_cast<v1::JobState>(s.state));
+  p->set_reason(s.reason);
+  if (s.has_failure) {
+    ToProto(s.failure, p->mutable_failure());
+    p->mutable_failure()->clear_stderr_tail();
+  }
+  p->set_submit_time_ms(s.submit_time_ms);
+  p->set_start_time_ms(s.start_time_ms);
+  p->set_end_time_ms(s.end_time_ms);
+  p->set_exit_code(s.exit_code);
+  p->set_attempt(s.attempt);
+  p->set_stall(s.stall);
+  p->set_stall_since_ms(s.stall_since_ms);
+  p->set_queued_since_ms(s.queued_since_ms);
+}
+
 void ToProto(const JobEvent& e, v1::JobEvent* p) {
   switch (e.kind) {
     case JobEvent::Kind::kOutput:
@@ -254,6 +289,7 @@ void ToProto(const StopJobCommand& c, v1::StopJob* p) {
   p->set_job_id(c.job_id);
   p->set_reason(c.reason);
   p->set_grace_ms(c.grace_ms);
+  p->set_signal(c.signal);
 }
 
 }  // namespace hvd::launcherd

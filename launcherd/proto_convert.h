@@ -17,6 +17,11 @@ OutputLine FromProto(const v1::OutputLine& p);
 JobStatus FromProto(const v1::JobStatus& p);
 
 void ToProto(const JobStatus& s, v1::JobStatus* p);
+// ListJobs' entry (JobStatus.summarized): what `hvdrun list` and GET /v1/jobs show, bounded in
+// size whatever the spec held. argv keeps whole arguments up to kSummaryArgvBytes; the one that
+// crosses it is cut and ends with "...", later ones are left out.
+inline constexpr size_t kSummaryArgvBytes = 1024;
+void ToSummaryProto(const JobStatus& s, v1::JobStatus* p);
 void ToProto(const JobEvent& e, v1::JobEvent* p);
 void ToProto(const AgentInfo& a, v1::AgentInfo* p);
 void ToProto(const StartRankCommand& c, v1::StartRank* p);

@@ -17,7 +17,38 @@ packages=(
   # here (docs/performance.md), which would swamp every training-step measurement.
   libopenblas0
   libssh-dev openssh-client openssh-server
+  # scripts/fuzz.sh: clang with libFuzzer and the sanitizers' runtimes (tests/fuzz/README.md).
+  clang libclang-rt-14-dev
 )
+
+# --runtime: only what the installed binaries need to run, for deploy/Containerfile's last stage
+# (tests/deploy/containerfile_test.sh checks that these cover every library the binaries link).
+runtime_packages=(libgrpc++1.51 libprotobuf32 libsqlite3-0 libssh-4 libcpp-httplib0.11 libssl3
+                  tini procps ca-certificates)
+mode=${1:-}
+if [ "$mode" = --runtime ]; then packages=("${runtime_packages[@]}"); fi
+
+# tests/deploy validates the Kubernetes manifests with npm packages pinned by its
+# package-lock.json, installed into tests/deploy/node_modules (git-ignored) so that the test runs
+# offline afterwards. Skipped for --runtime, and where the checkout has no tests/deploy (the
+# Containerfile's first step).
+install_node_modules() {
+  local dir
+  dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/tests/deploy"
+  [ "$mode" != --runtime ] && [ -f "$dir/package-lock.json" ] || return 0
+  [ -d "$dir/node_modules/kubernetes-models" ] && return 0
+  if ! command -v npm >/dev/null; then
+    if [ "$(id -u)" -ne 0 ]; then
+      echo "install-deps: npm is missing (sudo apt-get install -y nodejs npm); tests/deploy's" \
+           "Kubernetes check will be skipped" >&2
+      return 0
+    fi
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
+  fi
+  echo "install-deps: npm ci in tests/deploy"
+  npm ci --prefix "$dir" --no-audit --no-fund --ignore-scripts --loglevel=error >/dev/null
+}
 
 missing=()
 for p in "${packages[@]}"; do
@@ -25,7 +56,7 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
+if [ ${#missing[@]} -eq 0 ]; then install_node_modules; exit 0; fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing Debian packages: ${missing[*]}" >&2
@@ -45,3 +76,4 @@ if [[ " ${missing[*]} " == *" openssh-server "* && ! -e $policy ]]; then
 fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+install_node_modules

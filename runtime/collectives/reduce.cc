@@ -26,6 +26,7 @@
 #include <type_traits>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HVD_X86 1
 #define HVD_CLONES __attribute__((target_clones("avx2", "default")))
@@ -387,7 +388,11 @@ HVD_F16C void ScaleHalfF16C(uint16_t* buf, size_t n, float f) {
 bool HaveF16C() {
   static const bool have = [] {
     __builtin_cpu_init();
-    return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+    // F16C from CPUID leaf 1 (ECX bit 29): clang before 15 rejects __builtin_cpu_supports("f16c"),
+    // and the fuzz build (scripts/fuzz.sh) compiles this file with clang 14.
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) &&
+           (ecx & bit_F16C) != 0;
   }();
   return have;
 }

@@ -54,6 +54,10 @@ class Setting {
   T default_;
 };
 
+// Bounds that hvdrun checks up front (cli/horovodrun_flags.cc) and the runtime enforces
+// (core/context.cc): one number for both, so that no value passes one and fails the other.
+inline constexpr int64_t kMaxCacheCapacity = int64_t{1} << 20;  // HVD_CACHE_CAPACITY, entries
+
 // Parsers shared by Setting<T> and by callers that read values from elsewhere.
 Status ParseInt64(const std::string& text, int64_t* out);
 Status ParseDouble(const std::string& text, double* out);

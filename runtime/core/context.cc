@@ -214,7 +214,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
       CheckRange("HVD_FUSION_THRESHOLD", eo.fusion.threshold_bytes, 0, 1ll << 40, ""));
   HVD_RETURN_IF_ERROR(CheckRange("HVD_FUSION_MAX_TENSOR_BYTES", eo.fusion.max_tensor_bytes, 0,
                                  1ll << 40, " (0: no limit)"));
-  HVD_RETURN_IF_ERROR(CheckRange("HVD_CACHE_CAPACITY", cache_capacity, 0, 1 << 20, ""));
+  HVD_RETURN_IF_ERROR(CheckRange("HVD_CACHE_CAPACITY", cache_capacity, 0, common::kMaxCacheCapacity, ""));
   if (start_s <= 0 || peer_s <= 0) {
     return InvalidArgument("HVD_START_TIMEOUT_SECONDS and HVD_PEER_TIMEOUT_SECONDS must be > 0");
   }

@@ -17,8 +17,10 @@ using internal::ErrnoText;
 
 constexpr uint8_t kMaxStatusCode = static_cast<uint8_t>(StatusCode::kCancelled);
 
-std::string MiB(uint64_t bytes) {
-  return std::to_string(bytes >> 20) + " MiB";
+// "4 MiB", "4096 bytes": limits as the docs write them.
+std::string Size(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
 }
 
 // Blocks until `fd` has any of `events` (or an error or hangup, which the next syscall reports),
@@ -151,6 +153,10 @@ Status DecodeRequest(std::string_view payload, Request* r) {
       break;
     case Op::kWait:
       if (d.Count(&n, sizeof(uint64_t))) {
+        if (n > kMaxWaitKeys) {
+          return InvalidArgument("rendezvous WAIT request names " + std::to_string(n) +
+                                 " keys, over the limit of " + std::to_string(kMaxWaitKeys));
+        }
         r->keys.resize(n);
         for (auto& k : r->keys) d.Str(&k);
       }
@@ -241,7 +247,7 @@ Status WriteFrame(int fd, std::string_view payload, Deadline deadline, int cance
                   const std::string& peer) {
   if (payload.size() > kMaxFrameBytes) {
     return InvalidArgument("a rendezvous message of " + std::to_string(payload.size()) +
-                           " bytes exceeds the protocol's limit of " + MiB(kMaxFrameBytes) +
+                           " bytes exceeds the protocol's limit of " + Size(kMaxFrameBytes) +
                            "; the rendezvous store is for small values (addresses, ids)");
   }
   std::string frame(4 + payload.size(), '\0');
@@ -272,15 +278,35 @@ Status ReadFrame(int fd, std::string* payload, Deadline deadline, int cancel_fd,
   unsigned char header[4];
   HVD_RETURN_IF_ERROR(ReadFull(fd, reinterpret_cast<char*>(header), sizeof(header), deadline,
                                cancel_fd, peer, false));
-  const uint32_t n = header[0] | (uint32_t{header[1]} << 8) | (uint32_t{header[2]} << 16) |
-                     (uint32_t{header[3]} << 24);
-  if (n > kMaxFrameBytes) {
-    return InvalidArgument("a message of " + std::to_string(n) + " bytes from " + peer +
-                           " exceeds the rendezvous protocol's limit of " + MiB(kMaxFrameBytes) +
-                           "; is the peer speaking the hvd rendezvous protocol?");
-  }
+  const uint32_t n = FrameLength(header);
+  if (n > kMaxFrameBytes) return FrameTooBig(n, kMaxFrameBytes, peer);
   payload->resize(n);
   return ReadFull(fd, payload->data(), n, deadline, cancel_fd, peer, true);
+}
+
+uint32_t FrameLength(const unsigned char header[4]) {
+  return header[0] | (uint32_t{header[1]} << 8) | (uint32_t{header[2]} << 16) |
+         (uint32_t{header[3]} << 24);
+}
+
+Status FrameTooBig(uint64_t n, uint64_t limit, const std::string& peer) {
+  return InvalidArgument("a message of " + std::to_string(n) + " bytes from " + peer +
+                         " exceeds the rendezvous protocol's limit of " + Size(limit) +
+                         "; is the peer speaking the hvd rendezvous protocol?");
+}
+
+std::string EncodeNotice(const std::string& message) {
+  common::Encoder e;
+  e.U8(kNoticeByte);
+  e.Str(message);
+  return e.Release();
+}
+
+bool DecodeNotice(std::string_view payload, std::string* message) {
+  if (payload.empty() || static_cast<uint8_t>(payload[0]) != kNoticeByte) return false;
+  common::Decoder d(payload.substr(1));
+  if (!d.Str(message)) message->assign("(unreadable notice)");
+  return true;
 }
 
 }  // namespace hvd::runtime::rendezvous::kv

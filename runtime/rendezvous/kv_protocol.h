@@ -32,8 +32,25 @@ namespace hvd::runtime::rendezvous::kv {
 // Bumped on an incompatible change; HELLO carries it so a mismatch fails with a clear message.
 inline constexpr int32_t kProtocolVersion = 1;
 // Rendezvous values are small (addresses, a 128-byte NCCL id); a bigger frame is a bug or garbage
-// (for example an HTTP client dialing the wrong port), refused before allocating for it.
-inline constexpr uint32_t kMaxFrameBytes = 64u << 20;
+// (for example an HTTP client dialing the wrong port), refused before allocating for it. The limits
+// below are the launcher's (docs/rendezvous.md); the runtime's client only checks the frame size.
+inline constexpr uint32_t kMaxFrameBytes = 4u << 20;
+// Before HELLO succeeds a frame can only be a HELLO (a version and a secret): anything bigger is
+// refused without reading it, so an unauthenticated peer costs the launcher at most this much.
+inline constexpr uint32_t kMaxHelloFrameBytes = 4096;
+inline constexpr size_t kMaxKeyBytes = 1024;
+inline constexpr size_t kMaxValueBytes = 1u << 20;
+inline constexpr size_t kMaxWaitKeys = 65536;  // keys named by one WAIT
+
+// A frame the server sends on its own, outside the request/response sequence, starts with this
+// byte where a response has its status code; then a message string. It means: the server closes
+// this connection and did not process any request that crossed the notice (today only after
+// the idle timeout), so the client may reconnect and send it again. Clients that predate it
+// read it as a response with an unknown status code, which fails the call: still safe.
+inline constexpr uint8_t kNoticeByte = 0xFF;
+std::string EncodeNotice(const std::string& message);
+// True when `payload` is a notice; *message gets its text.
+bool DecodeNotice(std::string_view payload, std::string* message);
 
 enum class Op : uint8_t {
   kHello = 1,
@@ -91,6 +108,11 @@ Status WriteFrame(int fd, std::string_view payload, Deadline deadline, int cance
 // InvalidArgument (the stream cannot be resynchronized after it: close the connection).
 Status ReadFrame(int fd, std::string* payload, Deadline deadline, int cancel_fd,
                  const std::string& peer);
+
+// The length in a frame header (4 bytes, little-endian).
+uint32_t FrameLength(const unsigned char header[4]);
+// InvalidArgument for a frame of `n` bytes over `limit`, in the words both sides use.
+Status FrameTooBig(uint64_t n, uint64_t limit, const std::string& peer);
 
 }  // namespace hvd::runtime::rendezvous::kv
 

@@ -62,4 +62,11 @@ Status NewFileStore(const std::string& dir, std::unique_ptr<Store>* out);
 // give InvalidArgument naming the URL and the schemes understood.
 Status OpenStore(const std::string& url, std::unique_ptr<Store>* out);
 
+// The job secret an hvd:// store authenticates with when it is not in the environment: from
+// HVD_JOB_SECRET_FD (a descriptor, read with pread from offset 0, as hvd-agent passes it: the
+// secret is then in no process's environment, where /proc/<pid>/environ, `ps e` and every child
+// would show it), else HVD_JOB_SECRET_FILE (a file of mode 0600 or stricter). Empty when neither
+// is set; the store then reads HVD_JOB_SECRET (ranks started by hand).
+Status JobSecret(std::string* out);
+
 }  // namespace hvd::runtime::rendezvous

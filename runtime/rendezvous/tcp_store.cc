@@ -6,7 +6,9 @@
 // Calls are serialized by a mutex: the runtime makes them from one thread at a time, and a blocked
 // Wait holds the connection. A lost connection is final: the launcher's store lives in its memory,
 // so reconnecting silently could only meet a restarted launcher that forgot every key; every later
-// call fails with Unavailable naming the launcher and the first error.
+// call fails with Unavailable naming the launcher and the first error. The one exception is the
+// launcher's own notice that it closes an idle connection (kv::kNoticeByte): the same launcher,
+// which processed nothing that crossed the notice, so the call reconnects and is sent again.
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -46,39 +48,21 @@ constexpr auto kMaxWait = std::chrono::milliseconds(std::chrono::hours(24 * 7));
 
 class TcpStore final : public Store {
  public:
-  TcpStore(std::string address, std::chrono::milliseconds op_timeout)
+  TcpStore(std::string address, std::string host, int port, std::string secret,
+           std::chrono::milliseconds op_timeout)
       : address_(std::move(address)),
         name_("launcher rendezvous at " + address_),
+        host_(std::move(host)),
+        port_(port),
+        secret_(std::move(secret)),
         op_timeout_(op_timeout) {}
   ~TcpStore() override {
     if (fd_ >= 0) close(fd_);
   }
 
-  // Dials and authenticates, retrying refused or failed dials (the launcher may still be
-  // starting) and a full endpoint until `deadline`. A refused secret is final.
-  Status Connect(const std::string& host, int port, const std::string& secret, Deadline deadline) {
-    auto backoff = std::chrono::milliseconds(10);
-    std::string last_error;
-    for (;;) {
-      Status s = ConnectOnce(host, port, secret, deadline);
-      if (s.ok()) return s;
-      if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kDeadlineExceeded) {
-        return s;
-      }
-      if (s.code() != StatusCode::kDeadlineExceeded || last_error.empty()) {
-        last_error = s.message();
-        if (last_error.rfind(name_ + ": ", 0) == 0) last_error.erase(0, name_.size() + 2);
-      }
-      auto now = Clock::now();
-      if (now >= deadline) {
-        return Unavailable(name_ + ": could not connect within " +
-                           std::to_string(op_timeout_.count()) +
-                           " ms (HVD_RENDEZVOUS_TIMEOUT_SECONDS); last error: " + last_error +
-                           ". Is hvd-launcherd running and reachable from this host?");
-      }
-      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
-      backoff = std::min(backoff * 2, kMaxBackoff);
-    }
+  Status Connect(Deadline deadline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ConnectLocked(deadline);
   }
 
   Status Set(std::string_view key, std::string_view value) override {
@@ -125,21 +109,46 @@ class TcpStore final : public Store {
   std::string Describe() const override { return name_; }
 
  private:
-  Status ConnectOnce(const std::string& host, int port, const std::string& secret,
-                     Deadline deadline) {
+  // Dials and authenticates, retrying refused or failed dials (the launcher may still be
+  // starting) and a full endpoint until `deadline`. A refused secret is final.
+  Status ConnectLocked(Deadline deadline) REQUIRES(mu_) {
+    auto backoff = std::chrono::milliseconds(10);
+    std::string last_error;
+    for (;;) {
+      Status s = ConnectOnceLocked(deadline);
+      if (s.ok()) return s;
+      if (s.code() != StatusCode::kUnavailable && s.code() != StatusCode::kDeadlineExceeded) {
+        return s;
+      }
+      if (s.code() != StatusCode::kDeadlineExceeded || last_error.empty()) {
+        last_error = s.message();
+        if (last_error.rfind(name_ + ": ", 0) == 0) last_error.erase(0, name_.size() + 2);
+      }
+      auto now = Clock::now();
+      if (now >= deadline) {
+        return Unavailable(name_ + ": could not connect within " +
+                           std::to_string(op_timeout_.count()) +
+                           " ms (HVD_RENDEZVOUS_TIMEOUT_SECONDS); last error: " + last_error +
+                           ". Is hvd-launcherd running and reachable from this host?");
+      }
+      std::this_thread::sleep_for(std::min<Clock::duration>(backoff, deadline - now));
+      backoff = std::min(backoff * 2, kMaxBackoff);
+    }
+  }
+
+  Status ConnectOnceLocked(Deadline deadline) REQUIRES(mu_) {
     sockaddr_in addr{};
-    HVD_RETURN_IF_ERROR(Resolve(host, port, &addr));
+    HVD_RETURN_IF_ERROR(Resolve(host_, port_, &addr));
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) return Internal(name_ + ": socket: " + ErrnoText(errno));
     Status s = Dial(fd, addr, std::min<Deadline>(deadline, Clock::now() + kMaxDialTime));
     if (s.ok()) {
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-      std::lock_guard<std::mutex> lock(mu_);
       fd_ = fd;
       kv::Request r;
       r.op = Op::kHello;
-      r.secret = secret;
+      r.secret = secret_;
       kv::Response resp;
       s = CallLocked(r, std::min<Deadline>(deadline, Clock::now() + op_timeout_), &resp);
       if (s.ok()) return s;
@@ -211,12 +220,31 @@ class TcpStore final : public Store {
                              " bytes exceeds the protocol's limit of " +
                              std::to_string(kv::kMaxFrameBytes >> 20) + " MiB");
     }
-    std::string payload;
-    Status s = kv::WriteFrame(fd_, request, deadline, -1, address_);
-    if (s.ok()) s = kv::ReadFrame(fd_, &payload, deadline, -1, address_);
+    std::string payload, notice;
+    Status s;
+    // At most one reconnection per call: a launcher that closes a fresh connection as idle is
+    // misconfigured, and the second notice fails the call like any lost connection.
+    for (int tries = 0;; ++tries) {
+      // A launcher that closed this connection while it was idle left its notice unread.
+      if (r.op != Op::kHello) s = PendingNoticeLocked(deadline, &notice);
+      if (s.ok() && notice.empty()) s = kv::WriteFrame(fd_, request, deadline, -1, address_);
+      if (s.ok() && notice.empty()) s = kv::ReadFrame(fd_, &payload, deadline, -1, address_);
+      if (s.ok() && notice.empty() && r.op != Op::kHello) kv::DecodeNotice(payload, &notice);
+      if (!s.ok() || notice.empty() || tries > 0) break;
+      close(fd_);
+      fd_ = -1;
+      s = ConnectLocked(std::min<Deadline>(deadline, Clock::now() + op_timeout_));
+      if (!s.ok()) {
+        lost_ = "reconnecting after the launcher closed the connection (" + notice +
+                "): " + s.message();
+        return Unavailable(what + ": " + lost_);
+      }
+      notice.clear();
+    }
+    if (s.ok() && !notice.empty()) s = Unavailable("the launcher closed the connection: " + notice);
     if (s.ok()) s = kv::DecodeResponse(r.op, payload, resp);
     if (!s.ok()) {
-      close(fd_);
+      if (fd_ >= 0) close(fd_);
       fd_ = -1;
       if (s.code() == StatusCode::kDeadlineExceeded) {
         s = Status(s.code(),
@@ -228,8 +256,24 @@ class TcpStore final : public Store {
     return resp->status.WithContext(what);
   }
 
+  // Between calls the launcher sends nothing but a notice that it closes the connection: reads it
+  // into *notice if it is there. An error means the connection is gone without one.
+  Status PendingNoticeLocked(Deadline deadline, std::string* notice) REQUIRES(mu_) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, 0) <= 0) return Status::OK();
+    std::string payload;
+    HVD_RETURN_IF_ERROR(kv::ReadFrame(fd_, &payload, deadline, -1, address_));
+    if (!kv::DecodeNotice(payload, notice)) {
+      return Internal("the launcher sent a message nobody asked for");
+    }
+    return Status::OK();
+  }
+
   const std::string address_;
   const std::string name_;
+  const std::string host_;
+  const int port_;
+  const std::string secret_;
   const std::chrono::milliseconds op_timeout_;
   std::mutex mu_;
   int fd_ GUARDED_BY(mu_) = -1;
@@ -249,7 +293,8 @@ Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out) {
   }
   std::string secret;
   double timeout_s = 0;
-  HVD_RETURN_IF_ERROR(kJobSecret.Get(&secret));
+  HVD_RETURN_IF_ERROR(JobSecret(&secret));  // HVD_JOB_SECRET_FD or _FILE (store.h)
+  if (secret.empty()) HVD_RETURN_IF_ERROR(kJobSecret.Get(&secret));
   HVD_RETURN_IF_ERROR(kRendezvousTimeout.Get(&timeout_s));
   if (!(timeout_s > 0)) {
     return InvalidArgument("HVD_RENDEZVOUS_TIMEOUT_SECONDS must be > 0");
@@ -261,9 +306,9 @@ Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out) {
                               "starts; set it yourself when starting ranks by hand)");
   }
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  auto store = std::make_unique<TcpStore>(address, timeout);
-  HVD_RETURN_IF_ERROR(store->Connect(address.substr(0, colon), static_cast<int>(port), secret,
-                                     Clock::now() + timeout));
+  auto store = std::make_unique<TcpStore>(address, address.substr(0, colon), static_cast<int>(port),
+                                          secret, timeout);
+  HVD_RETURN_IF_ERROR(store->Connect(Clock::now() + timeout));
   *out = std::move(store);
   return Status::OK();
 }

@@ -165,6 +165,27 @@ TEST(HorovodConfig, KeysHorovodDoesNotReadAreErrors) {
              "c.yaml:2: 'params.hierarchical_allreduce' must be true or false, not 'maybe'");
 }
 
+// What PyYAML (Horovod's reader) accepts: a byte order mark, `section: ~` for a section without
+// keys; and what it reads otherwise: y and n are strings, not booleans.
+TEST(HorovodConfig, AsPyYamlReadsIt) {
+  EXPECT_EQ(Flat(Map("\xEF\xBB\xBFparams:\n  cache_capacity: 8\n")),
+            (std::vector<std::string>{"--cache-capacity=8@c.yaml:2"}));
+  EXPECT_TRUE(Map("params: ~\nautotune: null\ntimeline: Null\ncontroller: ~\n").empty());
+  EXPECT_EQ(Flat(Map("params: ~\nlogging:\n  level: info\n")),
+            (std::vector<std::string>{"--log-level=info@c.yaml:3"}));
+  EXPECT_HAS(MapError("params:\n  hierarchical_allreduce: y\n"), "must be true or false, not 'y'");
+  EXPECT_HAS(MapError("params:\n  hierarchical_allreduce: n\n"), "must be true or false, not 'n'");
+  EXPECT_HAS(MapError("params:\n  hierarchical_allreduce: tRUE\n"), "not 'tRUE'");
+  for (const char* yes : {"true", "True", "TRUE", "yes", "Yes", "YES", "on", "On", "ON"}) {
+    EXPECT_EQ(Map(std::string("params:\n  hierarchical_allreduce: ") + yes + "\n")[0].flag,
+              "--hierarchical-allreduce")
+        << yes;
+  }
+  EXPECT_HAS(MapError("nonsense: ~\n"), "'nonsense' is not a key or section");
+  EXPECT_HAS(MapError("params: 5\n"), "c.yaml:1: 'params' is a section: write 'params:' alone");
+  EXPECT_HAS(YamlError("params: ~\n  cache_capacity: 8\n"), "no 'section:' line opens it");
+}
+
 TEST(HorovodConfig, MissingFileNamesTheFlag) {
   Entries out;
   Status s = LoadHorovodConfig("/nonexistent/horovod.yaml", &out);

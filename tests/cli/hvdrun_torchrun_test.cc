@@ -100,17 +100,8 @@ TEST_F(HvdrunTorchrun, UsersOwnMasterPortWins) {
              "[0]<stdout>:rank 0/2 ok: local 0/2, group 0/1, master 127.0.0.1:" + port + ",");
 }
 
-TEST_F(HvdrunTorchrun, ShapeFlagsThatMeanSomethingElseAreRefused) {
-  ProcResult r = Hvdrun({"--nproc-per-node", "2", "--nnodes", "2"});
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_HAS(r.err, "--nnodes 2 needs the hosts: name them with -H");
-  r = Hvdrun({"-np", "3", "--nproc-per-node", "2"});
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_HAS(r.err, "-np 3 but --nproc-per-node 2 on 1 host(s) makes 2 ranks");
-  r = Hvdrun({"-np", "1", "-x", "WORLD_SIZE=8"});
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_HAS(r.err, "WORLD_SIZE is set by the launcher for each rank");
-}
+// The shape flags refused before anything starts need no torch: hvdrun_args_test
+// (TorchrunShapeFlagsThatMeanSomethingElseAreRefused).
 
 }  // namespace
 }  // namespace hvd::clitest

@@ -178,8 +178,8 @@ TEST(FailureSummary, WithoutARankToBlame) {
 }
 
 TEST(FormatDuration, Units) {
-  EXPECT_EQ(FormatDuration(0), "0.0s");
-  EXPECT_EQ(FormatDuration(3250), "3.2s");
+  EXPECT_EQ(FormatDuration(0), "0.0 s");
+  EXPECT_EQ(FormatDuration(3250), "3.2 s");  // control::SecondsText, as the launcher writes
   EXPECT_EQ(FormatDuration(245000), "4m05s");
   EXPECT_EQ(FormatDuration(7380000), "2h03m");
   EXPECT_EQ(FormatDuration(-5), "-");
@@ -206,7 +206,7 @@ TEST(Tables, JobsAndAgents) {
   const std::string agents = AgentTable({a}, 10000);
   EXPECT_HAS(agents, "AGENT  HOST");
   EXPECT_HAS(agents, "ag1    node-a  10.0.0.1  READY  4/8");
-  EXPECT_HAS(agents, "0.5s ago");
+  EXPECT_HAS(agents, "0.5 s ago");
 }
 
 TEST(JobDetail, ShowsRanks) {
@@ -252,7 +252,7 @@ TEST(JobDetail, ShowsAttemptsEarlierFailuresAndAStall) {
   EXPECT_HAS(d, "attempt 1: failed: rank 1 on h exited with code 3\n");
   EXPECT_HAS(d,
              "stalled:   rank 3 on h has not responded for 12 s: rank 0 waits for it (since "
-             "12.0s ago)\n");
+             "12.0 s ago)\n");
 }
 
 // `hvdrun status JOB` for each state: only a job that failed says "failed", only a cancelled one
@@ -286,7 +286,7 @@ TEST(JobDetail, SaysWhatEachStateMeans) {
     const bool cancelled = c.state == v1::CANCELLED;
     EXPECT_EQ(d.find("job j1 failed") != std::string::npos, failed) << name << ":\n" << d;
     EXPECT_EQ(d.find("job j1 was cancelled") != std::string::npos, cancelled) << name << ":\n" << d;
-    EXPECT_EQ(d.find("waiting:   for 5.0s\n") != std::string::npos, c.state == v1::PENDING)
+    EXPECT_EQ(d.find("waiting:   for 5.0 s\n") != std::string::npos, c.state == v1::PENDING)
         << name << ":\n"
         << d;
     // The failure summary hvdrun prints at the end is empty for every state but these two.
@@ -298,10 +298,11 @@ TEST(JobDetail, AWaitingJobShowsItsQueueTimeout) {
   v1::JobStatus st = Job(v1::PENDING, 0);
   st.set_queued_since_ms(10000);
   st.mutable_spec()->set_queue_timeout_ms(60000);
-  EXPECT_HAS(JobDetail(st, 22000), "waiting:   for 12.0s of at most 1m00s (--queue-timeout)\n");
-  EXPECT_EQ(WaitingText(st, 22000), "for 12.0s of at most 1m00s (--queue-timeout)");
+  // Seconds as the launcher's own "waited 61.0 s for slots (--queue-timeout 60.0 s)" has them.
+  EXPECT_HAS(JobDetail(st, 22000), "waiting:   for 12.0 s of at most 60.0 s (--queue-timeout)\n");
+  EXPECT_EQ(WaitingText(st, 22000), "for 12.0 s of at most 60.0 s (--queue-timeout)");
   st.set_queued_since_ms(0);  // a launcher too old to say
-  EXPECT_EQ(WaitingText(st, 22000), "since an unknown time of at most 1m00s (--queue-timeout)");
+  EXPECT_EQ(WaitingText(st, 22000), "since an unknown time of at most 60.0 s (--queue-timeout)");
 }
 
 TEST(RankDirName, PaddedToTheLastRankAsHorovodrunDoes) {

@@ -41,7 +41,10 @@ class SshFlagsTest : public ::testing::Test {
 TEST_F(SshFlagsTest, Combinations) {
   EXPECT_TRUE(Validate({}).ok());
   EXPECT_TRUE(Validate({"--ssh", "-p", "2222", "-i", "/k", "--ssh-user", "u"}).ok());
-  EXPECT_HAS(Validate({"-p", "2222"}).message(), "--ssh-port needs --ssh");
+  // Named as typed (horovodrun's -p and -i), with what to do.
+  EXPECT_HAS(Validate({"-p", "2222"}).message(),
+             "-p needs --ssh: add --ssh to start agents on the -H hosts over SSH, or drop -p when "
+             "agents already run there (--launcher HOST:PORT)");
   EXPECT_HAS(Validate({"--ssh-identity", "/k"}).message(), "--ssh-identity needs --ssh");
   EXPECT_HAS(Validate({"--ssh"}, true).message(), "drop --launcher");
   EXPECT_HAS(Validate({"--ssh"}, false, false).message(), "--ssh needs the hosts");

@@ -22,7 +22,7 @@ using std::chrono::seconds;
 constexpr auto kStartTimeout = seconds(15);  // the launcher answers, agents READY
 constexpr auto kStopTimeout = seconds(10);   // a daemon's exit after SIGTERM
 
-Status WriteToken(const std::string& path) {
+Status WriteToken(const std::string& path, std::string* written) {
   std::ifstream urandom("/dev/urandom", std::ios::binary);
   unsigned char raw[32];
   if (!urandom.read(reinterpret_cast<char*>(raw), sizeof raw)) {
@@ -37,6 +37,7 @@ Status WriteToken(const std::string& path) {
   // Mode 0600 from the start: the launcher and the agents refuse anything looser.
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Internal("create " + path + ": " + strerror(errno));
+  *written = token;
   token += "\n";
   const bool ok = write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
   close(fd);
@@ -65,7 +66,7 @@ Status HvdNetnsCluster::Start(const Binaries& bin, const HvdClusterOptions& opti
 Status HvdNetnsCluster::Begin() {
   HVD_RETURN_IF_ERROR(NetnsCluster::Create(options_.net, &net_));
   token_file_ = dir_ + "/token";
-  HVD_RETURN_IF_ERROR(WriteToken(token_file_));
+  HVD_RETURN_IF_ERROR(WriteToken(token_file_, &token_));
   agents_.resize(net_->hosts());
   if (!options_.start_launcher) return Status::OK();
   const std::string ip = net_->launcher_addr();
@@ -198,7 +199,7 @@ HttpAnswer HvdNetnsCluster::HttpGet(const std::string& path) {
     a.error = s.message();
     return a;
   }
-  return testing::HttpGet(fd, net_->launcher_addr(), kHttpPort, path);
+  return testing::HttpGet(fd, net_->launcher_addr(), kHttpPort, path, token_);
 }
 
 Status HvdNetnsCluster::GetJson(const std::string& path, nlohmann::json* out) {

@@ -85,7 +85,7 @@ class HvdNetnsCluster {
   const Binaries bin_;
   const HvdClusterOptions options_;
   const std::string dir_;
-  std::string token_file_;
+  std::string token_file_, token_;  // token_: the bearer token REST's /v1/* needs
   std::unique_ptr<NetnsCluster> net_;
   std::unique_ptr<clitest::Proc> launcher_;
   std::vector<std::unique_ptr<clitest::Proc>> agents_;

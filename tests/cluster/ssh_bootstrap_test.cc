@@ -188,7 +188,7 @@ TEST_F(SshBootstrap, BadFlagCombinationsAreUsageErrors) {
                                      {HVDRUN_PATH, "-p", "22", "-np", "1", "/bin/true"}),
                     seconds(10));
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_HAS(r.err, "--ssh-port needs --ssh");
+  EXPECT_HAS(r.err, "-p needs --ssh: add --ssh");
 }
 
 }  // namespace

@@ -107,6 +107,15 @@ TEST_F(ConfigFlags, EntriesSetFlagsTheCommandLineDidNotGive) {
   EXPECT_TRUE(on_);
   EXPECT_TRUE(flags_.Given("--cache"));
   EXPECT_EQ(flags_.GivenAs("--cache"), "c.yaml:2 (--cache)");
+  EXPECT_TRUE(flags_.FromConfig("--cache"));
+  EXPECT_FALSE(flags_.FromConfig("--off"));  // not given at all
+}
+
+TEST_F(ConfigFlags, FromConfigTellsTheFileFromTheCommandLine) {
+  entries_ = {{"--cache", "64", "c.yaml:2", {}}, {"--on", "true", "c.yaml:3", {}}};
+  ASSERT_TRUE(Parse(&flags_, {"--cache", "8", "--config-file", "c.yaml"}).ok());
+  EXPECT_FALSE(flags_.FromConfig("--cache"));  // the command line's 8
+  EXPECT_TRUE(flags_.FromConfig("--on"));
 }
 
 TEST_F(ConfigFlags, TheCommandLineWinsWhereverItIs) {

@@ -241,6 +241,17 @@ TEST(ParseHostfile, DefaultSlotsForHostsWithoutACount) {
   EXPECT_EQ(out, (Hosts{{"a", 4}, {"b", 3}}));
   ASSERT_TRUE(ParseHostList("a,b:3", &out, 2).ok());
   EXPECT_EQ(out, (Hosts{{"a", 2}, {"b", 3}}));
+  // A default above the line's max_slots (--slots-per-host 2 on 'localhost max_slots=1') is
+  // capped at it, as Open MPI caps its default; it is no contradiction the line made.
+  ASSERT_TRUE(ParseHostfile("localhost max_slots=1\nb max_slots=8\n", "h", &out, 2).ok());
+  EXPECT_EQ(out, (Hosts{{"localhost", 1}, {"b", 2}}));
+}
+
+// A file saved with a byte order mark (Windows editors) reads as without it.
+TEST(ParseHostfile, LeadingByteOrderMark) {
+  EXPECT_EQ(File("\xEF\xBB\xBF"
+                 "a slots=2\nb\n"),
+            (Hosts{{"a", 2}, {"b", 1}}));
 }
 
 TEST(ParseHostfile, UnknownOrExtraFields) {

@@ -106,7 +106,11 @@ class Cluster:
 
     def rest(self, path):
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http}{path}", timeout=5) as r:
+            # /v1/* needs the cluster token as a bearer token.
+            with open(self.token) as f:
+                auth = {"Authorization": "Bearer " + f.read().strip()}
+            req = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", headers=auth)
+            with urllib.request.urlopen(req, timeout=5) as r:
                 return json.loads(r.read())
         except (OSError, ValueError):
             return None

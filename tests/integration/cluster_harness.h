@@ -69,7 +69,7 @@ inline void WriteTokenFile(const std::string& path, const std::string& token) {
   close(fd);
 }
 
-// GET http://127.0.0.1:port/path.
+// GET http://127.0.0.1:port/path, without a token (the fixture's HttpGet sends the cluster's).
 using hvd::testing::HttpAnswer;
 inline HttpAnswer HttpGet(int port, const std::string& path) {
   return hvd::testing::HttpGet(-1, "127.0.0.1", port, path);
@@ -155,7 +155,8 @@ class ClusterHarness : public ::testing::Test {
     config_ = Configure();
     marker_ = "hvd-it-" + std::to_string(getpid()) + "-" + RandomHex(8);
     token_file_ = dir_ / "token";
-    WriteTokenFile(token_file_, RandomHex(32));
+    token_ = RandomHex(32);
+    WriteTokenFile(token_file_, token_);
     for (int* port : {&grpc_port_, &kv_port_, &http_port_}) {
       *port = FreePort();
       ASSERT_GT(*port, 0) << "no free port on 127.0.0.1";
@@ -270,6 +271,11 @@ class ClusterHarness : public ::testing::Test {
     ProcResult r = p->Wait(kStopTimeout);  // SIGKILLs its group when it does not exit in time
     EXPECT_FALSE(r.timed_out) << name << " ignored SIGTERM; stderr: " << r.err;
     EXPECT_EQ(r.exit_code, 0) << name << " stderr: " << r.err;
+  }
+
+  // GET http://127.0.0.1:port/path with the cluster token, which the launcher's /v1/* needs.
+  HttpAnswer HttpGet(int port, const std::string& path) {
+    return hvd::testing::HttpGet(-1, "127.0.0.1", port, path, token_);
   }
 
   // The launcher's REST answer as JSON (a failed expectation, and null, when there is none).
@@ -395,7 +401,7 @@ class ClusterHarness : public ::testing::Test {
 
   Config config_;
   TempDir dir_;
-  std::string marker_, token_file_, grpc_;
+  std::string marker_, token_file_, token_, grpc_;
   int grpc_port_ = 0, kv_port_ = 0, http_port_ = 0;
   std::unique_ptr<Proc> launcher_;
   std::vector<std::unique_ptr<Proc>> agents_;

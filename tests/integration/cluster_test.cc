@@ -110,6 +110,10 @@ TEST_F(Cluster, TrainsOnFourRanksAcrossTwoAgents) {
   h = HttpGet(http_port_, "/v2/nothing");
   EXPECT_EQ(h.status, 404) << h.body;
   EXPECT_HAS(h.body, "no such endpoint");
+  // Job details need the token; the answer without one says how to send it.
+  h = hvd::testing::HttpGet(-1, "127.0.0.1", http_port_, "/v1/jobs");
+  EXPECT_EQ(h.status, 401) << h.body;
+  EXPECT_HAS(h.body, "Authorization: Bearer");
 
   EXPECT_EQ(WorkersLeft(), std::vector<std::string>{});
 }

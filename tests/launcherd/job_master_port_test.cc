@@ -20,12 +20,22 @@ class PortLink : public FakeLink {
   std::vector<MasterPortCommand> asks;
 };
 
+// The agents' deadline: long enough that no Tick of a test comes after it by accident on a slow
+// machine, short enough to sleep past where a test needs it passed.
+constexpr auto kPortTimeout = 1000ms;
+constexpr auto kPastTheDeadline = kPortTimeout + 200ms;
+
 class MasterPortTest : public JobManagerFixture {
  protected:
   MasterPortTest() {
     JobManagerOptions o = Options();
-    o.master_port_timeout = 100ms;
+    o.master_port_timeout = kPortTimeout;
     Reset(o);
+  }
+  // The agent's stream ended (as AgentGateway reports it).
+  void Disconnect(const std::shared_ptr<PortLink>& link) {
+    registry_.Disconnected(Id(link), link.get());
+    jobs_->OnAgentDisconnected(Id(link));
   }
   std::shared_ptr<PortLink> Agent(const std::string& host, int slots) {
     return AddAgent<PortLink>(host, slots);
@@ -103,12 +113,12 @@ TEST_F(MasterPortTest, SilentAgentFailsTheJobAtTheDeadline) {
   const std::string id = Submit(1);
   jobs_->Tick();
   EXPECT_EQ(Get(id).state, JobState::kPending);  // not yet
-  std::this_thread::sleep_for(150ms);
+  std::this_thread::sleep_for(kPastTheDeadline);
   jobs_->Tick();
   JobStatus st = Get(id);
   EXPECT_EQ(st.state, JobState::kFailed);
   EXPECT_HAS(st.failure.message,
-             "rank 0's agent " + Id(a) + " on h0 did not choose MASTER_PORT within 0.1 s");
+             "rank 0's agent " + Id(a) + " on h0 did not choose MASTER_PORT within 1.0 s");
   EXPECT_HAS(st.failure.message, "-x MASTER_PORT=N");
   Answer(a, 20001);  // too late: ignored
   EXPECT_TRUE(a->starts.empty());
@@ -120,6 +130,70 @@ TEST_F(MasterPortTest, AgentThatCannotCarryTheRequestFailsTheJob) {
   JobStatus st = Get(id);
   EXPECT_EQ(st.state, JobState::kFailed);
   EXPECT_HAS(st.failure.message, "disconnected before it chose MASTER_PORT");
+}
+
+// Rank 0's agent goes away after it was asked: no answer can come, and the job is placed again
+// (here: it waits for slots) instead of failing at the deadline for the agent's "silence".
+TEST_F(MasterPortTest, AgentGoneAfterTheRequestIsNotBlamedForIt) {
+  auto a = Agent("h0", 1);
+  const std::string id = Submit(1);
+  ASSERT_EQ(a->asks.size(), 1u);
+  Disconnect(a);
+  jobs_->Tick();
+  JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kPending);
+  EXPECT_EQ(st.reason.find("MASTER_PORT"), std::string::npos) << st.reason;  // waits for slots
+  std::this_thread::sleep_for(kPastTheDeadline);
+  jobs_->Tick();
+  EXPECT_EQ(Get(id).state, JobState::kPending) << Get(id).failure.message;
+  // Another agent: asked afresh, and the job starts there.
+  auto b = Agent("h1", 1);
+  ASSERT_EQ(b->asks.size(), 1u);
+  Answer(b, 20002);
+  ASSERT_EQ(b->starts.size(), 1u);
+  EXPECT_EQ(b->starts[0].env.at("MASTER_PORT"), "20002");
+  EXPECT_TRUE(a->starts.empty());
+}
+
+// The job falls back to waiting for slots (another of its hosts went away) while rank 0's agent,
+// still there, was asked: the request is dropped, not failed later, and asked again once placed.
+TEST_F(MasterPortTest, FallingBackToWaitingDropsTheRequest) {
+  auto a = Agent("h0", 1);
+  auto b = Agent("h1", 1);
+  const std::string id = Submit(2, {{"h0", 1}, {"h1", 1}});
+  ASSERT_EQ(a->asks.size(), 1u);
+  Disconnect(b);
+  jobs_->Schedule();  // any event: the job cannot be placed any more
+  EXPECT_EQ(Get(id).state, JobState::kPending);
+  std::this_thread::sleep_for(kPastTheDeadline);
+  jobs_->Tick();
+  EXPECT_EQ(Get(id).state, JobState::kPending) << Get(id).failure.message;
+  Answer(a, 20003);  // the dropped request's answer starts nothing
+  EXPECT_TRUE(a->starts.empty());
+  auto b2 = Agent("h1", 1);  // h1 is back: placed again, rank 0's agent asked again
+  ASSERT_EQ(a->asks.size(), 2u);
+  EXPECT_NE(a->asks[1].request_id, a->asks[0].request_id);
+  Answer(a, 20004);
+  ASSERT_EQ(a->starts.size(), 1u);
+  ASSERT_EQ(b2->starts.size(), 1u);
+  EXPECT_EQ(b2->starts[0].env.at("MASTER_PORT"), "20004");
+}
+
+// --queue-timeout is the time waiting for slots: a placed job waiting for its MASTER_PORT is
+// not "waiting for slots", however long the agent takes within its deadline.
+TEST_F(MasterPortTest, QueueTimeoutDoesNotCountTheMasterPortStep) {
+  auto a = Agent("h0", 1);
+  JobSpec spec = Spec(1);
+  spec.queue_timeout_ms = 300;
+  const std::string id = Submit(spec);
+  ASSERT_EQ(a->asks.size(), 1u);
+  std::this_thread::sleep_for(500ms);
+  jobs_->Tick();
+  JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kPending) << st.failure.message;
+  Answer(a, 20005);
+  EXPECT_EQ(a->starts.size(), 1u);
+  EXPECT_EQ(Get(id).state, JobState::kStarting);
 }
 
 }  // namespace

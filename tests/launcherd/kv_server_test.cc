@@ -19,6 +19,7 @@
 #include "hvd/hvd.h"
 #include "rendezvous/kv_protocol.h"
 #include "rendezvous/store.h"
+#include "tests/launcherd/kv_test_util.h"
 #include "testutil/multiproc.h"
 
 namespace hvd::launcherd {
@@ -40,63 +41,10 @@ bool Resolve(const std::string& secret, std::string* prefix) {
   return true;
 }
 
-bool Contains(const Status& s, const std::string& text) {
-  return s.message().find(text) != std::string::npos;
-}
-
-int PortOf(const std::string& address) {
-  return std::stoi(address.substr(address.rfind(':') + 1));
-}
-
-// A bare protocol client, for what the runtime's client never sends.
-class RawConn {
- public:
-  explicit RawConn(const std::string& address) {
-    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(PortOf(address)));
-    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-    fcntl(fd_, F_SETFL, O_NONBLOCK);
-  }
-  ~RawConn() { close(fd_); }
-
-  Status Call(const kv::Request& r, kv::Response* resp) {
-    HVD_RETURN_IF_ERROR(Send(kv::EncodeRequest(r)));
-    return Read(r.op, resp);
-  }
-  Status Read(kv::Op op, kv::Response* resp) {
-    std::string payload;
-    HVD_RETURN_IF_ERROR(kv::ReadFrame(fd_, &payload, Deadline(), -1, "server"));
-    return kv::DecodeResponse(op, payload, resp);
-  }
-  Status Send(const std::string& payload) {
-    return kv::WriteFrame(fd_, payload, Deadline(), -1, "server");
-  }
-  Status SendBytes(const std::string& bytes) {
-    return send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == ssize_t(bytes.size())
-               ? Status::OK()
-               : Internal("short send");
-  }
-  // True when the server closes the connection within 5 s.
-  bool Closed() {
-    std::string ignored;
-    Status s = kv::ReadFrame(fd_, &ignored, Deadline(), -1, "server");
-    return s.code() == StatusCode::kUnavailable && Contains(s, "closed");
-  }
-
- private:
-  static kv::Deadline Deadline() { return Clock::now() + std::chrono::seconds(5); }
-  int fd_ = -1;
-};
-
-kv::Request Hello(const std::string& secret) {
-  kv::Request r;
-  r.op = kv::Op::kHello;
-  r.secret = secret;
-  return r;
-}
+using kvtest::Contains;
+using kvtest::Hello;
+using kvtest::PortOf;
+using kvtest::RawConn;
 
 class KvServerTest : public ::testing::Test {
  protected:
@@ -255,7 +203,8 @@ TEST_F(KvServerTest, OversizedAndMalformedFramesAreRefused) {
   ASSERT_TRUE(big.SendBytes(std::string("\x00\x00\x00\x10", 4)).ok());  // a 256 MiB frame
   ASSERT_TRUE(big.Read(kv::Op::kHello, &resp).ok());
   EXPECT_EQ(resp.status.code(), StatusCode::kInvalidArgument);
-  EXPECT_TRUE(Contains(resp.status, "268435456 bytes") && Contains(resp.status, "64 MiB"))
+  // Before HELLO only a HELLO-sized frame is read (kv::kMaxHelloFrameBytes).
+  EXPECT_TRUE(Contains(resp.status, "268435456 bytes") && Contains(resp.status, "4096 bytes"))
       << resp.status.message();
   EXPECT_TRUE(big.Closed());
 

@@ -17,20 +17,22 @@
 
 namespace hvd::launcherd::testing {
 
-// A REST client for the launcher's HTTP endpoint, with short timeouts.
-inline httplib::Client Http(const Launcher& l) {
+inline constexpr const char* kToken = "launcher-test-token-0123456789";
+
+// A REST client for the launcher's HTTP endpoint, with short timeouts; it sends `token` (the
+// cluster token by default; "" for none) as the bearer token /v1/* needs.
+inline httplib::Client Http(const Launcher& l, const std::string& token = kToken) {
   std::string host;
   int port = 0;
   EXPECT_TRUE(control::SplitHostPort(l.http_address(), &host, &port).ok());
   httplib::Client c(host, port);
   c.set_connection_timeout(5);
   c.set_read_timeout(5);
+  if (!token.empty()) c.set_bearer_token_auth(token);
   return c;
 }
 
 using namespace std::chrono_literals;
-
-inline constexpr const char* kToken = "launcher-test-token-0123456789";
 
 inline std::unique_ptr<Launcher> StartLauncher(LauncherOptions o = {}) {
   o.listen = "127.0.0.1:0";

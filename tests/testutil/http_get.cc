@@ -12,7 +12,27 @@
 
 namespace hvd::testing {
 
-HttpAnswer HttpGet(int fd, const std::string& ip, int port, const std::string& path) {
+int ConnectLoopback(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  timeval tv{3, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    const int err = errno;
+    close(fd);
+    errno = err;
+    return -1;
+  }
+  return fd;
+}
+
+HttpAnswer HttpGet(int fd, const std::string& ip, int port, const std::string& path,
+                   const std::string& token) {
   HttpAnswer a;
   if (fd < 0) fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
@@ -36,8 +56,9 @@ HttpAnswer HttpGet(int fd, const std::string& ip, int port, const std::string& p
     close(fd);
     return a;
   }
+  const std::string auth = token.empty() ? "" : "Authorization: Bearer " + token + "\r\n";
   const std::string req =
-      "GET " + path + " HTTP/1.0\r\nHost: " + ip + "\r\nConnection: close\r\n\r\n";
+      "GET " + path + " HTTP/1.0\r\nHost: " + ip + "\r\n" + auth + "Connection: close\r\n\r\n";
   if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(req.size())) {
     a.error = std::string("send: ") + std::strerror(errno);
     close(fd);

@@ -12,8 +12,14 @@ struct HttpAnswer {
   std::string error;  // non-empty: no answer
 };
 
+// A TCP socket connected to 127.0.0.1:port with 3 s send and receive timeouts; -1 (errno set)
+// when the connection fails.
+int ConnectLoopback(int port);
+
 // GET http://ip:port/path over `fd`, a fresh TCP socket (for one made inside a network namespace),
-// or a new one when fd is -1. Closes the socket.
-HttpAnswer HttpGet(int fd, const std::string& ip, int port, const std::string& path);
+// or a new one when fd is -1. Closes the socket. A non-empty `token` goes as
+// "Authorization: Bearer <token>", which the launcher's /v1/* needs.
+HttpAnswer HttpGet(int fd, const std::string& ip, int port, const std::string& path,
+                   const std::string& token = "");
 
 }  // namespace hvd::testing

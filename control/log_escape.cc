@@ -1,0 +1,76 @@
+#include "control/log_escape.h"
+
+#include "common/logging.h"
+
+namespace hvd::control {
+
+std::string LogEscape(std::string_view text, size_t max_bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const size_t n = std::min(text.size(), max_bytes);
+  std::string out;
+  out.reserve(n + 16);
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    switch (c) {
+      case '\\':
+        out += "\\\\";
+        continue;
+      case '\n':
+        out += "\\n";
+        continue;
+      case '\r':
+        out += "\\r";
+        continue;
+      case '\t':
+        out += "\\t";
+        continue;
+      default:
+        break;
+    }
+    if (c < 0x20 || c >= 0x7f) {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (text.size() > n) out += "...(" + std::to_string(text.size() - n) + " more bytes)";
+  return out;
+}
+
+RateLimitedLog::RateLimitedLog(std::chrono::milliseconds interval, size_t max_keys)
+    : interval_(interval), max_keys_(max_keys) {}
+
+bool RateLimitedLog::Allow(const std::string& key, uint64_t* suppressed, Clock::time_point now) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(key);
+  if (it != entries_.end()) {
+    if (now - it->second.last < interval_) {
+      ++it->second.suppressed;
+      return false;
+    }
+    *suppressed = it->second.suppressed;
+    it->second = Entry{now, 0};
+    return true;
+  }
+  // Many addresses: forget them all rather than grow; each costs one line again at most.
+  if (entries_.size() >= max_keys_) entries_.clear();
+  entries_.emplace(key, Entry{now, 0});
+  *suppressed = 0;
+  return true;
+}
+
+void RateLimitedLog::Warn(const std::string& key, const std::string& line) {
+  uint64_t suppressed = 0;
+  if (!Allow(key, &suppressed)) return;
+  if (suppressed == 0) {
+    HVD_LOG(WARNING) << line;
+  } else {
+    HVD_LOG(WARNING) << line << " (and " << suppressed << " more from " << LogEscape(key)
+                     << " since the previous line, not logged: at most one a "
+                     << interval_.count() / 1000.0 << " s)";
+  }
+}
+
+}  // namespace hvd::control

@@ -1,0 +1,93 @@
+// Issue 20, finding 12: two agents never silently share a host identity. Ranks are grouped by
+// host name, so agents in different network namespaces that both defaulted to the machine's
+// gethostname() made their ranks try shared memory across namespaces and fail in Init. The
+// launcher now refuses a second connected agent with the same name, naming `--host`.
+#include <thread>
+
+#include "launcher_test_util.h"
+#include "launcherd/agent_registry.h"
+
+namespace hvd::launcherd::testing {
+namespace {
+
+class NullLink : public AgentLink {
+ public:
+  bool SendStartRank(const StartRankCommand&) override { return true; }
+  bool SendStopJob(const StopJobCommand&) override { return true; }
+  void Close() override {}
+};
+
+AgentInfo Info(const std::string& host, const std::string& id = "") {
+  AgentInfo info;
+  info.id = id;
+  info.host = host;
+  info.advertise_addr = "10.0.0.1";
+  info.slots = 1;
+  return info;
+}
+
+TEST(AgentIdentity, RegistryRefusesASecondConnectedAgentOfTheSameName) {
+  AgentRegistry registry(5000ms);
+  auto first_link = std::make_shared<NullLink>();
+  std::string first, id;
+  ASSERT_TRUE(registry.RegisterUnique(Info("node"), first_link, &first).ok());
+
+  Status s = registry.RegisterUnique(Info("node"), std::make_shared<NullLink>(), &id);
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists) << s.ToString();
+  EXPECT_NE(s.message().find("--host"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(first), std::string::npos) << s.message();
+  EXPECT_EQ(registry.List().size(), 1u) << "a refused agent must not be listed";
+
+  // Another name is fine; so is the same agent reconnecting under its id.
+  EXPECT_TRUE(registry.RegisterUnique(Info("other"), std::make_shared<NullLink>(), &id).ok());
+  std::string again;
+  EXPECT_TRUE(registry.RegisterUnique(Info("node", first), std::make_shared<NullLink>(), &again)
+                  .ok());
+  EXPECT_EQ(again, first);
+}
+
+TEST(AgentIdentity, DisconnectedAgentDoesNotBlockItsRestart) {
+  AgentRegistry registry(5000ms);
+  auto link = std::make_shared<NullLink>();
+  std::string old_id, new_id;
+  ASSERT_TRUE(registry.RegisterUnique(Info("node"), link, &old_id).ok());
+  registry.Disconnected(old_id, link.get());
+  // Restarted without --state-dir: a new id, the same name, the old one still in its lease.
+  Status s = registry.RegisterUnique(Info("node"), std::make_shared<NullLink>(), &new_id);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_NE(new_id, old_id);
+}
+
+// Over the real AgentGateway stream: the second agent's stream ends with ALREADY_EXISTS and the
+// flag to set; after the first one leaves, the name is free again.
+TEST(AgentIdentity, GatewayRefusesDuplicateHostWithTheFlagToSet) {
+  auto launcher = StartLauncher();
+  ASSERT_TRUE(launcher);
+  auto a = std::make_unique<StreamAgent>(launcher->grpc_address(), "pod-host", 1);
+  v1::LauncherMessage m;
+  ASSERT_TRUE(a->Next(&m));
+  ASSERT_TRUE(m.has_ack()) << m.ShortDebugString();
+
+  StreamAgent b(launcher->grpc_address(), "pod-host", 1);
+  EXPECT_FALSE(b.Next(&m, 5s)) << "the duplicate got " << m.ShortDebugString();
+  grpc::Status st = b.WaitClosed(5s);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::ALREADY_EXISTS) << st.error_message();
+  EXPECT_NE(st.error_message().find("--host"), std::string::npos) << st.error_message();
+
+  StreamAgent c(launcher->grpc_address(), "other-host", 1);
+  ASSERT_TRUE(c.Next(&m));
+  EXPECT_TRUE(m.has_ack()) << m.ShortDebugString();
+
+  a.reset();  // the first agent goes away; its name is free (bounded wait for the launcher to see)
+  bool registered = false;
+  for (int i = 0; i < 50 && !registered; ++i) {
+    StreamAgent d(launcher->grpc_address(), "pod-host", 1);
+    registered = d.Next(&m, 5s) && m.has_ack();
+    if (!registered) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(registered) << "a new agent named pod-host was still refused";
+  launcher->Stop();
+}
+
+}  // namespace
+}  // namespace hvd::launcherd::testing
