@@ -460,6 +460,8 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   };
   HVD_LOG(INFO) << "workers start through " << workers.wrapper;
   const std::string host_name = options.host.empty() ? LocalHostName() : options.host;
+  workers.allow_run_as_root = options.allow_run_as_root;
+  workers.host = host_name;
   std::vector<control::InterfaceSelector> selectors;
   HVD_RETURN_IF_ERROR(ParseAgentSelectors(options.network_interfaces, host_name, &selectors));
   HVD_RETURN_IF_ERROR(CleanUpPreviousRun(options, &workers));

@@ -35,6 +35,9 @@ struct AgentOptions {
   bool use_cgroups = true;
   // --network-interface: the interface names and subnets this host offers jobs; empty: all.
   std::string network_interfaces;
+  // --allow-run-as-root: a job's --run-as may name root (uid 0). --run-as of any user needs this
+  // process to run as root.
+  bool allow_run_as_root = false;
 };
 
 class Agent {

@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
   flags.String("--network-interface", &options.network_interfaces,
                "NAME[,NAME] or CIDR: the interfaces this host offers jobs, in order of "
                "preference (default: $HVD_IFACE, else all)");
+  flags.Bool("--allow-run-as-root", &options.allow_run_as_root,
+             "let jobs run ranks as root with hvdrun --run-as root (default: refused; --run-as "
+             "needs this agent to run as root in any case)");
   flags.String("--log-level", &log_level,
                "trace, debug, info, warning or error (default: $HVD_LOG_LEVEL, else info: "
                "registration and jobs coming and going)");

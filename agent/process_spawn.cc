@@ -308,7 +308,8 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
   }
   if (request.wrapper.empty()) return InvalidArgument("no worker wrapper binary given");
   // Prepare everything the child needs now: it may not allocate after fork.
-  std::vector<std::string> argv_strings = WrapperArgv(request.cgroup_procs, request.argv);
+  std::vector<std::string> argv_strings =
+      WrapperArgv(request.cgroup_procs, request.argv, request.run_as);
   std::vector<char*> argv = Pointers(argv_strings);
   std::vector<std::string> env_strings = MergeEnvironment(environ, request.env);
   int secret_fd = -1;
@@ -404,6 +405,10 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
     kill(-pid, SIGKILL);
     return fail(Internal("the worker wrapper (" + request.wrapper +
                          ") did not report the start of " + request.argv[0]));
+  }
+  if (r.kind == WrapperReport::kExecFailed && r.b != kWrapperStageExec) {
+    return fail(
+        FailedPrecondition(RunAsFailureText(r.b, r.a, request.run_as, request.working_dir)));
   }
   if (r.kind == WrapperReport::kExecFailed) {
     std::string msg = "exec " + request.argv[0] + ": " + std::strerror(r.a) + ExecHint(r.a);

@@ -22,6 +22,9 @@ struct SpawnRequest {
   // The worker's standard input (the read end of a pipe; the caller keeps and closes its own
   // copy); -1: /dev/null.
   int stdin_fd = -1;
+  // --run-as: the user the worker runs as (the wrapper switches to it after the cgroup join);
+  // empty: the caller's. The caller checks it first (CheckRunAs, worker_wrapper.h).
+  std::string run_as = "";
 };
 
 // HVD_JOB_SECRET never reaches a worker's environment (/proc/<pid>/environ, `ps e` and every

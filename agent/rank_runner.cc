@@ -89,6 +89,7 @@ void RankRunner::Run() {
     s = Unavailable(std::string("cannot create the worker's stdin pipe: ") + std::strerror(errno));
   }
   request.stdin_fd = in_pipe[0];
+  request.run_as = options_.run_as;
   if (s.ok()) s = SpawnProcess(request, &proc);
   CloseFd(&in_pipe[0]);  // the worker has its own copy
   if (s.ok() && in_pipe[1] >= 0) {

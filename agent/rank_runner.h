@@ -50,6 +50,8 @@ struct RankRunnerOptions {
   // with once the worker runs (the feed owns it, stdin_feed.h); the feed is destroyed when the
   // worker has exited, so nothing keeps feeding a rank that is gone.
   std::function<std::unique_ptr<StdinFeed>(int write_fd)> stdin_feed;
+  // --run-as: the user the worker runs as (SpawnRequest::run_as); empty: the agent's.
+  std::string run_as;
 
   // Called from the runner's thread, in this order: on_started once (before any output) with the
   // worker's pid and the wrapper's,

@@ -1,8 +1,11 @@
 #include "agent/worker_wrapper.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <libgen.h>
+#include <limits.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -73,10 +76,18 @@ void KillDescendants() {
   }
 }
 
+// What the worker's child side sends back through its exec-error pipe.
+struct ChildError {
+  int err = 0;
+  int stage = kWrapperStageExec;
+};
+
 class Wrapper {
  public:
-  Wrapper(std::string cgroup_procs, std::vector<std::string> program)
-      : cgroup_procs_(std::move(cgroup_procs)), program_(std::move(program)) {}
+  Wrapper(std::string cgroup_procs, std::string run_as, std::vector<std::string> program)
+      : cgroup_procs_(std::move(cgroup_procs)),
+        run_as_(std::move(run_as)),
+        program_(std::move(program)) {}
 
   [[noreturn]] void Run() {
     Setup();
@@ -115,6 +126,8 @@ class Wrapper {
     for (const std::string& c : candidate_strings) candidates.push_back(c.c_str());
     candidates.push_back(nullptr);
 
+    if (!run_as_.empty()) LookUpUser();
+
     int err_pipe[2];
     if (pipe2(err_pipe, O_CLOEXEC) != 0) Die(std::string("pipe: ") + std::strerror(errno));
     const pid_t self = getpid();
@@ -139,8 +152,12 @@ class Wrapper {
           close(fd);
         }
       }
-      int err = ExecFirst(candidates.data(), argv.data(), environ);
-      ssize_t unused = write(err_pipe[1], &err, sizeof err);
+      ChildError failure;
+      // After the cgroup (joining it needs root), before exec. The wrapper is single-threaded,
+      // so the child may allocate and use NSS (initgroups) here.
+      if (!run_as_.empty()) failure = SwitchUser(self);
+      if (failure.err == 0) failure.err = ExecFirst(candidates.data(), argv.data(), environ);
+      ssize_t unused = write(err_pipe[1], &failure, sizeof failure);
       (void)unused;
       _exit(127);
     }
@@ -153,20 +170,71 @@ class Wrapper {
       dup2(null_fd, STDIN_FILENO);
       close(null_fd);
     }
-    int err = 0;
+    ChildError failure;
     ssize_t n;
     do {
-      n = read(err_pipe[0], &err, sizeof err);
+      n = read(err_pipe[0], &failure, sizeof failure);
     } while (n < 0 && errno == EINTR);
     close(err_pipe[0]);
     if (n > 0) {
       while (waitpid(worker_, nullptr, 0) < 0 && errno == EINTR) {
       }
-      Report(WrapperReport::kExecFailed, err, 0);
+      Report(WrapperReport::kExecFailed, failure.err, failure.stage);
       RemoveCgroupDirs(cgroup_procs_, 2);
       _exit(127);
     }
     Report(WrapperReport::kStarted, worker_, 0);
+  }
+
+  // --run-as, before the fork: the user's ids and home, and the working directory to check as
+  // that user. The agent checked the user already (CheckRunAs); this covers a user removed since.
+  void LookUpUser() {
+    errno = 0;
+    const passwd* pw = getpwnam(run_as_.c_str());
+    if (pw == nullptr) {
+      Report(WrapperReport::kExecFailed, errno != 0 ? errno : ENOENT, kWrapperStageNoUser);
+      RemoveCgroupDirs(cgroup_procs_, 2);
+      _exit(127);
+    }
+    uid_ = pw->pw_uid;
+    gid_ = pw->pw_gid;
+    home_ = pw->pw_dir != nullptr ? pw->pw_dir : "/";
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) != nullptr) cwd_ = cwd;
+  }
+
+  // In the worker's child: groups, gid, uid, in that order (setuid first would leave no right to
+  // change the others), each checked, then checked again from the outside: the real and effective
+  // ids are the user's and, for any user but root, root's cannot be taken back.
+  ChildError SwitchUser(pid_t wrapper) {
+    ChildError f;
+    f.stage = kWrapperStageSwitchUser;
+    if (initgroups(run_as_.c_str(), gid_) != 0 || setgid(gid_) != 0 || setuid(uid_) != 0) {
+      f.err = errno;
+      return f;
+    }
+    if (getuid() != uid_ || geteuid() != uid_ || getgid() != gid_ || getegid() != gid_ ||
+        (uid_ != 0 && setuid(0) == 0)) {
+      f.err = EPERM;
+      return f;
+    }
+    // A change of credentials clears the parent-death signal: set it again, and make sure the
+    // wrapper did not die in between.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != wrapper) _exit(127);
+    setenv("HOME", home_.c_str(), 1);
+    setenv("USER", run_as_.c_str(), 1);
+    setenv("LOGNAME", run_as_.c_str(), 1);
+    // The descriptor of the working directory was opened as root: enter it again by its path,
+    // as the user, so one the user cannot reach fails now with a clear message instead of the
+    // program failing on its first relative path.
+    if (!cwd_.empty() && chdir(cwd_.c_str()) != 0) {
+      f.stage = kWrapperStageUserChdir;
+      f.err = errno;
+      return f;
+    }
+    f.err = 0;
+    return f;
   }
 
   // Whether the worker has exited, without reaping it: until it is reaped its pid, and so its
@@ -235,7 +303,12 @@ class Wrapper {
   }
 
   const std::string cgroup_procs_;
+  const std::string run_as_;  // empty: the worker keeps the wrapper's user
   const std::vector<std::string> program_;
+  uid_t uid_ = 0;  // run_as_'s, from LookUpUser
+  gid_t gid_ = 0;
+  std::string home_;
+  std::string cwd_;
   int signal_fd_ = -1;
   pid_t worker_ = -1;
 };
@@ -243,19 +316,82 @@ class Wrapper {
 }  // namespace
 
 std::vector<std::string> WrapperArgv(const std::string& cgroup_procs_file,
-                                     const std::vector<std::string>& program) {
+                                     const std::vector<std::string>& program,
+                                     const std::string& run_as) {
   // argv[0] is what ps shows; the binary is exec'd by path (often /proc/self/exe).
-  std::vector<std::string> argv = {"hvd-wrapper", kWorkerWrapperFlag, cgroup_procs_file, "--"};
+  std::vector<std::string> argv = {"hvd-wrapper", kWorkerWrapperFlag, cgroup_procs_file};
+  if (!run_as.empty()) {
+    argv.push_back("--run-as");
+    argv.push_back(run_as);
+  }
+  argv.push_back("--");
   argv.insert(argv.end(), program.begin(), program.end());
   return argv;
 }
 
 void RunWorkerWrapperIfAsked(int argc, char** argv) {
   if (argc < 2 || std::strcmp(argv[1], kWorkerWrapperFlag) != 0) return;
-  if (argc < 5 || std::strcmp(argv[3], "--") != 0) {
-    Die(std::string("usage: <exe> ") + kWorkerWrapperFlag + " CGROUP_PROCS -- PROGRAM [ARGS...]");
+  int sep = 3;
+  std::string run_as;
+  if (argc > 4 && std::strcmp(argv[3], "--run-as") == 0) {
+    run_as = argv[4];
+    sep = 5;
   }
-  Wrapper(argv[2], std::vector<std::string>(argv + 4, argv + argc)).Run();
+  if (argc < sep + 2 || std::strcmp(argv[sep], "--") != 0 || (sep == 5 && run_as.empty())) {
+    Die(std::string("usage: <exe> ") + kWorkerWrapperFlag +
+        " CGROUP_PROCS [--run-as USER] -- PROGRAM [ARGS...]");
+  }
+  Wrapper(argv[2], std::move(run_as), std::vector<std::string>(argv + sep + 1, argv + argc)).Run();
+}
+
+Status CheckRunAs(const std::string& user, bool allow_root, const std::string& host) {
+  const uid_t self = geteuid();
+  if (self != 0) {
+    return FailedPrecondition("hvd-agent runs as uid " + std::to_string(self) +
+                              ": --run-as needs an agent started as root (the job asks for user '" +
+                              user + "' on " + host + ")");
+  }
+  passwd pw{};
+  passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  int rc;
+  while ((rc = getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found)) == ERANGE &&
+         buf.size() < (1u << 20)) {
+    buf.resize(buf.size() * 2);
+  }
+  if (found == nullptr) {
+    // getpwnam_r reports "no such user" as 0 or as one of these, depending on the NSS module.
+    if (rc == 0 || rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM) {
+      return FailedPrecondition("--run-as " + user + ": no user '" + user + "' on host " + host +
+                                "; create it there (every host of the job needs it) or run the "
+                                "job as a user that exists");
+    }
+    return Unavailable("--run-as " + user + ": looking the user up on host " + host + ": " +
+                       std::strerror(rc));
+  }
+  if (pw.pw_uid == 0 && !allow_root) {
+    return FailedPrecondition("--run-as " + user + " is root (uid 0): hvd-agent on " + host +
+                              " runs ranks as root only when started with --allow-run-as-root");
+  }
+  return Status::OK();
+}
+
+std::string RunAsFailureText(int32_t stage, int err, const std::string& user,
+                             const std::string& working_dir) {
+  const std::string text = std::strerror(err);
+  switch (stage) {
+    case kWrapperStageNoUser:
+      return "--run-as " + user + ": no such user on this host (" + text + ")";
+    case kWrapperStageSwitchUser:
+      return "--run-as " + user + ": switching the rank to the user failed: " + text;
+    case kWrapperStageUserChdir:
+      return "--run-as " + user + ": the working directory " +
+             (working_dir.empty() ? std::string("(the agent's)") : working_dir) +
+             " is not reachable by user " + user + ": " + text +
+             "; give --working-dir a directory that user can enter";
+    default:
+      return "starting the rank: " + text;
+  }
 }
 
 }  // namespace hvd::agent

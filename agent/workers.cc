@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "agent/host_info.h"
+#include "agent/worker_wrapper.h"
 #include "common/logging.h"
 #include "control/grpc_util.h"
 
@@ -82,6 +83,7 @@ void Workers::Spawn(const hvd::v1::StartRank& cmd) {
   if (!gpu.empty()) o.env["CUDA_VISIBLE_DEVICES"] = gpu;
   o.working_dir = cmd.working_dir();
   o.wrapper = options_.wrapper;
+  o.run_as = cmd.run_as();
   if (cmd.forward_stdin() && options_.stdin_feed) {
     o.stdin_feed = [feed = options_.stdin_feed, cmd](int fd) { return feed(cmd, fd); };
   }
@@ -137,7 +139,12 @@ void Workers::Spawn(const hvd::v1::StartRank& cmd) {
   };
   const std::string cgroup_dir = o.cgroup_dir;
   std::unique_ptr<RankRunner> runner;
-  Status s = RankRunner::Start(std::move(o), &runner);
+  // --run-as refusals (not root, unknown user, root not allowed) before anything is spawned.
+  Status s = cmd.run_as().empty()
+                 ? Status::OK()
+                 : CheckRunAs(cmd.run_as(), options_.allow_run_as_root,
+                              options_.host.empty() ? LocalHostName() : options_.host);
+  if (s.ok()) s = RankRunner::Start(std::move(o), &runner);
   if (s.ok()) {
     HVD_LOG(INFO) << "job " << job << " rank " << rank << " started: pid " << runner->pid();
   } else {

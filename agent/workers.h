@@ -36,6 +36,10 @@ struct WorkersOptions {
   // Feeds the stdin of a rank whose StartRank says forward_stdin (stdin_feed.h); unset: such a
   // rank reads /dev/null.
   std::function<std::unique_ptr<StdinFeed>(const hvd::v1::StartRank& cmd, int write_fd)> stdin_feed;
+  // --run-as: whether a job may run ranks as root (hvd-agent --allow-run-as-root), and the host
+  // name its refusals name ("": LocalHostName()).
+  bool allow_run_as_root = false;
+  std::string host = "";
 };
 
 class Workers {

@@ -70,6 +70,9 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     ao.host = o.agent_host;
     ao.advertise_addr = "127.0.0.1";
     ao.wrapper_path = o.wrapper_path;
+    // hvdrun --run-as root: the embedded agent runs as hvdrun's user, so ranks it runs as root
+    // are ranks a root user started; the refusal guards agents that others' jobs reach.
+    ao.allow_run_as_root = true;
     HVD_RETURN_IF_ERROR_CTX(agent::Agent::Start(ao, &agent_), "embedded agent");
     return WaitForAgent();
   }

@@ -274,6 +274,9 @@ void JobFlags::Register(control::FlagSet* flags) {
   flags->StringList("--network-interface", &network_interfaces,
                     "NAME[,NAME] or CIDR the ranks talk over, in order of preference (default: "
                     "$HVD_IFACE, else whatever works between all the job's hosts); repeatable");
+  flags->String("--run-as", &run_as,
+                "run every rank as this user (a name known on each host); the agents must run as "
+                "root, and root itself needs hvd-agent --allow-run-as-root");
   binding.Register(flags);
   horovod.Register(flags);  // it adds horovodrun's spellings to the flags above
   RegisterTorchrunFlags(flags, &standalone);
@@ -353,6 +356,9 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   if (program.empty()) {
     return InvalidArgument("no program to run; usage: hvdrun -np N PROGRAM [ARGS...]");
   }
+  // Its form only: whether the user exists is for each agent's host to say.
+  const bool run_as_given = f.flag_set != nullptr && f.flag_set->Given("--run-as");
+  if (run_as_given) HVD_RETURN_IF_ERROR(control::CheckUserName(f.run_as));
   std::vector<control::HostSlots> hosts;
   HVD_RETURN_IF_ERROR(ParseHosts(f, &hosts));
   int64_t np = f.np;
@@ -445,6 +451,7 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   spec->set_name(f.name);
   HVD_RETURN_IF_ERROR(SetLimits(f, spec));
   HVD_RETURN_IF_ERROR(NetworkInterfacesFlag(f, host, spec));
+  if (run_as_given) spec->set_run_as(f.run_as);
   // The limits the launcher enforces on every spec (argv and -x sizes, host entries...): one
   // validator for both ends (control/spec_limits.h).
   return control::ValidateJobSpec(*spec);

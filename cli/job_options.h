@@ -56,6 +56,8 @@ struct JobFlags {
   std::string nproc_per_node;
   std::string nnodes;
   bool standalone = false;  // torchrun's --standalone: accepted with a note
+  // --run-as USER: the user every rank runs as (JobSpec.run_as); the agents must run as root.
+  std::string run_as;
 
   // Registers the flags; `flags` must outlive BuildJobSpec (it tells which knobs were given).
   void Register(control::FlagSet* flags);

@@ -145,11 +145,38 @@ Status ValidateJobSpec(const v1::JobSpec& spec) {
                            std::to_string(kMaxJobRestarts) + ", not " +
                            std::to_string(spec.max_restarts()));
   }
+  if (!spec.run_as().empty()) HVD_RETURN_IF_ERROR(CheckUserName(spec.run_as()));
   if (spec.has_stdin_rank() && (spec.stdin_rank() < 0 || spec.stdin_rank() >= spec.np())) {
     return InvalidArgument("--stdin " + std::to_string(spec.stdin_rank()) +
                            " names no rank of the job (np=" + std::to_string(spec.np()) +
                            "); give a rank below np, or none");
   }
+  return Status::OK();
+}
+
+Status CheckUserName(const std::string& name) {
+  const std::string shown = name.substr(0, kMaxUserNameBytes + 8);
+  const auto refuse = [&](const std::string& why) {
+    return InvalidArgument("--run-as '" + shown + "': " + why +
+                           "; give the name of a user that exists on every host of the job");
+  };
+  if (name.empty()) return refuse("the user name is empty");
+  if (name.size() > kMaxUserNameBytes) {
+    return refuse("a user name has at most " + std::to_string(kMaxUserNameBytes) + " bytes");
+  }
+  if (name[0] == '-') return refuse("a user name does not start with '-'");
+  bool all_digits = true;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-' || (c == '$' && i + 1 == name.size());
+    if (!ok) return refuse("a user name has only letters, digits, '.', '_', '-' (and a final '$')");
+    if (c < '0' || c > '9') all_digits = false;
+  }
+  if (all_digits) {
+    return refuse("a number is a uid, not a user name (each host maps names to its own uids)");
+  }
+  if (name == "." || name == "..") return refuse("not a user name");
   return Status::OK();
 }
 

@@ -34,6 +34,7 @@ inline constexpr size_t kMaxJobNameBytes = 256;     // --name
 inline constexpr size_t kMaxInterfacesTextBytes = 1024;           // --network-interface
 inline constexpr int64_t kMaxJobTimeoutMs = 30LL * 86400 * 1000;  // every *_ms limit: 30 days
 inline constexpr int kMaxJobRestarts = 1000;                      // --max-restarts
+inline constexpr size_t kMaxUserNameBytes = 32;                   // --run-as: useradd's limit
 
 // Agent registrations.
 inline constexpr size_t kMaxAgentIdBytes = 128;
@@ -50,6 +51,12 @@ std::string ByteSize(size_t bytes);
 // 1..kMaxSlotsPerHost slots and named once, the hosts' total at least np, stdin_rank a rank of
 // the job, limits >= 0. InvalidArgument names the field (and hvdrun's flag) and the limit.
 Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// hvdrun --run-as USER: the form of a user name, before any host looks it up: 1..kMaxUserNameBytes
+// of letters, digits, '.', '_' and '-', not starting with '-', optionally ending in '$' (what
+// useradd and systemd accept), and not all digits (a uid is not a name: each host maps names to
+// its own uids). Whether the user exists is for each agent's host to say.
+Status CheckUserName(const std::string& name);
 
 // An agent's registration: a host name as -H accepts it (so -H can name it), 1..kMaxSlotsPerHost
 // slots (hvd-agent allows --slots up to 4096, hvdrun's embedded agent np), 0..kMaxSlotsPerHost

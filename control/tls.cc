@@ -6,6 +6,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdlib>
@@ -166,6 +167,12 @@ Status LoadTls(const TlsFiles& files, TlsRole role, TlsConfig* out) {
     HVD_RETURN_IF_ERROR(ReadFile("--tls-cert", files.cert, &cfg.cert_pem));
     HVD_RETURN_IF_ERROR(ReadFile("--tls-key", files.key, &cfg.key_pem));
     HVD_RETURN_IF_ERROR(CheckCertAndKey(files, cfg.cert_pem, cfg.key_pem, cas));
+    // As the token file: a key others can read is everyone's.
+    struct stat st;
+    if (stat(files.key.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+      return InvalidArgument(Named("--tls-key", files.key) +
+                             " is accessible by group or others; run: chmod 600 " + files.key);
+    }
   }
   *out = std::move(cfg);
   return Status::OK();

@@ -238,8 +238,8 @@ class HttpsFrontImpl final : public HttpsFront {
           char why[256] = "the client closed the connection";
           if (unsigned long err = ERR_get_error()) ERR_error_string_n(err, why, sizeof why);
           ERR_clear_error();
-          refusals_.Warn(HostOf(c.peer), "HTTPS: handshake with " + c.peer + " failed: " +
-                                             control::LogEscape(why));
+          refusals_.Warn(HostOf(c.peer),
+                         "HTTPS: handshake with " + c.peer + " failed: " + control::LogEscape(why));
           return false;
         }
         c.handshaken = true;

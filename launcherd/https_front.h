@@ -35,7 +35,7 @@ class HttpsFront {
   static Status Start(const HttpsFrontOptions& options, std::unique_ptr<HttpsFront>* out);
   virtual ~HttpsFront() = default;
   virtual std::string address() const = 0;  // bound "host:port"
-  virtual void Stop() = 0;                   // closes every connection; idempotent
+  virtual void Stop() = 0;                  // closes every connection; idempotent
 };
 
 }  // namespace hvd::launcherd

@@ -331,6 +331,7 @@ void JobManager::StartLocked(Job& job, const control::PlacementResult& placement
     cmd.env = control::WorkerEnv(in);
     cmd.working_dir = job.status.spec.working_dir;
     cmd.forward_stdin = job.status.spec.stdin_rank == r.placement.rank;
+    cmd.run_as = job.status.spec.run_as;
     std::shared_ptr<AgentLink> link = agents_->Link(r.placement.agent_id);
     if (link && link->SendStartRank(cmd)) {
       r.state = RankState::kStarting;

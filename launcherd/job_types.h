@@ -41,6 +41,7 @@ struct JobSpec {
   std::string network_interfaces;  // --network-interface; "": any that works
   int stdin_rank = -1;             // hvdrun --stdin: the rank reading hvdrun's stdin; -1: none
   int64_t queue_timeout_ms = 0;    // --queue-timeout; 0: wait for slots as long as it takes
+  std::string run_as;              // --run-as: the user the ranks run as; "": the agent's
 };
 
 // A spec's limit in milliseconds, or `fallback` (the launcher's default) when it sets none (-1).
@@ -164,6 +165,7 @@ struct StartRankCommand {
   std::map<std::string, std::string> env;
   std::string working_dir;
   bool forward_stdin = false;  // the rank's stdin comes from AgentGateway.ReadStdin
+  std::string run_as;          // JobSpec.run_as
 };
 
 struct StopJobCommand {

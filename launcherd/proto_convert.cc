@@ -43,6 +43,7 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
   if (s.stall_timeout_ms >= 0) p->set_stall_timeout_ms(s.stall_timeout_ms);
   p->set_max_restarts(s.max_restarts);
   p->set_queue_timeout_ms(s.queue_timeout_ms);
+  p->set_run_as(s.run_as);
 }
 
 void ToProto(const JobFailure& f, v1::JobFailure* p) {
@@ -79,6 +80,7 @@ JobSpec FromProto(const v1::JobSpec& p) {
   s.network_interfaces = p.network_interfaces();
   s.stdin_rank = p.has_stdin_rank() ? p.stdin_rank() : -1;
   s.queue_timeout_ms = p.queue_timeout_ms();
+  s.run_as = p.run_as();
   return s;
 }
 
@@ -230,6 +232,7 @@ void ToSummaryProto(const JobStatus& s, v1::JobStatus* p) {
   spec->set_name(s.spec.name);
   spec->set_detached(s.spec.detached);
   spec->set_max_restarts(s.spec.max_restarts);
+  spec->set_run_as(s.spec.run_as);
   p->set_state(static_cast<v1::JobState>(s.state));
   p->set_reason(s.reason);
   if (s.has_failure) {
@@ -283,6 +286,7 @@ void ToProto(const StartRankCommand& c, v1::StartRank* p) {
   for (const auto& [k, v] : c.env) (*p->mutable_env())[k] = v;
   p->set_working_dir(c.working_dir);
   p->set_forward_stdin(c.forward_stdin);
+  p->set_run_as(c.run_as);
 }
 
 void ToProto(const StopJobCommand& c, v1::StopJob* p) {

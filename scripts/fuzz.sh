@@ -21,10 +21,12 @@ jobs=${HVD_BUILD_JOBS:-$(nproc)}
 dir=build-fuzz
 
 start=$(date +%s)
-# -O1: the fuzzers' usual level, and quicker to compile than the main build's -O2 (CI's budget).
+# -O1, the fuzzers' usual level, with line tables only (file:line in sanitizer reports): a quarter
+# quicker to compile than -O1 -g, which counts in CI's budget.
+flags="-O1 -gline-tables-only"
 cmake -S . -B "$dir" -G Ninja -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ \
   -DHVD_FUZZ=ON -DHVD_BUILD_TESTS=OFF -DHVD_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g" >/dev/null
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=$flags" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=$flags" >/dev/null
 cmake --build "$dir" -j "$jobs" --target "${targets[@]}"
 echo "fuzz: built ${#targets[@]} targets in $(( $(date +%s) - start )) s; running each ${per} s"
 
@@ -44,7 +46,8 @@ for t in "${targets[@]}"; do
   dict=()
   [ -f "tests/fuzz/$t.dict" ] && dict=("-dict=tests/fuzz/$t.dict")
   # -timeout: one input running this long is a hang (the server targets wait up to 15 s each).
-  if "$bin" -max_total_time="$per" -timeout=30 -rss_limit_mb=2560 -max_len=8192 \
+  # -seed: the same mutations on every run (HVD_FUZZ_SEED=0 draws one), so a CI failure replays.
+  if "$bin" -max_total_time="$per" -seed="${HVD_FUZZ_SEED:-1}" -timeout=30 -rss_limit_mb=2560 -max_len=8192 \
       -artifact_prefix="$artifacts/" -print_final_stats=1 "${dict[@]}" "$work" "$seeds" \
       >"$log" 2>&1; then
     runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' || true)

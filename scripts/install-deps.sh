@@ -9,6 +9,8 @@ packages=(
   nlohmann-json3-dev
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc libcpp-httplib-dev
   libsqlite3-dev
+  # TLS: control/tls.cc and launcherd/https_front.cc use OpenSSL; scripts/gen-certs.sh openssl(1).
+  libssl-dev openssl
   python3 iproute2 procps
   # The Python binding (hvd.torch), its tests and examples/torch_train.py, which trains on
   # scikit-learn's digits dataset (shipped inside python3-sklearn: nothing is downloaded).

@@ -13,3 +13,8 @@ if [ -n "$left" ]; then
   ps -o pid,args -p $left >&2 || true
   exit 1
 fi
+# The libFuzzer targets (tests/fuzz/README.md): their own clang build in build-fuzz, then a minute
+# of fuzzing in all; any crash fails the suite with its reproducer. HVD_SKIP_FUZZ=1 leaves it out.
+if [ "${HVD_SKIP_FUZZ:-0}" != 1 ]; then
+  ./scripts/fuzz.sh
+fi

@@ -34,8 +34,7 @@ std::string IdentityKey(const std::string& scope, int rank) {
 // is somebody to share memory with.
 Status SplitByIdentity(rendezvous::Store& store, int rank, const std::vector<int>& same_host,
                        const ConnectOptions& options, std::vector<int>* local) {
-  const std::string mine =
-      options.shm_identity.empty() ? LocalShmIdentity() : options.shm_identity;
+  const std::string mine = options.shm_identity.empty() ? LocalShmIdentity() : options.shm_identity;
   const std::string& scope = options.shm.scope;
   HVD_RETURN_IF_ERROR_CTX(store.Set(IdentityKey(scope, rank), mine),
                           "publishing this rank's shared-memory identity");
@@ -51,7 +50,8 @@ Status SplitByIdentity(rendezvous::Store& store, int rank, const std::vector<int
       }
     }
     return DeadlineExceeded("ranks " + missing + " share this rank's host name '" +
-                            options.hosts[rank] + "' but did not publish a shared-memory identity "
+                            options.hosts[rank] +
+                            "' but did not publish a shared-memory identity "
                             "within the start timeout (are they running?)");
   }
   HVD_RETURN_IF_ERROR_CTX(s, "waiting for the shared-memory identities of this host's ranks");
@@ -67,8 +67,8 @@ Status SplitByIdentity(rendezvous::Store& store, int rank, const std::vector<int
     std::string others;
     for (size_t i = 0; i < same_host.size(); ++i) {
       if (identities[i] == mine) continue;
-      others += (others.empty() ? "" : "; ") + std::string("rank ") +
-                std::to_string(same_host[i]) + " is in " + identities[i];
+      others += (others.empty() ? "" : "; ") + std::string("rank ") + std::to_string(same_host[i]) +
+                " is in " + identities[i];
     }
     HVD_LOG(WARNING) << "ranks share the host name '" << options.hosts[rank]
                      << "' but not a kernel or namespaces (this rank is in " << mine << "; "

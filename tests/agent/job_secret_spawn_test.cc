@@ -63,8 +63,7 @@ TEST(JobSecretSpawn, SecretIsInADescriptorNotTheEnvironment) {
             std::string::npos);
   EXPECT_EQ(ReadAll(proc + "/fd/" + std::to_string(kJobSecretFd)), secret);
   // The wrapper (the agent's side of the worker) does not carry it in its environment either.
-  EXPECT_EQ(ReadAll("/proc/" + std::to_string(p.pid) + "/environ").find(secret),
-            std::string::npos);
+  EXPECT_EQ(ReadAll("/proc/" + std::to_string(p.pid) + "/environ").find(secret), std::string::npos);
   Finish(p);
 }
 

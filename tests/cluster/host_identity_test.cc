@@ -36,8 +36,8 @@ TEST_F(NetnsTest, SecondAgentWithTheSameHostNameIsRefusedNamingTheFlag) {
       seconds(10)))
       << first->Err();
   auto second = agent(1);
-  ASSERT_TRUE(WaitUntil([&] { return second->Err().find("--host") != std::string::npos; },
-                        seconds(10)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return second->Err().find("--host") != std::string::npos; }, seconds(10)))
       << "the second agent's stderr: " << second->Err();
   EXPECT_HAS(second->Err(), "cannot register with the launcher");
   char name[256] = {0};

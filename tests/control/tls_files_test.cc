@@ -22,8 +22,8 @@ class TlsFilesTest : public ::testing::Test {
     const std::string gen = std::string(HVD_SOURCE_DIR) + "/scripts/gen-certs.sh";
     // The cluster, another CA, and a certificate of the cluster CA that expired in 2020.
     const std::string script =
-        gen + " --out " + d + "/a --hosts 127.0.0.1,node-b 2>/dev/null && " + gen + " --out " +
-        d + "/b --hosts 127.0.0.1 2>/dev/null && cd " + d +
+        gen + " --out " + d + "/a --hosts 127.0.0.1,node-b 2>/dev/null && " + gen + " --out " + d +
+        "/b --hosts 127.0.0.1 2>/dev/null && cd " + d +
         " && touch index.txt && echo 01 > serial && printf '[ca]\\ndefault_ca=x\\n[x]\\n"
         "database=index.txt\\nnew_certs_dir=.\\npolicy=p\\ndefault_md=sha256\\nserial=serial\\n"
         "[p]\\ncommonName=supplied\\n' > ca.cnf && openssl req -newkey ec -pkeyopt "
@@ -117,7 +117,8 @@ TEST_F(TlsFilesTest, KeyOfAnotherCertificateIsRefused) {
 
 TEST_F(TlsFilesTest, ExpiredCertificateIsRefused) {
   Status s = Load({P("old.crt"), P("old.key"), P("a/ca.crt")}, TlsRole::kAgent);
-  EXPECT_NE(s.message().find("--tls-cert " + P("old.crt") + ": the certificate (/CN=old) has "
+  EXPECT_NE(s.message().find("--tls-cert " + P("old.crt") +
+                             ": the certificate (/CN=old) has "
                              "expired"),
             std::string::npos)
       << s.message();
@@ -126,6 +127,18 @@ TEST_F(TlsFilesTest, ExpiredCertificateIsRefused) {
 TEST_F(TlsFilesTest, CertificateOfAnotherCaIsRefused) {
   Status s = Load({P("b/127.0.0.1.crt"), P("b/127.0.0.1.key"), P("a/ca.crt")}, TlsRole::kAgent);
   EXPECT_NE(s.message().find("does not verify against --tls-ca " + P("a/ca.crt")),
+            std::string::npos)
+      << s.message();
+}
+
+TEST_F(TlsFilesTest, KeyReadableByOthersIsRefused) {
+  const std::string copy = P("loose.key");
+  ASSERT_EQ(std::system(("cp " + P("a/node-b.key") + " " + copy + " && chmod 640 " + copy).c_str()),
+            0);
+  Status s = Load({P("a/node-b.crt"), copy, P("a/ca.crt")}, TlsRole::kAgent);
+  EXPECT_NE(s.message().find("--tls-key " + copy +
+                             " is accessible by group or others; run: "
+                             "chmod 600"),
             std::string::npos)
       << s.message();
 }

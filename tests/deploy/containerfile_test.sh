@@ -24,29 +24,40 @@ runtime=$(sed -n '/^runtime_packages=(/,/)/p' "$src/scripts/install-deps.sh" |
 [ -n "$runtime" ] || err "scripts/install-deps.sh defines no runtime_packages"
 grep -q -- 'install-deps.sh --runtime' "$cf" || err "the Containerfile's last stage does not use --runtime"
 
-# Their closure over Depends/Pre-Depends, among the packages installed here.
-declare -A closure=()
+# Their closure over Depends/Pre-Depends, among the packages installed here (one dpkg-query).
+declare -A deps=() closure=()
+while IFS=$'\t' read -r p d; do deps[$p]=$d; done \
+  < <(dpkg-query -W -f='${Package}\t${Pre-Depends}, ${Depends}\n' 2>/dev/null)
 queue=($runtime)
 while [ ${#queue[@]} -gt 0 ]; do
-  p=${queue[0]}; queue=("${queue[@]:1}")
-  p=${p%%:*}
+  p=${queue[0]%%:*}; queue=("${queue[@]:1}")
   [ -n "$p" ] && [ -z "${closure[$p]:-}" ] || continue
   closure[$p]=1
-  deps=$(dpkg-query -W -f='${Pre-Depends}, ${Depends}' "$p" 2>/dev/null || true)
-  for d in $(echo "$deps" | tr ',' '\n' | sed 's/|.*//; s/(.*)//; s/^ *//; s/ *$//'); do
-    queue+=("$d")
-  done
+  queue+=($(tr ',' '\n' <<<"${deps[$p]:-}" | sed 's/|.*//; s/(.*)//' | tr -d ' '))
 done
+# Every library the binaries link, and the package each comes from (one dpkg -S).
+declare -A users=()
 for bin in "$@"; do
   [ -x "$bin" ] || { err "$bin is not built"; continue; }
   for lib in $(ldd "$bin" | awk '/=> \//{print $3}'); do
-    pkg=$(dpkg -S "$(readlink -f "$lib")" 2>/dev/null || dpkg -S "$lib" 2>/dev/null || true)
-    pkg=${pkg%%:*}
-    if [ -z "$pkg" ]; then err "$(basename "$bin") links $lib, which no Debian package provides"
-    elif [ -z "${closure[$pkg]:-}" ]; then
-      err "$(basename "$bin") links $lib from $pkg, which install-deps.sh --runtime does not bring"
-    fi
+    real=$(readlink -f "$lib")
+    users[$real]="${users[$real]:-} $(basename "$bin")"
   done
+done
+# dpkg may list a library under /lib (merged /usr): ask for both, key on the path without /usr.
+declare -A owner=()
+asks=()
+for lib in "${!users[@]}"; do asks+=("$lib" "${lib#/usr}"); done
+while IFS= read -r line; do
+  f=${line#*: }
+  owner[${f#/usr}]=${line%%:*}
+done < <(dpkg -S "${asks[@]}" 2>/dev/null || true)
+for lib in "${!users[@]}"; do
+  pkg=${owner[${lib#/usr}]:-}
+  if [ -z "$pkg" ]; then err "${users[$lib]# } link $lib, which no Debian package provides"
+  elif [ -z "${closure[$pkg]:-}" ]; then
+    err "${users[$lib]# } link $lib from $pkg, which install-deps.sh --runtime does not bring"
+  fi
 done
 
 grep -qw tini <<<"$runtime" || err "the runtime packages lack tini (the manifests' PID 1)"

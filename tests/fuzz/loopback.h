@@ -6,6 +6,7 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -61,7 +62,11 @@ inline Exchange SendAndDrain(const std::string& address, std::string_view input,
     }
     pollfd p{fd, static_cast<short>(POLLIN | (shut ? 0 : POLLOUT)), 0};
     const int ms = left_ms();
-    if (ms == 0 || poll(&p, 1, ms) <= 0) break;
+    if (ms == 0) break;
+    const int ready = poll(&p, 1, ms);
+    // libFuzzer's -timeout watchdog is a SIGALRM every few seconds: an interrupted poll goes on.
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) break;
     if (p.revents & POLLIN || p.revents & (POLLHUP | POLLERR)) {
       char buf[4096];
       const ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);

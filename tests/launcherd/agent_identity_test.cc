@@ -41,8 +41,8 @@ TEST(AgentIdentity, RegistryRefusesASecondConnectedAgentOfTheSameName) {
   // Another name is fine; so is the same agent reconnecting under its id.
   EXPECT_TRUE(registry.RegisterUnique(Info("other"), std::make_shared<NullLink>(), &id).ok());
   std::string again;
-  EXPECT_TRUE(registry.RegisterUnique(Info("node", first), std::make_shared<NullLink>(), &again)
-                  .ok());
+  EXPECT_TRUE(
+      registry.RegisterUnique(Info("node", first), std::make_shared<NullLink>(), &again).ok());
   EXPECT_EQ(again, first);
 }
 

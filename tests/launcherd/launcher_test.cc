@@ -176,14 +176,17 @@ TEST(LauncherTest, WithoutAgentsJobsWaitWithAReason) {
 TEST(LauncherTest, SilentAgentIsLostAndItsJobFails) {
   LauncherOptions o;
   o.heartbeat_interval = 50ms;
-  o.lease = 300ms;
+  // This agent never sends a heartbeat: registration, the MASTER_PORT step and StartRank must
+  // all fit in one lease, with room for a loaded machine (300 ms lost the agent first, 1 in 20).
+  o.lease = 2000ms;
+  o.client_lease = 60s;  // the test's Submit is attached and never watches: keep it from cancelling
   auto launcher = StartLauncher(o);
   ASSERT_TRUE(launcher);
   auto stub = v1::Launcher::NewStub(control::NewChannel(launcher->grpc_address()));
   StreamAgent agent(launcher->grpc_address(), "quiet-host", 1);
   v1::LauncherMessage m;
   ASSERT_TRUE(agent.Next(&m));
-  EXPECT_EQ(m.ack().lease_ms(), 300);
+  EXPECT_EQ(m.ack().lease_ms(), 2000);
   EXPECT_EQ(m.ack().heartbeat_interval_ms(), 50);
   const std::string id = Submit(*stub, 1);
   ASSERT_TRUE(agent.Next(&m));

@@ -14,8 +14,8 @@
 #include "core/context.h"
 #include "rendezvous/store.h"
 #include "runtime_env.h"
-#include "transport/connect.h"
 #include "testutil/multiproc.h"
+#include "transport/connect.h"
 
 namespace hvd {
 namespace {
@@ -54,9 +54,8 @@ TEST(ShmIdentity, SameHostNameDifferentNamespacesFallBackToTcp) {
     const std::vector<std::string> hosts(size, "node");
     std::unique_ptr<runtime::transport::Transport> t;
     runtime::collectives::Comm comm;
-    HVD_RETURN_IF_ERROR(runtime::core::ConnectComm(*store, rank, size, hosts,
-                                                   std::chrono::milliseconds(20000), nullptr, &t,
-                                                   &comm));
+    HVD_RETURN_IF_ERROR(runtime::core::ConnectComm(
+        *store, rank, size, hosts, std::chrono::milliseconds(20000), nullptr, &t, &comm));
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
       const std::string d = t->link(p)->description();
@@ -67,8 +66,8 @@ TEST(ShmIdentity, SameHostNameDifferentNamespacesFallBackToTcp) {
                                                      (want_shm ? ", want shm" : ", want TCP")));
     }
     std::vector<int64_t> v(1000, rank + 1);
-    HVD_RETURN_IF_ERROR(runtime::collectives::Allreduce(comm, v.data(), v.size(),
-                                                        DataType::kInt64, ReduceOp::kSum));
+    HVD_RETURN_IF_ERROR(runtime::collectives::Allreduce(comm, v.data(), v.size(), DataType::kInt64,
+                                                        ReduceOp::kSum));
     for (int64_t x : v) HVD_RETURN_IF_ERROR(Check(x == 10, "sum " + std::to_string(x) + " != 10"));
     return Status::OK();
   });
