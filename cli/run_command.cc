@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli/client.h"
+#include "cli/cluster_hosts.h"
 #include "cli/commands.h"
 #include "cli/embedded.h"
 #include "cli/follow.h"
@@ -174,28 +175,6 @@ Status SetStdinRank(const std::string& text, v1::JobSpec* spec) {
   return Status::OK();
 }
 
-// Cluster mode: "localhost" (or ::1, 127.x.y.z) in -H/--hostfile means the host hvdrun runs on,
-// but the agent there registered under its host name, so the job would wait forever for an agent
-// called "localhost". Renames those entries to gethostname() and returns a note for --verbose
-// ("" when nothing was renamed).
-std::string LocalhostToHostName(v1::JobSpec* spec) {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0 || buf[0] == '\0') return "";
-  const std::string self = buf;
-  std::string renamed;
-  for (v1::HostSlots& h : *spec->mutable_hosts()) {
-    const std::string& name = h.host();
-    if (name == "localhost" || name == "::1" || name == "ip6-localhost" ||
-        name.rfind("127.", 0) == 0) {
-      renamed += (renamed.empty() ? "" : ", ") + name;
-      h.set_host(self);
-    }
-  }
-  if (renamed.empty()) return "";
-  return "hvdrun: -H " + renamed + " is this host: submitted as " + self +
-         " (the name its agent registers under)";
-}
-
 struct RunFlags {
   JobFlags job;
   ClusterFlags cluster;
@@ -331,9 +310,9 @@ int RunCommand(int argc, char** argv, int first) {
   canceller.SetJob(client.get(), job_id);
   std::unique_ptr<StdinForwarder> input;
   if (spec.has_stdin_rank()) {
-    input = StdinForwarder::Start(client->address(), client->token(), job_id, STDIN_FILENO,
-                                  [&](const std::string& m) { sink->Message("hvdrun: " + m); },
-                                  client->tls());
+    input = StdinForwarder::Start(
+        client->address(), client->token(), job_id, STDIN_FILENO,
+        [&](const std::string& m) { sink->Message("hvdrun: " + m); }, client->tls());
   }
 
   FollowOptions fo;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cli/client.h"
+#include "cli/cluster_hosts.h"
 #include "cli/commands.h"
 #include "cli/forward_env.h"
 #include "cli/job_options.h"
@@ -36,6 +37,8 @@ int SubmitCommand(int argc, char** argv, int first) {
   if (!s.ok()) return ReportError(s, kExitUsage);
   // The ranks start under the cluster's agents: give them this environment (cli/forward_env.h).
   ForwardEnvironmentToJob(&spec);
+  const std::string localhost_note = LocalhostToHostName(&spec);
+  if (!localhost_note.empty()) std::fprintf(stderr, "%s\n", localhost_note.c_str());
   for (const std::string& note : JobNotes(job)) {
     std::fprintf(stderr, "hvdrun: %s\n", note.c_str());
   }

@@ -4,7 +4,9 @@
 // given for the gRPC one, mistyped subcommands and flags, `hvdrun ddp.py`, and `-H localhost` in
 // cluster mode. Every test proves that nothing it started survives (the test is the subreaper).
 #include <gtest/gtest.h>
+
 #include <unistd.h>
+#include <thread>
 
 #include <regex>
 
@@ -238,6 +240,32 @@ TEST_F(HvdrunRoughEdges, LocalhostInClusterModeIsThisHostsName) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   EXPECT_HAS(r.err, std::string("-H localhost is this host: submitted as ") + host);
+}
+
+// ... and so does `hvdrun submit`, whose detached job then runs on this host's agent.
+TEST_F(HvdrunRoughEdges, SubmitRenamesLocalhostToo) {
+  std::unique_ptr<cli::EmbeddedCluster> cluster;
+  Status s = StartTestCluster(2, HVD_AGENT_PATH, dir_ / "token", &cluster);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ProcResult r = RunProcess(Args({"submit", "--launcher", cluster->address(), "--token-file",
+                                  dir_ / "token", "-H", "localhost:2", "-np", "2", "/bin/true"}),
+                            dir_.path(), seconds(20), {}, dir_.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string id = r.out;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  ProcResult st;
+  for (int i = 0; i < 100; ++i) {  // bounded: 100 x 100 ms
+    st = RunProcess(
+        Args({"status", "--launcher", cluster->address(), "--token-file", dir_ / "token", id}),
+        dir_.path(), seconds(10), {}, dir_.path());
+    if (st.out.find("SUCCEEDED") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  cluster->Stop();
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  EXPECT_HAS(r.err, std::string("-H localhost is this host: submitted as ") + host);
+  EXPECT_HAS(st.out, "SUCCEEDED");
 }
 
 }  // namespace
