@@ -317,6 +317,9 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
     HVD_RETURN_IF_ERROR(Read(kTimelineMarkCycles, &mark_cycles));
     HVD_RETURN_IF_ERROR_CTX(tl->Start(ts.path, mark_cycles), "HVD_TIMELINE");
   }
+  for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
+    if (hosts[r] == hosts[rank]) eo.host_ranks.push_back(r);
+  }
   ctx->engine_ = std::make_unique<Engine>(comm, eo, std::move(tl));
   ctx->engine_->Start();
   HVD_LOG(INFO) << "initialized: rank " << rank << " of " << size << ", local "

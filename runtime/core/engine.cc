@@ -57,6 +57,9 @@ std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& mem
     return std::make_unique<SetRunner>(0, all, comm_, nullptr, o, &executor_, timeline_.get(),
                                        &stats_mu_, &stats_, finish, apply);
   }
+  for (int r : members) {
+    o.host_members += std::binary_search(options_.host_ranks.begin(), options_.host_ranks.end(), r);
+  }
   // A view of the job's transport: the set reuses the links already open between its members.
   std::unique_ptr<transport::Transport> view = transport::NewGroupView(comm_.transport, members);
   collectives::Comm comm = comm_.Over(view.get());

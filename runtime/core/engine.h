@@ -66,6 +66,8 @@ struct EngineOptions {
   // Whether AddProcessSet/RemoveProcessSet may be called while running
   // (HVD_DYNAMIC_PROCESS_SETS).
   bool dynamic_process_sets = false;
+  // The job ranks on this host (sorted), whose waits share its cores; empty: unknown.
+  std::vector<int> host_ranks;
 };
 
 // Counters for tests, benchmarks and status reports.

@@ -158,6 +158,7 @@ void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
 
 Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   timeline::ScopedProcessSet timeline_rows(id_);
+  transport::ScopedSpinRanks spin_ranks(options_.host_members);
   std::vector<uint32_t> invalidate;
   Classify(&invalidate);
 

@@ -46,6 +46,9 @@ struct SetRunnerOptions {
   uint32_t cache_capacity = 1024;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
+  // Members of the set on this host: its waits spin as among that many ranks
+  // (transport::ScopedSpinRanks); 0: as the job's transport decides (the global set).
+  int host_members = 0;
 };
 
 class SetRunner {

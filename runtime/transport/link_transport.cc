@@ -39,7 +39,13 @@ bool AbortState::Abort(const std::string& reason) {
 
 namespace {
 thread_local bool t_patient = false;
+thread_local int t_spin_ranks = 0;
 }  // namespace
+
+ScopedSpinRanks::ScopedSpinRanks(int n) : previous_(t_spin_ranks) {
+  if (n > 0) t_spin_ranks = n;
+}
+ScopedSpinRanks::~ScopedSpinRanks() { t_spin_ranks = previous_; }
 
 ScopedPatientWaits::ScopedPatientWaits(bool patient) : previous_(t_patient) {
   t_patient = t_patient || patient;
@@ -100,7 +106,13 @@ class LinkTransport final : public Transport {
   // True as soon as an item is ready now or the transport is aborted; false at `until`.
   // Links that cannot be ready now (TCP) are left to Sleep's poll.
   bool Spin(const std::vector<WaitItem>& items, Clock::time_point until) {
-    const Clock::time_point yield_from = std::min(until, Clock::now() + spin_.pause);
+    auto pause = spin_.pause;
+    if (t_spin_ranks > 0) {  // a process set's wait (ScopedSpinRanks): as SpinFor would choose
+      pause = static_cast<size_t>(t_spin_ranks) <= spin_.cpus
+                  ? std::min(spin_.spin, std::chrono::microseconds(kMaxPause))
+                  : std::chrono::microseconds(0);
+    }
+    const Clock::time_point yield_from = std::min(until, Clock::now() + pause);
     bool yielding = false;
     for (unsigned i = 0;; ++i) {
       if (AnyReadyNow(items) || abort_->aborted()) return true;
@@ -179,6 +191,7 @@ SpinPolicy SpinFor(size_t local_ranks, std::chrono::microseconds spin) {
   const size_t cpus = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
   SpinPolicy p;
   p.spin = local_ranks > 1 ? spin : std::chrono::microseconds(0);
+  p.cpus = cpus;
   p.pause = local_ranks <= cpus ? std::min(p.spin, std::chrono::microseconds(kMaxPause))
                                 : std::chrono::microseconds(0);
   return p;

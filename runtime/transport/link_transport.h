@@ -74,6 +74,7 @@ class PollableLink : public Link {
 struct SpinPolicy {
   std::chrono::microseconds spin{0};   // how long WaitReady polls ready-now links before sleeping
   std::chrono::microseconds pause{0};  // the first part of it, without yielding the CPU
+  size_t cpus = 1;                     // CPUs this process may run on (ScopedSpinRanks)
 };
 
 // The policy for `local_ranks` processes sharing this host's CPUs: pause-polling only when every

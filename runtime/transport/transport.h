@@ -101,6 +101,21 @@ class ScopedPatientWaits {
   const bool previous_;
 };
 
+// While an instance lives (n > 0), WaitReady calls on this thread spin as they would if `n`
+// ranks shared this host's CPUs, instead of the job's count of ranks on the host. A process set
+// waits among its own members: in a set of two on a host of four ranks (two cores), the other
+// two are not this wait's business, and pausing before yielding wakes sooner. Nests.
+class ScopedSpinRanks {
+ public:
+  explicit ScopedSpinRanks(int n);
+  ~ScopedSpinRanks();
+  ScopedSpinRanks(const ScopedSpinRanks&) = delete;
+  ScopedSpinRanks& operator=(const ScopedSpinRanks&) = delete;
+
+ private:
+  const int previous_;
+};
+
 // Blocking helpers over any Transport. `idle_timeout` bounds the time without any progress (a
 // large transfer may take longer in total); on expiry the error names the peer and the bytes
 // still outstanding.
