@@ -15,18 +15,13 @@ std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token,
   return ctx;
 }
 
-namespace {
-
-// Refused calls, logged with the peer's address: at most a line per peer host per 10 s.
-void LogRefusedCall(const grpc::ServerContextBase& context, const char* why) {
+void LogRefusedCall(const grpc::ServerContextBase& context, const std::string& why) {
   static RateLimitedLog* const refusals = new RateLimitedLog();
   const std::string peer = context.peer();  // "ipv4:10.0.0.5:41234", "ipv6:[::1]:5000"
   const size_t colon = peer.rfind(':');
   refusals->Warn(peer.substr(0, colon),
                  "gRPC: refused a call from " + LogEscape(peer) + ": " + why);
 }
-
-}  // namespace
 
 grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token) {
   const auto& md = context.client_metadata();
@@ -49,17 +44,38 @@ grpc::Status ToGrpc(const Status& s) {
   using G = grpc::StatusCode;
   G code = G::UNKNOWN;
   switch (s.code()) {
-    case StatusCode::kOk: return grpc::Status::OK;
-    case StatusCode::kInvalidArgument: code = G::INVALID_ARGUMENT; break;
-    case StatusCode::kNotFound: code = G::NOT_FOUND; break;
-    case StatusCode::kAlreadyExists: code = G::ALREADY_EXISTS; break;
-    case StatusCode::kDeadlineExceeded: code = G::DEADLINE_EXCEEDED; break;
-    case StatusCode::kUnavailable: code = G::UNAVAILABLE; break;
-    case StatusCode::kFailedPrecondition: code = G::FAILED_PRECONDITION; break;
-    case StatusCode::kAborted: code = G::ABORTED; break;
-    case StatusCode::kInternal: code = G::INTERNAL; break;
-    case StatusCode::kUnimplemented: code = G::UNIMPLEMENTED; break;
-    case StatusCode::kCancelled: code = G::CANCELLED; break;
+    case StatusCode::kOk:
+      return grpc::Status::OK;
+    case StatusCode::kInvalidArgument:
+      code = G::INVALID_ARGUMENT;
+      break;
+    case StatusCode::kNotFound:
+      code = G::NOT_FOUND;
+      break;
+    case StatusCode::kAlreadyExists:
+      code = G::ALREADY_EXISTS;
+      break;
+    case StatusCode::kDeadlineExceeded:
+      code = G::DEADLINE_EXCEEDED;
+      break;
+    case StatusCode::kUnavailable:
+      code = G::UNAVAILABLE;
+      break;
+    case StatusCode::kFailedPrecondition:
+      code = G::FAILED_PRECONDITION;
+      break;
+    case StatusCode::kAborted:
+      code = G::ABORTED;
+      break;
+    case StatusCode::kInternal:
+      code = G::INTERNAL;
+      break;
+    case StatusCode::kUnimplemented:
+      code = G::UNIMPLEMENTED;
+      break;
+    case StatusCode::kCancelled:
+      code = G::CANCELLED;
+      break;
   }
   return grpc::Status(code, s.message());
 }
@@ -69,19 +85,29 @@ Status FromGrpc(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return Status::OK();
   std::string msg = what + ": " + s.error_message();
   switch (s.error_code()) {
-    case G::INVALID_ARGUMENT: return InvalidArgument(msg);
-    case G::NOT_FOUND: return NotFound(msg);
-    case G::ALREADY_EXISTS: return Status(StatusCode::kAlreadyExists, msg);
-    case G::DEADLINE_EXCEEDED: return DeadlineExceeded(msg);
+    case G::INVALID_ARGUMENT:
+      return InvalidArgument(msg);
+    case G::NOT_FOUND:
+      return NotFound(msg);
+    case G::ALREADY_EXISTS:
+      return Status(StatusCode::kAlreadyExists, msg);
+    case G::DEADLINE_EXCEEDED:
+      return DeadlineExceeded(msg);
     case G::UNAVAILABLE:
       return Unavailable(msg + " (is it running and reachable at that address?)");
-    case G::FAILED_PRECONDITION: return FailedPrecondition(msg);
-    case G::ABORTED: return Aborted(msg);
+    case G::FAILED_PRECONDITION:
+      return FailedPrecondition(msg);
+    case G::ABORTED:
+      return Aborted(msg);
     case G::UNAUTHENTICATED:
-    case G::PERMISSION_DENIED: return FailedPrecondition(msg);
-    case G::CANCELLED: return Status(StatusCode::kCancelled, msg);
-    case G::UNIMPLEMENTED: return Unimplemented(msg);
-    default: return Internal(msg);
+    case G::PERMISSION_DENIED:
+      return FailedPrecondition(msg);
+    case G::CANCELLED:
+      return Status(StatusCode::kCancelled, msg);
+    case G::UNIMPLEMENTED:
+      return Unimplemented(msg);
+    default:
+      return Internal(msg);
   }
 }
 

@@ -18,6 +18,10 @@ namespace hvd::control {
 std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token,
                                                       std::chrono::milliseconds timeout = {});
 
+// Logs a refused call with the peer's address ("gRPC: refused a call from ipv4:...: why"), at
+// most a line per peer host per 10 s (control/log_escape.h). `why` must not hold client text.
+void LogRefusedCall(const grpc::ServerContextBase& context, const std::string& why);
+
 // OK when the call carries `token`; PERMISSION_DENIED naming what was wrong otherwise. For unary
 // handlers (ServerContext) and callback handlers (CallbackServerContext) alike.
 grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token);

@@ -24,6 +24,7 @@ grpc::Status RendezvousService::Authorize(const grpc::ServerContext& context,
   const auto& md = context.client_metadata();
   auto it = md.find(control::kTokenMetadataKey);
   if (it == md.end()) {
+    control::LogRefusedCall(context, "rendezvous: no credential");
     return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
                         "no credential: send the cluster token (--token-file) or the job's "
                         "secret in the hvd-token metadata");
@@ -42,6 +43,8 @@ grpc::Status RendezvousService::Authorize(const grpc::ServerContext& context,
   if (!token_.empty() && control::TokensEqual(given, token_)) return grpc::Status::OK;
   std::string prefix;
   if (!resolver_ || !resolver_(given, &prefix)) {
+    control::LogRefusedCall(context,
+                            "rendezvous: neither the cluster token nor a live job's secret");
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "the hvd-token is neither the cluster token nor a job secret this launcher "
                         "issued (or its job has ended)");
@@ -50,6 +53,7 @@ grpc::Status RendezvousService::Authorize(const grpc::ServerContext& context,
   // cover everything: refuse it rather than trust a resolver bug.
   const std::string scoped = scope + "/";
   if (prefix.empty() || scoped.compare(0, prefix.size(), prefix) != 0) {
+    control::LogRefusedCall(context, "rendezvous: a job's secret used outside that job's keys");
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "scope '" + scope +
                             "' is outside the keys of the job this secret belongs "

@@ -123,6 +123,15 @@ TEST_F(AgentStreamTest, JobSucceedsWhenEveryRankExitsZero) {
   v1::SetResponse set_resp;
   grpc::Status s = rdv->Set(Ctx(secret).get(), set, &set_resp);
   EXPECT_TRUE(s.ok()) << s.error_message();
+  // ... and no other job's: refused, and the refusal logged with the caller's address.
+  v1::SetRequest other = set;
+  other.set_scope("job/not-" + id + "/attempt/0");
+  ::testing::internal::CaptureStderr();
+  grpc::Status refused = rdv->Set(Ctx(secret).get(), other, &set_resp);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
+  EXPECT_NE(log.find("refused a call from ipv4:127.0.0.1"), std::string::npos) << log;
+  EXPECT_NE(log.find("outside that job's keys"), std::string::npos) << log;
 
   agent_->Event(id, 0, v1::RANK_RUNNING);
   agent_->Event(id, 1, v1::RANK_RUNNING);
