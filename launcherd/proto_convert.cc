@@ -183,6 +183,20 @@ JobStatus FromProto(const v1::JobStatus& p) {
   return s;
 }
 
+namespace {
+// The times, exit code, attempt and stall of a job: the same in a full record and a summary.
+void SetProgressFields(const JobStatus& s, v1::JobStatus* p) {
+  p->set_submit_time_ms(s.submit_time_ms);
+  p->set_start_time_ms(s.start_time_ms);
+  p->set_end_time_ms(s.end_time_ms);
+  p->set_exit_code(s.exit_code);
+  p->set_attempt(s.attempt);
+  p->set_stall(s.stall);
+  p->set_stall_since_ms(s.stall_since_ms);
+  p->set_queued_since_ms(s.queued_since_ms);
+}
+}  // namespace
+
 void ToProto(const JobStatus& s, v1::JobStatus* p) {
   p->set_id(s.id);
   ToProto(s.spec, p->mutable_spec());
@@ -201,16 +215,9 @@ void ToProto(const JobStatus& s, v1::JobStatus* p) {
     rp->set_rendezvous_time_ms(r.rendezvous_time_ms);
   }
   if (s.has_failure) ToProto(s.failure, p->mutable_failure());
-  p->set_submit_time_ms(s.submit_time_ms);
-  p->set_start_time_ms(s.start_time_ms);
-  p->set_end_time_ms(s.end_time_ms);
-  p->set_exit_code(s.exit_code);
-  p->set_attempt(s.attempt);
-  p->set_stall(s.stall);
-  p->set_stall_since_ms(s.stall_since_ms);
+  SetProgressFields(s, p);
   for (const JobFailure& f : s.previous_failures) ToProto(f, p->add_previous_failures());
   ToProto(s.network, p->mutable_network());
-  p->set_queued_since_ms(s.queued_since_ms);
 }
 
 void ToSummaryProto(const JobStatus& s, v1::JobStatus* p) {
@@ -239,14 +246,7 @@ void ToSummaryProto(const JobStatus& s, v1::JobStatus* p) {
     ToProto(s.failure, p->mutable_failure());
     p->mutable_failure()->clear_stderr_tail();
   }
-  p->set_submit_time_ms(s.submit_time_ms);
-  p->set_start_time_ms(s.start_time_ms);
-  p->set_end_time_ms(s.end_time_ms);
-  p->set_exit_code(s.exit_code);
-  p->set_attempt(s.attempt);
-  p->set_stall(s.stall);
-  p->set_stall_since_ms(s.stall_since_ms);
-  p->set_queued_since_ms(s.queued_since_ms);
+  SetProgressFields(s, p);
 }
 
 void ToProto(const JobEvent& e, v1::JobEvent* p) {
