@@ -10,10 +10,8 @@
 
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -29,8 +27,10 @@
 #include "agent/state_dir.h"
 #include "agent/stdin_feed.h"
 #include "agent/workers.h"
-#include "common/logging.h"
-#include "control/duration_text.h"
+#include "base/clock.h"
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "base/net.h"
 #include "control/grpc_util.h"
 
 #ifndef HVD_AGENT_VERSION
@@ -70,10 +70,6 @@ constexpr Ms kFinalFlush{2000};
 constexpr Ms kLeaseCheck{100};
 constexpr std::chrono::seconds kRepeatErrorLog{30};
 
-std::string Seconds(Ms d) {
-  return control::SecondsText(d);
-}
-
 class AgentImpl : public Agent {
  public:
   AgentImpl(AgentOptions options, WorkersOptions workers, int slots, std::string host,
@@ -83,12 +79,12 @@ class AgentImpl : public Agent {
         gpus_(workers.gpus),
         slots_(slots),
         host_(std::move(host)),
-        channel_(NewLauncherChannel(options_.launcher, options_.tls)),
+        channel_(control::NewChannel(options_.launcher, options_.tls)),
         cgroups_(workers.cgroups),
         workers_(&outbox_, std::move(workers)),
         prober_([this](hvd::v1::AgentMessage m) { outbox_.AddMessage(std::move(m)); },
                 [this] {
-                  std::lock_guard<std::mutex> lock(mu_);
+                  base::MutexLock lock(&mu_);
                   return agent_id_;
                 }),
         agent_id_(std::move(agent_id)),
@@ -104,14 +100,14 @@ class AgentImpl : public Agent {
 
   void Stop() override {
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       if (stop_started_) {
-        cv_.wait(lock, [&] { return stopped_; });
+        cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return stopped_; });
         return;
       }
       stop_started_ = true;
     }
-    cv_.notify_all();  // the connector's backoff sleep
+    cv_.NotifyAll();  // the connector's backoff sleep
     // Every process first, so the launcher hears each rank's end if it is still there.
     workers_.Shutdown(kOwnStopGrace, "hvd-agent on " + host_ + " was stopped");
     if (cgroups_ != nullptr) cgroups_->RemoveAll();
@@ -121,7 +117,7 @@ class AgentImpl : public Agent {
       std::this_thread::sleep_for(Ms(10));
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       writer_stop_ = true;
       if (stream_ != nullptr) stream_->Cancel();
       if (opening_ != nullptr) opening_->Cancel();
@@ -131,31 +127,31 @@ class AgentImpl : public Agent {
     connector_.join();
     HVD_LOG(INFO) << "hvd-agent stopped";
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       stopped_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   void Wait() override {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stopped_; });
+    base::MutexLock lock(&mu_);
+    cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return stopped_; });
   }
 
  private:
   bool stopping() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     return stop_started_;
   }
   bool connected() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     return stream_ != nullptr;
   }
 
   hvd::v1::AgentInfo BuildInfo() {
     hvd::v1::AgentInfo info;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       info.set_agent_id(agent_id_);  // the previous id, so the launcher can reconcile
     }
     info.set_host(host_);
@@ -175,14 +171,14 @@ class AgentImpl : public Agent {
     while (!stopping()) {
       auto stream = std::make_shared<LauncherStream>(channel_, options_.launcher, options_.token);
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        base::MutexLock lock(&mu_);
         if (stop_started_) break;
         opening_ = stream;
       }
       hvd::v1::RegisterAck ack;
       Status s = stream->Register(BuildInfo(), kRegisterTimeout, &ack);
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        base::MutexLock lock(&mu_);
         opening_ = nullptr;
       }
       if (s.ok()) {
@@ -192,7 +188,7 @@ class AgentImpl : public Agent {
         s = stream->Finish();
         Ms lease;
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          base::MutexLock lock(&mu_);
           stream_ = nullptr;
           policy_.Disconnected(Clock::now());
           lease = policy_.lease();
@@ -200,15 +196,15 @@ class AgentImpl : public Agent {
         if (stopping()) break;
         HVD_LOG(WARNING) << "lost the stream to the " << s.message()
                          << "; reconnecting (jobs on this host end if it stays unreachable for "
-                         << Seconds(lease) << ")";
+                         << base::SecondsText(lease) << ")";
       } else {
         {
-          std::lock_guard<std::mutex> lock(mu_);
+          base::MutexLock lock(&mu_);
           policy_.Disconnected(Clock::now());
         }
         // A fresh channel dials at once on the next attempt: a failed one waits out gRPC's own
         // reconnect backoff first, which can outlast a restarted launcher's patience.
-        channel_ = NewLauncherChannel(options_.launcher, options_.tls);
+        channel_ = control::NewChannel(options_.launcher, options_.tls);
         if (stopping()) break;
         const auto now = Clock::now();
         // The first failure of an outage, then one line every kRepeatErrorLog (gRPC's text
@@ -221,11 +217,11 @@ class AgentImpl : public Agent {
           last_error_log = now;
         }
       }
-      std::unique_lock<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       Ms wait = policy_.NextBackoff();
       // Jitter: a restarted launcher is not hit by every agent in the same millisecond.
       wait = Ms(wait.count() / 2 + static_cast<long>(jitter() % (wait.count() / 2 + 1)));
-      cv_.wait_for(lock, wait, [&] { return stop_started_; });
+      cv_.WaitFor(lock, wait, [&]() HVD_REQUIRES(mu_) { return stop_started_; });
     }
   }
 
@@ -234,7 +230,7 @@ class AgentImpl : public Agent {
     bool first;
     std::string previous_id;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       outage = policy_.UnreachableFor(Clock::now());
       first = !registered_once_;
       registered_once_ = true;
@@ -254,7 +250,7 @@ class AgentImpl : public Agent {
     } else {
       // Good news (the loss was the warning): INFO, so a recovered outage reads as resolved.
       HVD_LOG(INFO) << "re-registered with the launcher at " << options_.launcher << " as agent "
-                    << ack.agent_id() << " after " << Seconds(outage) << " unreachable; "
+                    << ack.agent_id() << " after " << base::SecondsText(outage) << " unreachable; "
                     << workers_.live_count() << " rank(s) still running here";
     }
     if (ack.agent_id() != previous_id) SaveAgentId(options_.state_dir, ack.agent_id());
@@ -266,7 +262,7 @@ class AgentImpl : public Agent {
     while (stream.Read(&msg)) {
       switch (msg.msg_case()) {
         case hvd::v1::LauncherMessage::kStart:
-          workers_.StartRankAsync(msg.start());
+          workers_.StartRankAsync(RankSpecFromProto(msg.start()));
           break;
         case hvd::v1::LauncherMessage::kStop: {
           const auto& stop = msg.stop();
@@ -275,7 +271,7 @@ class AgentImpl : public Agent {
                                "stopped by the launcher: " + stop.reason(), stop.signal());
           HVD_LOG(INFO) << "stopping job " << stop.job_id() << " (" << stop.reason() << "): " << n
                         << " rank(s) here, signal " << (stop.signal() ? stop.signal() : SIGTERM)
-                        << ", SIGKILL after " << Seconds(Ms(stop.grace_ms()));
+                        << ", SIGKILL after " << base::SecondsText(Ms(stop.grace_ms()));
           break;
         }
         case hvd::v1::LauncherMessage::kProbe:  // the network check before a job (probe.h)
@@ -285,7 +281,7 @@ class AgentImpl : public Agent {
           outbox_.AddMessage(master_ports_.Answer(msg.master_port()));
           break;
         case hvd::v1::LauncherMessage::kAck: {
-          std::lock_guard<std::mutex> lock(mu_);
+          base::MutexLock lock(&mu_);
           policy_.Connected(Ms(msg.ack().lease_ms()));
           if (msg.ack().heartbeat_interval_ms() > 0) {
             heartbeat_interval_ = Ms(msg.ack().heartbeat_interval_ms());
@@ -305,7 +301,7 @@ class AgentImpl : public Agent {
       bool heartbeat = false;
       auto wake_at = now + kLeaseCheck;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        base::MutexLock lock(&mu_);
         if (writer_stop_) break;
         stream = stream_;
         if (stream != nullptr) {
@@ -334,7 +330,7 @@ class AgentImpl : public Agent {
         }
         if (heartbeat && ok) {
           hvd::v1::AgentMessage hb;
-          hb.mutable_heartbeat()->set_time_ms(control::NowMs());
+          hb.mutable_heartbeat()->set_time_ms(base::WallMs());
           for (const std::string& job : running) hb.mutable_heartbeat()->add_running_jobs(job);
           if (!stream->Write(hb)) stream->Cancel();  // the connector notices and reconnects
         }
@@ -347,18 +343,18 @@ class AgentImpl : public Agent {
   void EndJobsIfLeaseExpired(Clock::time_point now) {
     Ms unreachable, lease;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       if (!policy_.LeaseExpired(now)) return;
       unreachable = policy_.UnreachableFor(now);
       lease = policy_.lease();
     }
     for (const auto& [job, ranks] : workers_.UnstoppedJobs()) {
       HVD_LOG(ERROR) << "launcher at " << options_.launcher << " unreachable for "
-                     << Seconds(unreachable) << " (lease " << Seconds(lease) << "); ending job "
-                     << job << " (" << ranks << " rank(s) on this host)";
+                     << base::SecondsText(unreachable) << " (lease " << base::SecondsText(lease)
+                     << "); ending job " << job << " (" << ranks << " rank(s) on this host)";
       workers_.StopJob(job, kOwnStopGrace,
                        "ended by hvd-agent on " + host_ + ": launcher at " + options_.launcher +
-                           " unreachable for " + Seconds(unreachable));
+                           " unreachable for " + base::SecondsText(unreachable));
     }
   }
 
@@ -374,18 +370,20 @@ class AgentImpl : public Agent {
   Prober prober_;
   MasterPortPicker master_ports_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::string agent_id_;
-  ConnectionPolicy policy_;
-  std::shared_ptr<LauncherStream> stream_;   // registered; what the writer writes to
-  std::shared_ptr<LauncherStream> opening_;  // being registered; Stop() cancels it
-  bool registered_once_ = false;
-  Ms heartbeat_interval_ = kDefaultHeartbeat;
-  Clock::time_point next_heartbeat_;
-  bool stop_started_ = false;
-  bool writer_stop_ = false;
-  bool stopped_ = false;
+  mutable base::Mutex mu_;
+  base::CondVar cv_;
+  std::string agent_id_ HVD_GUARDED_BY(mu_);
+  ConnectionPolicy policy_ HVD_GUARDED_BY(mu_);
+  // Registered; what the writer writes to.
+  std::shared_ptr<LauncherStream> stream_ HVD_GUARDED_BY(mu_);
+  // Being registered; Stop() cancels it.
+  std::shared_ptr<LauncherStream> opening_ HVD_GUARDED_BY(mu_);
+  bool registered_once_ HVD_GUARDED_BY(mu_) = false;
+  Ms heartbeat_interval_ HVD_GUARDED_BY(mu_) = kDefaultHeartbeat;
+  Clock::time_point next_heartbeat_ HVD_GUARDED_BY(mu_);
+  bool stop_started_ HVD_GUARDED_BY(mu_) = false;
+  bool writer_stop_ HVD_GUARDED_BY(mu_) = false;
+  bool stopped_ HVD_GUARDED_BY(mu_) = false;
   std::thread writer_;
   std::thread connector_;
 };
@@ -431,12 +429,11 @@ Status CleanUpPreviousRun(const AgentOptions& options, WorkersOptions* workers) 
 }  // namespace
 
 Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
-  std::string host;
-  int port = 0;
   if (options.launcher.empty()) {
     return InvalidArgument("no launcher address: pass --launcher HOST:PORT (or set HVD_LAUNCHER)");
   }
-  HVD_RETURN_IF_ERROR_CTX(control::SplitHostPort(options.launcher, &host, &port), "--launcher");
+  base::HostPort launcher;
+  HVD_RETURN_IF_ERROR_CTX(base::ParseHostPort(options.launcher, &launcher), "--launcher");
   if (options.token.empty()) {
     return InvalidArgument("no cluster token: pass --token-file (or set HVD_TOKEN_FILE)");
   }
@@ -454,12 +451,11 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   HVD_RETURN_IF_ERROR(LoadAgentId(options.state_dir, &agent_id));
   workers.wrapper = options.wrapper_path.empty() ? DefaultWrapperPath() : options.wrapper_path;
   workers.stdin_feed = [launcher = options.launcher, token = options.token, tls = options.tls](
-                           const hvd::v1::StartRank& cmd, int fd) {
-    return StartLauncherStdinFeed(launcher, token, cmd.job_id(), cmd.attempt(),
-                                  cmd.placement().rank(), fd, tls);
+                           const RankSpec& rank, int fd) {
+    return StartLauncherStdinFeed(launcher, token, rank.job_id, rank.attempt, rank.rank, fd, tls);
   };
   HVD_LOG(INFO) << "workers start through " << workers.wrapper;
-  const std::string host_name = options.host.empty() ? LocalHostName() : options.host;
+  const std::string host_name = options.host.empty() ? base::LocalHostName() : options.host;
   workers.allow_run_as_root = options.allow_run_as_root;
   workers.host = host_name;
   std::vector<control::InterfaceSelector> selectors;

@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "agent/proc_fs.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace hvd::agent {
 namespace {

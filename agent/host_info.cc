@@ -10,23 +10,15 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "control/grpc_util.h"
+#include "base/net.h"
 
 namespace hvd::agent {
 
-std::string LocalHostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
-
 Status LocalAddressTowards(const std::string& host_port, std::string* address) {
-  std::string host;
-  int port = 0;
-  HVD_RETURN_IF_ERROR(control::SplitHostPort(host_port, &host, &port));
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
+  base::HostPort launcher;
+  HVD_RETURN_IF_ERROR(base::ParseHostPort(host_port, &launcher));
+  const std::string& host = launcher.host;
+  const int port = launcher.port;
   // IPv4 first: HVD_ADVERTISE_ADDR is documented as an IPv4 address.
   for (int family : {AF_INET, AF_UNSPEC}) {
     addrinfo hints{};

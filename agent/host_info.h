@@ -10,9 +10,6 @@
 
 namespace hvd::agent {
 
-// gethostname(), or "localhost" if that fails.
-std::string LocalHostName();
-
 // The local IP address this host uses to reach `host_port` (the launcher), found by connecting a
 // UDP socket (no packet is sent) and reading its local address. That is the address on the
 // network the launcher shares with this host, which is what other hosts' ranks should dial too.

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "agent/host_info.h"
-#include "common/logging.h"
+#include "base/logging.h"
 #include "control/netif_proto.h"
 
 namespace hvd::agent {

@@ -1,27 +1,37 @@
 #include "agent/launcher_client.h"
 
-#include <condition_variable>
 #include <thread>
 
 #include "control/grpc_util.h"
-#include "control/tls_grpc.h"
+#include "control/job_state_proto.h"
 
 namespace hvd::agent {
 
-std::shared_ptr<grpc::Channel> NewLauncherChannel(const std::string& address,
-                                                  const control::TlsConfig& tls) {
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
-  // Keepalive notices a launcher host that vanished without closing the connection; the launcher
-  // must permit pings this often (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS).
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  // Output batches are capped at 1 MiB; commands are small. The defaults (4 MiB) suffice.
-  return grpc::CreateCustomChannel(address, control::ChannelCredentialsFor(tls), args);
+RankSpec RankSpecFromProto(const hvd::v1::StartRank& p) {
+  RankSpec r;
+  r.job_id = p.job_id();
+  r.attempt = p.attempt();
+  r.rank = p.placement().rank();
+  r.slot = p.placement().slot();
+  r.argv.assign(p.argv().begin(), p.argv().end());
+  r.env.insert(p.env().begin(), p.env().end());
+  r.working_dir = p.working_dir();
+  r.forward_stdin = p.forward_stdin();
+  r.run_as = p.run_as();
+  return r;
+}
+
+void ToProto(const RankReport& r, hvd::v1::RankEvent* p) {
+  p->set_job_id(r.job_id);
+  p->set_attempt(r.attempt);
+  p->set_rank(r.rank);
+  p->set_state(control::RankStateToProto(r.state));
+  p->set_pid(r.pid);
+  p->set_exit_code(r.exit_code);
+  p->set_signal(r.signal);
+  p->set_error(r.error);
+  p->set_stderr_tail(r.stderr_tail);
+  p->set_time_ms(r.time_ms);
 }
 
 LauncherStream::LauncherStream(const std::shared_ptr<grpc::Channel>& channel, std::string address,
@@ -41,26 +51,27 @@ Status LauncherStream::Register(const hvd::v1::AgentInfo& info, std::chrono::mil
     // Starting the call and the first write and read block while gRPC connects, and a peer that
     // accepts the stream but never answers must not hang the agent: they run on a helper thread
     // and the call is cancelled at the deadline.
-    std::mutex mu;
-    std::condition_variable cv;
+    base::Mutex mu;
+    base::CondVar cv;
     bool done = false;
     std::thread opener([&] {
       bool ok;
       {
-        std::lock_guard<std::mutex> lock(write_mu_);
+        base::MutexLock lock(&write_mu_);
         stream_ = stub_->Connect(context_.get());
         ok = stream_->Write(reg);
       }
       ok = ok && stream_->Read(&first);
-      std::lock_guard<std::mutex> lock(mu);
+      base::MutexLock lock(&mu);
       got = ok;
       done = true;
-      cv.notify_all();
+      cv.NotifyAll();
     });
     {
-      std::unique_lock<std::mutex> lock(mu);
-      if (!cv.wait_for(lock, timeout, [&] { return done; })) context_->TryCancel();
-      cv.wait(lock, [&] { return done; });
+      base::MutexLock lock(&mu);
+      if (!cv.WaitFor(lock, timeout, [&]() HVD_REQUIRES(mu) { return done; }))
+        context_->TryCancel();
+      cv.Wait(lock, [&]() HVD_REQUIRES(mu) { return done; });
     }
     opener.join();
   }
@@ -92,7 +103,7 @@ bool LauncherStream::Read(hvd::v1::LauncherMessage* msg) {
 }
 
 bool LauncherStream::Write(const hvd::v1::AgentMessage& msg) {
-  std::lock_guard<std::mutex> lock(write_mu_);
+  base::MutexLock lock(&write_mu_);
   if (write_failed_ || finished_ || stream_ == nullptr) return false;
   if (!stream_->Write(msg)) write_failed_ = true;
   return !write_failed_;
@@ -104,13 +115,13 @@ void LauncherStream::Cancel() {
 
 Status LauncherStream::Finish() {
   // No Write may run during Finish; a Write blocked on a dead stream fails once the call ends.
-  std::lock_guard<std::mutex> lock(write_mu_);
+  base::MutexLock lock(&write_mu_);
   if (finished_ || stream_ == nullptr) return final_status_;
   finished_ = true;
   grpc::Status st = stream_->Finish();
   if (st.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
       st.error_code() == grpc::StatusCode::PERMISSION_DENIED) {
-    // control::CheckToken's message already says what to do ("use the launcher's token file").
+    // The launcher's token gate already says what to do ("use the launcher's token file").
     final_status_ = FailedPrecondition("launcher at " + address_ +
                                        " refused this agent: " + st.error_message());
   } else {

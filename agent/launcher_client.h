@@ -1,26 +1,29 @@
 // One AgentGateway.Connect stream to the launcher: opened with the cluster token, registered
 // (AgentInfo first, RegisterAck awaited with a deadline), then read by one thread and written by
 // one writer at a time. A broken stream is not repaired: the agent opens a new one.
+//
+// Also the agent's edge between hvd.v1 and its own types: StartRank becomes a RankSpec and a
+// RankReport becomes a RankEvent here (rank_spec.h), so that nothing below sees protobuf.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "agent/rank_spec.h"
+#include "base/mutex.h"
 #include "control/tls.h"
 #include "hvd/status.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
 namespace hvd::agent {
 
-// A channel to the launcher. Like control::NewChannel, plus a short reconnect backoff: gRPC's own
-// (up to 120 s) would keep failing our attempts long after a restarted launcher is back. `tls`
-// enabled: mutual TLS with the agent's certificate (control/tls.h).
-std::shared_ptr<grpc::Channel> NewLauncherChannel(const std::string& address,
-                                                  const control::TlsConfig& tls = {});
+// hvd.v1.StartRank -> RankSpec (the placement's rank and slot; the rest the agent does not use).
+RankSpec RankSpecFromProto(const hvd::v1::StartRank& p);
+// RankReport -> hvd.v1.RankEvent, the state through control/job_state_proto.h.
+void ToProto(const RankReport& r, hvd::v1::RankEvent* p);
 
 class LauncherStream {
  public:
@@ -48,10 +51,10 @@ class LauncherStream {
   std::unique_ptr<hvd::v1::AgentGateway::Stub> stub_;
   std::unique_ptr<grpc::ClientReaderWriter<hvd::v1::AgentMessage, hvd::v1::LauncherMessage>>
       stream_;
-  std::mutex write_mu_;
-  bool write_failed_ = false;  // guarded by write_mu_
-  bool finished_ = false;      // guarded by write_mu_
-  Status final_status_;        // guarded by write_mu_
+  base::Mutex write_mu_;
+  bool write_failed_ HVD_GUARDED_BY(write_mu_) = false;
+  bool finished_ HVD_GUARDED_BY(write_mu_) = false;
+  Status final_status_ HVD_GUARDED_BY(write_mu_);
 };
 
 }  // namespace hvd::agent

@@ -10,9 +10,9 @@
 #include "agent/agent.h"
 #include "agent/stdin_session.h"
 #include "agent/worker_wrapper.h"
-#include "common/logging.h"
+#include "base/logging.h"
+#include "base/net.h"
 #include "control/flags.h"
-#include "control/grpc_util.h"
 #include "control/tls.h"
 #include "control/token.h"
 
@@ -46,7 +46,7 @@ void ApplyLogLevel(const std::string& level) {
   const char* old = std::getenv("HVD_LOG_LEVEL");
   const std::string saved = old != nullptr ? old : "";
   setenv("HVD_LOG_LEVEL", level.c_str(), 1);
-  (void)hvd::common::LogEnabled(hvd::common::LogLevel::INFO);
+  (void)hvd::base::LogEnabled(hvd::base::LogLevel::INFO);
   if (old != nullptr) {
     setenv("HVD_LOG_LEVEL", saved.c_str(), 1);
   } else {
@@ -128,9 +128,8 @@ int main(int argc, char** argv) {
   if (options.launcher.empty()) {
     return Fail("--launcher HOST:PORT is required (or set HVD_LAUNCHER)");
   }
-  std::string launcher_host;
-  int launcher_port = 0;
-  s = hvd::control::SplitHostPort(options.launcher, &launcher_host, &launcher_port);
+  hvd::base::HostPort launcher;
+  s = hvd::base::ParseHostPort(options.launcher, &launcher);
   if (!s.ok()) return Fail("--launcher: " + s.message());
   token_file = flags.Given("--token-file") ? token_file : EnvOr("HVD_TOKEN_FILE", "");
   if (token_file.empty()) {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace hvd::agent {
 namespace {
@@ -115,7 +115,7 @@ Status MasterPortPicker::Pick(int* port) {
     if (in && !ParsePortRange(text.str(), &ephemeral).ok()) ephemeral = {32768, 60999};
   }
   const PortRange range = MasterPortRange(ephemeral);
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   const auto now = Clock::now();
   int busy = 0;
   for (int i = 0; i < kTries; ++i) {

@@ -15,10 +15,10 @@
 #include <chrono>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <string>
 
+#include "base/mutex.h"
 #include "hvd/status.h"
 #include "hvd/v1/agent.pb.h"
 
@@ -58,13 +58,14 @@ class MasterPortPicker {
   hvd::v1::AgentMessage Answer(const hvd::v1::MasterPortRequest& request);
 
  private:
-  bool RecentLocked(int port, Clock::time_point now);
+  bool RecentLocked(int port, Clock::time_point now) HVD_REQUIRES(mu_);
 
   const Bindable bindable_;
   const std::string range_file_;
-  std::mutex mu_;
-  std::minstd_rand rng_;
-  std::deque<std::pair<int, Clock::time_point>> recent_;  // ports given out, oldest first
+  base::Mutex mu_;
+  std::minstd_rand rng_ HVD_GUARDED_BY(mu_);
+  // Ports given out, oldest first.
+  std::deque<std::pair<int, Clock::time_point>> recent_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace hvd::agent

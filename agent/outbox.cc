@@ -2,17 +2,19 @@
 
 #include <algorithm>
 
+#include "agent/launcher_client.h"
+
 namespace hvd::agent {
 
-void Outbox::AddEvent(hvd::v1::RankEvent event) {
+void Outbox::AddEvent(const RankReport& event) {
   hvd::v1::AgentMessage m;
-  *m.mutable_rank_event() = std::move(event);
+  ToProto(event, m.mutable_rank_event());
   AddMessage(std::move(m));
 }
 
 void Outbox::AddMessage(hvd::v1::AgentMessage message) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     Item item;
     item.is_event = true;
     item.message = std::move(message);
@@ -20,13 +22,13 @@ void Outbox::AddMessage(hvd::v1::AgentMessage message) {
     items_.push_back(std::move(item));
     ++event_count_;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Outbox::AddLine(const std::string& job_id, int rank, bool is_stderr, std::string text) {
   bool notify;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     while (line_count_ > 0 && line_bytes_ + text.size() > limits_.max_buffered_bytes) {
       DropOldestLineLocked();
     }
@@ -41,7 +43,7 @@ void Outbox::AddLine(const std::string& job_id, int rank, bool is_stderr, std::s
     ++line_count_;
     notify = line_count_ >= limits_.batch_lines || line_bytes_ >= limits_.batch_bytes;
   }
-  if (notify) cv_.notify_all();
+  if (notify) cv_.NotifyAll();
 }
 
 void Outbox::DropOldestLineLocked() {
@@ -64,7 +66,7 @@ bool Outbox::DueLocked(Clock::time_point now) const {
 }
 
 std::vector<hvd::v1::AgentMessage> Outbox::Take(Clock::time_point now, bool all) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   std::vector<hvd::v1::AgentMessage> out;
   if (items_.empty() && dropped_.empty()) return out;
   if (!all && !DueLocked(now)) return out;
@@ -107,7 +109,7 @@ std::vector<hvd::v1::AgentMessage> Outbox::Take(Clock::time_point now, bool all)
 }
 
 void Outbox::PutBack(std::vector<hvd::v1::AgentMessage> messages) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
     Item item;
     item.is_event = true;  // due at once, like an event
@@ -119,7 +121,7 @@ void Outbox::PutBack(std::vector<hvd::v1::AgentMessage> messages) {
 }
 
 void Outbox::WaitDue(Clock::time_point until) {
-  std::unique_lock<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   while (true) {
     if (woken_) {
       woken_ = false;
@@ -129,20 +131,20 @@ void Outbox::WaitDue(Clock::time_point until) {
     if (now >= until || DueLocked(now)) return;
     auto next = until;
     if (line_count_ > 0) next = std::min(next, now + limits_.flush_interval);
-    cv_.wait_until(lock, next);
+    cv_.WaitUntil(lock, next);
   }
 }
 
 void Outbox::Wake() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     woken_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool Outbox::empty() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return items_.empty() && dropped_.empty();
 }
 

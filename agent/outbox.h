@@ -7,14 +7,14 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "agent/rank_spec.h"
+#include "base/mutex.h"
 #include "hvd/v1/agent.pb.h"
 
 namespace hvd::agent {
@@ -32,7 +32,8 @@ class Outbox {
   Outbox() : Outbox(Limits{}) {}
   explicit Outbox(Limits limits) : limits_(limits) {}
 
-  void AddEvent(hvd::v1::RankEvent event);
+  // A rank event (hvd.v1.RankEvent on the wire): due at once, never dropped.
+  void AddEvent(const RankReport& event);
   // Any other message (a network probe's report): due at once, like an event, never dropped.
   void AddMessage(hvd::v1::AgentMessage message);
   void AddLine(const std::string& job_id, int rank, bool is_stderr, std::string text);
@@ -55,18 +56,19 @@ class Outbox {
     hvd::v1::AgentMessage message;  // an event, or a message put back
     Clock::time_point added;
   };
-  bool DueLocked(Clock::time_point now) const;
-  void DropOldestLineLocked();
+  bool DueLocked(Clock::time_point now) const HVD_REQUIRES(mu_);
+  void DropOldestLineLocked() HVD_REQUIRES(mu_);
 
   const Limits limits_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool woken_ = false;
-  std::deque<Item> items_;
-  size_t line_count_ = 0;
-  size_t line_bytes_ = 0;
-  size_t event_count_ = 0;  // events and put-back messages: due at once
-  std::map<std::pair<std::string, int>, size_t> dropped_;  // (job, rank) -> lines dropped
+  mutable base::Mutex mu_;
+  base::CondVar cv_;
+  bool woken_ HVD_GUARDED_BY(mu_) = false;
+  std::deque<Item> items_ HVD_GUARDED_BY(mu_);
+  size_t line_count_ HVD_GUARDED_BY(mu_) = 0;
+  size_t line_bytes_ HVD_GUARDED_BY(mu_) = 0;
+  size_t event_count_ HVD_GUARDED_BY(mu_) = 0;  // events and put-back messages: due at once
+  // (job, rank) -> lines dropped
+  std::map<std::pair<std::string, int>, size_t> dropped_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace hvd::agent

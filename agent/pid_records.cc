@@ -11,7 +11,7 @@
 
 #include "agent/proc_fs.h"
 #include "agent/state_dir.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace hvd::agent {
 std::string FormatRecord(const WorkerRecord& r) {

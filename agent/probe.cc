@@ -4,7 +4,7 @@
 #include <unistd.h>
 
 #include "agent/probe_dial.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace hvd::agent {
 namespace {
@@ -25,7 +25,7 @@ Ms Clamp(int64_t ms, Ms max) {
 }  // namespace
 
 Prober::~Prober() {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   for (auto& t : tasks_) {
     if (t->stop_fd >= 0) {
       const uint64_t one = 1;
@@ -38,7 +38,7 @@ Prober::~Prober() {
 
 void Prober::Handle(const hvd::v1::NetworkProbe& probe) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     ReapLocked();
   }
   switch (probe.step()) {
@@ -49,7 +49,7 @@ void Prober::Handle(const hvd::v1::NetworkProbe& probe) {
       Dial(probe);
       break;
     case hvd::v1::NetworkProbe::DONE: {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       for (auto& t : tasks_) {
         if (t->probe_id == probe.probe_id() && t->stop_fd >= 0) {
           const uint64_t one = 1;
@@ -76,7 +76,7 @@ void Prober::Listen(const hvd::v1::NetworkProbe& probe) {
     task->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (task->stop_fd < 0) s = Unavailable("probe listener: eventfd failed");
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (s.ok() && tasks_.size() >= kMaxTasks) {
     s = Unavailable("this agent already runs " + std::to_string(kMaxTasks) + " network probes");
   }
@@ -115,7 +115,7 @@ void Prober::Dial(const hvd::v1::NetworkProbe& probe) {
   Task* t = task.get();
   const Ms timeout = Clamp(probe.timeout_ms(), kMaxDial);
   const std::string id = probe.probe_id();
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   t->thread = std::thread([this, t, targets, candidates, timeout, id] {
     hvd::v1::NetworkProbeReport report;
     report.set_probe_id(id);

@@ -8,11 +8,11 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "base/mutex.h"
 #include "hvd/v1/agent.pb.h"
 
 namespace hvd::agent {
@@ -42,12 +42,12 @@ class Prober {
   void Dial(const hvd::v1::NetworkProbe& probe);
   void Report(const hvd::v1::NetworkProbeReport& report);
   // Joins and frees finished tasks.
-  void ReapLocked();
+  void ReapLocked() HVD_REQUIRES(mu_);
 
   const Send send_;
   const AgentId agent_id_;
-  std::mutex mu_;
-  std::vector<std::unique_ptr<Task>> tasks_;
+  base::Mutex mu_;
+  std::vector<std::unique_ptr<Task>> tasks_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace hvd::agent

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,6 +9,8 @@
 
 #include <cerrno>
 #include <cstring>
+
+#include "base/net.h"
 
 namespace hvd::agent {
 namespace {
@@ -25,24 +26,6 @@ struct Dial {
   std::string got;
   Clock::time_point start;
 };
-
-Status Resolve(const std::string& address, int port, sockaddr_in* out) {
-  *out = sockaddr_in{};
-  out->sin_family = AF_INET;
-  out->sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, address.c_str(), &out->sin_addr) == 1) return Status::OK();
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int rc = getaddrinfo(address.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || res == nullptr) {
-    return Unavailable("cannot resolve '" + address + "': " + gai_strerror(rc));
-  }
-  out->sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return Status::OK();
-}
 
 // What the greeting says about whom we reached.
 std::string CheckGreeting(const std::string& line, const std::string& probe_id,
@@ -82,7 +65,7 @@ std::vector<ProbeDialResult> DialAll(const std::vector<ProbeDialTarget>& targets
   for (size_t i = 0; i < targets.size(); ++i) {
     dials[i].start = Clock::now();
     sockaddr_in addr;
-    Status s = Resolve(targets[i].address, targets[i].port, &addr);
+    Status s = base::ResolveIPv4(targets[i].address, targets[i].port, &addr);
     if (!s.ok()) {
       finish(i, false, s.message());
       continue;

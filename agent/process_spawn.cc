@@ -157,36 +157,6 @@ std::vector<std::string> MergeEnvironment(const char* const* base,
   return out;
 }
 
-std::vector<std::string> ExecCandidates(const std::string& argv0, const std::string& path_var) {
-  if (argv0.find('/') != std::string::npos) return {argv0};
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t colon = path_var.find(':', start);
-    std::string dir = path_var.substr(start, colon == std::string::npos ? colon : colon - start);
-    out.push_back((dir.empty() ? std::string(".") : dir) + "/" + argv0);
-    if (colon == std::string::npos) break;
-    start = colon + 1;
-  }
-  return out;
-}
-
-int ExecFirst(const char* const* candidates, char* const* argv, char* const* envp) {
-  bool saw_eacces = false;
-  int err = ENOENT;
-  for (const char* const* c = candidates; *c != nullptr; ++c) {
-    execve(*c, argv, envp);
-    err = errno;
-    if (err == EACCES) {
-      saw_eacces = true;
-    } else if (err != ENOENT && err != ENOTDIR) {
-      break;
-    }
-  }
-  if (saw_eacces && (err == ENOENT || err == ENOTDIR)) err = EACCES;
-  return err;
-}
-
 namespace {
 
 // A pipe whose both ends are numbered 10 or above (see PlaceFd), close-on-exec.

@@ -55,17 +55,8 @@ struct SpawnedProcess {
 // naming a CPU it does not allow) fails with FailedPrecondition naming the entry.
 Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out);
 
-// execve() each candidate in turn as execvp does: EACCES from any candidate wins over "not found"
-// from the others; any other error ends the search. Returns the errno to report (it returns only
-// when every exec failed). Async-signal-safe: callable between fork and exec.
-int ExecFirst(const char* const* candidates, char* const* argv, char* const* envp);
-
 // `base` ("K=V" entries, e.g. environ) with `overrides` set on top; sorted by name.
 std::vector<std::string> MergeEnvironment(const char* const* base,
                                           const std::map<std::string, std::string>& overrides);
-
-// The paths execve is tried with, in order, as execvp does: argv0 itself when it contains a '/',
-// else "<dir>/argv0" for each PATH entry (an empty entry means the working directory).
-std::vector<std::string> ExecCandidates(const std::string& argv0, const std::string& path_var);
 
 }  // namespace hvd::agent

@@ -13,7 +13,7 @@
 #include "agent/cgroup.h"
 #include "agent/process_spawn.h"
 #include "agent/worker_wrapper.h"
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace hvd::agent {
 namespace {
@@ -51,8 +51,8 @@ Status RankRunner::Start(RankRunnerOptions options, std::unique_ptr<RankRunner>*
   r->thread_ = std::thread(&RankRunner::Run, r.get());
   Status status;
   {
-    std::unique_lock<std::mutex> lock(r->mu_);
-    r->cv_.wait(lock, [&] { return r->started_; });
+    base::MutexLock lock(&r->mu_);
+    r->cv_.Wait(lock, [&]() HVD_REQUIRES(r->mu_) { return r->started_; });
     status = r->start_status_;
   }
   if (!status.ok()) {
@@ -67,7 +67,7 @@ RankRunner::~RankRunner() {
   if (thread_.joinable()) {
     bool running;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       running = start_status_.ok();
     }
     if (running) Stop(std::chrono::milliseconds(0));
@@ -106,7 +106,7 @@ void RankRunner::Run() {
                   << proc.cpus;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     started_ = true;
     start_status_ = s;
     if (s.ok()) {
@@ -118,7 +118,7 @@ void RankRunner::Run() {
       lifeline_fd_ = proc.lifeline_fd;
     }
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (!s.ok()) return;
   Supervise();
 }
@@ -142,7 +142,7 @@ void RankRunner::Supervise() {
   while (true) {
     int timeout_ms = pidfd_ >= 0 ? -1 : kExitPollMs;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       if (stop_requested_ && !kill_sent_) {
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(kill_at_ - Clock::now());
         if (left.count() <= 0) {
@@ -180,7 +180,7 @@ void RankRunner::Supervise() {
     // Reaping and marking it reaped are one step for Signal(): once the wrapper is gone the
     // worker's pid may be reused, and no kill() may reach it. The wrapper has exited, so waitpid
     // returns at once.
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     do {
       r = waitpid(pid_, &wstatus, 0);
     } while (r < 0 && errno == EINTR);
@@ -202,10 +202,10 @@ void RankRunner::Supervise() {
   exit.stderr_tail = err_tail_->Text();
   if (options_.on_exit) options_.on_exit(exit);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     done_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void RankRunner::ReadExit(int wstatus, RankExit* exit) {
@@ -283,7 +283,7 @@ void RankRunner::Signal(int sig) {
 
 void RankRunner::RequestStop(std::chrono::milliseconds grace, int first_signal) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (reaped_ || !start_status_.ok()) return;
     const auto deadline = Clock::now() + grace;
     if (!stop_requested_) {
@@ -303,18 +303,18 @@ void RankRunner::RequestStop(std::chrono::milliseconds grace, int first_signal) 
 
 void RankRunner::Stop(std::chrono::milliseconds grace) {
   RequestStop(grace);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_; });
+  base::MutexLock lock(&mu_);
+  cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return done_; });
 }
 
 bool RankRunner::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return done_;
 }
 
 bool RankRunner::WaitDone(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return done_; });
+  base::MutexLock lock(&mu_);
+  return cv_.WaitFor(lock, timeout, [&]() HVD_REQUIRES(mu_) { return done_; });
 }
 
 }  // namespace hvd::agent

@@ -9,18 +9,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "agent/output_lines.h"
 #include "agent/stdin_feed.h"
+#include "base/mutex.h"
 #include "hvd/status.h"
 
 namespace hvd::agent {
@@ -97,7 +96,7 @@ class RankRunner {
   void Run();        // the supervising thread: spawns, then Supervise()
   void Supervise();  // forwards output until the worker exits, then reaps and reports it
   bool PumpOutput(int timeout_ms);  // one poll() round; false once both pipes are closed
-  void Signal(int sig);             // to the worker's group while the wrapper lives; mu_ held
+  void Signal(int sig) HVD_REQUIRES(mu_);  // to the worker's group while the wrapper lives
   void ReadExit(int wstatus, RankExit* exit);  // from the wrapper's report, else its own status
 
   RankRunnerOptions options_;
@@ -115,15 +114,16 @@ class RankRunner {
   std::string binding_note_;               // the CPU binding's note for this host (once)
   std::thread thread_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool started_ = false;  // spawn finished (start_status_ set)
-  Status start_status_;
-  bool stop_requested_ = false;
-  std::chrono::steady_clock::time_point kill_at_;  // SIGKILL deadline once stop_requested_
-  bool kill_sent_ = false;
-  bool reaped_ = false;
-  bool done_ = false;
+  mutable base::Mutex mu_;
+  base::CondVar cv_;
+  bool started_ HVD_GUARDED_BY(mu_) = false;  // spawn finished (start_status_ set)
+  Status start_status_ HVD_GUARDED_BY(mu_);
+  bool stop_requested_ HVD_GUARDED_BY(mu_) = false;
+  // SIGKILL deadline once stop_requested_
+  std::chrono::steady_clock::time_point kill_at_ HVD_GUARDED_BY(mu_);
+  bool kill_sent_ HVD_GUARDED_BY(mu_) = false;
+  bool reaped_ HVD_GUARDED_BY(mu_) = false;
+  bool done_ HVD_GUARDED_BY(mu_) = false;
   int wake_fd_[2] = {-1, -1};  // RequestStop wakes the supervising thread's poll()
 };
 

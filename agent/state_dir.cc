@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/logging.h"
+#include "base/logging.h"
 #include "control/token.h"
 
 namespace hvd::agent {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "agent/launcher_client.h"
-#include "common/logging.h"
+#include "base/logging.h"
 #include "control/grpc_util.h"
 #include "hvd/v1/agent.grpc.pb.h"
 
@@ -45,7 +45,7 @@ class LauncherStdinFeed final : public StdinFeed {
     sigaddset(&pipe_set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &pipe_set, nullptr);
 
-    auto stub = v1::AgentGateway::NewStub(NewLauncherChannel(launcher_, tls_));
+    auto stub = v1::AgentGateway::NewStub(control::NewChannel(launcher_, tls_));
     std::unique_ptr<grpc::ClientReader<v1::StdinData>> reader =
         stub->ReadStdin(context_.get(), request_);
     v1::StdinData chunk;

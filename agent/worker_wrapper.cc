@@ -21,7 +21,8 @@
 
 #include "agent/cgroup.h"
 #include "agent/proc_fs.h"
-#include "agent/process_spawn.h"
+#include "base/clock.h"
+#include "base/path_search.h"
 
 extern char** environ;
 
@@ -267,9 +268,7 @@ class Wrapper {
       }
       if (WorkerExited()) {
         // When it ended, before the cleanup: failures of several ranks are ordered by it.
-        const int64_t ended_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                     std::chrono::system_clock::now().time_since_epoch())
-                                     .count();
+        const int64_t ended_ms = base::WallMs();
         const int status = KillAll(2);
         if (WIFSIGNALED(status)) {
           Report(WrapperReport::kExited, 0, WTERMSIG(status), ended_ms);
@@ -314,6 +313,27 @@ class Wrapper {
 };
 
 }  // namespace
+
+std::vector<std::string> ExecCandidates(const std::string& argv0, const std::string& path_var) {
+  if (argv0.find('/') != std::string::npos) return {argv0};
+  return base::PathCandidates(argv0, path_var);
+}
+
+int ExecFirst(const char* const* candidates, char* const* argv, char* const* envp) {
+  bool saw_eacces = false;
+  int err = ENOENT;
+  for (const char* const* c = candidates; *c != nullptr; ++c) {
+    execve(*c, argv, envp);
+    err = errno;
+    if (err == EACCES) {
+      saw_eacces = true;
+    } else if (err != ENOENT && err != ENOTDIR) {
+      break;
+    }
+  }
+  if (saw_eacces && (err == ENOENT || err == ENOTDIR)) err = EACCES;
+  return err;
+}
 
 std::vector<std::string> WrapperArgv(const std::string& cgroup_procs_file,
                                      const std::vector<std::string>& program,

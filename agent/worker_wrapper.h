@@ -75,6 +75,17 @@ Status CheckRunAs(const std::string& user, bool allow_root, const std::string& h
 std::string RunAsFailureText(int32_t stage, int err, const std::string& user,
                              const std::string& working_dir);
 
+// How the wrapper finds and execs the worker's program. (The agent execs the wrapper itself by
+// path: process_spawn.* depends on this header, never the other way round.)
+// The paths execve is tried with, in order, as execvp does: argv0 itself when it contains a '/',
+// else "<dir>/argv0" for each PATH entry (an empty entry means the working directory).
+std::vector<std::string> ExecCandidates(const std::string& argv0, const std::string& path_var);
+
+// execve() each candidate in turn as execvp does: EACCES from any candidate wins over "not found"
+// from the others; any other error ends the search. Returns the errno to report (it returns only
+// when every exec failed). Async-signal-safe: callable between fork and exec.
+int ExecFirst(const char* const* candidates, char* const* argv, char* const* envp);
+
 // When argv[1] is kWorkerWrapperFlag, runs the wrapper and exits the process; otherwise returns
 // at once. Call it first thing in main(), before any thread starts.
 void RunWorkerWrapperIfAsked(int argc, char** argv);

@@ -4,8 +4,9 @@
 
 #include "agent/host_info.h"
 #include "agent/worker_wrapper.h"
-#include "common/logging.h"
-#include "control/grpc_util.h"
+#include "base/clock.h"
+#include "base/logging.h"
+#include "base/net.h"
 
 namespace hvd::agent {
 
@@ -13,33 +14,33 @@ Workers::~Workers() {
   Shutdown(std::chrono::milliseconds(0), "hvd-agent is shutting down");
 }
 
-void Workers::Report(const hvd::v1::StartRank& cmd, hvd::v1::RankState state, int pid,
+void Workers::Report(const RankSpec& cmd, control::RankState state, int pid,
                      const std::string& error) {
-  hvd::v1::RankEvent e;
-  e.set_job_id(cmd.job_id());
-  e.set_attempt(cmd.attempt());
-  e.set_rank(cmd.placement().rank());
-  e.set_state(state);
-  e.set_pid(pid);
-  e.set_error(error);
-  outbox_->AddEvent(std::move(e));
+  RankReport e;
+  e.job_id = cmd.job_id;
+  e.attempt = cmd.attempt;
+  e.rank = cmd.rank;
+  e.state = state;
+  e.pid = pid;
+  e.error = error;
+  outbox_->AddEvent(e);
 }
 
-bool Workers::ClaimStart(const hvd::v1::StartRank& cmd) {
-  const Key key{cmd.job_id(), cmd.attempt(), cmd.placement().rank()};
+bool Workers::ClaimStart(const RankSpec& cmd) {
+  const Key key{cmd.job_id, cmd.attempt, cmd.rank};
   std::unique_ptr<RankRunner> previous;  // a finished runner under the same key
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (shutting_down_) {
-      Report(cmd, hvd::v1::RANK_FAILED_TO_START, 0,
-             "hvd-agent on " + LocalHostName() + " is shutting down");
+      Report(cmd, control::RankState::kFailedToStart, 0,
+             "hvd-agent on " + base::LocalHostName() + " is shutting down");
       return false;
     }
     if (starting_.count(key) != 0) return false;
     auto it = entries_.find(key);
     if (it != entries_.end()) {
       if (!it->second.runner->done()) {
-        Report(cmd, hvd::v1::RANK_RUNNING, it->second.runner->pid(), "");
+        Report(cmd, control::RankState::kRunning, it->second.runner->pid(), "");
         return false;
       }
       previous = std::move(it->second.runner);
@@ -52,11 +53,11 @@ bool Workers::ClaimStart(const hvd::v1::StartRank& cmd) {
   return true;
 }
 
-void Workers::StartRank(const hvd::v1::StartRank& cmd) {
+void Workers::StartRank(const RankSpec& cmd) {
   if (ClaimStart(cmd)) Spawn(cmd);
 }
 
-void Workers::StartRankAsync(const hvd::v1::StartRank& cmd) {
+void Workers::StartRankAsync(const RankSpec& cmd) {
   JoinStarters(/*all=*/false);
   // Claimed here, in command order: a StopJob read after this command finds the rank in
   // starting_ even if its thread has not run yet.
@@ -66,25 +67,25 @@ void Workers::StartRankAsync(const hvd::v1::StartRank& cmd) {
     Spawn(cmd);
     done->store(true);
   });
-  std::lock_guard<std::mutex> lock(starters_mu_);
+  base::MutexLock lock(&starters_mu_);
   starters_.push_back({std::move(t), std::move(done)});
 }
 
-void Workers::Spawn(const hvd::v1::StartRank& cmd) {
-  const std::string job = cmd.job_id();
-  const int attempt = cmd.attempt();
-  const int rank = cmd.placement().rank();
+void Workers::Spawn(const RankSpec& cmd) {
+  const std::string job = cmd.job_id;
+  const int attempt = cmd.attempt;
+  const int rank = cmd.rank;
   const Key key{job, attempt, rank};
   RankRunnerOptions o;
-  o.argv.assign(cmd.argv().begin(), cmd.argv().end());
-  o.env.insert(cmd.env().begin(), cmd.env().end());
+  o.argv = cmd.argv;
+  o.env = cmd.env;
   // The agent owns the GPUs of its slots; the launcher's environment cannot know which is which.
-  const std::string gpu = CudaDeviceForSlot(options_.gpus, cmd.placement().slot());
+  const std::string gpu = CudaDeviceForSlot(options_.gpus, cmd.slot);
   if (!gpu.empty()) o.env["CUDA_VISIBLE_DEVICES"] = gpu;
-  o.working_dir = cmd.working_dir();
+  o.working_dir = cmd.working_dir;
   o.wrapper = options_.wrapper;
-  o.run_as = cmd.run_as();
-  if (cmd.forward_stdin() && options_.stdin_feed) {
+  o.run_as = cmd.run_as;
+  if (cmd.forward_stdin && options_.stdin_feed) {
     o.stdin_feed = [feed = options_.stdin_feed, cmd](int fd) { return feed(cmd, fd); };
   }
   if (options_.cgroups != nullptr) {
@@ -97,41 +98,41 @@ void Workers::Spawn(const hvd::v1::StartRank& cmd) {
   }
   o.on_started = [this, cmd, cgroup = o.cgroup_dir](int pid, int wrapper_pid) {
     WorkerRecord r;
-    r.job = cmd.job_id();
-    r.attempt = cmd.attempt();
-    r.rank = cmd.placement().rank();
+    r.job = cmd.job_id;
+    r.attempt = cmd.attempt;
+    r.rank = cmd.rank;
     r.wrapper_pid = wrapper_pid;
     r.wrapper_start = ProcessStartTime(wrapper_pid);
     r.worker_pid = pid;
     r.worker_start = ProcessStartTime(pid);
     r.cgroup_dir = cgroup;
     records_.Write(r);
-    Report(cmd, hvd::v1::RANK_RUNNING, pid, "");
+    Report(cmd, control::RankState::kRunning, pid, "");
   };
   o.on_output = [this, job, rank](bool is_stderr, std::string line) {
     outbox_->AddLine(job, rank, is_stderr, std::move(line));
   };
   o.on_exit = [this, key, job, attempt, rank](const RankExit& x) {
     records_.Remove(job, attempt, rank);
-    hvd::v1::RankEvent e;
+    RankReport e;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       auto it = stop_reasons_.find(key);
       if (it != stop_reasons_.end()) {
-        if (x.stopped) e.set_error(it->second);
+        if (x.stopped) e.error = it->second;
         stop_reasons_.erase(it);
       }
     }
-    e.set_job_id(job);
-    e.set_attempt(attempt);
-    e.set_rank(rank);
-    e.set_state(x.stopped ? hvd::v1::RANK_KILLED : hvd::v1::RANK_EXITED);
-    e.set_pid(x.pid);
-    e.set_time_ms(x.time_ms > 0 ? x.time_ms : control::NowMs());
-    e.set_exit_code(x.exit_code);
-    e.set_signal(x.signal);
-    e.set_stderr_tail(x.stderr_tail);
-    outbox_->AddEvent(std::move(e));
+    e.job_id = job;
+    e.attempt = attempt;
+    e.rank = rank;
+    e.state = x.stopped ? control::RankState::kKilled : control::RankState::kExited;
+    e.pid = x.pid;
+    e.time_ms = x.time_ms > 0 ? x.time_ms : base::WallMs();
+    e.exit_code = x.exit_code;
+    e.signal = x.signal;
+    e.stderr_tail = x.stderr_tail;
+    outbox_->AddEvent(e);
     HVD_LOG(INFO) << "job " << job << " rank " << rank << " (pid " << x.pid << ") "
                   << (x.signal != 0 ? "killed by signal " + std::to_string(x.signal)
                                     : "exited with code " + std::to_string(x.exit_code))
@@ -140,19 +141,19 @@ void Workers::Spawn(const hvd::v1::StartRank& cmd) {
   const std::string cgroup_dir = o.cgroup_dir;
   std::unique_ptr<RankRunner> runner;
   // --run-as refusals (not root, unknown user, root not allowed) before anything is spawned.
-  Status s = cmd.run_as().empty()
+  Status s = cmd.run_as.empty()
                  ? Status::OK()
-                 : CheckRunAs(cmd.run_as(), options_.allow_run_as_root,
-                              options_.host.empty() ? LocalHostName() : options_.host);
+                 : CheckRunAs(cmd.run_as, options_.allow_run_as_root,
+                              options_.host.empty() ? base::LocalHostName() : options_.host);
   if (s.ok()) s = RankRunner::Start(std::move(o), &runner);
   if (s.ok()) {
     HVD_LOG(INFO) << "job " << job << " rank " << rank << " started: pid " << runner->pid();
   } else {
     HVD_LOG(WARNING) << "job " << job << " rank " << rank << " failed to start: " << s.message();
     if (!cgroup_dir.empty()) options_.cgroups->RemoveRankDir(cgroup_dir);
-    Report(cmd, hvd::v1::RANK_FAILED_TO_START, 0, s.message());
+    Report(cmd, control::RankState::kFailedToStart, 0, s.message());
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   starting_.erase(key);
   auto stop = stop_while_starting_.find(key);
   if (runner != nullptr) {
@@ -166,13 +167,13 @@ void Workers::Spawn(const hvd::v1::StartRank& cmd) {
     }
   }
   if (stop != stop_while_starting_.end()) stop_while_starting_.erase(stop);
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void Workers::JoinStarters(bool all) {
   std::vector<Starter> finished;
   {
-    std::lock_guard<std::mutex> lock(starters_mu_);
+    base::MutexLock lock(&starters_mu_);
     for (auto it = starters_.begin(); it != starters_.end();) {
       if (all || it->done->load()) {
         finished.push_back(std::move(*it));
@@ -192,7 +193,7 @@ int Workers::StopJob(const std::string& job_id, std::chrono::milliseconds grace,
   if (first_signal != SIGINT && first_signal != SIGHUP && first_signal != SIGKILL) {
     first_signal = SIGTERM;
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   int n = 0;
   for (auto& [key, entry] : entries_) {
     if (std::get<0>(key) != job_id || entry.runner->done()) continue;
@@ -211,7 +212,7 @@ int Workers::StopJob(const std::string& job_id, std::chrono::milliseconds grace,
 }
 
 std::map<std::string, int> Workers::UnstoppedJobs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   std::map<std::string, int> jobs;
   for (const auto& [key, entry] : entries_) {
     if (!entry.stop_requested && !entry.runner->done()) ++jobs[std::get<0>(key)];
@@ -220,7 +221,7 @@ std::map<std::string, int> Workers::UnstoppedJobs() const {
 }
 
 std::vector<std::string> Workers::RunningJobs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   // Ranks still being started count: the launcher takes a job missing here as gone.
   std::set<std::string> jobs;
   for (const Key& key : starting_) jobs.insert(std::get<0>(key));
@@ -231,7 +232,7 @@ std::vector<std::string> Workers::RunningJobs() const {
 }
 
 int Workers::live_count() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   int n = 0;
   for (const auto& [key, entry] : entries_) n += entry.runner->done() ? 0 : 1;
   return n;
@@ -240,7 +241,7 @@ int Workers::live_count() const {
 void Workers::Reap() {
   std::vector<std::unique_ptr<RankRunner>> done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     for (auto it = entries_.begin(); it != entries_.end();) {
       if (it->second.runner->done()) {
         done.push_back(std::move(it->second.runner));
@@ -256,9 +257,9 @@ void Workers::Reap() {
 void Workers::Shutdown(std::chrono::milliseconds grace, const std::string& reason) {
   std::map<Key, Entry> all;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     shutting_down_ = true;
-    cv_.wait(lock, [&] { return starting_.empty(); });
+    cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return starting_.empty(); });
     all.swap(entries_);
     for (auto& [key, entry] : all) {
       if (!entry.stop_requested) stop_reasons_[key] = reason;

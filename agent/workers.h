@@ -1,15 +1,14 @@
 // The ranks running on this agent: one RankRunner each, keyed by (job, attempt, rank). Starts them
-// from StartRank commands, stops jobs, and reports every state change (RUNNING, FAILED_TO_START,
-// EXITED, KILLED) and every output line to the Outbox. Thread-safe.
+// from RankSpecs (StartRank, translated by launcher_client.h), stops jobs, and reports every state
+// change (RUNNING, FAILED_TO_START, EXITED, KILLED) and every output line to the Outbox.
+// Thread-safe.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
@@ -20,7 +19,8 @@
 #include "agent/outbox.h"
 #include "agent/pid_records.h"
 #include "agent/rank_runner.h"
-#include "hvd/v1/agent.pb.h"
+#include "agent/rank_spec.h"
+#include "base/mutex.h"
 
 namespace hvd::agent {
 
@@ -33,11 +33,11 @@ struct WorkersOptions {
   std::shared_ptr<const CgroupTree> cgroups;
   // <state-dir>/workers; empty: no records.
   std::string records_dir;
-  // Feeds the stdin of a rank whose StartRank says forward_stdin (stdin_feed.h); unset: such a
-  // rank reads /dev/null.
-  std::function<std::unique_ptr<StdinFeed>(const hvd::v1::StartRank& cmd, int write_fd)> stdin_feed;
+  // Feeds the stdin of a rank whose spec says forward_stdin (stdin_feed.h); unset: such a rank
+  // reads /dev/null.
+  std::function<std::unique_ptr<StdinFeed>(const RankSpec& rank, int write_fd)> stdin_feed;
   // --run-as: whether a job may run ranks as root (hvd-agent --allow-run-as-root), and the host
-  // name its refusals name ("": LocalHostName()).
+  // name its refusals name ("": base::LocalHostName()).
   bool allow_run_as_root = false;
   std::string host = "";
 };
@@ -51,12 +51,12 @@ class Workers {
   // Starts a rank; its RUNNING or FAILED_TO_START event goes to the outbox. A rank that already
   // runs (a command repeated after a reconnect) is reported again, not started twice. Blocks
   // until the rank's program has been exec'd (or failed to be).
-  void StartRank(const hvd::v1::StartRank& cmd);
+  void StartRank(const RankSpec& cmd);
   // StartRank on a thread of its own, so that the ranks of a job start side by side: each start
   // waits ~10 ms for its wrapper to exec the program, which one after another adds up to a
   // noticeable part of `hvdrun -np N`'s launch time. A StopJob for the job while the rank starts
   // stops it as soon as it runs.
-  void StartRankAsync(const hvd::v1::StartRank& cmd);
+  void StartRankAsync(const RankSpec& cmd);
   // `first_signal` (0: SIGTERM) to every process of the job now, SIGKILL after `grace`. `reason`
   // becomes the KILLED events' error. Returns how many ranks were asked to stop (0: none of that
   // job runs here). Repeated, it can only hasten the SIGKILL (grace 0: now).
@@ -78,13 +78,12 @@ class Workers {
     std::unique_ptr<RankRunner> runner;
     bool stop_requested = false;
   };
-  void Report(const hvd::v1::StartRank& cmd, hvd::v1::RankState state, int pid,
-              const std::string& error);
+  void Report(const RankSpec& cmd, control::RankState state, int pid, const std::string& error);
   // Registers the start in starting_; false (after reporting why, if needed) when the rank must
   // not be started: the agent shuts down, the rank already starts or runs.
-  bool ClaimStart(const hvd::v1::StartRank& cmd);
+  bool ClaimStart(const RankSpec& cmd);
   // Spawns a claimed rank and moves it from starting_ to entries_.
-  void Spawn(const hvd::v1::StartRank& cmd);
+  void Spawn(const RankSpec& cmd);
   // Joins the StartRankAsync threads that have finished (all of them when `all`: each ends when
   // its Spawn does, bounded by the wrapper's start timeout).
   void JoinStarters(bool all);
@@ -98,20 +97,22 @@ class Workers {
   Outbox* const outbox_;
   const WorkersOptions options_;
   const PidRecords records_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;  // starting_ shrank
-  std::map<Key, Entry> entries_;
-  std::set<Key> starting_;                          // StartRank in progress (outside mu_)
-  std::map<Key, std::string> stop_reasons_;         // why hvd stopped a rank, for its KILLED event
-  std::map<Key, StopRequest> stop_while_starting_;  // StopJob reached a rank in starting_
-  bool shutting_down_ = false;
+  mutable base::Mutex mu_;
+  base::CondVar cv_;  // starting_ shrank
+  std::map<Key, Entry> entries_ HVD_GUARDED_BY(mu_);
+  std::set<Key> starting_ HVD_GUARDED_BY(mu_);  // StartRank in progress (outside mu_)
+  // Why hvd stopped a rank, for its KILLED event.
+  std::map<Key, std::string> stop_reasons_ HVD_GUARDED_BY(mu_);
+  // StopJob reached a rank in starting_.
+  std::map<Key, StopRequest> stop_while_starting_ HVD_GUARDED_BY(mu_);
+  bool shutting_down_ HVD_GUARDED_BY(mu_) = false;
 
   struct Starter {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;
   };
-  std::mutex starters_mu_;  // never held while taking mu_, nor by a starter thread
-  std::vector<Starter> starters_;
+  base::Mutex starters_mu_;  // never held while taking mu_, nor by a starter thread
+  std::vector<Starter> starters_ HVD_GUARDED_BY(starters_mu_);
 };
 
 }  // namespace hvd::agent

@@ -23,7 +23,7 @@ int CancelCommand(int argc, char** argv, int first) {
   std::unique_ptr<Client> client;
   Status s = cluster.Connect(&client);
   if (!s.ok()) return ReportError(s);
-  v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+  control::JobState state = control::JobState::kUnspecified;
   s = client->Cancel(args[0], reason, &state);
   if (!s.ok()) return ReportError(s, kExitError);
   std::printf("job %s: %s\n", args[0].c_str(), JobStateText(state));

@@ -2,7 +2,10 @@
 
 #include <cstdlib>
 
+#include "base/net.h"
 #include "control/grpc_util.h"
+#include "control/job_model_proto.h"
+#include "control/job_state_proto.h"
 #include "control/spec_limits.h"
 #include "control/token.h"
 
@@ -36,38 +39,41 @@ Status Client::FromGrpc(const grpc::Status& status, const char* call) const {
   return s;
 }
 
-Status Client::Submit(const v1::JobSpec& spec, std::string* job_id) {
+Status Client::Submit(const control::JobSpec& spec, std::string* job_id) {
   // The launcher's own checks (control/spec_limits.h), here first: the same message without a
   // round trip, for the environment forwarded after BuildJobSpec too.
   HVD_RETURN_IF_ERROR(control::ValidateJobSpec(spec));
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::SubmitJobRequest req;
-  *req.mutable_spec() = spec;
+  control::ToProto(spec, req.mutable_spec());
   v1::SubmitJobResponse resp;
   HVD_RETURN_IF_ERROR(FromGrpc(stub_->SubmitJob(ctx.get(), req, &resp), "SubmitJob"));
   *job_id = resp.job_id();
   return Status::OK();
 }
 
-Status Client::GetJob(const std::string& job_id, v1::JobStatus* status) {
+Status Client::GetJob(const std::string& job_id, control::JobStatus* status) {
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::GetJobRequest req;
   req.set_job_id(job_id);
-  return FromGrpc(stub_->GetJob(ctx.get(), req, status), "GetJob");
+  v1::JobStatus resp;
+  HVD_RETURN_IF_ERROR(FromGrpc(stub_->GetJob(ctx.get(), req, &resp), "GetJob"));
+  *status = control::FromProto(resp);
+  return Status::OK();
 }
 
-Status Client::ListJobs(std::vector<v1::JobStatus>* jobs) {
+Status Client::ListJobs(std::vector<control::JobStatus>* jobs) {
   // Page by page (each a bounded message of summaries), bounded in number too: a launcher keeps
   // its finished jobs up to a limit, so a token that never ends is a launcher bug, not a loop.
   constexpr int kMaxPages = 10000;
-  std::vector<v1::JobStatus> out;
+  std::vector<control::JobStatus> out;
   v1::ListJobsRequest req;
   req.set_page_size(500);
   for (int page = 0; page < kMaxPages; ++page) {
     auto ctx = control::NewClientContext(token_, timeout_);
     v1::ListJobsResponse resp;
     HVD_RETURN_IF_ERROR(FromGrpc(stub_->ListJobs(ctx.get(), req, &resp), "ListJobs"));
-    for (v1::JobStatus& j : *resp.mutable_jobs()) out.push_back(std::move(j));
+    for (const v1::JobStatus& j : resp.jobs()) out.push_back(control::FromProto(j));
     if (resp.next_page_token().empty()) {
       *jobs = std::move(out);
       return Status::OK();
@@ -78,8 +84,8 @@ Status Client::ListJobs(std::vector<v1::JobStatus>* jobs) {
                   " pages; the launcher's page tokens do not end");
 }
 
-Status Client::Cancel(const std::string& job_id, const std::string& reason, v1::JobState* state,
-                      int signal) {
+Status Client::Cancel(const std::string& job_id, const std::string& reason,
+                      control::JobState* state, int signal) {
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::CancelJobRequest req;
   req.set_job_id(job_id);
@@ -87,25 +93,26 @@ Status Client::Cancel(const std::string& job_id, const std::string& reason, v1::
   req.set_signal(signal);
   v1::CancelJobResponse resp;
   HVD_RETURN_IF_ERROR(FromGrpc(stub_->CancelJob(ctx.get(), req, &resp), "CancelJob"));
-  *state = resp.state();
+  *state = control::JobStateFromProto(resp.state());
   return Status::OK();
 }
 
-Status Client::ListAgents(std::vector<v1::AgentInfo>* agents) {
+Status Client::ListAgents(std::vector<control::AgentInfo>* agents) {
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::ListAgentsResponse resp;
   HVD_RETURN_IF_ERROR(
       FromGrpc(stub_->ListAgents(ctx.get(), v1::ListAgentsRequest(), &resp), "ListAgents"));
-  agents->assign(resp.agents().begin(), resp.agents().end());
+  agents->clear();
+  for (const v1::AgentInfo& a : resp.agents()) agents->push_back(control::AgentInfoFromProto(a));
   return Status::OK();
 }
 
 Status Client::Watch(const std::string& job_id, int64_t from_seq, bool follow, bool attach,
-                     const std::function<void(const v1::JobEvent&)>& on_event) {
+                     const std::function<void(const control::JobEvent&)>& on_event) {
   // No deadline: a followed job may run for days. InterruptWatches() ends it instead.
   auto ctx = control::NewClientContext(token_);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (interrupted_) return Status(StatusCode::kCancelled, What("WatchJob") + ": interrupted");
     watches_.insert(ctx.get());
   }
@@ -115,24 +122,27 @@ Status Client::Watch(const std::string& job_id, int64_t from_seq, bool follow, b
   req.set_follow(follow);
   req.set_attach(attach);
   auto reader = stub_->WatchJob(ctx.get(), req);
-  v1::JobEvent event;
-  while (reader->Read(&event)) on_event(event);
+  v1::JobEvent message;
+  control::JobEvent event;
+  while (reader->Read(&message)) {
+    if (control::FromProto(message, &event)) on_event(event);
+  }
   grpc::Status gs = reader->Finish();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     watches_.erase(ctx.get());
   }
   return FromGrpc(gs, "WatchJob");
 }
 
 void Client::InterruptWatches() {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   interrupted_ = true;
   for (grpc::ClientContext* ctx : watches_) ctx->TryCancel();
 }
 
 bool Client::interrupted() {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return interrupted_;
 }
 
@@ -160,9 +170,8 @@ Status ClusterFlags::Connect(std::unique_ptr<Client>* client) const {
     return InvalidArgument(
         "no launcher: pass --launcher HOST:PORT (or set HVD_LAUNCHER) to name hvd-launcherd");
   }
-  std::string host;
-  int port = 0;
-  HVD_RETURN_IF_ERROR_CTX(control::SplitHostPort(launcher, &host, &port), "--launcher");
+  base::HostPort launcher_hp;
+  HVD_RETURN_IF_ERROR_CTX(base::ParseHostPort(launcher, &launcher_hp), "--launcher");
   if (token_file.empty()) {
     return InvalidArgument("the launcher at " + launcher +
                            " needs the cluster token: pass --token-file FILE (or set "

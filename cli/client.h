@@ -1,17 +1,20 @@
 // hvdrun's view of hvd-launcherd: the Launcher service with the token on every call, a deadline
 // on every unary call, and errors that name the launcher's address and the call, so "connection
-// refused" always says where hvdrun was trying to go.
+// refused" always says where hvdrun was trying to go. It is hvdrun's gRPC edge: calls take and
+// return the job model (control/job_model.h), translated here with control/job_model_proto.h, so
+// the rest of hvdrun never sees an hvd.v1 message.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "control/flags.h"
+#include "control/job_model.h"
 #include "control/tls.h"
 #include "hvd/status.h"
 #include "hvd/v1/launcher.grpc.pb.h"
@@ -30,20 +33,22 @@ class Client {
   const std::string& token() const { return token_; }  // for calls of their own (stdin_forward.h)
   const control::TlsConfig& tls() const { return tls_; }
 
-  Status Submit(const v1::JobSpec& spec, std::string* job_id);
-  Status GetJob(const std::string& job_id, v1::JobStatus* status);
-  Status ListJobs(std::vector<v1::JobStatus>* jobs);
+  Status Submit(const control::JobSpec& spec, std::string* job_id);
+  Status GetJob(const std::string& job_id, control::JobStatus* status);
+  // The launcher's summaries (ListJobs): argv bounded, no ranks, environment or network.
+  Status ListJobs(std::vector<control::JobStatus>* jobs);
   // `signal`: the first signal the ranks get (CancelJobRequest.signal; 0: SIGTERM).
-  Status Cancel(const std::string& job_id, const std::string& reason, v1::JobState* state,
+  Status Cancel(const std::string& job_id, const std::string& reason, control::JobState* state,
                 int signal = 0);
-  Status ListAgents(std::vector<v1::AgentInfo>* agents);
+  Status ListAgents(std::vector<control::AgentInfo>* agents);
 
   // Streams the job's events from `from_seq` to `on_event` until the stream ends (the job ended,
   // or without `follow` the output so far was sent). OK when the launcher closed the stream
   // normally; an error when it broke or was interrupted (code kCancelled). `attach`: this is the
   // client the job was submitted by, and the job is cancelled when it stays away (the lease).
+  // An event of a kind this build does not know (a newer launcher's) is skipped.
   Status Watch(const std::string& job_id, int64_t from_seq, bool follow, bool attach,
-               const std::function<void(const v1::JobEvent&)>& on_event);
+               const std::function<void(const control::JobEvent&)>& on_event);
 
   // Ends every Watch in progress, and any started later, with kCancelled. Thread-safe: called
   // from the signal thread while the main thread is blocked reading the stream.
@@ -61,9 +66,9 @@ class Client {
   control::TlsConfig tls_;
   std::unique_ptr<v1::Launcher::Stub> stub_;
 
-  std::mutex mu_;
-  bool interrupted_ = false;
-  std::set<grpc::ClientContext*> watches_;
+  base::Mutex mu_;
+  bool interrupted_ HVD_GUARDED_BY(mu_) = false;
+  std::set<grpc::ClientContext*> watches_ HVD_GUARDED_BY(mu_);
 };
 
 // --launcher and --token-file, shared by every subcommand that talks to a cluster, with the

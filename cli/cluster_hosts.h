@@ -6,12 +6,12 @@
 
 #include <string>
 
-#include "hvd/v1/common.pb.h"
+#include "control/job_model.h"
 
 namespace hvd::cli {
 
 // Renames loopback entries of `spec`'s hosts to gethostname(); returns a note for --verbose (""
 // when nothing was renamed).
-std::string LocalhostToHostName(v1::JobSpec* spec);
+std::string LocalhostToHostName(control::JobSpec* spec);
 
 }  // namespace hvd::cli

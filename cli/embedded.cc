@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace hvd::cli {
 
@@ -13,7 +13,7 @@ void SetEmbeddedLogLevel(const std::string& level, bool verbose) {
   const std::string wanted = !level.empty() ? level : verbose ? "warning" : "error";
   // HVD_LOG reads HVD_LOG_LEVEL once, at its first use: set it, latch it, and unset it again.
   setenv("HVD_LOG_LEVEL", wanted.c_str(), 1);
-  (void)common::LogEnabled(common::LogLevel::INFO);
+  (void)base::LogEnabled(base::LogLevel::INFO);
   unsetenv("HVD_LOG_LEVEL");
 }
 
@@ -86,10 +86,10 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     // RPC of well under a millisecond), so `hvdrun -np N` does not wait out a fixed period.
     auto pause = std::chrono::milliseconds(1);
     while (std::chrono::steady_clock::now() < deadline) {
-      std::vector<v1::AgentInfo> agents;
+      std::vector<control::AgentInfo> agents;
       last = client.ListAgents(&agents);
-      for (const v1::AgentInfo& a : agents) {
-        if (a.state() == "READY") return Status::OK();
+      for (const control::AgentInfo& a : agents) {
+        if (a.state == "READY") return Status::OK();
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(20));

@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "base/clock.h"
+#include "base/mutex.h"
 #include "cli/job_format.h"
-#include "control/grpc_util.h"
 #include "control/job_state.h"
 
 namespace hvd::cli {
@@ -65,10 +64,10 @@ class Follower {
     std::thread reporter([this] { ReportPending(); });
     Status s = Stream();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     reporter.join();
     return s;
   }
@@ -80,7 +79,7 @@ class Follower {
     while (true) {
       bool got_event = false;
       Status s =
-          client_->Watch(job_id_, next_seq_, o_.follow, o_.attach, [&](const v1::JobEvent& e) {
+          client_->Watch(job_id_, next_seq_, o_.follow, o_.attach, [&](const control::JobEvent& e) {
             got_event = true;
             OnEvent(e);
           });
@@ -89,9 +88,9 @@ class Follower {
       if (s.ok() && (result_->ended || !o_.follow)) break;
       if (s.ok()) {
         // Closed before the final state (a launcher shutting down?): ask, then resume.
-        v1::JobStatus st;
+        control::JobStatus st;
         s = client_->GetJob(job_id_, &st);
-        if (s.ok() && IsTerminal(st.state())) {
+        if (s.ok() && control::IsTerminal(st.state)) {
           OnStatus(st);
           break;
         }
@@ -119,71 +118,70 @@ class Follower {
     return Status::OK();
   }
 
-  void OnEvent(const v1::JobEvent& e) {
-    switch (e.event_case()) {
-      case v1::JobEvent::kOutput:
-        sink_->Write(e.output());
-        next_seq_ = std::max(next_seq_, e.output().seq() + 1);
+  void OnEvent(const control::JobEvent& e) {
+    switch (e.kind) {
+      case control::JobEvent::Kind::kOutput:
+        sink_->Write(e.output);
+        next_seq_ = std::max(next_seq_, e.output.seq + 1);
         break;
-      case v1::JobEvent::kStatus:
-        OnStatus(e.status());
+      case control::JobEvent::Kind::kStatus:
+        OnStatus(e.status);
         break;
-      case v1::JobEvent::kProgress:
-        if (o_.verbose) sink_->Message("hvdrun: " + e.progress());
-        break;
-      default:
+      case control::JobEvent::Kind::kProgress:
+        if (o_.verbose) sink_->Message("hvdrun: " + e.progress);
         break;
     }
   }
 
-  void OnStatus(const v1::JobStatus& st) {
-    const bool changed = st.state() != result_->status.state();
-    const bool reason_changed = st.reason() != result_->status.reason();
+  void OnStatus(const control::JobStatus& st) {
+    using control::JobState;
+    const bool changed = st.state != result_->status.state;
+    const bool reason_changed = st.reason != result_->status.reason;
     // A stall is news whether or not --verbose asked for progress: it is what a silent hang
     // looks like from outside.
-    if (StallShape(st.stall()) != StallShape(result_->status.stall())) {
-      sink_->Message(st.stall().empty() ? "hvdrun: job " + job_id_ + " is making progress again"
-                                        : "hvdrun: job " + job_id_ + " stalled: " + st.stall());
+    if (StallShape(st.stall) != StallShape(result_->status.stall)) {
+      sink_->Message(st.stall.empty() ? "hvdrun: job " + job_id_ + " is making progress again"
+                                      : "hvdrun: job " + job_id_ + " stalled: " + st.stall);
     }
     // Restarts too: the user sees why the job starts over.
-    if (changed && st.state() == v1::RESTARTING) {
-      sink_->Message("hvdrun: job " + job_id_ + " " + st.reason());
+    if (changed && st.state == JobState::kRestarting) {
+      sink_->Message("hvdrun: job " + job_id_ + " " + st.reason);
     }
     // The final state is said once: a failed or cancelled job's by the caller's failure summary
     // (or its signal message), so only success is said here.
-    const bool says_end = st.state() == v1::SUCCEEDED || !IsTerminal(st.state());
-    if (o_.verbose && says_end && (changed || (st.state() == v1::PENDING && reason_changed))) {
-      sink_->Message("hvdrun: job " + job_id_ + " " + JobStateText(st.state()) +
-                     (st.reason().empty() ? "" : ": " + st.reason()));
+    const bool says_end = st.state == JobState::kSucceeded || !control::IsTerminal(st.state);
+    if (o_.verbose && says_end && (changed || (st.state == JobState::kPending && reason_changed))) {
+      sink_->Message("hvdrun: job " + job_id_ + " " + JobStateText(st.state) +
+                     (st.reason.empty() ? "" : ": " + st.reason));
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (st.state() != v1::PENDING) {
+      base::MutexLock lock(&mu_);
+      if (st.state != JobState::kPending) {
         pending_reason_.clear();
       } else {
         if (changed || pending_reason_.empty()) pending_since_ = Clock::now();
-        pending_reason_ = st.reason();
-        const int64_t since = pending_status_.queued_since_ms();
+        pending_reason_ = st.reason;
+        const int64_t since = pending_status_.queued_since_ms;
         pending_status_ = st;
         // A launcher too old to say since when: since hvdrun first saw it wait.
-        if (st.queued_since_ms() == 0) {
-          pending_status_.set_queued_since_ms(changed || since == 0 ? control::NowMs() : since);
+        if (st.queued_since_ms == 0) {
+          pending_status_.queued_since_ms = changed || since == 0 ? base::WallMs() : since;
         }
       }
     }
     result_->status = st;
-    if (IsTerminal(st.state())) result_->ended = true;
+    if (control::IsTerminal(st.state)) result_->ended = true;
   }
 
   // Says why a job waits, and how long it has, once it has waited kPendingQuiet, again when the
   // reason changes, and every kPendingRepeat while it goes on (with --verbose too: a state
   // change line does not say how long).
   void ReportPending() {
-    std::unique_lock<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     std::string printed;
     Clock::time_point printed_at;
     while (!stop_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(200));
+      cv_.WaitFor(lock, std::chrono::milliseconds(200));
       if (stop_ || pending_reason_.empty()) continue;
       const auto now = Clock::now();
       if (now - pending_since_ < kPendingQuiet) continue;
@@ -192,7 +190,7 @@ class Follower {
       printed = pending_reason_;
       printed_at = now;
       sink_->Message("hvdrun: job " + job_id_ + (again ? " is still waiting " : " is waiting ") +
-                     WaitingText(pending_status_, control::NowMs()) + ": " + printed);
+                     WaitingText(pending_status_, base::WallMs()) + ": " + printed);
     }
   }
 
@@ -203,7 +201,7 @@ class Follower {
     while (!AllRanksGone(result_->status)) {
       if (Clock::now() >= deadline || client_->interrupted()) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      v1::JobStatus st;
+      control::JobStatus st;
       if (client_->GetJob(job_id_, &st).ok()) result_->status = st;
     }
     result_->ranks_gone = true;
@@ -216,24 +214,24 @@ class Follower {
   FollowResult* result_;
   int64_t next_seq_ = 0;
 
-  std::mutex mu_;  // guards the pending state shared with the reporter thread
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::string pending_reason_;    // empty: not pending (or no reason given)
-  v1::JobStatus pending_status_;  // the latest PENDING status (how long, --queue-timeout)
-  Clock::time_point pending_since_;
+  base::Mutex mu_;  // guards the pending state shared with the reporter thread
+  base::CondVar cv_;
+  bool stop_ HVD_GUARDED_BY(mu_) = false;
+  // Empty: not pending (or no reason given).
+  std::string pending_reason_ HVD_GUARDED_BY(mu_);
+  // The latest PENDING status (how long, --queue-timeout).
+  control::JobStatus pending_status_ HVD_GUARDED_BY(mu_);
+  Clock::time_point pending_since_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace
 
-bool AllRanksGone(const v1::JobStatus& status) {
-  for (const v1::RankStatus& r : status.ranks()) {
+bool AllRanksGone(const control::JobStatus& status) {
+  using control::RankState;
+  for (const control::RankStatus& r : status.ranks) {
     // A rank never sent to its agent (PENDING) has no process to wait for.
-    const bool never_started =
-        r.state() == v1::RANK_PENDING || r.state() == v1::RANK_STATE_UNSPECIFIED;
-    if (!never_started && !control::RankEnded(static_cast<control::RankState>(r.state()))) {
-      return false;
-    }
+    const bool never_started = r.state == RankState::kPending || r.state == RankState::kUnspecified;
+    if (!never_started && !control::RankEnded(r.state)) return false;
   }
   return true;
 }

@@ -9,8 +9,8 @@
 
 #include "cli/client.h"
 #include "cli/output.h"
+#include "control/job_model.h"
 #include "hvd/status.h"
-#include "hvd/v1/common.pb.h"
 
 namespace hvd::cli {
 
@@ -26,9 +26,9 @@ struct FollowOptions {
 };
 
 struct FollowResult {
-  bool ended = false;       // the job reached a final state
-  bool ranks_gone = false;  // and every rank was reported gone
-  v1::JobStatus status;     // the latest status seen (final when `ended`)
+  bool ended = false;         // the job reached a final state
+  bool ranks_gone = false;    // and every rank was reported gone
+  control::JobStatus status;  // the latest status seen (final when `ended`)
 };
 
 // OK when the stream ended normally (with `follow`: the job ended). kCancelled when the client's
@@ -37,6 +37,6 @@ Status FollowJob(Client* client, const std::string& job_id, OutputSink* sink,
                  const FollowOptions& options, FollowResult* result);
 
 // Whether every rank of `status` has ended (exited, killed, or never started).
-bool AllRanksGone(const v1::JobStatus& status);
+bool AllRanksGone(const control::JobStatus& status);
 
 }  // namespace hvd::cli

@@ -102,11 +102,11 @@ void ForwardEnvironment(const std::vector<std::string>& environ_entries,
   if (held_back != nullptr) std::sort(held_back->begin(), held_back->end());
 }
 
-std::vector<std::string> ForwardEnvironmentToJob(v1::JobSpec* spec) {
-  std::map<std::string, std::string> env(spec->env().begin(), spec->env().end());
+std::vector<std::string> ForwardEnvironmentToJob(control::JobSpec* spec) {
+  std::map<std::string, std::string> env = spec->env;
   std::vector<std::string> held_back;
   ForwardEnvironment(CurrentEnvironment(), &env, &held_back);
-  spec->mutable_env()->insert(env.begin(), env.end());  // adds; keeps the spec's own values
+  spec->env.insert(env.begin(), env.end());  // adds; keeps the spec's own values
   return held_back;
 }
 

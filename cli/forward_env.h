@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "hvd/v1/common.pb.h"
+#include "control/job_model.h"
 
 namespace hvd::cli {
 
@@ -41,6 +41,6 @@ std::vector<std::string> CurrentEnvironment();
 
 // ForwardEnvironment(CurrentEnvironment()) into the spec's variables: what run and submit do in
 // cluster mode. Returns the names held back.
-std::vector<std::string> ForwardEnvironmentToJob(v1::JobSpec* spec);
+std::vector<std::string> ForwardEnvironmentToJob(control::JobSpec* spec);
 
 }  // namespace hvd::cli

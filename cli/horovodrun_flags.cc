@@ -5,7 +5,7 @@
 #include <cstdio>
 
 #include "cli/config_file.h"
-#include "common/settings.h"
+#include "base/settings.h"
 #include "control/host_spec.h"
 
 namespace hvd::cli {
@@ -165,10 +165,10 @@ Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
   }
 
   if (use("--cache-capacity", "HVD_CACHE_CAPACITY")) {
-    if (h.cache_capacity < 0 || h.cache_capacity > common::kMaxCacheCapacity) {
+    if (h.cache_capacity < 0 || h.cache_capacity > base::kMaxCacheCapacity) {
       return InvalidArgument(flags.GivenAs("--cache-capacity") +
                              " must be between 0 (no cache) and " +
-                             std::to_string(common::kMaxCacheCapacity) + " entries, not " +
+                             std::to_string(base::kMaxCacheCapacity) + " entries, not " +
                              std::to_string(h.cache_capacity));
     }
     HVD_RETURN_IF_ERROR(

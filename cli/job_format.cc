@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "control/duration_text.h"
+#include "base/clock.h"
 #include "control/job_state.h"
 
 namespace hvd::cli {
@@ -33,49 +33,51 @@ std::string Since(int64_t from_ms, int64_t to_ms) {
   return from_ms <= 0 ? "-" : FormatDuration(to_ms - from_ms);
 }
 
-std::string RankEnd(const v1::RankStatus& r) {
-  if (r.signal() != 0) return control::SignalName(r.signal());
-  if (r.state() == v1::RANK_EXITED) return "exit " + std::to_string(r.exit_code());
-  if (!r.error().empty()) return r.error();
+std::string RankEnd(const control::RankStatus& r) {
+  if (r.signal != 0) return control::SignalName(r.signal);
+  if (r.state == control::RankState::kExited) return "exit " + std::to_string(r.exit_code);
+  if (!r.error.empty()) return r.error;
   return "";
 }
 
 // Why a job did not succeed, each line starting with `prefix`. Nothing for a job that succeeded
 // or has not ended: a RUNNING or PENDING job has not failed (a RESTARTING one says why in its
 // reason and previous failures).
-std::string FailureLines(const v1::JobStatus& status, const std::string& prefix) {
-  switch (status.state()) {
-    case v1::SUCCEEDED:
-    case v1::PENDING:
-    case v1::STARTING:
-    case v1::RUNNING:
-    case v1::RESTARTING:
+std::string FailureLines(const control::JobStatus& status, const std::string& prefix) {
+  using control::JobState;
+  switch (status.state) {
+    case JobState::kSucceeded:
+    case JobState::kPending:
+    case JobState::kStarting:
+    case JobState::kRunning:
+    case JobState::kRestarting:
       return "";
-    default:
+    case JobState::kUnspecified:  // a state this build does not know: said as a failure
+    case JobState::kFailed:
+    case JobState::kCancelled:
       break;
   }
-  const std::string job = "job " + status.id();
-  const std::string reason = status.reason().empty() ? "" : ": " + status.reason();
-  if (status.state() == v1::CANCELLED) return prefix + job + " was cancelled" + reason + "\n";
-  if (!status.has_failure()) return prefix + job + " failed" + reason + "\n";
-  const v1::JobFailure& f = status.failure();
-  const std::string what =
-      !f.message().empty()
-          ? f.message()
-          : control::DescribeRankExit(f.rank(), f.host(), f.exit_code(), f.signal());
-  const int restarts = status.previous_failures_size();
+  const std::string job = "job " + status.id;
+  const std::string reason = status.reason.empty() ? "" : ": " + status.reason;
+  if (status.state == JobState::kCancelled) return prefix + job + " was cancelled" + reason + "\n";
+  if (!status.has_failure) return prefix + job + " failed" + reason + "\n";
+  const control::JobFailure& f = status.failure;
+  const std::string what = !f.message.empty()
+                               ? f.message
+                               : control::DescribeRankExit(f.rank, f.host, f.exit_code, f.signal);
+  const int restarts = static_cast<int>(status.previous_failures.size());
   std::string out = prefix + job + " failed: " + what +
                     (restarts == 0 ? ""
                                    : " (after " + std::to_string(restarts) + " restart" +
                                          (restarts == 1 ? "" : "s") + ")") +
                     "\n";
-  if (f.stderr_tail().empty()) return out;
-  out += prefix + "last stderr lines of rank " + std::to_string(f.rank()) + ":\n";
+  if (f.stderr_tail.empty()) return out;
+  out += prefix + "last stderr lines of rank " + std::to_string(f.rank) + ":\n";
   size_t start = 0;
-  while (start < f.stderr_tail().size()) {
-    size_t nl = f.stderr_tail().find('\n', start);
-    if (nl == std::string::npos) nl = f.stderr_tail().size();
-    out += prefix + "  " + f.stderr_tail().substr(start, nl - start) + "\n";
+  while (start < f.stderr_tail.size()) {
+    size_t nl = f.stderr_tail.find('\n', start);
+    if (nl == std::string::npos) nl = f.stderr_tail.size();
+    out += prefix + "  " + f.stderr_tail.substr(start, nl - start) + "\n";
     start = nl + 1;
   }
   return out;
@@ -83,124 +85,120 @@ std::string FailureLines(const v1::JobStatus& status, const std::string& prefix)
 
 }  // namespace
 
-std::string WaitingText(const v1::JobStatus& st, int64_t now_ms) {
+std::string WaitingText(const control::JobStatus& st, int64_t now_ms) {
   // Seconds as the launcher writes them ("waited 3.1 s for slots"), so both lines compare.
   auto seconds = [](int64_t ms) {
-    return control::SecondsText(std::chrono::milliseconds(std::max<int64_t>(0, ms)));
+    return base::SecondsText(std::chrono::milliseconds(std::max<int64_t>(0, ms)));
   };
-  std::string out = st.queued_since_ms() > 0 ? "for " + seconds(now_ms - st.queued_since_ms())
-                                             : "since an unknown time";
-  if (st.spec().queue_timeout_ms() > 0) {
-    out += " of at most " + seconds(st.spec().queue_timeout_ms()) + " (--queue-timeout)";
+  std::string out = st.queued_since_ms > 0 ? "for " + seconds(now_ms - st.queued_since_ms)
+                                           : "since an unknown time";
+  if (st.spec.queue_timeout_ms > 0) {
+    out += " of at most " + seconds(st.spec.queue_timeout_ms) + " (--queue-timeout)";
   }
   return out;
 }
 
-bool IsTerminal(v1::JobState state) {
-  return control::IsTerminal(static_cast<control::JobState>(state));
+const char* JobStateText(control::JobState state) {
+  return control::JobStateName(state);
 }
 
-const char* JobStateText(v1::JobState state) {
-  return control::JobStateName(static_cast<control::JobState>(state));
+const char* RankStateText(control::RankState state) {
+  return control::RankStateName(state);
 }
 
-const char* RankStateText(v1::RankState state) {
-  return control::RankStateName(static_cast<control::RankState>(state));
+int JobExitCode(const control::JobStatus& status) {
+  if (status.state == control::JobState::kSucceeded) return status.exit_code;
+  if (status.exit_code != 0) return status.exit_code;
+  return status.state == control::JobState::kCancelled ? control::kCancelledExitCode
+                                                       : control::kGenericFailureExitCode;
 }
 
-int JobExitCode(const v1::JobStatus& status) {
-  if (status.state() == v1::SUCCEEDED) return status.exit_code();
-  if (status.exit_code() != 0) return status.exit_code();
-  return status.state() == v1::CANCELLED ? control::kCancelledExitCode
-                                         : control::kGenericFailureExitCode;
-}
-
-std::string FailureSummary(const v1::JobStatus& status) {
+std::string FailureSummary(const control::JobStatus& status) {
   return FailureLines(status, "hvdrun: ");
 }
 
-std::string JobDetail(const v1::JobStatus& st, int64_t now_ms) {
-  const v1::JobSpec& spec = st.spec();
+std::string JobDetail(const control::JobStatus& st, int64_t now_ms) {
+  const control::JobSpec& spec = st.spec;
   std::string out;
   auto field = [&out](const char* label, const std::string& value) {
     std::string l = std::string(label) + ":";
     l.resize(std::max<size_t>(11, l.size() + 1), ' ');
     out += l + value + "\n";
   };
-  field("job", st.id() + (spec.name().empty() ? "" : " (" + spec.name() + ")"));
-  field("state",
-        std::string(JobStateText(st.state())) +
-            (IsTerminal(st.state()) ? ", exit code " + std::to_string(JobExitCode(st)) : ""));
-  if (!st.reason().empty()) field("reason", st.reason());
+  field("job", st.id + (spec.name.empty() ? "" : " (" + spec.name + ")"));
+  field(
+      "state",
+      std::string(JobStateText(st.state)) +
+          (control::IsTerminal(st.state) ? ", exit code " + std::to_string(JobExitCode(st)) : ""));
+  if (!st.reason.empty()) field("reason", st.reason);
   std::string cmd;
-  for (const std::string& a : spec.argv()) cmd += (cmd.empty() ? "" : " ") + a;
+  for (const std::string& a : spec.argv) cmd += (cmd.empty() ? "" : " ") + a;
   field("command", cmd);
-  std::string ranks = std::to_string(spec.np());
-  if (!spec.hosts().empty()) {
+  std::string ranks = std::to_string(spec.np);
+  if (!spec.hosts.empty()) {
     std::string hosts;
-    for (const v1::HostSlots& h : spec.hosts()) {
-      hosts += (hosts.empty() ? "" : ",") + h.host() + ":" + std::to_string(h.slots());
+    for (const control::HostRequest& h : spec.hosts) {
+      hosts += (hosts.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
     }
     ranks += " on " + hosts;
   }
-  field("ranks", ranks + (spec.detached() ? " (detached)" : ""));
-  if (!spec.working_dir().empty()) field("dir", spec.working_dir());
-  if (st.submit_time_ms() > 0) field("submitted", Since(st.submit_time_ms(), now_ms) + " ago");
-  if (st.state() == v1::PENDING) field("waiting", WaitingText(st, now_ms));
-  if (st.start_time_ms() > 0) {
-    const int64_t end = st.end_time_ms() > 0 ? st.end_time_ms() : now_ms;
-    field("ran", FormatDuration(end - st.start_time_ms()));
+  field("ranks", ranks + (spec.detached ? " (detached)" : ""));
+  if (!spec.working_dir.empty()) field("dir", spec.working_dir);
+  if (st.submit_time_ms > 0) field("submitted", Since(st.submit_time_ms, now_ms) + " ago");
+  if (st.state == control::JobState::kPending) field("waiting", WaitingText(st, now_ms));
+  if (st.start_time_ms > 0) {
+    const int64_t end = st.end_time_ms > 0 ? st.end_time_ms : now_ms;
+    field("ran", FormatDuration(end - st.start_time_ms));
   }
-  if (spec.max_restarts() > 0 || st.attempt() > 0) {
-    field("attempt", std::to_string(st.attempt() + 1) + " of " +
-                         std::to_string(spec.max_restarts() + 1) + " (--max-restarts " +
-                         std::to_string(spec.max_restarts()) + ")");
+  if (spec.max_restarts > 0 || st.attempt > 0) {
+    field("attempt", std::to_string(st.attempt + 1) + " of " +
+                         std::to_string(spec.max_restarts + 1) + " (--max-restarts " +
+                         std::to_string(spec.max_restarts) + ")");
   }
-  for (int i = 0; i < st.previous_failures_size(); ++i) {
+  for (size_t i = 0; i < st.previous_failures.size(); ++i) {
     field(("attempt " + std::to_string(i + 1)).c_str(),
-          "failed: " + st.previous_failures(i).message());
+          "failed: " + st.previous_failures[i].message);
   }
-  if (!st.stall().empty()) {
-    field("stalled", st.stall() + " (since " + Since(st.stall_since_ms(), now_ms) + " ago)");
+  if (!st.stall.empty()) {
+    field("stalled", st.stall + " (since " + Since(st.stall_since_ms, now_ms) + " ago)");
   }
-  if (st.network().decided()) field("network", st.network().summary());
+  if (st.network.decided) field("network", st.network.summary);
   out += FailureLines(st, "");
-  if (st.ranks().empty()) return out;
+  if (st.ranks.empty()) return out;
   std::vector<std::vector<std::string>> rows = {{"RANK", "HOST", "LOCAL", "STATE", "PID", "END"}};
-  for (const v1::RankStatus& r : st.ranks()) {
-    const v1::RankPlacement& p = r.placement();
-    rows.push_back({std::to_string(p.rank()), p.host(),
-                    std::to_string(p.local_rank()) + "/" + std::to_string(p.local_size()),
-                    RankStateText(r.state()), r.pid() > 0 ? std::to_string(r.pid()) : "-",
-                    RankEnd(r)});
+  for (const control::RankStatus& r : st.ranks) {
+    const control::RankSlot& p = r.placement;
+    rows.push_back({std::to_string(p.rank), p.host,
+                    std::to_string(p.local_rank) + "/" + std::to_string(p.local_size),
+                    RankStateText(r.state), r.pid > 0 ? std::to_string(r.pid) : "-", RankEnd(r)});
   }
   return out + "\n" + Table(rows);
 }
 
-std::string JobTable(const std::vector<v1::JobStatus>& jobs, int64_t now_ms) {
+std::string JobTable(const std::vector<control::JobStatus>& jobs, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {
       {"ID", "NAME", "STATE", "NP", "SUBMITTED", "DURATION", "EXIT"}};
-  for (const v1::JobStatus& st : jobs) {
-    const int64_t end = st.end_time_ms() > 0 ? st.end_time_ms() : now_ms;
-    rows.push_back({st.id(), st.spec().name().empty() ? "-" : st.spec().name(),
-                    JobStateText(st.state()), std::to_string(st.spec().np()),
-                    Since(st.submit_time_ms(), now_ms) + " ago", Since(st.start_time_ms(), end),
-                    IsTerminal(st.state()) ? std::to_string(JobExitCode(st)) : "-"});
+  for (const control::JobStatus& st : jobs) {
+    const int64_t end = st.end_time_ms > 0 ? st.end_time_ms : now_ms;
+    rows.push_back({st.id, st.spec.name.empty() ? "-" : st.spec.name, JobStateText(st.state),
+                    std::to_string(st.spec.np), Since(st.submit_time_ms, now_ms) + " ago",
+                    Since(st.start_time_ms, end),
+                    control::IsTerminal(st.state) ? std::to_string(JobExitCode(st)) : "-"});
   }
   return Table(rows);
 }
 
-std::string AgentTable(const std::vector<v1::AgentInfo>& agents, int64_t now_ms) {
+std::string AgentTable(const std::vector<control::AgentInfo>& agents, int64_t now_ms) {
   std::vector<std::vector<std::string>> rows = {
       {"AGENT", "HOST", "ADDRESS", "STATE", "SLOTS", "GPUS", "HEARTBEAT", "VERSION"}};
-  for (const v1::AgentInfo& a : agents) {
-    const std::string address = a.advertise_iface().empty()
-                                    ? a.advertise_addr()
-                                    : a.advertise_addr() + " (" + a.advertise_iface() + ")";
-    rows.push_back({a.agent_id(), a.host(), address, a.state(),
-                    std::to_string(a.slots_in_use()) + "/" + std::to_string(a.slots()),
-                    std::to_string(a.gpus()), Since(a.last_heartbeat_ms(), now_ms) + " ago",
-                    a.version()});
+  for (const control::AgentInfo& a : agents) {
+    const std::string address = a.advertise_iface.empty()
+                                    ? a.advertise_addr
+                                    : a.advertise_addr + " (" + a.advertise_iface + ")";
+    rows.push_back({a.id, a.host, address, a.state,
+                    std::to_string(a.slots_in_use) + "/" + std::to_string(a.slots),
+                    std::to_string(a.gpus), Since(a.last_heartbeat_ms, now_ms) + " ago",
+                    a.version});
   }
   return Table(rows);
 }
@@ -210,7 +208,7 @@ std::string FormatDuration(int64_t ms) {
   char buf[32];
   const int64_t s = ms / 1000;
   if (s < 60) {
-    return control::SecondsText(std::chrono::milliseconds(ms));  // "3.2 s", as everywhere
+    return base::SecondsText(std::chrono::milliseconds(ms));  // "3.2 s", as everywhere
   } else if (s < 3600) {
     std::snprintf(buf, sizeof(buf), "%lldm%02llds", static_cast<long long>(s / 60),
                   static_cast<long long>(s % 60));

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/net.h"
+#include "base/path_search.h"
 #include "cli/timeline_path.h"
 #include "cli/torchrun_flags.h"
 #include "control/netif.h"
@@ -161,18 +163,18 @@ Status AddKnobs(const JobFlags& f, const std::map<std::string, std::string>& x_e
 
 // --start-timeout, --stall-timeout, --kill-grace, --queue-timeout, --max-restarts: the launcher
 // enforces them.
-Status SetLimits(const JobFlags& f, v1::JobSpec* spec) {
+Status SetLimits(const JobFlags& f, control::JobSpec* spec) {
   auto given = [&](const char* name) { return f.flag_set != nullptr && f.flag_set->Given(name); };
   auto ms = [](double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000)); };
   struct Limit {
     const char* flag;
     double value;
-    void (v1::JobSpec::*set)(int64_t);
+    int64_t* ms;  // stays unset (-1; 0 for the queue) unless the flag is given
   };
-  const Limit limits[] = {{"--start-timeout", f.start_timeout, &v1::JobSpec::set_start_timeout_ms},
-                          {"--stall-timeout", f.stall_timeout, &v1::JobSpec::set_stall_timeout_ms},
-                          {"--kill-grace", f.kill_grace, &v1::JobSpec::set_kill_grace_ms},
-                          {"--queue-timeout", f.queue_timeout, &v1::JobSpec::set_queue_timeout_ms}};
+  const Limit limits[] = {{"--start-timeout", f.start_timeout, &spec->start_timeout_ms},
+                          {"--stall-timeout", f.stall_timeout, &spec->stall_timeout_ms},
+                          {"--kill-grace", f.kill_grace, &spec->kill_grace_ms},
+                          {"--queue-timeout", f.queue_timeout, &spec->queue_timeout_ms}};
   for (const Limit& l : limits) {
     if (!given(l.flag)) continue;
     if (!(l.value >= 0) || l.value > 30 * 86400) {
@@ -181,26 +183,27 @@ Status SetLimits(const JobFlags& f, v1::JobSpec* spec) {
                              "not " +
                              Num(l.value));
     }
-    (spec->*l.set)(ms(l.value));
+    *l.ms = ms(l.value);
   }
   if (f.max_restarts < 0 || f.max_restarts > 1000) {
     return InvalidArgument(As(f, "--max-restarts") + " must be between 0 and 1000, not " +
                            std::to_string(f.max_restarts));
   }
-  spec->set_max_restarts(static_cast<int32_t>(f.max_restarts));
+  spec->max_restarts = static_cast<int>(f.max_restarts);
   return Status::OK();
 }
 
 // --network-interface, else HVD_IFACE: checked here for its form; whether the hosts have those
 // interfaces only their agents know, and the launcher checks that before the job starts.
-Status NetworkInterfacesFlag(const JobFlags& f, const HostEnvironment& host, v1::JobSpec* spec) {
+Status NetworkInterfacesFlag(const JobFlags& f, const HostEnvironment& host,
+                             control::JobSpec* spec) {
   const bool given = f.flag_set != nullptr && f.flag_set->Given("--network-interface");
   const char* env = host.getenv("HVD_IFACE");
   const std::string text = given ? f.network_interfaces : (env != nullptr ? env : "");
   std::vector<control::InterfaceSelector> selectors;
   HVD_RETURN_IF_ERROR_CTX(control::ParseInterfaceSelectors(text, &selectors),
                           given ? "--network-interface" : "HVD_IFACE");
-  spec->set_network_interfaces(text);
+  spec->network_interfaces = text;
   return Status::OK();
 }
 
@@ -217,9 +220,8 @@ HostEnvironment HostEnvironment::Current() {
 
 std::vector<std::string> LocalHostNames() {
   std::vector<std::string> names = {"localhost", "127.0.0.1", "::1"};
-  char buf[HOST_NAME_MAX + 1] = {};
-  if (gethostname(buf, sizeof(buf) - 1) == 0 && buf[0] != '\0') {
-    const std::string full = buf;
+  const std::string full = base::LocalHostName(/*fallback=*/"");
+  if (!full.empty()) {
     names.push_back(full);
     if (auto dot = full.find('.'); dot != std::string::npos) names.push_back(full.substr(0, dot));
   }
@@ -328,13 +330,8 @@ Status ResolveProgram(const std::string& program, const std::string& working_dir
   }
   // As a shell: the first executable match wins; an empty PATH entry is the working directory.
   std::string first_denied;
-  size_t start = 0;
-  while (true) {
-    const size_t colon = path_var.find(':', start);
-    std::string dir = path_var.substr(start, colon == std::string::npos ? colon : colon - start);
-    if (dir.empty()) dir = working_dir;
-    if (dir[0] != '/') dir = Join(working_dir, dir);
-    const std::string candidate = Join(dir, program);
+  for (std::string candidate : base::PathCandidates(program, path_var, working_dir)) {
+    if (candidate[0] != '/') candidate = Join(working_dir, candidate);  // a relative PATH entry
     struct stat st;
     if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
       if (access(candidate.c_str(), X_OK) == 0) {
@@ -343,8 +340,6 @@ Status ResolveProgram(const std::string& program, const std::string& working_dir
       }
       if (first_denied.empty()) first_denied = candidate;
     }
-    if (colon == std::string::npos) break;
-    start = colon + 1;
   }
   if (!first_denied.empty()) return CheckExecutable(program, first_denied);
   return NotFound(program + ": command not found (not in PATH; give a path such as ./" + program +
@@ -352,7 +347,7 @@ Status ResolveProgram(const std::string& program, const std::string& working_dir
 }
 
 Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
-                    const HostEnvironment& host, ProgramCheck check, v1::JobSpec* spec) {
+                    const HostEnvironment& host, ProgramCheck check, control::JobSpec* spec) {
   if (program.empty()) {
     return InvalidArgument("no program to run; usage: hvdrun -np N PROGRAM [ARGS...]");
   }
@@ -437,49 +432,45 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
                                            "the interpreter: hvdrun ... python3 " + p0);
   }
   HVD_RETURN_IF_ERROR(resolved);
-  spec->Clear();
-  spec->add_argv(argv0);
-  for (size_t i = 1; i < program.size(); ++i) spec->add_argv(program[i]);
-  spec->set_np(static_cast<int>(np));
-  for (const control::HostSlots& h : hosts) {
-    v1::HostSlots* hs = spec->add_hosts();
-    hs->set_host(h.host);
-    hs->set_slots(h.slots);
-  }
-  spec->mutable_env()->insert(env.begin(), env.end());
-  spec->set_working_dir(wd);
-  spec->set_name(f.name);
+  *spec = control::JobSpec();
+  spec->argv.push_back(argv0);
+  for (size_t i = 1; i < program.size(); ++i) spec->argv.push_back(program[i]);
+  spec->np = static_cast<int>(np);
+  for (const control::HostSlots& h : hosts) spec->hosts.push_back({h.host, h.slots});
+  spec->env.insert(env.begin(), env.end());
+  spec->working_dir = wd;
+  spec->name = f.name;
   HVD_RETURN_IF_ERROR(SetLimits(f, spec));
   HVD_RETURN_IF_ERROR(NetworkInterfacesFlag(f, host, spec));
-  if (run_as_given) spec->set_run_as(f.run_as);
+  if (run_as_given) spec->run_as = f.run_as;
   // The limits the launcher enforces on every spec (argv and -x sizes, host entries...): one
   // validator for both ends (control/spec_limits.h).
   return control::ValidateJobSpec(*spec);
 }
 
-Status EmbeddedAgentFor(const v1::JobSpec& spec, const std::vector<std::string>& local_names,
+Status EmbeddedAgentFor(const control::JobSpec& spec, const std::vector<std::string>& local_names,
                         std::string* agent_host, int* slots) {
-  if (spec.hosts().empty()) {
+  if (spec.hosts.empty()) {
     agent_host->clear();
-    *slots = spec.np();
+    *slots = spec.np;
     return Status::OK();
   }
-  const v1::HostSlots* mine = nullptr;
-  for (const v1::HostSlots& h : spec.hosts()) {
-    if (!IsLocalHost(h.host(), local_names)) {
-      return InvalidArgument("-H names " + h.host() +
+  const control::HostRequest* mine = nullptr;
+  for (const control::HostRequest& h : spec.hosts) {
+    if (!IsLocalHost(h.host, local_names)) {
+      return InvalidArgument("-H names " + h.host +
                              ", but without --launcher every rank runs on this host; start "
                              "hvd-launcherd and an hvd-agent per host and pass --launcher "
                              "HOST:PORT (see docs/deployment.md)");
     }
     if (mine != nullptr) {
-      return InvalidArgument("-H names this host twice (" + mine->host() + " and " + h.host() +
+      return InvalidArgument("-H names this host twice (" + mine->host + " and " + h.host +
                              "); list it once with all its slots");
     }
     mine = &h;
   }
-  *agent_host = mine->host();
-  *slots = mine->slots();
+  *agent_host = mine->host;
+  *slots = mine->slots;
   return Status::OK();
 }
 

@@ -13,8 +13,8 @@
 #include "cli/horovodrun_flags.h"
 #include "control/flags.h"
 #include "control/host_spec.h"
+#include "control/job_model.h"
 #include "hvd/status.h"
-#include "hvd/v1/common.pb.h"
 
 namespace hvd::cli {
 
@@ -76,7 +76,7 @@ enum class ProgramCheck { kAlways, kWhenLocal };
 // usage errors (InvalidArgument), except a missing or non-executable program (NotFound /
 // FailedPrecondition), whose message is "./trian: No such file or directory" like a shell's.
 Status BuildJobSpec(const JobFlags& flags, const std::vector<std::string>& program,
-                    const HostEnvironment& host, ProgramCheck check, v1::JobSpec* spec);
+                    const HostEnvironment& host, ProgramCheck check, control::JobSpec* spec);
 
 // Resolves argv[0]: without '/', searched in `path_var` as a shell does (only when `check`);
 // relative with '/', made absolute against `working_dir`. With `check`, the result must be an
@@ -94,7 +94,7 @@ Status ParseEnvFlags(const std::vector<std::string>& entries,
 // np slots on this host; with -H, the single entry naming this host, under the name the user
 // wrote (so placement matches it). InvalidArgument when -H names another host: only a cluster
 // can run ranks there.
-Status EmbeddedAgentFor(const v1::JobSpec& spec, const std::vector<std::string>& local_names,
+Status EmbeddedAgentFor(const control::JobSpec& spec, const std::vector<std::string>& local_names,
                         std::string* agent_host, int* slots);
 
 }  // namespace hvd::cli

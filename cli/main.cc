@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "agent/worker_wrapper.h"
+#include "base/path_search.h"
 #include "cli/commands.h"
 #include "control/suggest.h"
 
@@ -45,14 +46,8 @@ int GlobalFlagLength(int argc, char** argv, int i) {
 // Whether `name` (no '/') is an executable in $PATH, as a shell would find it.
 bool InPath(const std::string& name) {
   const char* path = std::getenv("PATH");
-  std::string dirs = path != nullptr ? path : "/bin:/usr/bin";
-  size_t start = 0;
-  while (start <= dirs.size()) {
-    size_t end = dirs.find(':', start);
-    if (end == std::string::npos) end = dirs.size();
-    const std::string dir = end > start ? dirs.substr(start, end - start) : ".";
-    if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
-    start = end + 1;
+  for (const std::string& c : hvd::base::PathCandidates(name, path ? path : "/bin:/usr/bin")) {
+    if (access(c.c_str(), X_OK) == 0) return true;
   }
   return false;
 }

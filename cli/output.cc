@@ -96,10 +96,10 @@ FILE* OutputSink::FileFor(int rank, bool is_stderr) {
   return f;
 }
 
-void OutputSink::Write(const v1::OutputLine& line) {
-  std::lock_guard<std::mutex> lock(mu_);
-  FILE* term = line.stderr() ? err_ : out_;
-  std::string tagged = TagLine(line.rank(), line.stderr(), line.text());
+void OutputSink::Write(const control::OutputLine& line) {
+  base::MutexLock lock(&mu_);
+  FILE* term = line.is_stderr ? err_ : out_;
+  std::string tagged = TagLine(line.rank, line.is_stderr, line.text);
   if (timestamps_) {
     char stamp[64];
     const time_t now = time(nullptr);
@@ -112,20 +112,20 @@ void OutputSink::Write(const v1::OutputLine& line) {
   // Flushed per line so interleaving with the other stream stays close to real time.
   std::fflush(term);
   if (dir_.empty()) return;
-  FILE* f = FileFor(line.rank(), line.stderr());
+  FILE* f = FileFor(line.rank, line.is_stderr);
   if (f == nullptr) return;
-  std::fwrite(line.text().data(), 1, line.text().size(), f);
+  std::fwrite(line.text.data(), 1, line.text.size(), f);
   std::fputc('\n', f);
   if (std::fflush(f) != 0) {
-    MessageLocked("hvdrun: writing rank " + std::to_string(line.rank()) + "'s output under " +
-                  dir_ + " failed: " + std::strerror(errno) + "; no longer saving it");
+    MessageLocked("hvdrun: writing rank " + std::to_string(line.rank) + "'s output under " + dir_ +
+                  " failed: " + std::strerror(errno) + "; no longer saving it");
     std::fclose(f);
-    files_[{line.rank(), line.stderr()}] = nullptr;
+    files_[{line.rank, line.is_stderr}] = nullptr;
   }
 }
 
 void OutputSink::Message(const std::string& text) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   MessageLocked(text);
 }
 

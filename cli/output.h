@@ -9,13 +9,13 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
 
+#include "base/mutex.h"
+#include "control/job_model.h"
 #include "hvd/status.h"
-#include "hvd/v1/common.pb.h"
 
 namespace hvd::cli {
 
@@ -47,7 +47,7 @@ class OutputSink {
   // Prints the tagged line and appends the raw line to the rank's file. A file that cannot be
   // opened or written is reported on `err` once and then skipped: losing a copy of the log must
   // not end a training job.
-  void Write(const v1::OutputLine& line);
+  void Write(const control::OutputLine& line);
 
   // Writes an hvdrun message ("hvdrun: ...") to `err`, keeping it ordered with the job's lines.
   void Message(const std::string& text);
@@ -55,22 +55,26 @@ class OutputSink {
   // horovodrun's --prefix-output-with-timestamp: every tagged line starts with the local time as
   // Python's time.asctime() writes it ("Tue Jan  2 15:04:05 2024[1]<stdout>:text"). The rank
   // files stay untagged, as horovodrun's.
-  void SetTimestamps(bool on) { timestamps_ = on; }
+  void SetTimestamps(bool on) HVD_EXCLUDES(mu_) {
+    base::MutexLock lock(&mu_);
+    timestamps_ = on;
+  }
 
  private:
   OutputSink(std::string dir, int np, FILE* out, FILE* err)
       : dir_(std::move(dir)), np_(np), out_(out), err_(err) {}
-  FILE* FileFor(int rank, bool is_stderr);  // with mu_ held
-  void MessageLocked(const std::string& text);
+  FILE* FileFor(int rank, bool is_stderr) HVD_REQUIRES(mu_);
+  void MessageLocked(const std::string& text) HVD_REQUIRES(mu_);
 
-  std::mutex mu_;
+  base::Mutex mu_;
 
   std::string dir_;
   int np_;  // 0: unknown (rank directories unpadded, made when a rank first prints)
   FILE* out_;
   FILE* err_;
-  std::map<std::pair<int, bool>, FILE*> files_;  // nullptr: failed once, skipped since
-  bool timestamps_ = false;
+  // nullptr: failed once, skipped since.
+  std::map<std::pair<int, bool>, FILE*> files_ HVD_GUARDED_BY(mu_);
+  bool timestamps_ HVD_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace hvd::cli

@@ -6,15 +6,14 @@
 // A second signal SIGKILLs the ranks at once.
 #include <algorithm>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 
 #include <unistd.h>
 
+#include "base/mutex.h"
 #include "cli/client.h"
 #include "cli/cluster_hosts.h"
 #include "cli/commands.h"
@@ -56,44 +55,44 @@ class CancelOnSignal {
       : sink_(sink), bound_(bound), local_(local), thread_([this] { Loop(); }) {}
   ~CancelOnSignal() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       done_ = true;
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     thread_.join();
   }
 
   void OnSignal(int signo, int count) {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (signo_ == 0) signo_ = signo;
     count_ = count;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   // Once the job exists. A signal that came earlier cancels it now.
   void SetJob(Client* client, const std::string& job_id) {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     client_ = client;
     job_id_ = job_id;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   // The job is over (or hvdrun gave up on it): nothing more to cancel or interrupt.
   void Done() {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     client_ = nullptr;
   }
   int signo() {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     return signo_;
   }
   // Whether a second signal had the ranks SIGKILLed.
   bool killed() {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     return kill_sent_;
   }
 
  private:
   void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     while (!done_) {
       if (signo_ != 0 && client_ != nullptr && !cancel_sent_) {
         cancel_sent_ = true;
@@ -102,14 +101,14 @@ class CancelOnSignal {
         const std::string id = job_id_;
         const std::string sig = control::SignalName(signo_);
         const int signo = signo_;
-        lock.unlock();
+        lock.Unlock();
         sink_->Message("hvdrun: " + sig + ": cancelling job " + id + "; its ranks get " + sig +
                        ", then SIGKILL; waiting up to " + std::to_string(bound_.count() / 1000) +
                        " s for them to end (signal again to stop them now)");
-        v1::JobState state;
+        control::JobState state;
         Status s = client->Cancel(id, "hvdrun received " + sig, &state, signo);
         if (!s.ok()) sink_->Message("hvdrun: cancelling job " + id + " failed: " + s.message());
-        lock.lock();
+        lock.Lock();
         continue;
       }
       if (count_ >= 2 && cancel_sent_ && client_ != nullptr && !kill_sent_) {
@@ -119,14 +118,14 @@ class CancelOnSignal {
         deadline_ = std::min(deadline_, Clock::now() + (local_ ? kKillReportWait : kZero));
         const std::string address = client_->address(), token = client_->token();
         const std::string id = job_id_;
-        lock.unlock();
+        lock.Unlock();
         sink_->Message("hvdrun: job " + id + ": second signal: stopping its ranks now (SIGKILL)");
         Client killer(address, token, kKillCallTimeout);
-        v1::JobState state;
+        control::JobState state;
         Status s = killer.Cancel(id, "hvdrun received a second signal", &state, SIGKILL);
         if (!s.ok())
           sink_->Message("hvdrun: killing job " + id + "'s ranks failed: " + s.message());
-        lock.lock();
+        lock.Lock();
         continue;
       }
       const bool give_up = cancel_sent_ && Clock::now() >= deadline_;
@@ -135,9 +134,9 @@ class CancelOnSignal {
         client_->InterruptWatches();
       }
       if (cancel_sent_ && !interrupted_) {
-        cv_.wait_until(lock, deadline_);
+        cv_.WaitUntil(lock, deadline_);
       } else {
-        cv_.wait(lock);
+        cv_.Wait(lock);
       }
     }
   }
@@ -146,32 +145,32 @@ class CancelOnSignal {
   OutputSink* sink_;
   const std::chrono::milliseconds bound_;
   const bool local_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  int signo_ = 0;
-  int count_ = 0;
-  Client* client_ = nullptr;
-  std::string job_id_;
-  bool cancel_sent_ = false;
-  bool kill_sent_ = false;
-  bool interrupted_ = false;
-  Clock::time_point deadline_;
+  base::Mutex mu_;
+  base::CondVar cv_;
+  bool done_ HVD_GUARDED_BY(mu_) = false;
+  int signo_ HVD_GUARDED_BY(mu_) = 0;
+  int count_ HVD_GUARDED_BY(mu_) = 0;
+  Client* client_ HVD_GUARDED_BY(mu_) = nullptr;
+  std::string job_id_ HVD_GUARDED_BY(mu_);
+  bool cancel_sent_ HVD_GUARDED_BY(mu_) = false;
+  bool kill_sent_ HVD_GUARDED_BY(mu_) = false;
+  bool interrupted_ HVD_GUARDED_BY(mu_) = false;
+  Clock::time_point deadline_ HVD_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts once every member above is initialized
 };
 
 // --stdin RANK|none into the spec (mpirun's --stdin).
-Status SetStdinRank(const std::string& text, v1::JobSpec* spec) {
+Status SetStdinRank(const std::string& text, control::JobSpec* spec) {
   if (text == "none") return Status::OK();
   char* end = nullptr;
   const long rank = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || rank < 0 || rank >= spec->np()) {
+  if (text.empty() || *end != '\0' || rank < 0 || rank >= spec->np) {
     return InvalidArgument("--stdin " + text +
                            ": give the rank that reads hvdrun's standard "
                            "input (0 to " +
-                           std::to_string(spec->np() - 1) + "), or none");
+                           std::to_string(spec->np - 1) + "), or none");
   }
-  spec->set_stdin_rank(static_cast<int32_t>(rank));
+  spec->stdin_rank = static_cast<int>(rank);
   return Status::OK();
 }
 
@@ -220,7 +219,7 @@ int RunCommand(int argc, char** argv, int first) {
   }
   const bool local = !f.cluster.HasLauncher() && !f.ssh.enabled;
   const HostEnvironment host = HostEnvironment::Current();
-  v1::JobSpec spec;
+  control::JobSpec spec;
   s = BuildJobSpec(f.job, program, host, local ? ProgramCheck::kAlways : ProgramCheck::kWhenLocal,
                    &spec);
   if (s.ok()) s = f.ssh.Validate(flags, f.cluster.HasLauncher(), spec);
@@ -239,13 +238,13 @@ int RunCommand(int argc, char** argv, int first) {
   if (local) {
     // Before any thread starts (it sets and restores the environment). hvdrun reports stalls and
     // failures itself: the embedded daemons' own lines would repeat them.
-    const auto level = spec.env().find("HVD_LOG_LEVEL");
-    SetEmbeddedLogLevel(level != spec.env().end() ? level->second : "", f.verbose);
+    const auto level = spec.env.find("HVD_LOG_LEVEL");
+    SetEmbeddedLogLevel(level != spec.env.end() ? level->second : "", f.verbose);
     s = EmbeddedAgentFor(spec, host.local_names, &eo.agent_host, &eo.slots);
     if (!s.ok()) return ReportError(s, kExitUsage);
   }
   std::unique_ptr<OutputSink> sink;
-  s = OutputSink::Create(f.output_dir, spec.np(), stdout, stderr, &sink);
+  s = OutputSink::Create(f.output_dir, spec.np, stdout, stderr, &sink);
   if (!s.ok()) return ReportError(s, kExitUsage);
   sink->SetTimestamps(f.compat.prefix_timestamp);
   for (const std::string& note : JobNotes(f.job)) sink->Message("hvdrun: " + note);
@@ -309,7 +308,7 @@ int RunCommand(int argc, char** argv, int first) {
   if (f.verbose) sink->Message("hvdrun: job " + job_id + " submitted");
   canceller.SetJob(client.get(), job_id);
   std::unique_ptr<StdinForwarder> input;
-  if (spec.has_stdin_rank()) {
+  if (spec.stdin_rank >= 0) {
     input = StdinForwarder::Start(
         client->address(), client->token(), job_id, STDIN_FILENO,
         [&](const std::string& m) { sink->Message("hvdrun: " + m); }, client->tls());
@@ -328,7 +327,7 @@ int RunCommand(int argc, char** argv, int first) {
   if (int sig = canceller.signo(); sig != 0) {
     code = ExitCodeForSignal(sig);
     if (result.ended && result.ranks_gone) {
-      sink->Message("hvdrun: job " + job_id + " " + JobStateText(result.status.state()));
+      sink->Message("hvdrun: job " + job_id + " " + JobStateText(result.status.state));
     } else if (canceller.killed()) {
       // The second signal's message said it all; a cluster's ranks may still be being killed.
       if (!local) sink->Message("hvdrun: check job " + job_id + " with: hvdrun status " + job_id);

@@ -38,13 +38,13 @@ void RemoteAgent::Begin() {
 }
 
 RemoteAgent::State RemoteAgent::state(std::string* why) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   *why = why_;
   return state_;
 }
 
 std::string RemoteAgent::Tail() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   std::string t;
   for (const std::string& l : tail_) t += (t.empty() ? "" : "\n") + l;
   return t;
@@ -52,18 +52,18 @@ std::string RemoteAgent::Tail() const {
 
 void RemoteAgent::Stop(std::chrono::milliseconds grace) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (!stop_) grace_ = grace;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void RemoteAgent::Relay(const std::string& text) {
   std::vector<std::string> lines;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     partial_ += text;
     size_t nl;
     while ((nl = partial_.find('\n')) != std::string::npos) {
@@ -78,7 +78,7 @@ void RemoteAgent::Relay(const std::string& text) {
 }
 
 void RemoteAgent::End(const std::string& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (!partial_.empty()) tail_.push_back(partial_);
   state_ = State::kEnded;
   why_ = why;
@@ -89,7 +89,7 @@ void RemoteAgent::Run() {
   Status s = SshSession::Connect(target_, &ssh);
   if (s.ok()) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       where_ = ssh->where();
     }
     if (say_) say_("ssh " + ssh->where() + ": connected (" + ssh->host_key() + ")");
@@ -97,7 +97,7 @@ void RemoteAgent::Run() {
   }
   if (!s.ok()) return End(s.message());
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     state_ = State::kStarted;
   }
   bool stdin_closed = false;
@@ -107,7 +107,7 @@ void RemoteAgent::Run() {
     const bool alive = ssh->Read(kPoll, &out);
     if (!out.empty()) Relay(out);
     if (!alive) break;
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (stop_ && !stdin_closed) {
       ssh->CloseStdin();  // the agent stops its workers, then exits
       stdin_closed = true;
@@ -124,7 +124,7 @@ void RemoteAgent::Run() {
   const int code = ssh->exit_status();
   bool stopping;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     stopping = stop_;
   }
   if (say_) say_("ssh " + ssh->where() + ": hvd-agent exited (" + std::to_string(code) + ")");

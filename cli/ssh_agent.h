@@ -4,13 +4,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "base/mutex.h"
 #include "cli/ssh_session.h"
 
 namespace hvd::cli {
@@ -44,15 +43,15 @@ class RemoteAgent {
   const std::string command_, token_;
   const std::function<void(const std::string&)> say_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  State state_ = State::kStarting;
-  std::string why_;
-  std::string where_;  // "user@host:port" once connected
-  std::deque<std::string> tail_;
-  std::string partial_;  // a line not yet ended
-  bool stop_ = false;
-  std::chrono::milliseconds grace_{0};
+  mutable base::Mutex mu_;
+  base::CondVar cv_;
+  State state_ HVD_GUARDED_BY(mu_) = State::kStarting;
+  std::string why_ HVD_GUARDED_BY(mu_);
+  std::string where_ HVD_GUARDED_BY(mu_);  // "user@host:port" once connected
+  std::deque<std::string> tail_ HVD_GUARDED_BY(mu_);
+  std::string partial_ HVD_GUARDED_BY(mu_);  // a line not yet ended
+  bool stop_ HVD_GUARDED_BY(mu_) = false;
+  std::chrono::milliseconds grace_ HVD_GUARDED_BY(mu_){0};
   std::thread thread_;
 };
 

@@ -6,6 +6,7 @@
 
 #if HVD_CLI_EMBEDDED && HVD_CLI_SSH
 #include "agent/host_info.h"
+#include "base/net.h"
 #include "cli/client.h"
 #include "cli/ssh_agent.h"
 #include "control/token.h"
@@ -30,7 +31,7 @@ void SshFlags::Register(control::FlagSet* flags) {
 }
 
 Status SshFlags::Validate(const control::FlagSet& flags, bool has_launcher,
-                          const v1::JobSpec& spec) const {
+                          const control::JobSpec& spec) const {
   if (!enabled) {
     for (const char* f : {"--ssh-port", "--ssh-identity", "--ssh-user", "--ssh-known-hosts",
                           "--ssh-agent-path", "--ssh-timeout"}) {
@@ -49,7 +50,7 @@ Status SshFlags::Validate(const control::FlagSet& flags, bool has_launcher,
         "--ssh starts its own agents and launcher; drop --launcher (or HVD_LAUNCHER), or drop "
         "--ssh to use the agents of that launcher");
   }
-  if (spec.hosts().empty()) {
+  if (spec.hosts.empty()) {
     return InvalidArgument(
         "--ssh needs the hosts to start agents on: -H host1:N,host2:N or "
         "--hostfile");
@@ -105,10 +106,10 @@ class SshClusterImpl : public SshCluster {
     launcher_.reset();
   }
 
-  Status Begin(const SshFlags& f, const v1::JobSpec& spec,
+  Status Begin(const SshFlags& f, const control::JobSpec& spec,
                std::function<void(const std::string&)> say) {
     say_ = std::move(say);
-    const std::string first = spec.hosts(0).host();
+    const std::string first = spec.hosts[0].host;
     // The address the hosts reach this machine at: the source of its route to them.
     std::string local;
     HVD_RETURN_IF_ERROR_CTX(
@@ -120,21 +121,22 @@ class SshClusterImpl : public SshCluster {
     lo.advertise_host = local;
     lo.token = token_;
     HVD_RETURN_IF_ERROR_CTX(launcherd::Launcher::Start(lo, &launcher_), "--ssh launcher");
-    const std::string port =
-        launcher_->grpc_address().substr(launcher_->grpc_address().rfind(':') + 1);
+    base::HostPort grpc;
+    HVD_RETURN_IF_ERROR(base::ParseHostPort(launcher_->grpc_address(), &grpc));
+    const std::string port = std::to_string(grpc.port);
     address_ = "127.0.0.1:" + port;
     const std::string for_agents = local + ":" + port;
     if (say_) say_("launcher for the ssh agents at " + for_agents);
-    for (const v1::HostSlots& h : spec.hosts()) {
+    for (const control::HostRequest& h : spec.hosts) {
       SshTarget t;
-      t.host = h.host();
+      t.host = h.host;
       t.port = static_cast<int>(f.port);
       t.user = f.user;
       t.identity = f.identity;
       t.known_hosts = f.known_hosts;
       t.timeout = std::chrono::seconds(f.connect_timeout);
       agents_.push_back(std::make_unique<RemoteAgent>(
-          t, RemoteAgentCommand(f.agent_path, for_agents, h.host(), h.slots()), token_, say_));
+          t, RemoteAgentCommand(f.agent_path, for_agents, h.host, h.slots), token_, say_));
     }
     for (auto& a : agents_) a->Begin();
     return WaitRegistered(spec, for_agents,
@@ -143,7 +145,7 @@ class SshClusterImpl : public SshCluster {
 
  private:
   // Until every host's agent is READY, or one failed, or the deadline.
-  Status WaitRegistered(const v1::JobSpec& spec, const std::string& for_agents,
+  Status WaitRegistered(const control::JobSpec& spec, const std::string& for_agents,
                         std::chrono::seconds limit) {
     Client client(address_, token_, std::chrono::seconds(5));
     const auto deadline = Clock::now() + limit;
@@ -155,18 +157,18 @@ class SshClusterImpl : public SshCluster {
           return Unavailable(why + (tail.empty() ? "" : "; its last output:\n" + tail));
         }
       }
-      std::vector<v1::AgentInfo> listed;
+      std::vector<control::AgentInfo> listed;
       if (client.ListAgents(&listed).ok()) {
-        int ready = 0;
-        for (const v1::HostSlots& h : spec.hosts()) {
-          for (const v1::AgentInfo& a : listed) {
-            if (a.host() == h.host() && a.state() == "READY") {
+        size_t ready = 0;
+        for (const control::HostRequest& h : spec.hosts) {
+          for (const control::AgentInfo& a : listed) {
+            if (a.host == h.host && a.state == "READY") {
               ++ready;
               break;
             }
           }
         }
-        if (ready == spec.hosts_size()) return Status::OK();
+        if (ready == spec.hosts.size()) return Status::OK();
       }
       if (Clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -175,7 +177,7 @@ class SshClusterImpl : public SshCluster {
       std::string why;
       if (agents_[i]->state(&why) != RemoteAgent::State::kStarted) continue;
       const std::string tail = agents_[i]->Tail();
-      return DeadlineExceeded("ssh " + spec.hosts(static_cast<int>(i)).host() +
+      return DeadlineExceeded("ssh " + spec.hosts[i].host +
                               ": hvd-agent started but did not register with the launcher at " +
                               for_agents + " within " + std::to_string(limit.count()) +
                               " s (can that host reach this address?)" +
@@ -193,7 +195,7 @@ class SshClusterImpl : public SshCluster {
 
 }  // namespace
 
-Status SshCluster::Start(const SshFlags& flags, const v1::JobSpec& spec,
+Status SshCluster::Start(const SshFlags& flags, const control::JobSpec& spec,
                          std::function<void(const std::string&)> say,
                          std::unique_ptr<SshCluster>* out) {
   auto impl = std::make_unique<SshClusterImpl>();
@@ -204,7 +206,7 @@ Status SshCluster::Start(const SshFlags& flags, const v1::JobSpec& spec,
 
 #else
 
-Status SshCluster::Start(const SshFlags&, const v1::JobSpec&,
+Status SshCluster::Start(const SshFlags&, const control::JobSpec&,
                          std::function<void(const std::string&)>, std::unique_ptr<SshCluster>*) {
   return Unimplemented(
       "this hvdrun was built without SSH support (libssh) or without the embedded launcher; "

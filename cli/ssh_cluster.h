@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "control/flags.h"
+#include "control/job_model.h"
 #include "hvd/status.h"
-#include "hvd/v1/common.pb.h"
 
 namespace hvd::cli {
 
@@ -35,7 +35,8 @@ struct SshFlags {
   void Register(control::FlagSet* flags);
   // Whether the combination makes sense: --ssh needs -H/--hostfile and no --launcher; the ssh
   // flags need --ssh.
-  Status Validate(const control::FlagSet& flags, bool has_launcher, const v1::JobSpec& spec) const;
+  Status Validate(const control::FlagSet& flags, bool has_launcher,
+                  const control::JobSpec& spec) const;
 };
 
 // The command that starts one host's agent (pure, for tests): quoted for a POSIX shell.
@@ -45,7 +46,7 @@ std::string RemoteAgentCommand(const std::string& agent_path, const std::string&
 class SshCluster {
  public:
   // `say` prints progress (with --verbose) as "hvdrun: ..." lines; may be null.
-  static Status Start(const SshFlags& flags, const v1::JobSpec& spec,
+  static Status Start(const SshFlags& flags, const control::JobSpec& spec,
                       std::function<void(const std::string&)> say,
                       std::unique_ptr<SshCluster>* out);
   virtual ~SshCluster() = default;

@@ -3,44 +3,39 @@
 #include <cstdio>
 #include <map>
 
+#include "base/clock.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/job_format.h"
-#include "control/grpc_util.h"
 #include "control/status_json.h"
-#include "hvd/v1/launcher.pb.h"
 
 namespace hvd::cli {
 namespace {
 
 int ClusterSummary(Client* client, bool json) {
-  std::vector<v1::AgentInfo> agents;
-  std::vector<v1::JobStatus> jobs;
+  std::vector<control::AgentInfo> agents;
+  std::vector<control::JobStatus> jobs;
   Status s = client->ListAgents(&agents);
   if (s.ok()) s = client->ListJobs(&jobs);
   if (!s.ok()) return ReportError(s, kExitError);
   if (json) {
     // One document: GET /v1/agents and GET /v1/jobs side by side, with the launcher asked.
-    v1::ListAgentsResponse a;
-    a.mutable_agents()->Assign(agents.begin(), agents.end());
-    v1::ListJobsResponse j;
-    j.mutable_jobs()->Assign(jobs.begin(), jobs.end());
     nlohmann::json out = {{"launcher", client->address()},
-                          {"agents", control::AgentListJson(a.agents())["agents"]},
-                          {"jobs", control::JobListJson(j.jobs())["jobs"]}};
+                          {"agents", control::AgentListJson(agents)["agents"]},
+                          {"jobs", control::JobListJson(jobs)["jobs"]}};
     std::fputs(control::JsonText(out).c_str(), stdout);
     return kExitOk;
   }
   int ready = 0, slots = 0, used = 0;
-  for (const v1::AgentInfo& a : agents) {
-    if (a.state() == "READY") {
+  for (const control::AgentInfo& a : agents) {
+    if (a.state == "READY") {
       ++ready;
-      slots += a.slots();
-      used += a.slots_in_use();
+      slots += a.slots;
+      used += a.slots_in_use;
     }
   }
   std::map<std::string, int> by_state;
-  for (const v1::JobStatus& j : jobs) ++by_state[JobStateText(j.state())];
+  for (const control::JobStatus& j : jobs) ++by_state[JobStateText(j.state)];
   std::string states;
   for (const auto& [name, n] : by_state) {
     states += (states.empty() ? "" : ", ") + std::to_string(n) + " " + name;
@@ -71,13 +66,13 @@ int StatusCommand(int argc, char** argv, int first) {
   Status s = cluster.Connect(&client);
   if (!s.ok()) return ReportError(s);
   if (args.empty()) return ClusterSummary(client.get(), json);
-  v1::JobStatus st;
+  control::JobStatus st;
   s = client->GetJob(args[0], &st);
   if (!s.ok()) return ReportError(s, kExitError);
   if (json) {
     std::fputs(control::JsonText(control::JobJson(st, /*full=*/true)).c_str(), stdout);
   } else {
-    std::fputs(JobDetail(st, control::NowMs()).c_str(), stdout);
+    std::fputs(JobDetail(st, base::WallMs()).c_str(), stdout);
   }
   return kExitOk;
 }

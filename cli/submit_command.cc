@@ -32,7 +32,7 @@ int SubmitCommand(int argc, char** argv, int first) {
                                        "set HVD_LAUNCHER); to run here, use hvdrun without submit"),
                        kExitUsage);
   }
-  v1::JobSpec spec;
+  control::JobSpec spec;
   s = BuildJobSpec(job, program, HostEnvironment::Current(), ProgramCheck::kWhenLocal, &spec);
   if (!s.ok()) return ReportError(s, kExitUsage);
   // The ranks start under the cluster's agents: give them this environment (cli/forward_env.h).
@@ -42,7 +42,7 @@ int SubmitCommand(int argc, char** argv, int first) {
   for (const std::string& note : JobNotes(job)) {
     std::fprintf(stderr, "hvdrun: %s\n", note.c_str());
   }
-  spec.set_detached(true);
+  spec.detached = true;
   std::unique_ptr<Client> client;
   s = cluster.Connect(&client);
   if (!s.ok()) return ReportError(s);

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "common/settings.h"
+#include "base/settings.h"
 #include "control/suggest.h"
 
 namespace hvd::control {
@@ -109,13 +109,13 @@ Status FlagSet::Set(Flag& f, const std::string& name, const std::string& value) 
       static_cast<std::vector<std::string>*>(f.target)->push_back(value);
       return Status::OK();
     case Kind::kInt:
-      s = common::ParseInt64(value, static_cast<int64_t*>(f.target));
+      s = base::ParseInt64(value, static_cast<int64_t*>(f.target));
       break;
     case Kind::kDouble:
-      s = common::ParseDouble(value, static_cast<double*>(f.target));
+      s = base::ParseDouble(value, static_cast<double*>(f.target));
       break;
     case Kind::kBool:
-      s = common::ParseBool(value, static_cast<bool*>(f.target));
+      s = base::ParseBool(value, static_cast<bool*>(f.target));
       break;
   }
   if (!s.ok()) return InvalidArgument(program_ + ": flag " + name + ": " + s.message());

@@ -1,6 +1,5 @@
 #include "control/grpc_util.h"
 
-#include "common/settings.h"
 #include "control/log_escape.h"
 #include "control/tls_grpc.h"
 #include "control/token.h"
@@ -111,10 +110,12 @@ Status FromGrpc(const grpc::Status& s, const std::string& what) {
   }
 }
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsConfig& tls) {
+grpc::ChannelArguments LauncherChannelArguments() {
   grpc::ChannelArguments args;
   // Fail calls fast while the peer is down instead of queueing them; callers retry with backoff.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  // Keepalive notices a launcher host that vanished without closing the connection; the launcher
+  // must permit pings this often (GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
@@ -123,28 +124,11 @@ std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsC
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, ChannelCredentialsFor(tls), args);
+  return args;
 }
 
-Status SplitHostPort(const std::string& address, std::string* host, int* port) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return InvalidArgument("'" + address + "' is not HOST:PORT");
-  }
-  int64_t p = 0;
-  Status s = common::ParseInt64(address.substr(colon + 1), &p);
-  if (!s.ok() || p <= 0 || p > 65535) {
-    return InvalidArgument("'" + address + "': port must be 1..65535");
-  }
-  *host = address.substr(0, colon);
-  *port = static_cast<int>(p);
-  return Status::OK();
-}
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsConfig& tls) {
+  return grpc::CreateCustomChannel(address, ChannelCredentialsFor(tls), LauncherChannelArguments());
 }
 
 }  // namespace hvd::control

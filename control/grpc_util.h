@@ -1,6 +1,7 @@
 // The small gRPC glue shared by hvd-launcherd's services, hvd-agent and hvdrun: the token on every
-// call, and translation between hvd::Status and grpc::Status. Only control-plane code includes it;
-// the runtime never sees gRPC.
+// call, translation between hvd::Status and grpc::Status, and the channels they dial the launcher
+// with. Only control-plane code includes it; the runtime never sees gRPC. What needs no gRPC
+// (host:port parsing, clocks) is in base/.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -30,13 +31,13 @@ grpc::Status ToGrpc(const Status& s);
 // `what` names the call for the message ("launcher at 10.0.0.1:7070: SubmitJob").
 Status FromGrpc(const grpc::Status& s, const std::string& what);
 
-// A channel to "host:port": plain TCP, or TLS with `tls` (tls.h; the launcher's --tls-* flags).
-// The token authenticates callers either way.
+// The arguments of every channel to the launcher (hvdrun's, the agent's): fail calls fast while
+// the launcher is down, notice a vanished launcher host by keepalive, and find a restarted one
+// within a second.
+grpc::ChannelArguments LauncherChannelArguments();
+
+// A channel to "host:port" with LauncherChannelArguments: plain TCP, or TLS with `tls` (tls.h; the
+// launcher's --tls-* flags). The token authenticates callers either way.
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsConfig& tls = {});
-
-// Splits "host:port"; InvalidArgument naming the text and the expected form otherwise.
-Status SplitHostPort(const std::string& address, std::string* host, int* port);
-
-int64_t NowMs();  // wall-clock milliseconds since the epoch (timestamps in records)
 
 }  // namespace hvd::control

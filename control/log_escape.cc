@@ -1,11 +1,11 @@
 #include "control/log_escape.h"
 
-#include "common/logging.h"
+#include "base/hex.h"
+#include "base/logging.h"
 
 namespace hvd::control {
 
 std::string LogEscape(std::string_view text, size_t max_bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
   const size_t n = std::min(text.size(), max_bytes);
   std::string out;
   out.reserve(n + 16);
@@ -29,8 +29,7 @@ std::string LogEscape(std::string_view text, size_t max_bytes) {
     }
     if (c < 0x20 || c >= 0x7f) {
       out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
+      base::AppendHexByte(c, &out);
     } else {
       out += static_cast<char>(c);
     }
@@ -43,7 +42,7 @@ RateLimitedLog::RateLimitedLog(std::chrono::milliseconds interval, size_t max_ke
     : interval_(interval), max_keys_(max_keys) {}
 
 bool RateLimitedLog::Allow(const std::string& key, uint64_t* suppressed, Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   auto it = entries_.find(key);
   if (it != entries_.end()) {
     if (now - it->second.last < interval_) {

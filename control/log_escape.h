@@ -10,11 +10,11 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 
 namespace hvd::control {
 
@@ -49,8 +49,8 @@ class RateLimitedLog {
   };
   const std::chrono::milliseconds interval_;
   const size_t max_keys_;
-  std::mutex mu_;
-  std::map<std::string, Entry> entries_ GUARDED_BY(mu_);
+  base::Mutex mu_;
+  std::map<std::string, Entry> entries_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace hvd::control

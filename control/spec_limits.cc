@@ -24,29 +24,20 @@ Status CheckText(const std::string& what, const std::string& value, size_t max) 
   return Status::OK();
 }
 
-Status CheckMs(const char* field, const char* flag, int64_t ms) {
-  if (ms < 0 || ms > kMaxJobTimeoutMs) {
-    return InvalidArgument(std::string(field) + "=" + std::to_string(ms) + " (" + flag +
-                           ") is out of range: give 0.." + std::to_string(kMaxJobTimeoutMs) +
-                           " ms (30 days)");
-  }
-  return Status::OK();
-}
-
-Status CheckArgv(const v1::JobSpec& spec) {
-  if (spec.argv().empty() || spec.argv(0).empty()) {
+Status CheckArgv(const JobSpec& spec) {
+  if (spec.argv.empty() || spec.argv[0].empty()) {
     return InvalidArgument(
         "the job has no program: give the command to run after the options (hvdrun -np 2 "
         "./train.py)");
   }
-  if (static_cast<size_t>(spec.argv_size()) > kMaxArgvEntries) {
-    return InvalidArgument("the command line has " + std::to_string(spec.argv_size()) +
+  if (spec.argv.size() > kMaxArgvEntries) {
+    return InvalidArgument("the command line has " + std::to_string(spec.argv.size()) +
                            " arguments; the limit is " + std::to_string(kMaxArgvEntries) +
                            ": pass long lists in a file");
   }
   size_t total = 0;
-  for (int i = 0; i < spec.argv_size(); ++i) {
-    const std::string& a = spec.argv(i);
+  for (size_t i = 0; i < spec.argv.size(); ++i) {
+    const std::string& a = spec.argv[i];
     HVD_RETURN_IF_ERROR(
         CheckText("argument " + std::to_string(i) + " of the command line", a, kMaxArgBytes));
     total += a.size() + 1;
@@ -59,14 +50,14 @@ Status CheckArgv(const v1::JobSpec& spec) {
   return Status::OK();
 }
 
-Status CheckEnv(const v1::JobSpec& spec) {
-  if (static_cast<size_t>(spec.env_size()) > kMaxEnvEntries) {
+Status CheckEnv(const JobSpec& spec) {
+  if (spec.env.size() > kMaxEnvEntries) {
     return InvalidArgument("the job's environment (-x and the forwarded environment) has " +
-                           std::to_string(spec.env_size()) + " variables; the limit is " +
+                           std::to_string(spec.env.size()) + " variables; the limit is " +
                            std::to_string(kMaxEnvEntries));
   }
   size_t total = 0;
-  for (const auto& [name, value] : spec.env()) {
+  for (const auto& [name, value] : spec.env) {
     HVD_RETURN_IF_ERROR(CheckText("the name of environment variable '" + name.substr(0, 64) + "'",
                                   name, kMaxEnvNameBytes));
     HVD_RETURN_IF_ERROR(CheckText("environment variable " + name.substr(0, 64) + " (-x)", value,
@@ -78,31 +69,31 @@ Status CheckEnv(const v1::JobSpec& spec) {
                            std::to_string(total) + " bytes; the limit is " + Limit(kMaxEnvBytes) +
                            ": pass large values in a file");
   }
-  return ValidateJobEnv({spec.env().begin(), spec.env().end()});
+  return ValidateJobEnv(spec.env);
 }
 
-Status CheckHosts(const v1::JobSpec& spec) {
-  if (spec.hosts_size() > kMaxHostEntries) {
-    return InvalidArgument("the host list has " + std::to_string(spec.hosts_size()) +
+Status CheckHosts(const JobSpec& spec) {
+  if (spec.hosts.size() > static_cast<size_t>(kMaxHostEntries)) {
+    return InvalidArgument("the host list has " + std::to_string(spec.hosts.size()) +
                            " entries; the limit is " + std::to_string(kMaxHostEntries));
   }
   int64_t total = 0;
   std::set<std::string> seen;
-  for (const v1::HostSlots& h : spec.hosts()) {
-    HVD_RETURN_IF_ERROR_CTX(CheckHostName(h.host()), "host list (-H)");
-    if (h.slots() < 1 || h.slots() > kMaxSlotsPerHost) {
-      return InvalidArgument("host list (-H): host " + h.host() + " is given " +
-                             std::to_string(h.slots()) + " slots; give each host 1.." +
-                             std::to_string(kMaxSlotsPerHost) + " (-H " + h.host() + ":N)");
+  for (const HostRequest& h : spec.hosts) {
+    HVD_RETURN_IF_ERROR_CTX(CheckHostName(h.host), "host list (-H)");
+    if (h.slots < 1 || h.slots > kMaxSlotsPerHost) {
+      return InvalidArgument("host list (-H): host " + h.host + " is given " +
+                             std::to_string(h.slots) + " slots; give each host 1.." +
+                             std::to_string(kMaxSlotsPerHost) + " (-H " + h.host + ":N)");
     }
-    if (!seen.insert(h.host()).second) {
-      return InvalidArgument("host list (-H): host " + h.host() +
+    if (!seen.insert(h.host).second) {
+      return InvalidArgument("host list (-H): host " + h.host +
                              " is listed twice; list each host once with its total slots");
     }
-    total += h.slots();
+    total += h.slots;
   }
-  if (!spec.hosts().empty() && total < spec.np()) {
-    return InvalidArgument("np=" + std::to_string(spec.np()) + " but the host list gives only " +
+  if (!spec.hosts.empty() && total < spec.np) {
+    return InvalidArgument("np=" + std::to_string(spec.np) + " but the host list gives only " +
                            std::to_string(total) +
                            " slots; raise the hosts' slots (-H host:N) or lower np");
   }
@@ -117,40 +108,57 @@ std::string ByteSize(size_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
-Status ValidateJobSpec(const v1::JobSpec& spec) {
+Status CheckJobTimeoutMs(const char* field, const char* flag, int64_t ms) {
+  if (ms < 0 || ms > kMaxJobTimeoutMs) {
+    return InvalidArgument(std::string(field) + "=" + std::to_string(ms) + " (" + flag +
+                           ") is out of range: give 0.." + std::to_string(kMaxJobTimeoutMs) +
+                           " ms (30 days)");
+  }
+  return Status::OK();
+}
+
+Status CheckStdinRank(int rank, int np) {
+  if (rank < 0 || rank >= np) {
+    return InvalidArgument("--stdin " + std::to_string(rank) + " names no rank of the job (np=" +
+                           std::to_string(np) + "); give a rank below np, or none");
+  }
+  return Status::OK();
+}
+
+Status ValidateJobSpec(const JobSpec& spec) {
   HVD_RETURN_IF_ERROR(CheckArgv(spec));
-  if (spec.np() < 1 || spec.np() > kMaxRanks) {
-    return InvalidArgument("np=" + std::to_string(spec.np()) + " is out of range [1, " +
+  if (spec.np < 1 || spec.np > kMaxRanks) {
+    return InvalidArgument("np=" + std::to_string(spec.np) + " is out of range [1, " +
                            std::to_string(kMaxRanks) + "]; pass -np N");
   }
   HVD_RETURN_IF_ERROR(CheckHosts(spec));
   HVD_RETURN_IF_ERROR(CheckEnv(spec));
   HVD_RETURN_IF_ERROR(
-      CheckText("the working directory (--working-dir)", spec.working_dir(), kMaxPathBytes));
-  HVD_RETURN_IF_ERROR(CheckText("the job name (--name)", spec.name(), kMaxJobNameBytes));
+      CheckText("the working directory (--working-dir)", spec.working_dir, kMaxPathBytes));
+  HVD_RETURN_IF_ERROR(CheckText("the job name (--name)", spec.name, kMaxJobNameBytes));
   HVD_RETURN_IF_ERROR(
-      CheckText("--network-interface", spec.network_interfaces(), kMaxInterfacesTextBytes));
-  if (spec.has_kill_grace_ms()) {
-    HVD_RETURN_IF_ERROR(CheckMs("kill_grace_ms", "--kill-grace", spec.kill_grace_ms()));
+      CheckText("--network-interface", spec.network_interfaces, kMaxInterfacesTextBytes));
+  // -1: unset, the launcher's default.
+  if (spec.kill_grace_ms != -1) {
+    HVD_RETURN_IF_ERROR(CheckJobTimeoutMs("kill_grace_ms", "--kill-grace", spec.kill_grace_ms));
   }
-  if (spec.has_start_timeout_ms()) {
-    HVD_RETURN_IF_ERROR(CheckMs("start_timeout_ms", "--start-timeout", spec.start_timeout_ms()));
+  if (spec.start_timeout_ms != -1) {
+    HVD_RETURN_IF_ERROR(
+        CheckJobTimeoutMs("start_timeout_ms", "--start-timeout", spec.start_timeout_ms));
   }
-  if (spec.has_stall_timeout_ms()) {
-    HVD_RETURN_IF_ERROR(CheckMs("stall_timeout_ms", "--stall-timeout", spec.stall_timeout_ms()));
+  if (spec.stall_timeout_ms != -1) {
+    HVD_RETURN_IF_ERROR(
+        CheckJobTimeoutMs("stall_timeout_ms", "--stall-timeout", spec.stall_timeout_ms));
   }
-  HVD_RETURN_IF_ERROR(CheckMs("queue_timeout_ms", "--queue-timeout", spec.queue_timeout_ms()));
-  if (spec.max_restarts() < 0 || spec.max_restarts() > kMaxJobRestarts) {
+  HVD_RETURN_IF_ERROR(
+      CheckJobTimeoutMs("queue_timeout_ms", "--queue-timeout", spec.queue_timeout_ms));
+  if (spec.max_restarts < 0 || spec.max_restarts > kMaxJobRestarts) {
     return InvalidArgument("--max-restarts must be between 0 and " +
                            std::to_string(kMaxJobRestarts) + ", not " +
-                           std::to_string(spec.max_restarts()));
+                           std::to_string(spec.max_restarts));
   }
-  if (!spec.run_as().empty()) HVD_RETURN_IF_ERROR(CheckUserName(spec.run_as()));
-  if (spec.has_stdin_rank() && (spec.stdin_rank() < 0 || spec.stdin_rank() >= spec.np())) {
-    return InvalidArgument("--stdin " + std::to_string(spec.stdin_rank()) +
-                           " names no rank of the job (np=" + std::to_string(spec.np()) +
-                           "); give a rank below np, or none");
-  }
+  if (!spec.run_as.empty()) HVD_RETURN_IF_ERROR(CheckUserName(spec.run_as));
+  if (spec.stdin_rank != -1) HVD_RETURN_IF_ERROR(CheckStdinRank(spec.stdin_rank, spec.np));
   return Status::OK();
 }
 
@@ -180,52 +188,52 @@ Status CheckUserName(const std::string& name) {
   return Status::OK();
 }
 
-Status ValidateAgentInfo(const v1::AgentInfo& info) {
-  const std::string host = info.host().substr(0, 64);
-  if (info.host().empty()) {
+Status ValidateAgentInfo(const AgentInfo& info) {
+  const std::string host = info.host.substr(0, 64);
+  if (info.host.empty()) {
     return InvalidArgument(
         "agent registration needs a host name; start hvd-agent with --host NAME (or fix the "
         "machine's hostname)");
   }
-  if (Status s = CheckHostName(info.host()); !s.ok()) {
+  if (Status s = CheckHostName(info.host); !s.ok()) {
     return InvalidArgument("agent registration: " + s.message() +
                            "; start hvd-agent with --host NAME");
   }
-  if (info.slots() < 1 || info.slots() > kMaxSlotsPerHost) {
+  if (info.slots < 1 || info.slots > kMaxSlotsPerHost) {
     return InvalidArgument("agent registration from host '" + host + "' offers " +
-                           std::to_string(info.slots()) + " slots; an agent has 1.." +
+                           std::to_string(info.slots) + " slots; an agent has 1.." +
                            std::to_string(kMaxSlotsPerHost) + " (hvd-agent --slots N)");
   }
-  if (info.gpus() < 0 || info.gpus() > kMaxSlotsPerHost) {
+  if (info.gpus < 0 || info.gpus > kMaxSlotsPerHost) {
     return InvalidArgument("agent registration from host '" + host + "' reports " +
-                           std::to_string(info.gpus()) + " GPUs; the limit is 0.." +
+                           std::to_string(info.gpus) + " GPUs; the limit is 0.." +
                            std::to_string(kMaxSlotsPerHost));
   }
-  if (!info.agent_id().empty()) {
+  if (!info.id.empty()) {
     // Ids are the launcher's own (host-hex), kept by the agent across reconnects.
-    HVD_RETURN_IF_ERROR_CTX(CheckText("agent id", info.agent_id(), kMaxAgentIdBytes),
+    HVD_RETURN_IF_ERROR_CTX(CheckText("agent id", info.id, kMaxAgentIdBytes),
                             "agent registration from host '" + host + "'");
-    HVD_RETURN_IF_ERROR_CTX(CheckHostName(info.agent_id()),
+    HVD_RETURN_IF_ERROR_CTX(CheckHostName(info.id),
                             "agent registration from host '" + host + "': agent id");
   }
   const std::string from = "agent registration from host '" + host + "'";
   HVD_RETURN_IF_ERROR_CTX(
-      CheckText("advertise address", info.advertise_addr(), kMaxAdvertiseAddrBytes), from);
-  HVD_RETURN_IF_ERROR_CTX(CheckText("version", info.version(), kMaxVersionBytes), from);
+      CheckText("advertise address", info.advertise_addr, kMaxAdvertiseAddrBytes), from);
+  HVD_RETURN_IF_ERROR_CTX(CheckText("version", info.version, kMaxVersionBytes), from);
   HVD_RETURN_IF_ERROR_CTX(
-      CheckText("advertise interface", info.advertise_iface(), kMaxInterfaceNameBytes), from);
-  if (info.interfaces_size() > kMaxAgentInterfaces) {
-    return InvalidArgument(from + " lists " + std::to_string(info.interfaces_size()) +
+      CheckText("advertise interface", info.advertise_iface, kMaxInterfaceNameBytes), from);
+  if (info.interfaces.size() > static_cast<size_t>(kMaxAgentInterfaces)) {
+    return InvalidArgument(from + " lists " + std::to_string(info.interfaces.size()) +
                            " interface addresses; the limit is " +
                            std::to_string(kMaxAgentInterfaces));
   }
-  for (const v1::NetInterface& i : info.interfaces()) {
-    HVD_RETURN_IF_ERROR_CTX(CheckText("interface name", i.name(), kMaxInterfaceNameBytes), from);
-    HVD_RETURN_IF_ERROR_CTX(CheckText("interface address", i.address(), kMaxAdvertiseAddrBytes),
+  for (const NetInterface& i : info.interfaces) {
+    HVD_RETURN_IF_ERROR_CTX(CheckText("interface name", i.name, kMaxInterfaceNameBytes), from);
+    HVD_RETURN_IF_ERROR_CTX(CheckText("interface address", i.address, kMaxAdvertiseAddrBytes),
                             from);
-    if (i.prefix_len() < 0 || i.prefix_len() > 32) {
-      return InvalidArgument(from + ": interface " + i.name().substr(0, 64) + " has prefix /" +
-                             std::to_string(i.prefix_len()) + "; IPv4 prefixes are 0..32");
+    if (i.prefix_len < 0 || i.prefix_len > 32) {
+      return InvalidArgument(from + ": interface " + i.name.substr(0, 64) + " has prefix /" +
+                             std::to_string(i.prefix_len) + "; IPv4 prefixes are 0..32");
     }
   }
   return Status::OK();

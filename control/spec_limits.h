@@ -13,10 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <string>
+
 #include "control/host_spec.h"
+#include "control/job_model.h"
 #include "hvd/status.h"
-#include "hvd/v1/agent.pb.h"
-#include "hvd/v1/common.pb.h"
 
 namespace hvd::control {
 
@@ -49,8 +50,15 @@ std::string ByteSize(size_t bytes);
 // Every field of a job spec against the limits above, and what the launcher needs anyway: a
 // program, 1 <= np <= kMaxRanks, host names as -H accepts them (CheckHostName), each host
 // 1..kMaxSlotsPerHost slots and named once, the hosts' total at least np, stdin_rank a rank of
-// the job, limits >= 0. InvalidArgument names the field (and hvdrun's flag) and the limit.
-Status ValidateJobSpec(const v1::JobSpec& spec);
+// the job, limits >= 0. InvalidArgument names the field (and hvdrun's flag) and the limit. A
+// limit or stdin_rank of -1 is "unset" (job_model.h); the wire's explicit -1 is refused by the
+// edge's overload (job_model_proto.h).
+Status ValidateJobSpec(const JobSpec& spec);
+
+// Two of its checks, for that overload: a job limit `field` (given with hvdrun's `flag`) of
+// 0..kMaxJobTimeoutMs, and --stdin naming a rank below `np`.
+Status CheckJobTimeoutMs(const char* field, const char* flag, int64_t ms);
+Status CheckStdinRank(int rank, int np);
 
 // hvdrun --run-as USER: the form of a user name, before any host looks it up: 1..kMaxUserNameBytes
 // of letters, digits, '.', '_' and '-', not starting with '-', optionally ending in '$' (what
@@ -61,6 +69,6 @@ Status CheckUserName(const std::string& name);
 // An agent's registration: a host name as -H accepts it (so -H can name it), 1..kMaxSlotsPerHost
 // slots (hvd-agent allows --slots up to 4096, hvdrun's embedded agent np), 0..kMaxSlotsPerHost
 // GPUs, and every string and list within the limits above.
-Status ValidateAgentInfo(const v1::AgentInfo& info);
+Status ValidateAgentInfo(const AgentInfo& info);
 
 }  // namespace hvd::control

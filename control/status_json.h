@@ -8,19 +8,19 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
-#include "hvd/v1/common.pb.h"
-#include "hvd/v1/launcher.pb.h"
+#include "control/job_model.h"
 
 namespace hvd::control {
 
 // `full`: with the spec's details, the ranks, the failure and the network (one job: GET
 // /v1/jobs/{id}, hvdrun status JOB --json); otherwise the summary a listing shows.
-nlohmann::json JobJson(const v1::JobStatus& job, bool full);
-nlohmann::json AgentJson(const v1::AgentInfo& agent);
+nlohmann::json JobJson(const JobStatus& job, bool full);
+nlohmann::json AgentJson(const AgentInfo& agent);
 // {"jobs": [summary...]} and {"agents": [...]}.
-nlohmann::json JobListJson(const google::protobuf::RepeatedPtrField<v1::JobStatus>& jobs);
-nlohmann::json AgentListJson(const google::protobuf::RepeatedPtrField<v1::AgentInfo>& agents);
+nlohmann::json JobListJson(const std::vector<JobStatus>& jobs);
+nlohmann::json AgentListJson(const std::vector<AgentInfo>& agents);
 
 // Indented text ending in a newline; invalid UTF-8 (process output can be anything) is replaced
 // rather than thrown on.

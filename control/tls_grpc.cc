@@ -2,7 +2,7 @@
 
 #include <grpcpp/security/server_credentials.h>
 
-#include "common/logging.h"
+#include "base/logging.h"
 #include "control/log_escape.h"
 
 namespace hvd::control {

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <random>
 
+#include "base/hex.h"
+
 namespace hvd::control {
 
 Status ReadTokenFile(const std::string& path, std::string* token) {
@@ -49,15 +51,10 @@ Status WriteNewTokenFile(const std::string& path, std::string* token) {
 }
 
 std::string RandomHex(size_t bytes) {
-  static const char* kHex = "0123456789abcdef";
   std::random_device rd;  // the kernel's CSPRNG on Linux
   std::string out;
   out.reserve(bytes * 2);
-  for (size_t i = 0; i < bytes; ++i) {
-    unsigned v = rd() & 0xff;
-    out.push_back(kHex[v >> 4]);
-    out.push_back(kHex[v & 0xf]);
-  }
+  for (size_t i = 0; i < bytes; ++i) base::AppendHexByte(static_cast<uint8_t>(rd() & 0xff), &out);
   return out;
 }
 

@@ -1,10 +1,9 @@
 #include "launcherd/agent_gateway_service.h"
 
-#include <condition_variable>
 #include <deque>
 #include <thread>
 
-#include "common/logging.h"
+#include "base/logging.h"
 #include "control/grpc_util.h"
 #include "control/log_escape.h"
 #include "control/spec_limits.h"
@@ -45,9 +44,9 @@ class StreamLink final : public AgentLink {
     return Enqueue(std::move(m), /*front=*/false);
   }
   void Close() override {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     closed_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
     // Wakes the handler's blocked Read; never after the handler returned (the context is gone).
     if (!finished_) context_->TryCancel();
   }
@@ -55,34 +54,34 @@ class StreamLink final : public AgentLink {
   // Queues the ack ahead of everything and lets the writer start.
   void Ready(v1::LauncherMessage ack) {
     Enqueue(std::move(ack), /*front=*/true);
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     ready_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   // The handler is returning: stop writing and never touch the context again.
   void Finish() {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     // A Write blocked on an agent that stopped reading ends only when the call is cancelled.
     if (writing_ && !finished_) context_->TryCancel();
     closed_ = finished_ = true;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   bool Idle() {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     return closed_ || (queue_.empty() && !writing_);
   }
 
   void WriterLoop() {
-    std::unique_lock<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     while (true) {
-      cv_.wait(lock, [&] { return closed_ || (ready_ && !queue_.empty()); });
+      cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return closed_ || (ready_ && !queue_.empty()); });
       if (closed_) return;
       v1::LauncherMessage m = std::move(queue_.front());
       queue_.pop_front();
       writing_ = true;
-      lock.unlock();
+      lock.Unlock();
       const bool ok = stream_->Write(m);
-      lock.lock();
+      lock.Lock();
       writing_ = false;
       if (!ok) {
         closed_ = true;  // the agent went away; its handler's Read fails too
@@ -93,28 +92,32 @@ class StreamLink final : public AgentLink {
 
  private:
   bool Enqueue(v1::LauncherMessage m, bool front) {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (closed_) return false;
     if (front) {
       queue_.push_front(std::move(m));
     } else {
       queue_.push_back(std::move(m));
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     return true;
   }
 
   grpc::ServerContext* const context_;
   Stream* const stream_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<v1::LauncherMessage> queue_;
-  bool ready_ = false, closed_ = false, finished_ = false, writing_ = false;
+  base::Mutex mu_;
+  base::CondVar cv_;
+  std::deque<v1::LauncherMessage> queue_ HVD_GUARDED_BY(mu_);
+  bool ready_ HVD_GUARDED_BY(mu_) = false;
+  bool closed_ HVD_GUARDED_BY(mu_) = false;
+  bool finished_ HVD_GUARDED_BY(mu_) = false;
+  bool writing_ HVD_GUARDED_BY(mu_) = false;
 };
 
 grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* stream) {
-  grpc::Status auth = control::CheckToken(*context, token_);
-  if (auth.ok()) auth = control::CheckAgentCertificate(*context);  // mutual TLS (tls_grpc.h)
+  // The token passed the server's gate (control/token_gate.h); agents also need a client
+  // certificate when the launcher uses TLS (tls_grpc.h).
+  grpc::Status auth = control::CheckAgentCertificate(*context);
   if (!auth.ok()) return auth;
   v1::AgentMessage first;
   if (!stream->Read(&first)) {
@@ -137,7 +140,7 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
 
   auto link = std::make_shared<StreamLink>(context, stream);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (closed_) {
       return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                           "the launcher is shutting down; reconnect when it is back");
@@ -150,7 +153,7 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
   if (!unique.ok()) {
     HVD_LOG(WARNING) << "refused an agent registration from " << context->peer() << ": "
                      << control::LogEscape(unique.message(), 1024);
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     links_.erase(link.get());
     return control::ToGrpc(unique);
   }
@@ -197,7 +200,7 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
   // A job failing now names this agent as its cause (a no-op when a newer stream took over).
   jobs_->OnAgentDisconnected(id);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     links_.erase(link.get());
   }
   link->Finish();
@@ -208,14 +211,13 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
 grpc::Status AgentGatewayService::ReadStdin(grpc::ServerContext* context,
                                             const v1::ReadStdinRequest* request,
                                             grpc::ServerWriter<v1::StdinData>* writer) {
-  grpc::Status auth = control::CheckToken(*context, token_);
-  if (auth.ok()) auth = control::CheckAgentCertificate(*context);
+  grpc::Status auth = control::CheckAgentCertificate(*context);
   if (!auth.ok()) return auth;
   return ServeReadStdin(jobs_, context, *request, writer);
 }
 
 void AgentGatewayService::Close() {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   closed_ = true;
 }
 
@@ -224,7 +226,7 @@ void AgentGatewayService::Drain(std::chrono::milliseconds timeout) {
   while (std::chrono::steady_clock::now() < deadline) {
     bool idle = true;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       for (StreamLink* link : links_) idle &= link->Idle();
     }
     if (idle) return;

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "common/logging.h"
+#include "base/clock.h"
+#include "base/logging.h"
 #include "control/log_escape.h"
 #include "control/token.h"
 
@@ -19,7 +20,7 @@ std::string AgentRegistry::Register(AgentInfo info, std::shared_ptr<AgentLink> l
   std::shared_ptr<AgentLink> replaced;
   std::string id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     replaced = RegisterLocked(std::move(info), std::move(link), &id);
   }
   // Outside the lock: closing cancels the old stream, whose handler calls back in.
@@ -31,7 +32,7 @@ Status AgentRegistry::RegisterUnique(AgentInfo info, std::shared_ptr<AgentLink> 
                                      std::string* id) {
   std::shared_ptr<AgentLink> replaced;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     for (const auto& [other_id, r] : agents_) {
       if (other_id == info.id || r.link == nullptr || r.lost || r.info.host != info.host) continue;
       return AlreadyExists(
@@ -63,7 +64,7 @@ std::shared_ptr<AgentLink> AgentRegistry::RegisterLocked(AgentInfo info,
   r.info = std::move(info);
   r.info.id = id;
   r.info.state = "READY";
-  r.info.last_heartbeat_ms = NowMs();
+  r.info.last_heartbeat_ms = base::WallMs();
   r.link = std::move(link);
   r.last_seen = Clock::now();
   r.lost = false;
@@ -74,7 +75,7 @@ std::shared_ptr<AgentLink> AgentRegistry::RegisterLocked(AgentInfo info,
 }
 
 void AgentRegistry::Expect(const std::vector<AgentInfo>& agents) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   for (const AgentInfo& a : agents) {
     Record& r = agents_[a.id];
     if (r.order != 0) continue;
@@ -86,15 +87,15 @@ void AgentRegistry::Expect(const std::vector<AgentInfo>& agents) {
 }
 
 void AgentRegistry::Touch(const std::string& id, const AgentLink* link) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   auto it = agents_.find(id);
   if (it == agents_.end() || it->second.link.get() != link) return;
   it->second.last_seen = Clock::now();
-  it->second.info.last_heartbeat_ms = NowMs();
+  it->second.info.last_heartbeat_ms = base::WallMs();
 }
 
 void AgentRegistry::Disconnected(const std::string& id, const AgentLink* link) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   auto it = agents_.find(id);
   if (it == agents_.end() || it->second.link.get() != link) return;
   it->second.link.reset();
@@ -107,7 +108,7 @@ std::vector<AgentInfo> AgentRegistry::ExpireLeases(Clock::time_point now) {
   std::vector<AgentInfo> lost;
   std::vector<std::shared_ptr<AgentLink>> to_close;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     for (auto& [id, r] : agents_) {
       if (r.lost || now - r.last_seen <= lease_) continue;
       r.lost = true;
@@ -138,7 +139,7 @@ std::vector<AgentInfo> AgentRegistry::ExpireLeases(Clock::time_point now) {
 std::vector<AgentInfo> AgentRegistry::List() const {
   std::vector<std::pair<int64_t, AgentInfo>> sorted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     for (const auto& [id, r] : agents_) sorted.emplace_back(r.order, r.info);
   }
   std::sort(sorted.begin(), sorted.end(),
@@ -150,7 +151,7 @@ std::vector<AgentInfo> AgentRegistry::List() const {
 
 std::vector<control::AgentSlots> AgentRegistry::Schedulable() const {
   std::vector<control::AgentSlots> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   for (const auto& [id, r] : agents_) {
     if (r.lost || !r.link) continue;
     control::AgentSlots a;
@@ -165,14 +166,14 @@ std::vector<control::AgentSlots> AgentRegistry::Schedulable() const {
 }
 
 std::shared_ptr<AgentLink> AgentRegistry::Link(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   auto it = agents_.find(id);
   return it == agents_.end() ? nullptr : it->second.link;
 }
 
 std::map<std::string, double> AgentRegistry::HeartbeatAges(Clock::time_point now) const {
   std::map<std::string, double> out;
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   for (const auto& [id, r] : agents_) {
     out[id] = std::chrono::duration<double>(now - r.last_seen).count();
   }
@@ -182,7 +183,7 @@ std::map<std::string, double> AgentRegistry::HeartbeatAges(Clock::time_point now
 void AgentRegistry::CloseAll() {
   std::vector<std::shared_ptr<AgentLink>> links;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     for (auto& [id, r] : agents_) {
       if (r.link) links.push_back(r.link);
     }

@@ -10,11 +10,11 @@
 #include <chrono>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "launcherd/job_types.h"
 #include "launcherd/master_port.h"
 #include "launcherd/probe_types.h"
@@ -91,12 +91,12 @@ class AgentRegistry {
 
   // Register's body. REQUIRES: mu_ held; returns the link it replaced (to close outside the lock).
   std::shared_ptr<AgentLink> RegisterLocked(AgentInfo info, std::shared_ptr<AgentLink> link,
-                                            std::string* id) REQUIRES(mu_);
+                                            std::string* id) HVD_REQUIRES(mu_);
 
   const std::chrono::milliseconds lease_;
-  mutable std::mutex mu_;
-  std::map<std::string, Record> agents_ GUARDED_BY(mu_);
-  int64_t next_order_ GUARDED_BY(mu_) = 0;
+  mutable base::Mutex mu_;
+  std::map<std::string, Record> agents_ HVD_GUARDED_BY(mu_);
+  int64_t next_order_ HVD_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hvd::launcherd

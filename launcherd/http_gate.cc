@@ -11,18 +11,17 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string_view>
 #include <thread>
 #include <vector>
 
-#include "common/logging.h"
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/logging.h"
+#include "base/thread_annotations.h"
 #include "control/log_escape.h"
 
 namespace hvd::launcherd {
@@ -183,19 +182,23 @@ class HttpGateImpl final : public HttpGate {
 
   void Stop() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       if (stopped_) return;
       stopped_ = true;
     }
     Wake();
     if (loop_.joinable()) loop_.join();
-    work_cv_.notify_all();
+    work_cv_.NotifyAll();
     for (std::thread& t : workers_) t.join();
     // Nothing runs now: close what the loop and the workers left.
     for (const auto& [fd, c] : conns_) close(fd);
     conns_.clear();
-    for (const auto& [fd, returning] : pending_) close(fd);
-    for (const GatedRequest& r : ready_) close(r.fd);
+    {
+      // Uncontended (every thread is joined), but the analysis cannot know that.
+      base::MutexLock lock(&mu_);
+      for (const auto& [fd, returning] : pending_) close(fd);
+      for (const GatedRequest& r : ready_) close(r.fd);
+    }
     if (epoll_ >= 0) close(epoll_);
     if (wake_ >= 0) close(wake_);
   }
@@ -214,7 +217,7 @@ class HttpGateImpl final : public HttpGate {
 
   void Enqueue(int fd, bool returning) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       if (!stopped_) {
         pending_.emplace_back(fd, returning);
         fd = -1;
@@ -233,7 +236,7 @@ class HttpGateImpl final : public HttpGate {
       const int n = epoll_wait(epoll_, events, 64, NextTimeoutMs());
       std::vector<std::pair<int, bool>> admitted;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        base::MutexLock lock(&mu_);
         if (stopped_) return;
         admitted.swap(pending_);
       }
@@ -340,10 +343,10 @@ class HttpGateImpl final : public HttpGate {
     conns_.erase(fd);
     ++busy_;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       ready_.push_back(std::move(r));
     }
-    work_cv_.notify_one();
+    work_cv_.NotifyOne();
   }
 
   Clock::time_point Deadline(const Conn& c) const {
@@ -384,8 +387,8 @@ class HttpGateImpl final : public HttpGate {
     while (true) {
       GatedRequest r;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        work_cv_.wait(lock, [&] { return stopped_ || !ready_.empty(); });
+        base::MutexLock lock(&mu_);
+        work_cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return stopped_ || !ready_.empty(); });
         if (stopped_) return;
         r = std::move(ready_.front());
         ready_.pop_front();
@@ -416,11 +419,11 @@ class HttpGateImpl final : public HttpGate {
   std::atomic<size_t> busy_{0};  // connections a worker has
   control::RateLimitedLog refusals_;
 
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  bool stopped_ GUARDED_BY(mu_) = false;
-  std::vector<std::pair<int, bool>> pending_ GUARDED_BY(mu_);  // fd, back from a worker
-  std::deque<GatedRequest> ready_ GUARDED_BY(mu_);
+  base::Mutex mu_;
+  base::CondVar work_cv_;
+  bool stopped_ HVD_GUARDED_BY(mu_) = false;
+  std::vector<std::pair<int, bool>> pending_ HVD_GUARDED_BY(mu_);  // fd, back from a worker
+  std::deque<GatedRequest> ready_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace

@@ -19,26 +19,11 @@
 #include "launcherd/http_request_stream.h"
 #include "launcherd/https_front.h"
 #include "launcherd/listen_address.h"
-#include "launcherd/proto_convert.h"
 
 namespace hvd::launcherd {
 namespace {
 
 using nlohmann::json;
-
-// Jobs and agents go through hvd.v1 and control/status_json.h: hvdrun's --json prints the very
-// same shape from the same converter.
-json JobJson(const JobStatus& s, bool full) {
-  v1::JobStatus p;
-  ToProto(s, &p);
-  return control::JobJson(p, full);
-}
-
-json AgentJson(const AgentInfo& a) {
-  v1::AgentInfo p;
-  ToProto(a, &p);
-  return control::AgentJson(p);
-}
 
 constexpr JobState kJobStates[] = {JobState::kPending,   JobState::kStarting, JobState::kRunning,
                                    JobState::kSucceeded, JobState::kFailed,   JobState::kCancelled,
@@ -292,7 +277,7 @@ class HttpServerImpl final : public HttpServer {
       }
       json jobs = json::array();
       for (const JobStatus& s : jobs_->List()) {
-        if (states.empty() || states.count(s.state)) jobs.push_back(JobJson(s, false));
+        if (states.empty() || states.count(s.state)) jobs.push_back(control::JobJson(s, false));
       }
       SendJson(res, 200, json{{"jobs", jobs}});
     });
@@ -307,12 +292,12 @@ class HttpServerImpl final : public HttpServer {
       JobStatus s;
       Status st = jobs_->Get(id, &s);
       if (!st.ok()) return SendError(res, 404, st.message());
-      SendJson(res, 200, JobJson(s, true));
+      SendJson(res, 200, control::JobJson(s, true));
     });
     server_.Get("/v1/agents", [this](const httplib::Request&, httplib::Response& res) {
       json agents = json::array();
       for (const AgentInfo& a : AgentsWithSlotsInUse(*agents_, *jobs_)) {
-        agents.push_back(AgentJson(a));
+        agents.push_back(control::AgentJson(a));
       }
       SendJson(res, 200, json{{"agents", agents}});
     });

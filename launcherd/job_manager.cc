@@ -1,17 +1,17 @@
-// JobManager: submission, queries, cancel and placement. What agents report (rank events, output,
-// heartbeats, loss) and the state changes are in job_events.cc; WatchJob's source in job_watch.cc.
+// JobManager, the facade: submission, queries, cancel, the scheduler's passes and WatchJob. What
+// agents and the rendezvous store report, the supervisor's Tick, and settling a job after it
+// changed are in job_events.cc; the table across launcher restarts in job_recovery.cc.
 #include "launcherd/job_manager.h"
 
 #include <csignal>
 
-#include "common/logging.h"
+#include "base/logging.h"
 #include "control/log_escape.h"
 #include "control/token.h"
 #include "control/worker_env.h"
 
 namespace hvd::launcherd {
 namespace {
-
 constexpr int kMaxRanks = 1 << 20;  // the runtime's own limit on HVD_SIZE
 
 Status ValidateSpec(const JobSpec& spec) {
@@ -51,45 +51,53 @@ Status ValidateSpec(const JobSpec& spec) {
 }  // namespace
 
 JobManager::JobManager(JobManagerOptions options, AgentRegistry* agents, KvStore* store)
-    : options_(std::move(options)), agents_(agents), store_(store) {}
+    : options_(std::move(options)),
+      rules_{options_.restart, options_.kill_grace, options_.cause_settle},
+      agents_(agents),
+      store_(store),
+      table_(options_.job_store, options_.max_finished_jobs),
+      scheduler_({options_.rendezvous_address, options_.start_timeout, options_.master_port_timeout,
+                  options_.network},
+                 agents),
+      supervisor_({options_.start_timeout, options_.client_lease, options_.master_port_timeout}),
+      watch_(options_.max_output_lines) {}
+
+JobPtr JobManager::NewJobLocked() {
+  auto job = std::make_shared<Job>(rules_, options_.max_output_lines, options_.max_output_bytes);
+  job->SetObserver([this](const Job& changed) {
+    mu_.AssertHeld();  // a Job changes only under the manager's lock
+    table_.Persist(changed);
+    watch_.Notify(changed.id());
+  });
+  return job;
+}
 
 Status JobManager::Submit(const JobSpec& spec, std::string* id) {
   HVD_RETURN_IF_ERROR(ValidateSpec(spec));
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (shutdown_) return Unavailable("the launcher is shutting down; submit to another launcher");
-  auto job = std::make_shared<Job>(options_.max_output_lines, options_.max_output_bytes);
-  do {
-    job->status.id = control::RandomHex(4);
-  } while (by_id_.count(job->status.id));
+  JobPtr job = NewJobLocked();
+  job->status.id = table_.NewId();
   job->status.spec = spec;
   job->status.state = JobState::kPending;
   job->status.reason = "waiting for placement";
-  job->status.submit_time_ms = NowMs();
+  job->status.submit_time_ms = base::WallMs();
   job->status.queued_since_ms = job->status.submit_time_ms;
-  job->unwatched_since = Clock::now();
+  job->unwatched_since = Job::Clock::now();
   job->secret = control::RandomHex(32);
-  {
-    std::lock_guard<std::mutex> secrets_lock(secrets_mu_);
-    secrets_[job->status.id] = job->secret;
-  }
-  jobs_.push_back(job);
-  by_id_[job->status.id] = job;
-  ChangedLocked(*job, /*marker=*/true);  // a watcher's history starts with the submitted job
-  *id = job->status.id;
+  secrets_.Add(job->id(), job->secret);
+  table_.Add(job);
+  job->Changed(/*marker=*/true);  // a watcher's history starts with the submitted job
+  *id = job->id();
   HVD_LOG(INFO) << "job " << *id << " submitted: np=" << spec.np << " "
                 << control::LogEscape(spec.argv[0]);
   ScheduleLocked();
   return Status::OK();
 }
 
-JobManager::JobPtr JobManager::FindLocked(const std::string& id) const {
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : it->second;
-}
-
 Status JobManager::Get(const std::string& id, JobStatus* out) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  JobPtr job = FindLocked(id);
+  base::MutexLock lock(&mu_);
+  JobPtr job = table_.Find(id);
   if (!job) {
     return NotFound("no job '" + id + "' on this launcher (finished jobs are kept for the last " +
                     std::to_string(options_.max_finished_jobs) + "); list jobs with: hvdrun list");
@@ -99,10 +107,10 @@ Status JobManager::Get(const std::string& id, JobStatus* out) const {
 }
 
 std::vector<JobStatus> JobManager::List() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   std::vector<JobStatus> out;
-  out.reserve(jobs_.size());
-  for (const JobPtr& job : jobs_) {
+  out.reserve(table_.jobs().size());
+  for (const JobPtr& job : table_.jobs()) {
     JobStatus summary = job->status;
     summary.ranks.clear();
     out.push_back(std::move(summary));
@@ -112,20 +120,21 @@ std::vector<JobStatus> JobManager::List() const {
 
 void JobManager::ListPage(const std::string& after_id, int64_t after_submit_ms,
                           const std::function<bool(const JobStatus&)>& take, bool* more) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
+  const std::vector<JobPtr>& jobs = table_.jobs();
   size_t i = 0;
   if (!after_id.empty()) {
-    while (i < jobs_.size() && jobs_[i]->status.id != after_id) ++i;
-    if (i < jobs_.size()) {
+    while (i < jobs.size() && jobs[i]->id() != after_id) ++i;
+    if (i < jobs.size()) {
       ++i;
     } else {  // pruned since the last page: resume by time
       i = 0;
-      while (i < jobs_.size() && jobs_[i]->status.submit_time_ms <= after_submit_ms) ++i;
+      while (i < jobs.size() && jobs[i]->status.submit_time_ms <= after_submit_ms) ++i;
     }
   }
   *more = false;
-  for (; i < jobs_.size(); ++i) {
-    if (!take(jobs_[i]->status)) {
+  for (; i < jobs.size(); ++i) {
+    if (!take(jobs[i]->status)) {
       *more = true;
       return;
     }
@@ -134,11 +143,11 @@ void JobManager::ListPage(const std::string& after_id, int64_t after_submit_ms,
 
 Status JobManager::Cancel(const std::string& id, const std::string& reason, JobState* state,
                           int signal) {
-  std::lock_guard<std::mutex> lock(mu_);
-  JobPtr job = FindLocked(id);
+  base::MutexLock lock(&mu_);
+  JobPtr job = table_.Find(id);
   if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
-  if (!control::IsTerminal(job->status.state)) {
-    job->stop_signal = signal;  // StopAgentsLocked's, through EndLocked
+  if (!job->terminal()) {
+    job->stop_signal = signal;  // the StopJob commands' first signal
     EndLocked(*job, JobState::kCancelled, "cancelled: " + (reason.empty() ? "by a user" : reason),
               control::kCancelledExitCode);
   } else if (signal == SIGKILL && !job->finished) {
@@ -149,38 +158,21 @@ Status JobManager::Cancel(const std::string& id, const std::string& reason, JobS
     }
     for (const std::string& agent : agents) {
       std::shared_ptr<AgentLink> link = agents_->Link(agent);
-      if (link) link->SendStopJob({job->status.id, reason, 0, SIGKILL});
+      if (link) link->SendStopJob({job->id(), reason, 0, SIGKILL});
     }
   }
-  *state = job->status.state;
+  *state = job->state();
   return Status::OK();
 }
 
-std::chrono::milliseconds JobManager::KillGrace(const Job& job) const {
-  return OrDefault(job.status.spec.kill_grace_ms, options_.kill_grace);
-}
-
-std::map<std::string, std::set<int>> JobManager::BusySlotsLocked() const {
-  std::map<std::string, std::set<int>> busy;
-  for (const JobPtr& job : jobs_) {
-    if (job->finished) continue;
-    for (const RankStatus& r : job->status.ranks) {
-      if (r.state == RankState::kStarting || r.state == RankState::kRunning) {
-        busy[r.placement.agent_id].insert(r.placement.slot);
-      }
-    }
-  }
-  return busy;
-}
-
 void JobManager::Schedule() {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   ScheduleLocked();
 }
 
 void JobManager::ScheduleLocked() {
   // Starting or failing a job can free slots and ask for another pass; run passes here instead of
-  // recursing, and never over jobs_ itself (finishing a job may prune it).
+  // recursing, and never over the table itself (finishing a job may prune it).
   if (scheduling_) {
     reschedule_ = true;
     return;
@@ -188,222 +180,97 @@ void JobManager::ScheduleLocked() {
   scheduling_ = true;
   for (int pass = 0; pass < 8 && !shutdown_; ++pass) {
     reschedule_ = false;
-    std::vector<control::AgentSlots> agents = agents_->Schedulable();
-    std::map<std::string, std::set<int>> busy = BusySlotsLocked();
+    Scheduler::Pass view = scheduler_.BeginPass(table_.jobs());
     std::vector<JobPtr> pending;
-    for (const JobPtr& job : jobs_) {
-      if (job->status.state == JobState::kPending) pending.push_back(job);
+    for (const JobPtr& job : table_.jobs()) {
+      if (job->state() == JobState::kPending) pending.push_back(job);
     }
     for (const JobPtr& job : pending) {
-      if (job->status.state != JobState::kPending) continue;
-      for (control::AgentSlots& a : agents) a.busy = busy[a.id];
-      control::PlacementRequest req;
-      req.np = job->status.spec.np;
-      req.hosts = job->status.spec.hosts;
-      control::PlacementResult r = control::Place(agents, req);
-      ReportAgentsReadyLocked(*job, agents);
-      switch (r.outcome) {
-        case control::PlacementOutcome::kPlaced:
-          if (job->placed_since_ms == 0) job->placed_since_ms = NowMs();
-          if (!NetworkReadyLocked(*job, r)) break;
-          if (!MasterPortReadyLocked(*job, r)) break;
-          for (const control::RankSlot& s : r.ranks) busy[s.agent_id].insert(s.slot);
-          StartLocked(*job, r, agents);
-          break;
-        case control::PlacementOutcome::kWait:
-          if (job->placed_since_ms > 0) {
-            // Back to waiting for slots: the time placed does not count towards --queue-timeout,
-            // and the MASTER_PORT asked for that placement is asked afresh for the next one.
-            if (job->status.queued_since_ms > 0) {
-              job->status.queued_since_ms += NowMs() - job->placed_since_ms;
-            }
-            job->placed_since_ms = 0;
-            job->master_port = Job::MasterPortAsk();
-          }
-          if (job->status.reason != r.reason) {
-            job->status.reason = r.reason;
-            ChangedLocked(*job, /*marker=*/true);
-          }
-          break;
-        case control::PlacementOutcome::kNeverFits: {
-          JobFailure f;
-          f.message = "cannot place the job: " + r.reason;
-          FailLocked(*job, f, control::kGenericFailureExitCode, /*permanent=*/true);
-          break;
-        }
-      }
+      if (job->state() != JobState::kPending) continue;
+      const Scheduler::Outcome outcome = scheduler_.Advance(*job, &view, Instant::Now());
+      watch_.Notify(job->id());  // "agents ready n/N" may have been logged
+      if (outcome == Scheduler::Outcome::kFailed) SettleLocked(*job);
     }
     if (!reschedule_) break;
   }
   scheduling_ = false;
 }
 
-void JobManager::ReportAgentsReadyLocked(Job& job, const std::vector<control::AgentSlots>& agents) {
-  // Only a host list names agents a job waits for; without one any agent will do.
-  const auto& hosts = job.status.spec.hosts;
-  if (hosts.empty()) return;
-  int needed = 0, ready = 0, remaining = job.status.spec.np;
-  for (const control::HostRequest& h : hosts) {
-    if (remaining <= 0) break;
-    remaining -= h.slots;
-    ++needed;
-    for (const control::AgentSlots& a : agents) {
-      if (a.host == h.host || (!a.advertise_addr.empty() && a.advertise_addr == h.host)) {
-        ++ready;
-        break;
-      }
+void JobManager::OnMasterPort(const std::string& agent_id, const MasterPortAnswer& answer) {
+  base::MutexLock lock(&mu_);
+  const Instant now = Instant::Now();
+  for (const JobPtr& job : table_.jobs()) {
+    switch (scheduler_.OnMasterPort(*job, agent_id, answer, now)) {
+      case Scheduler::Answer::kNotThisJob:
+        continue;
+      case Scheduler::Answer::kIgnored:
+        return;
+      case Scheduler::Answer::kTaken:
+        ScheduleLocked();  // starts the job, or fails it with the agent's error
+        return;
     }
   }
-  std::string text = "agents ready " + std::to_string(ready) + "/" + std::to_string(needed);
-  if (text == job.agents_ready) return;
-  job.agents_ready = text;
-  job.log.AddProgress(text);
-  job.cv.notify_all();
 }
 
-void JobManager::StartLocked(Job& job, const control::PlacementResult& placement,
-                             const std::vector<control::AgentSlots>& agents) {
-  std::map<std::string, const control::AgentSlots*> agent_by_id;
-  for (const control::AgentSlots& a : agents) agent_by_id[a.id] = &a;
-  std::set<std::string> used;
-  job.placed_since_ms = 0;  // started: no longer placed and pending
-  job.status.ranks.clear();
-  for (const control::RankSlot& s : placement.ranks) {
-    RankStatus r;
-    r.placement = s;
-    r.state = RankState::kPending;  // kStarting once sent; a rank never sent holds no slot
-    job.status.ranks.push_back(r);
-    used.insert(s.agent_id);
+Status JobManager::NextEvents(const std::string& id, int64_t from_seq, bool follow,
+                              std::chrono::milliseconds wait, WatchCursor* cursor,
+                              std::vector<JobEvent>* events, bool* done) {
+  base::MutexLock lock(&mu_);
+  JobPtr job = table_.Find(id);  // held: the job may be pruned from the table while we wait
+  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
+  *done = false;
+  if (!cursor->started) {
+    watch_.Begin(*job, from_seq, cursor, events);
+  } else if (follow) {
+    watch_.Wait(lock, *job, *cursor, wait);
   }
-  job.status.start_time_ms = NowMs();
-  job.attempt_started = Clock::now();
-  job.at_rendezvous = 0;
-  job.start_timeout_waived = false;
-  const int np = job.status.spec.np;
-  // The runtime's own wait at start-up outlasts the launcher's, whose message names hosts and
-  // reasons; with no launcher limit the runtime's default stands.
-  std::map<std::string, std::string> job_env = job.status.spec.env;
-  const auto start_timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
-  if (start_timeout.count() > 0 && !job_env.count("HVD_START_TIMEOUT_SECONDS")) {
-    job_env["HVD_START_TIMEOUT_SECONDS"] = std::to_string(start_timeout.count() / 1000 + 10);
-  }
-  SetStateLocked(job, JobState::kStarting,
-                 "starting " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " on " +
-                     std::to_string(used.size()) + " agent" + (used.size() == 1 ? "" : "s"));
-  if (job.status.spec.hosts.empty()) {
-    job.agents_ready =
-        "agents ready " + std::to_string(used.size()) + "/" + std::to_string(used.size());
-    job.log.AddProgress(job.agents_ready);
-  }
-  // torchrun's node numbers and rendezvous (control/worker_env.h): MASTER_ADDR is rank 0's
-  // address as the other ranks reach it (the network the check chose), loopback on one agent.
-  int groups = 1;
-  const std::vector<int> group_of = control::NodeGroups(placement.ranks, &groups);
-  std::string master_addr = "127.0.0.1";
-  if (used.size() > 1) {
-    const control::RankSlot& zero = placement.ranks.front();
-    std::string iface;
-    master_addr = agent_by_id.at(zero.agent_id)->advertise_addr;
-    control::ChoiceFor(job.status.network, zero.agent_id, &master_addr, &iface);
-    if (master_addr.empty()) master_addr = zero.host;
-  }
-  for (RankStatus& r : job.status.ranks) {
-    control::WorkerEnvInput in;
-    in.placement = r.placement;
-    in.size = np;
-    in.rendezvous_address = options_.rendezvous_address;
-    in.job_id = job.status.id;
-    in.attempt = job.status.attempt;
-    in.job_secret = job.secret;
-    in.advertise_addr = agent_by_id.at(r.placement.agent_id)->advertise_addr;
-    control::ChoiceFor(job.status.network, r.placement.agent_id, &in.advertise_addr, &in.iface);
-    in.job_env = job_env;
-    in.max_restarts = job.status.spec.max_restarts;
-    in.group_rank = group_of[r.placement.rank];
-    in.group_world_size = groups;
-    in.master_addr = master_addr;
-    in.master_port = job.master_port.port;
-    StartRankCommand cmd;
-    cmd.job_id = job.status.id;
-    cmd.attempt = job.status.attempt;
-    cmd.placement = r.placement;
-    cmd.argv = job.status.spec.argv;
-    cmd.env = control::WorkerEnv(in);
-    cmd.working_dir = job.status.spec.working_dir;
-    cmd.forward_stdin = job.status.spec.stdin_rank == r.placement.rank;
-    cmd.run_as = job.status.spec.run_as;
-    std::shared_ptr<AgentLink> link = agents_->Link(r.placement.agent_id);
-    if (link && link->SendStartRank(cmd)) {
-      r.state = RankState::kStarting;
-      continue;
-    }
-    // The agent's stream ended between placement and now.
-    r.state = RankState::kFailedToStart;
-    r.error = "agent " + r.placement.agent_id + " disconnected before it received the rank";
-    r.end_time_ms = NowMs();
-    JobFailure f;
-    f.rank = r.placement.rank;
-    f.host = r.placement.host;
-    f.message = "rank " + std::to_string(f.rank) + " on " + f.host + " could not start: " + r.error;
-    FailLocked(job, f, control::kGenericFailureExitCode);
-    return;
-  }
-  HVD_LOG(INFO) << "job " << job.status.id << ": " << control::LogEscape(job.status.reason, 1024);
+  watch_.AddEvents(*job, from_seq, follow, cursor, events, done);
+  return Status::OK();
 }
 
 bool JobManager::ResolveSecret(const std::string& secret, std::string* prefix) const {
-  if (secret.empty()) return false;
-  std::lock_guard<std::mutex> lock(secrets_mu_);
-  bool found = false;
-  // Compare against every live secret in constant time rather than looking it up by value.
-  for (const auto& [id, s] : secrets_) {
-    if (control::TokensEqual(secret, s) && !found) {
-      found = true;
-      *prefix = "job/" + id + "/";
-    }
-  }
-  return found;
+  return secrets_.Resolve(secret, prefix);
 }
 
 JobCounts JobManager::Counts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   JobCounts c;
-  for (const JobPtr& job : jobs_) {
-    ++c.jobs[job->status.state];
+  for (const JobPtr& job : table_.jobs()) {
+    ++c.jobs[job->state()];
     for (const RankStatus& r : job->status.ranks) c.ranks_running += r.state == RankState::kRunning;
   }
-  for (const auto& [agent, slots] : BusySlotsLocked()) {
+  for (const auto& [agent, slots] : Scheduler::BusySlots(table_.jobs())) {
     c.slots_in_use[agent] = static_cast<int>(slots.size());
   }
   return c;
 }
 
 void JobManager::Shutdown(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (shutdown_) return;
   shutdown_ = true;
-  std::vector<JobPtr> jobs = jobs_;
+  std::vector<JobPtr> jobs = table_.jobs();
   for (const JobPtr& job : jobs) {
-    if (!control::IsTerminal(job->status.state)) {
+    if (!job->terminal()) {
       EndLocked(*job, JobState::kCancelled, reason, control::kCancelledExitCode);
     }
   }
 }
 
 bool JobManager::WaitRanksGone(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return finished_cv_.wait_for(lock, timeout, [&] {
-    for (const JobPtr& job : jobs_) {
-      if (control::IsTerminal(job->status.state) && !job->finished) return false;
+  base::MutexLock lock(&mu_);
+  return watch_.WaitFinished(lock, timeout, [&] {
+    mu_.AssertHeld();  // the wait holds the lock whenever it asks
+    for (const JobPtr& job : table_.jobs()) {
+      if (job->terminal() && !job->finished) return false;
     }
     return true;
   });
 }
 
 void JobManager::CloseWatches() {
-  std::lock_guard<std::mutex> lock(mu_);
-  watches_closed_ = true;
-  for (const JobPtr& job : jobs_) job->cv.notify_all();
+  base::MutexLock lock(&mu_);
+  watch_.CloseAll();
 }
 
 std::vector<AgentInfo> AgentsWithSlotsInUse(const AgentRegistry& agents, const JobManager& jobs) {
@@ -414,26 +281,6 @@ std::vector<AgentInfo> AgentsWithSlotsInUse(const AgentRegistry& agents, const J
     a.slots_in_use = it == counts.slots_in_use.end() ? 0 : it->second;
   }
   return list;
-}
-
-void JobManager::PruneLocked() {
-  size_t finished = 0;
-  for (const JobPtr& job : jobs_) finished += job->finished;
-  for (auto it = jobs_.begin(); it != jobs_.end() && finished > options_.max_finished_jobs;) {
-    if ((*it)->finished) {
-      if (options_.job_store != nullptr) {
-        Status s = options_.job_store->Remove((*it)->status.id);
-        if (!s.ok()) {
-          HVD_LOG(WARNING) << s.message();
-        }
-      }
-      by_id_.erase((*it)->status.id);
-      it = jobs_.erase(it);
-      --finished;
-    } else {
-      ++it;
-    }
-  }
 }
 
 }  // namespace hvd::launcherd

@@ -1,51 +1,31 @@
 // JobManager: the job table across launcher restarts, and agents that come back. Every change is
-// written through to the JobStore; Restore() reads it back at start. A job with ranks running on
-// an agent is "unconfirmed" there whenever that agent (re-)registers, and after a launcher
-// restart, until the agent's first heartbeat since says whether it still runs the job (its queued
-// rank events, exits during the outage included, arrive before that heartbeat). Ranks it no
-// longer runs ended while it was out of touch (the agent restarted, or lost its stream and the
-// StartRank with it) and fail the job saying so. An agent that never comes back is declared lost
-// after the lease like any other. Nothing is silently forgotten.
-#include "common/logging.h"
+// written through to the JobStore (JobTable::Persist); Restore() reads it back at start. A job
+// with ranks running on an agent is "unconfirmed" there whenever that agent (re-)registers, and
+// after a launcher restart, until the agent's first heartbeat since says whether it still runs
+// the job (its queued rank events, exits during the outage included, arrive before that
+// heartbeat). Ranks it no longer runs ended while it was out of touch (the agent restarted, or
+// lost its stream and the StartRank with it) and fail the job saying so. An agent that never
+// comes back is declared lost after the lease like any other. Nothing is silently forgotten.
+#include "base/logging.h"
 #include "launcherd/job_manager.h"
 
 namespace hvd::launcherd {
-namespace {
-
-constexpr auto kPersistErrorLogEvery = std::chrono::seconds(10);
-
-}  // namespace
-
-void JobManager::PersistLocked(const Job& job) {
-  if (options_.job_store == nullptr) return;
-  StoredJob stored;
-  stored.status = job.status;
-  stored.secret = job.finished ? "" : job.secret;
-  stored.next_seq = job.log.next_seq();
-  Status s = options_.job_store->Put(stored);
-  if (!s.ok() && Clock::now() - persist_error_logged_ > kPersistErrorLogEvery) {
-    persist_error_logged_ = Clock::now();
-    HVD_LOG(ERROR) << s.message()
-                   << "; a restarted launcher would not know the latest state of job "
-                   << job.status.id;
-  }
-}
 
 Status JobManager::Restore(std::vector<AgentInfo>* expected) {
   if (options_.job_store == nullptr) return Status::OK();
   std::vector<StoredJob> stored;
   HVD_RETURN_IF_ERROR(options_.job_store->LoadAll(&stored));
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   std::map<std::string, AgentInfo> agents;
   int live_jobs = 0;
-  const auto now = Clock::now();
+  const auto now = Job::Clock::now();
   for (StoredJob& s : stored) {
-    if (by_id_.count(s.status.id)) continue;
-    auto job = std::make_shared<Job>(options_.max_output_lines, options_.max_output_bytes);
+    if (table_.Has(s.status.id)) continue;
+    JobPtr job = NewJobLocked();
     job->status = std::move(s.status);
     job->secret = s.secret;
     // Past any seq handed out before, even one written after the last persisted change.
-    job->log.ContinueFrom(std::max<int64_t>(s.next_seq, NowMs() * 1000));
+    job->log.ContinueFrom(std::max<int64_t>(s.next_seq, base::WallMs() * 1000));
     // Its attached hvdrun gets two extra leases to reconnect: it noticed the outage late and
     // backs off between attempts, and a job must not be lost for want of patience here.
     job->unwatched_since = now + 2 * options_.client_lease;
@@ -60,15 +40,13 @@ Status JobManager::Restore(std::vector<AgentInfo>* expected) {
       a.id = r.placement.agent_id;
       a.host = r.placement.host;
     }
-    job->finished = control::IsTerminal(job->status.state) && !AnyRankLive(job->status);
+    job->finished = job->terminal() && !AnyRankLive(job->status);
     if (!job->finished) {
       ++live_jobs;
-      std::lock_guard<std::mutex> secrets_lock(secrets_mu_);
-      secrets_[job->status.id] = job->secret;
+      secrets_.Add(job->id(), job->secret);
     }
     job->log.AddStatus(job->status, job->version);
-    jobs_.push_back(job);
-    by_id_[job->status.id] = job;
+    table_.Add(job);
   }
   for (auto& [id, a] : agents) expected->push_back(a);
   if (!stored.empty()) {
@@ -81,8 +59,8 @@ Status JobManager::Restore(std::vector<AgentInfo>* expected) {
 }
 
 void JobManager::OnAgentRegistered(const std::string& agent_id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const JobPtr& job : jobs_) {
+  base::MutexLock lock(&mu_);
+  for (const JobPtr& job : table_.jobs()) {
     if (job->finished) continue;
     for (const RankStatus& r : job->status.ranks) {
       if (r.placement.agent_id == agent_id && RankLive(r.state)) {
@@ -95,13 +73,13 @@ void JobManager::OnAgentRegistered(const std::string& agent_id) {
 
 void JobManager::ReconcileUnconfirmedLocked(const std::string& agent_id,
                                             const std::set<std::string>& running) {
-  std::vector<JobPtr> jobs = jobs_;
+  std::vector<JobPtr> jobs = table_.jobs();
   for (const JobPtr& job : jobs) {
-    if (job->unconfirmed_agents.erase(agent_id) == 0 || running.count(job->status.id)) continue;
+    if (job->unconfirmed_agents.erase(agent_id) == 0 || running.count(job->id())) continue;
     // The agent is back and does not run the job: its ranks there ended while the launcher was
     // away, and their ends were not among the events the agent kept for it.
-    const std::vector<int> lost = KillRanksOnAgentLocked(
-        *job, agent_id, "gone from its agent when it came back in touch with the launcher");
+    const std::vector<int> lost = job->KillRanksOnAgent(
+        agent_id, "gone from its agent when it came back in touch with the launcher", base::WallMs());
     if (lost.empty()) continue;
     JobFailure f;
     f.rank = lost[0];
@@ -110,7 +88,6 @@ void JobManager::ReconcileUnconfirmedLocked(const std::string& agent_id,
                 " was out of touch with the launcher (it came back without them and kept no exit "
                 "report: the agent or the launcher restarted)";
     FailLocked(*job, f, control::kGenericFailureExitCode);
-    RankEndedLocked(*job);
   }
 }
 

@@ -8,10 +8,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <mutex>
 
-#include "common/logging.h"
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/logging.h"
+#include "base/thread_annotations.h"
 #include "launcherd/proto_convert.h"
 
 namespace hvd::launcherd {
@@ -100,7 +100,7 @@ class SqliteJobStore final : public JobStore {
     v1::JobStatus p;
     ToProto(job.status, &p);
     const std::string record = p.SerializeAsString();
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     sqlite3_reset(put_);
     sqlite3_bind_text(put_, 1, job.status.id.data(), static_cast<int>(job.status.id.size()),
                       SQLITE_TRANSIENT);
@@ -114,7 +114,7 @@ class SqliteJobStore final : public JobStore {
   }
 
   Status Remove(const std::string& id) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     sqlite3_reset(remove_);
     sqlite3_bind_text(remove_, 1, id.data(), static_cast<int>(id.size()), SQLITE_TRANSIENT);
     if (sqlite3_step(remove_) != SQLITE_DONE) return Error("remove job " + id);
@@ -122,7 +122,7 @@ class SqliteJobStore final : public JobStore {
   }
 
   Status LoadAll(std::vector<StoredJob>* out) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     sqlite3_reset(load_);
     int rc;
     while ((rc = sqlite3_step(load_)) == SQLITE_ROW) {
@@ -167,10 +167,10 @@ class SqliteJobStore final : public JobStore {
 
   const std::string path_;
   sqlite3* db_ = nullptr;
-  std::mutex mu_;  // statements are reused: one use at a time
-  sqlite3_stmt* put_ GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* remove_ GUARDED_BY(mu_) = nullptr;
-  sqlite3_stmt* load_ GUARDED_BY(mu_) = nullptr;
+  base::Mutex mu_;  // statements are reused: one use at a time
+  sqlite3_stmt* put_ HVD_GUARDED_BY(mu_) = nullptr;
+  sqlite3_stmt* remove_ HVD_GUARDED_BY(mu_) = nullptr;
+  sqlite3_stmt* load_ HVD_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace

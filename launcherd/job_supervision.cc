@@ -1,51 +1,14 @@
-// JobManager: what keeps a job from hanging silently. Tick() runs the timers; the rendezvous store
-// tells it which ranks arrived and what the runtime reports as stalled.
-//   - start timeout: every rank of the attempt must reach the rendezvous (hvd::Init writes
-//     job/<id>/attempt/<n>/host/<rank>) within it, or the job fails naming each missing rank, its
-//     host and what its agent last said of it;
-//   - stall timeout: the runtime's stall reports (job/<id>/attempt/<n>/stall/<rank>) are shown in
-//     the record at once, and fail the job once the oldest has lasted this long;
-//   - attached client: a job not submitted detached is cancelled once no attached watcher has
-//     been connected for the client lease (hvdrun was killed, or its host died);
-//   - restarts: a RESTARTING job whose back-off has passed starts its next attempt;
-//   - queue timeout: a job still PENDING (waiting for slots) past its --queue-timeout fails with
-//     what it was waiting for;
-//   - causes: a failure its rank's runtime blamed on a peer (abort/<rank>) is held up to
-//     cause_settle for the failure it is a consequence of.
-#include <cstdio>
-#include <cstdlib>
+#include "launcherd/job_supervision.h"
 
-#include "common/logging.h"
+#include <algorithm>
+#include <cstdio>
+
+#include "base/logging.h"
+#include "base/clock.h"
 #include "control/log_escape.h"
-#include "launcherd/job_manager.h"
 
 namespace hvd::launcherd {
 namespace {
-
-// "job/<id>/attempt/<n>/<kind>/<rank>" -> its parts; false for any other key (the re-Init keys
-// under init/<k>/ included: only the first meeting of a process counts).
-bool ParseRankKey(const std::string& key, std::string* id, int* attempt, std::string* kind,
-                  int* rank) {
-  std::vector<std::string> parts;
-  size_t start = 0;
-  while (true) {
-    const size_t slash = key.find('/', start);
-    parts.push_back(key.substr(start, slash == std::string::npos ? slash : slash - start));
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  if (parts.size() != 6 || parts[0] != "job" || parts[2] != "attempt") return false;
-  char* end = nullptr;
-  const long a = std::strtol(parts[3].c_str(), &end, 10);
-  if (parts[3].empty() || *end != '\0' || a < 0) return false;
-  const long r = std::strtol(parts[5].c_str(), &end, 10);
-  if (parts[5].empty() || *end != '\0' || r < 0) return false;
-  *id = parts[1];
-  *attempt = static_cast<int>(a);
-  *kind = parts[4];
-  *rank = static_cast<int>(r);
-  return true;
-}
 
 // "45 s"; below 10 s with a tenth: "0.2 s".
 std::string Seconds(std::chrono::steady_clock::duration d) {
@@ -57,134 +20,46 @@ std::string Seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-void JobManager::OnRendezvousKey(const std::string& key, const std::string& value) {
-  std::string id, kind;
-  int attempt = 0, rank = 0;
-  if (!ParseRankKey(key, &id, &attempt, &kind, &rank) ||
-      (kind != "host" && kind != "stall" && kind != "abort")) {
-    return;
+Supervisor::Next Supervisor::Check(Job& job, Instant now, const AgentConnected& connected) const {
+  const JobState state = job.state();
+  if (job.terminal()) return Next::kNothing;
+  if (CheckClientLease(job, now)) return Next::kSettle;
+  // RESTARTING: settling starts the next attempt once the back-off has passed.
+  if (state == JobState::kRestarting) return Next::kSettle;
+  if (job.HeldDue(now.steady)) {
+    job.ReleaseHeld(now);  // the failure it blamed never came: it is the cause after all
+    return Next::kSettle;
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  JobPtr job = FindLocked(id);
-  if (!job || job->status.attempt != attempt ||
-      rank >= static_cast<int>(job->status.ranks.size()) ||
-      control::IsTerminal(job->status.state)) {
-    return;
+  if (state == JobState::kPending) {
+    if (CheckQueueTimeout(job, now)) return Next::kSettle;
+    return CheckMasterPort(job, now, connected);
   }
-  if (kind == "host") {
-    RankAtRendezvousLocked(*job, rank);
-  } else if (kind == "stall") {
-    StallReportLocked(*job, rank, value);
-  } else {
-    job->peer_failed.insert(rank);  // its coming failure is a consequence of another's
+  if (state == JobState::kStarting || state == JobState::kRunning) {
+    bool changed = CheckStartTimeout(job, now);
+    if (!job.terminal()) changed |= CheckStallTimeout(job, now);
+    return changed ? Next::kSettle : Next::kNothing;
   }
+  return Next::kNothing;
 }
 
-void JobManager::RankAtRendezvousLocked(Job& job, int rank) {
-  RankStatus& r = job.status.ranks[rank];
-  if (r.rendezvous_time_ms != 0) return;
-  r.rendezvous_time_ms = NowMs();
-  const int np = job.status.spec.np;
-  ++job.at_rendezvous;
-  if (job.at_rendezvous == np) {
-    job.log.AddProgress("rendezvous complete: " + std::to_string(np) + "/" + std::to_string(np) +
-                        " ranks met");
-  } else if (job.at_rendezvous % std::max(1, np / 20) == 0) {
-    job.log.AddProgress("ranks at the rendezvous " + std::to_string(job.at_rendezvous) + "/" +
-                        std::to_string(np));
+bool Supervisor::CheckClientLease(Job& job, Instant now) const {
+  if (job.status.spec.detached || job.watchers > 0 ||
+      now.steady - job.unwatched_since <= options_.client_lease) {
+    return false;
   }
-  ChangedLocked(job, /*marker=*/false);
+  job.End(JobState::kCancelled,
+          "cancelled: the hvdrun that submitted it attached went away " +
+              Seconds(now.steady - job.unwatched_since) +
+              " ago (submit with `hvdrun submit` for a job that outlives its client)",
+          control::kCancelledExitCode, now);
+  return true;
 }
 
-void JobManager::StallReportLocked(Job& job, int rank, const std::string& value) {
-  if (value.empty()) {
-    if (job.stalls.erase(rank) == 0) return;
-  } else {
-    StallReport report;
-    if (!ParseStallReport(value, &report)) {
-      HVD_LOG(WARNING) << "job " << job.status.id << ": rank " << rank
-                       << " wrote a malformed stall report; ignored";
-      return;
-    }
-    job.stalls[rank] = {std::move(report), Clock::now()};
-  }
-  std::map<int, StallReport> reports;
-  double oldest = 0;
-  const auto now = Clock::now();
-  for (const auto& [r, s] : job.stalls) {
-    reports[r] = s.report;
-    reports[r].age_s += std::chrono::duration<double>(now - s.received).count();
-    oldest = std::max(oldest, reports[r].age_s);
-  }
-  const auto& ranks = job.status.ranks;
-  const std::string summary = SummarizeStalls(reports, [&ranks](int r) {
-    return r < static_cast<int>(ranks.size()) ? ranks[r].placement.host : std::string("?");
-  });
-  if (summary == job.status.stall) return;
-  if (!summary.empty()) {
-    HVD_LOG(WARNING) << "job " << job.status.id
-                     << " stalled: " << control::LogEscape(summary, 1024);
-  } else {
-    HVD_LOG(INFO) << "job " << job.status.id << " is making progress again";
-  }
-  job.status.stall = summary;
-  job.status.stall_since_ms = summary.empty() ? 0 : NowMs() - static_cast<int64_t>(oldest * 1000);
-  ChangedLocked(job, /*marker=*/true);  // watchers (hvdrun) print it
-}
-
-void JobManager::WatchStarted(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (JobPtr job = FindLocked(id)) ++job->watchers;
-}
-
-void JobManager::WatchEnded(const std::string& id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  JobPtr job = FindLocked(id);
-  if (!job || job->watchers == 0) return;
-  if (--job->watchers == 0) job->unwatched_since = Clock::now();
-}
-
-void JobManager::Tick() {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto now = Clock::now();
-  std::vector<JobPtr> jobs = jobs_;  // failing a job may prune the table
-  for (const JobPtr& job : jobs) {
-    const JobState state = job->status.state;
-    if (control::IsTerminal(state)) continue;
-    if (!job->status.spec.detached && job->watchers == 0 &&
-        now - job->unwatched_since > options_.client_lease) {
-      EndLocked(*job, JobState::kCancelled,
-                "cancelled: the hvdrun that submitted it attached went away " +
-                    Seconds(now - job->unwatched_since) +
-                    " ago (submit with `hvdrun submit` for a job that outlives its client)",
-                control::kCancelledExitCode);
-      continue;
-    }
-    if (state == JobState::kRestarting) {
-      RankEndedLocked(*job);  // starts the next attempt once the back-off has passed
-      continue;
-    }
-    if (job->held && now >= job->settle_at) {
-      ReleaseHeldLocked(*job);  // the failure it blamed never came: it is the cause after all
-      continue;
-    }
-    if (state == JobState::kPending) {
-      CheckQueueTimeoutLocked(*job);
-      if (job->status.state == JobState::kPending) CheckMasterPortLocked(*job, now);
-      continue;
-    }
-    if (state == JobState::kStarting || state == JobState::kRunning) {
-      CheckStartTimeoutLocked(*job, now);
-      if (!control::IsTerminal(job->status.state)) CheckStallTimeoutLocked(*job, now);
-    }
-  }
-}
-
-void JobManager::CheckStartTimeoutLocked(Job& job, Clock::time_point now) {
+bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
   const auto timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
   if (timeout.count() <= 0 || job.start_timeout_waived || job.at_rendezvous >= job.status.spec.np ||
-      now - job.attempt_started < timeout) {
-    return;
+      now.steady - job.attempt_started < timeout) {
+    return false;
   }
   if (job.at_rendezvous == 0 && job.status.spec.start_timeout_ms < 0) {
     // Only the launcher's default applies and no rank called hvd.init(): a program without hvd
@@ -195,7 +70,7 @@ void JobManager::CheckStartTimeoutLocked(Job& job, Clock::time_point now) {
     job.log.AddProgress("no rank called hvd.init() within " + Seconds(timeout) +
                         ": supervising the job as a program that does not use hvd (no start "
                         "timeout; pass --start-timeout to enforce one)");
-    return;
+    return false;
   }
   std::vector<int> missing;
   std::string details;
@@ -219,47 +94,75 @@ void JobManager::CheckStartTimeoutLocked(Job& job, Clock::time_point now) {
     missing.push_back(r.placement.rank);
     if (missing.size() <= 8) details += "; " + who + ": " + why;
   }
-  if (missing.empty()) return;
+  if (missing.empty()) return false;
   if (missing.size() > 8) details += "; and " + std::to_string(missing.size() - 8) + " more";
   f.message = RankList(missing) + " did not reach the rendezvous within " + Seconds(timeout) +
               " (--start-timeout)" + details +
               ". A program that does not use hvd needs --start-timeout 0";
-  FailLocked(job, f, control::kGenericFailureExitCode);
+  job.Fail(f, control::kGenericFailureExitCode, now);
+  return true;
 }
 
-void JobManager::CheckQueueTimeoutLocked(Job& job) {
+bool Supervisor::CheckQueueTimeout(Job& job, Instant now) const {
   const int64_t timeout_ms = job.status.spec.queue_timeout_ms;
   // queued_since_ms is wall clock because it is part of the record (a restarted launcher resumes
   // the count); a job restored from before the field existed (0) starts counting now.
-  if (timeout_ms <= 0) return;
+  if (timeout_ms <= 0) return false;
   // Placed, in the network check or the MASTER_PORT step: not waiting for slots (that time is
-  // taken off the count if it falls back to waiting, job_manager.cc).
-  if (job.placed_since_ms > 0) return;
-  if (job.status.queued_since_ms <= 0) job.status.queued_since_ms = NowMs();
-  const int64_t waited_ms = NowMs() - job.status.queued_since_ms;
-  if (waited_ms < timeout_ms) return;
+  // taken off the count if it falls back to waiting, Scheduler::GiveUp).
+  if (job.placing) return false;
+  if (job.status.queued_since_ms <= 0) job.status.queued_since_ms = now.wall_ms;
+  const int64_t waited_ms = now.wall_ms - job.status.queued_since_ms;
+  if (waited_ms < timeout_ms) return false;
   JobFailure f;
   f.message = "waited " + Seconds(std::chrono::milliseconds(waited_ms)) +
               " for slots (--queue-timeout " + Seconds(std::chrono::milliseconds(timeout_ms)) +
               "): " + job.status.reason;
-  FailLocked(job, f, control::kGenericFailureExitCode, /*permanent=*/true);
+  // Never restarted: waiting again would not help.
+  job.Fail(f, control::kGenericFailureExitCode, now, /*permanent=*/true);
+  return true;
 }
 
-void JobManager::CheckStallTimeoutLocked(Job& job, Clock::time_point now) {
+Supervisor::Next Supervisor::CheckMasterPort(Job& job, Instant now,
+                                             const AgentConnected& connected) const {
+  if (!job.placing) return Next::kNothing;
+  Job::MasterPortAsk& ask = job.placing->master_port;
+  if (ask.request_id.empty() || ask.port > 0 || !ask.error.empty()) return Next::kNothing;
+  if (!connected(ask.agent_id)) {
+    // Rank 0's agent went away after it was asked: its answer will never come, and that is no
+    // silence to blame it for. Place the job again: elsewhere (asked afresh), back to waiting for
+    // slots, or on the same agent once it is back.
+    ask = Job::MasterPortAsk();
+    return Next::kSchedule;
+  }
+  if (now.steady < ask.deadline) return Next::kNothing;
+  JobFailure f;
+  f.host = ask.host;
+  f.message = "rank 0's agent " + ask.agent_id + " on " + ask.host +
+              " did not choose MASTER_PORT within " +
+              base::SecondsText(options_.master_port_timeout) +
+              " (stuck, or older than the launcher? update it, or pass -x MASTER_PORT=N)";
+  ask = Job::MasterPortAsk();
+  job.Fail(f, control::kGenericFailureExitCode, now);
+  return Next::kSettle;
+}
+
+bool Supervisor::CheckStallTimeout(Job& job, Instant now) const {
   const int64_t timeout_ms = job.status.spec.stall_timeout_ms;
-  if (timeout_ms <= 0 || job.stalls.empty()) return;
+  if (timeout_ms <= 0 || job.stalls.empty()) return false;
   double oldest = 0;
   int oldest_rank = 0;
   for (const auto& [rank, s] : job.stalls) {
-    const double age = s.report.age_s + std::chrono::duration<double>(now - s.received).count();
+    const double age =
+        s.report.age_s + std::chrono::duration<double>(now.steady - s.received).count();
     if (age > oldest) {
       oldest = age;
       oldest_rank = rank;
     }
   }
-  if (oldest * 1000 < static_cast<double>(timeout_ms)) return;
+  if (oldest * 1000 < static_cast<double>(timeout_ms)) return false;
   JobFailure f;
-  const StallReport& report = job.stalls[oldest_rank].report;
+  const launcherd::StallReport& report = job.stalls[oldest_rank].report;
   f.rank = report.blamed.empty() ? oldest_rank : report.blamed[0];
   if (f.rank < static_cast<int>(job.status.ranks.size())) {
     f.host = job.status.ranks[f.rank].placement.host;
@@ -267,7 +170,64 @@ void JobManager::CheckStallTimeoutLocked(Job& job, Clock::time_point now) {
   f.message = "stalled for " + std::to_string(static_cast<int64_t>(oldest)) +
               " s (--stall-timeout " + std::to_string(timeout_ms / 1000) +
               " s): " + job.status.stall;
-  FailLocked(job, f, control::kGenericFailureExitCode);
+  job.Fail(f, control::kGenericFailureExitCode, now);
+  return true;
+}
+
+void Supervisor::RankAtRendezvous(Job& job, int rank, Instant now) const {
+  RankStatus& r = job.status.ranks[rank];
+  if (r.rendezvous_time_ms != 0) return;
+  r.rendezvous_time_ms = now.wall_ms;
+  const int np = job.status.spec.np;
+  ++job.at_rendezvous;
+  if (job.at_rendezvous == np) {
+    job.log.AddProgress("rendezvous complete: " + std::to_string(np) + "/" + std::to_string(np) +
+                        " ranks met");
+  } else if (job.at_rendezvous % std::max(1, np / 20) == 0) {
+    job.log.AddProgress("ranks at the rendezvous " + std::to_string(job.at_rendezvous) + "/" +
+                        std::to_string(np));
+  }
+  job.Changed(/*marker=*/false);
+}
+
+void Supervisor::StallReport(Job& job, int rank, const std::string& value, Instant now) const {
+  if (value.empty()) {
+    if (job.stalls.erase(rank) == 0) return;
+  } else {
+    launcherd::StallReport report;
+    if (!ParseStallReport(value, &report)) {
+      HVD_LOG(WARNING) << "job " << job.id() << ": rank " << rank
+                       << " wrote a malformed stall report; ignored";
+      return;
+    }
+    job.stalls[rank] = {std::move(report), now.steady};
+  }
+  std::map<int, launcherd::StallReport> reports;
+  double oldest = 0;
+  for (const auto& [r, s] : job.stalls) {
+    reports[r] = s.report;
+    reports[r].age_s += std::chrono::duration<double>(now.steady - s.received).count();
+    oldest = std::max(oldest, reports[r].age_s);
+  }
+  const auto& ranks = job.status.ranks;
+  const std::string summary = SummarizeStalls(reports, [&ranks](int r) {
+    return r < static_cast<int>(ranks.size()) ? ranks[r].placement.host : std::string("?");
+  });
+  if (summary == job.status.stall) return;
+  if (!summary.empty()) {
+    HVD_LOG(WARNING) << "job " << job.id() << " stalled: " << control::LogEscape(summary, 1024);
+  } else {
+    HVD_LOG(INFO) << "job " << job.id() << " is making progress again";
+  }
+  job.status.stall = summary;
+  job.status.stall_since_ms =
+      summary.empty() ? 0 : now.wall_ms - static_cast<int64_t>(oldest * 1000);
+  job.Changed(/*marker=*/true);  // watchers (hvdrun) print it
+}
+
+void Supervisor::WatchEnded(Job& job, Instant now) const {
+  if (job.watchers == 0) return;
+  if (--job.watchers == 0) job.unwatched_since = now.steady;
 }
 
 }  // namespace hvd::launcherd

@@ -1,6 +1,4 @@
-// JobManager: WatchJob's event source. A watch walks the job's log (job_log.h) with a cursor of its
-// own, so any number of watchers follow one job without the job tracking them.
-#include "launcherd/job_manager.h"
+#include "launcherd/job_watch.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -10,41 +8,47 @@ constexpr size_t kMaxEventsPerCall = 512;
 
 }  // namespace
 
-Status JobManager::NextEvents(const std::string& id, int64_t from_seq, bool follow,
-                              std::chrono::milliseconds wait, WatchCursor* cursor,
-                              std::vector<JobEvent>* events, bool* done) {
-  std::unique_lock<std::mutex> lock(mu_);
-  JobPtr job = FindLocked(id);  // held: the job may be pruned from the table while we wait
-  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
-  *done = false;
-  if (!cursor->started) {
-    cursor->started = true;
-    cursor->backlog_end = job->log.end();
-    if (from_seq > 0) {
-      // Resuming a broken watch: the client saw the history; the current status and the output
-      // it missed are enough.
-      JobEvent e;
-      e.kind = JobEvent::Kind::kStatus;
-      e.status = job->status;
-      events->push_back(std::move(e));
-      cursor->status_sent = job->version;
-      cursor->next = job->log.FirstOutputFrom(from_seq);
-      cursor->output_only_until = cursor->backlog_end;
-    } else {
-      // Starting before the retained history makes AddEventsLocked say that some was dropped.
-      cursor->next = job->log.begin() > 0 ? job->log.begin() - 1 : 0;
-    }
-  } else if (follow) {
-    job->cv.wait_for(lock, wait, [&] {
-      return job->log.end() > cursor->next || job->finished || watches_closed_;
-    });
+void JobWatch::Begin(const Job& job, int64_t from_seq, WatchCursor* cursor,
+                     std::vector<JobEvent>* events) const {
+  cursor->started = true;
+  cursor->backlog_end = job.log.end();
+  if (from_seq > 0) {
+    // Resuming a broken watch: the client saw the history; the current status and the output
+    // it missed are enough.
+    JobEvent e;
+    e.kind = JobEvent::Kind::kStatus;
+    e.status = job.status;
+    events->push_back(std::move(e));
+    cursor->status_sent = job.version;
+    cursor->next = job.log.FirstOutputFrom(from_seq);
+    cursor->output_only_until = cursor->backlog_end;
+  } else {
+    // Starting before the retained history makes AddEvents say that some was dropped.
+    cursor->next = job.log.begin() > 0 ? job.log.begin() - 1 : 0;
   }
-  AddEventsLocked(*job, from_seq, follow, cursor, events, done);
-  return Status::OK();
 }
 
-void JobManager::AddEventsLocked(Job& job, int64_t from_seq, bool follow, WatchCursor* cursor,
-                                 std::vector<JobEvent>* events, bool* done) {
+void JobWatch::Wait(base::MutexLock& lock, const Job& job, const WatchCursor& cursor,
+                    std::chrono::milliseconds wait) {
+  // std::map keeps the entry where it is while others come and go.
+  Waiters& w = waiting_[job.id()];
+  ++w.count;
+  w.cv.WaitFor(lock, wait, [&] { return job.log.end() > cursor.next || job.finished || closed_; });
+  if (--w.count == 0) waiting_.erase(job.id());
+}
+
+void JobWatch::Notify(const std::string& job_id) {
+  auto it = waiting_.find(job_id);
+  if (it != waiting_.end()) it->second.cv.NotifyAll();
+}
+
+void JobWatch::CloseAll() {
+  closed_ = true;
+  for (auto& [id, w] : waiting_) w.cv.NotifyAll();
+}
+
+void JobWatch::AddEvents(Job& job, int64_t from_seq, bool follow, WatchCursor* cursor,
+                         std::vector<JobEvent>* events, bool* done) const {
   auto push_status = [&] {
     JobEvent e;
     e.kind = JobEvent::Kind::kStatus;
@@ -56,7 +60,7 @@ void JobManager::AddEventsLocked(Job& job, int64_t from_seq, bool follow, WatchC
     JobEvent e;
     e.kind = JobEvent::Kind::kProgress;
     e.progress = "output dropped: the launcher keeps the last " +
-                 std::to_string(options_.max_output_lines) + " lines of a job";
+                 std::to_string(max_output_lines_) + " lines of a job";
     events->push_back(std::move(e));
     cursor->next = job.log.begin();
   }
@@ -88,7 +92,7 @@ void JobManager::AddEventsLocked(Job& job, int64_t from_seq, bool follow, WatchC
   if (!events->empty()) cursor->last_was_status = events->back().kind == JobEvent::Kind::kStatus;
   const bool caught_up = cursor->next >= job.log.end();
   const bool backlog_sent = cursor->next >= cursor->backlog_end;
-  if ((!follow && backlog_sent) || (caught_up && (job.finished || watches_closed_))) {
+  if ((!follow && backlog_sent) || (caught_up && (job.finished || closed_))) {
     // The stream ends with the newest status (rank changes bump the version without an entry).
     if (cursor->status_sent != job.version || !cursor->last_was_status) push_status();
     *done = true;

@@ -6,12 +6,12 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "rendezvous/store_util.h"
+#include "base/errno_text.h"
 
 namespace hvd::launcherd::kvserver {
 namespace {
 
-using runtime::rendezvous::internal::ErrnoText;
+using base::ErrnoText;
 
 // Bytes read per recv: the payload grows by at most this much beyond what has arrived.
 constexpr size_t kChunk = 64 << 10;

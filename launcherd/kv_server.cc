@@ -23,36 +23,28 @@
 
 #include <algorithm>
 
-#include "common/settings.h"
+#include "base/errno_text.h"
+#include "base/mutex.h"
+#include "base/net.h"
 #include "launcherd/kv_server_impl.h"
-#include "rendezvous/store_util.h"
 
 namespace hvd::launcherd::kvserver {
 
-using runtime::rendezvous::internal::ErrnoText;
+using base::ErrnoText;
 
 Status KvServerImpl::Listen(const std::string& listen) {
-  auto colon = listen.rfind(':');
-  int64_t port = -1;
-  if (colon == std::string::npos || colon == 0 ||
-      !common::ParseInt64(listen.substr(colon + 1), &port).ok() || port < 0 || port > 65535) {
+  base::HostPortRules rules;
+  rules.port_zero = true;
+  base::HostPort hp;
+  if (!base::ParseHostPort(listen, rules, &hp).ok()) {
     return InvalidArgument("rendezvous endpoint: listen address '" + listen +
                            "' is not HOST:PORT with a port in 0..65535 (0 picks a free one)");
   }
-  const std::string host = listen.substr(0, colon);
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || res == nullptr) {
-    return InvalidArgument("rendezvous endpoint: cannot resolve '" + host +
-                           "' to a local IPv4 address: " + gai_strerror(rc));
+  sockaddr_in addr{};
+  Status resolved = base::ResolveIPv4(hp.host, hp.port, &addr);
+  if (!resolved.ok()) {
+    return InvalidArgument("rendezvous endpoint: " + resolved.message());
   }
-  sockaddr_in addr = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
-  freeaddrinfo(res);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
 
   // Every connection is a descriptor: make room for the cap if the hard limit allows.
   rlimit nofile{};
@@ -87,7 +79,7 @@ Status KvServerImpl::Listen(const std::string& listen) {
   }
   socklen_t len = sizeof(addr);
   getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  address_ = host + ":" + std::to_string(ntohs(addr.sin_port));
+  address_ = hp.host + ":" + std::to_string(ntohs(addr.sin_port));
   for (auto [fd, tag] : {std::pair{listen_fd_, kListenTag}, std::pair{stop_fd_, kStopTag},
                          std::pair{mailbox_->wake_fd, kWakeTag}}) {
     epoll_event ev{};
@@ -193,7 +185,7 @@ void KvServerImpl::Admit(int fd, const std::string& peer) {
   const bool full = conns_.size() - refusing_ >= options_.max_connections;
   if (full && refusing_ >= kMaxRefusing) {
     close(fd);
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    base::MutexLock lock(&stats_mu_);
     ++stats_.refused;
     return;
   }
@@ -208,7 +200,7 @@ void KvServerImpl::Admit(int fd, const std::string& peer) {
     c.refused = true;
     ++refusing_;
     {
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      base::MutexLock lock(&stats_mu_);
       ++stats_.refused;
     }
     log_refused_.Warn("rendezvous endpoint " + address_ + ": refused a connection from " + peer +
@@ -229,7 +221,7 @@ void KvServerImpl::Admit(int fd, const std::string& peer) {
                       std::to_string(options_.max_unauthenticated) +
                       " connections without HELLO are the limit)");
     {
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      base::MutexLock lock(&stats_mu_);
       ++stats_.evicted;
     }
     Close(oldest, nullptr);

@@ -1,5 +1,5 @@
 // The runtime's door to the launcher's rendezvous store: a TCP endpoint speaking the small framed
-// protocol of runtime/rendezvous/kv_protocol.h (libhvd.so must not link gRPC). A connection first
+// protocol of base/kv_protocol.h (libhvd.so must not link gRPC). A connection first
 // authenticates with its job's secret, which confines it to that job's keys ("job/<id>/...").
 //
 // One event-loop thread serves every connection; a WAIT is parked in the store, not on a thread.

@@ -11,15 +11,16 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/logging.h"
-#include "common/thread_annotations.h"
+#include "base/kv_protocol.h"
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "launcherd/kv_connection.h"
 #include "launcherd/kv_server.h"
-#include "rendezvous/kv_protocol.h"
 
 namespace hvd::launcherd::kvserver {
 
-namespace kv = runtime::rendezvous::kv;
+namespace kv = base::kv;
 
 inline constexpr auto kMaxWait = std::chrono::hours(24 * 7);  // as the client clamps it
 // How long a closing connection is drained before close(), so that its last frame is not overtaken
@@ -70,14 +71,14 @@ struct Mailbox {
   }
   void Post(uint64_t conn, uint64_t seq, const Status& s) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      base::MutexLock lock(&mu);
       done.push_back({conn, seq, s});
     }
     uint64_t one = 1;
     (void)!write(wake_fd, &one, sizeof(one));
   }
-  std::mutex mu;
-  std::vector<Done> done GUARDED_BY(mu);
+  base::Mutex mu;
+  std::vector<Done> done HVD_GUARDED_BY(mu);
   int wake_fd = -1;
 };
 
@@ -99,7 +100,7 @@ class KvServerImpl final : public KvServer {
   std::string address() const override { return address_; }
 
   KvServerStats stats() const override {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    base::MutexLock lock(&stats_mu_);
     return stats_;
   }
 
@@ -161,8 +162,8 @@ class KvServerImpl final : public KvServer {
   Clock::time_point listen_paused_until_;
   RateLimitedLog log_refused_, log_evicted_, log_bad_, log_timeout_;
 
-  mutable std::mutex stats_mu_;
-  KvServerStats stats_ GUARDED_BY(stats_mu_);
+  mutable base::Mutex stats_mu_;
+  KvServerStats stats_ HVD_GUARDED_BY(stats_mu_);
 };
 
 }  // namespace hvd::launcherd::kvserver

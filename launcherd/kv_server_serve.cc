@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "base/mutex.h"
 #include "launcherd/kv_server_impl.h"
 
 namespace hvd::launcherd::kvserver {
@@ -111,7 +112,7 @@ void KvServerImpl::StartWait(Conn& c, const kv::Request& req) {
 void KvServerImpl::DeliverWaits() {
   std::vector<Mailbox::Done> done;
   {
-    std::lock_guard<std::mutex> lock(mailbox_->mu);
+    base::MutexLock lock(&mailbox_->mu);
     done.swap(mailbox_->done);
   }
   for (auto& d : done) {
@@ -150,7 +151,7 @@ void KvServerImpl::OnTimer(Conn& c, Clock::time_point now) {
                         (c.header_got ? "whole HELLO" : "HELLO") + " within " +
                         std::to_string(options_.hello_timeout.count()) + " ms; closing it");
       {
-        std::lock_guard<std::mutex> lock(stats_mu_);
+        base::MutexLock lock(&stats_mu_);
         ++stats_.closed_idle;
       }
       Close(c, nullptr);
@@ -172,7 +173,7 @@ void KvServerImpl::OnTimer(Conn& c, Clock::time_point now) {
         return;
       }
       {
-        std::lock_guard<std::mutex> lock(stats_mu_);
+        base::MutexLock lock(&stats_mu_);
         ++stats_.closed_idle;
       }
       // Whatever part of a request has arrived is dropped unanswered: the notice tells the client
@@ -239,7 +240,7 @@ void KvServerImpl::Close(Conn& c, const char* why) {
     if (why != nullptr) {
       HVD_LOG(DEBUG) << "rendezvous endpoint " << address_ << ": " << c.peer << " (" << c.prefix
                      << ") left during a WAIT: " << why;
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      base::MutexLock lock(&stats_mu_);
       ++stats_.waits_disconnected;
     }
   }
@@ -287,7 +288,7 @@ void KvServerImpl::Authenticated(Conn& c) {
 }
 
 void KvServerImpl::UpdateStats() {
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  base::MutexLock lock(&stats_mu_);
   stats_.connections = conns_.size();
   stats_.unauthenticated = unauth_.size();
   stats_.waiting = waiting_;

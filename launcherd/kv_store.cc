@@ -5,11 +5,11 @@
 #include "launcherd/kv_store.h"
 
 #include <algorithm>
-#include <condition_variable>
 #include <memory>
 #include <set>
 
-#include "rendezvous/store_util.h"
+#include "base/kv_counter.h"
+#include "base/rendezvous_keys.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -29,13 +29,6 @@ std::string ListKeys(const std::vector<std::string>& keys) {
   return m;
 }
 
-// The quota a key counts against: its job's "job/<id>/", or "" for every other key.
-std::string ScopeOf(const std::string& key) {
-  if (key.compare(0, 4, "job/") != 0) return "";
-  auto slash = key.find('/', 4);
-  return slash == std::string::npos ? "" : key.substr(0, slash + 1);
-}
-
 std::string ScopeName(const std::string& scope) {
   if (scope.empty()) return "the keys outside job/<id>/";
   return "job " + scope.substr(4, scope.size() - 5);
@@ -53,7 +46,7 @@ bool Under(const std::string& key, const std::string& prefix) {
 // Why a wait under an erased scope ended, in the job's terms where the scope is a job's
 // ("job/<id>/") or an attempt's ("job/<id>/attempt/<n>/"), which is what the launcher erases.
 std::string ScopeEnded(const std::string& prefix) {
-  const std::string scope = ScopeOf(prefix);
+  const std::string scope = base::JobPrefixOf(prefix);
   const std::string tail =
       "the rendezvous keys under '" + prefix + "' were dropped, so this wait can never complete";
   if (!scope.empty() && scope == prefix) return ScopeName(scope) + " ended: " + tail;
@@ -79,12 +72,12 @@ Status KvStore::PutLocked(const std::string& key, const std::string& value, Read
                            " per value; the rendezvous store is for small values (addresses, ids)");
   }
   auto it = data_.find(key);
-  const std::string scope = ScopeOf(key);
+  const std::string scope = base::JobPrefixOf(key);
   Usage& u = usage_[scope];
   const size_t old_bytes = it == data_.end() ? 0 : key.size() + it->second.size();
   const size_t new_bytes = key.size() + value.size();
   const size_t grow = new_bytes > old_bytes ? new_bytes - old_bytes : 0;
-  auto refuse = [&](const std::string& what) {
+  auto refuse = [&](const std::string& what) HVD_REQUIRES(mu_) {
     if (u.keys == 0) usage_.erase(scope);
     return FailedPrecondition(std::string(kName) + ": writing '" + key + "' would exceed " + what +
                               "; nothing was written (a job's rendezvous holds addresses and "
@@ -124,7 +117,7 @@ Status KvStore::PutLocked(const std::string& key, const std::string& value, Read
 }
 
 void KvStore::DropLocked(std::map<std::string, std::string>::iterator it) {
-  const std::string scope = ScopeOf(it->first);
+  const std::string scope = base::JobPrefixOf(it->first);
   const size_t bytes = it->first.size() + it->second.size();
   auto u = usage_.find(scope);
   if (u != usage_.end()) {
@@ -157,7 +150,7 @@ void KvStore::Run(Ready& ready) {
 Status KvStore::Set(const std::string& key, const std::string& value) {
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     ++stats_.sets;
     HVD_RETURN_IF_ERROR(PutLocked(key, value, &ready));
   }
@@ -167,7 +160,7 @@ Status KvStore::Set(const std::string& key, const std::string& value) {
 }
 
 Status KvStore::Get(const std::string& key, std::string* value) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   ++stats_.gets;
   auto it = data_.find(key);
   if (it == data_.end()) return NotFound(std::string(kName) + ": key '" + key + "' not set");
@@ -178,7 +171,7 @@ Status KvStore::Get(const std::string& key, std::string* value) {
 uint64_t KvStore::WaitAsync(const std::vector<std::string>& keys, WaitCallback done) {
   Status now;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     ++stats_.waits;
     if (shutdown_) {
       now = Status(StatusCode::kCancelled,
@@ -204,7 +197,7 @@ uint64_t KvStore::WaitAsync(const std::vector<std::string>& keys, WaitCallback d
 }
 
 bool KvStore::CancelWait(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (waiters_.count(id) == 0) return false;
   RemoveWaiterLocked(id);
   return true;
@@ -214,7 +207,7 @@ Status KvStore::WaitTimedOut(const std::vector<std::string>& keys,
                              std::chrono::milliseconds timeout) {
   std::vector<std::string> missing;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     for (const auto& k : keys) {
       if (data_.count(k) == 0) missing.push_back(k);
     }
@@ -232,24 +225,24 @@ Status KvStore::Wait(const std::vector<std::string>& keys, std::chrono::millisec
   const auto deadline = std::chrono::steady_clock::now() + wait;
   // Shared with the callback, which may still be running when a timed-out wait returns.
   struct State {
-    std::mutex mu;
-    std::condition_variable cv;
+    base::Mutex mu;
+    base::CondVar cv;
     bool done = false;
     Status status;
   };
   auto state = std::make_shared<State>();
   const uint64_t id = WaitAsync(keys, [state](const Status& s) {
-    std::lock_guard<std::mutex> lock(state->mu);
+    base::MutexLock lock(&state->mu);
     state->done = true;
     state->status = s;
-    state->cv.notify_all();
+    state->cv.NotifyAll();
   });
-  std::unique_lock<std::mutex> lock(state->mu);
-  if (!state->cv.wait_until(lock, deadline, [&] { return state->done; })) {
-    lock.unlock();
+  base::MutexLock lock(&state->mu);
+  if (!state->cv.WaitUntil(lock, deadline, [&]() HVD_REQUIRES(state->mu) { return state->done; })) {
+    lock.Unlock();
     if (CancelWait(id)) return WaitTimedOut(keys, timeout);
-    lock.lock();  // it ended as we gave up: its callback is about to say how
-    state->cv.wait(lock, [&] { return state->done; });
+    lock.Lock();  // it ended as we gave up: its callback is about to say how
+    state->cv.Wait(lock, [&]() HVD_REQUIRES(state->mu) { return state->done; });
   }
   return state->status;
 }
@@ -258,17 +251,17 @@ Status KvStore::Add(const std::string& key, int64_t delta, int64_t* value) {
   int64_t sum = 0;
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     ++stats_.adds;
     int64_t current = 0;
     auto it = data_.find(key);
     // The runtime's stores parse counters the same way, so a job behaves alike on every store.
     if (it != data_.end()) {
       HVD_RETURN_IF_ERROR(
-          runtime::rendezvous::internal::ParseCounter(kName, key, it->second, &current));
+          base::ParseCounter(kName, key, it->second, &current));
     }
     HVD_RETURN_IF_ERROR(
-        runtime::rendezvous::internal::AddCounter(kName, key, current, delta, &sum));
+        base::AddCounter(kName, key, current, delta, &sum));
     HVD_RETURN_IF_ERROR(PutLocked(key, std::to_string(sum), &ready));
   }
   Run(ready);
@@ -282,7 +275,7 @@ Status KvStore::CompareAndSet(const std::string& key, bool expect_absent,
   bool did = false;
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     ++stats_.cas;
     auto it = data_.find(key);
     const bool present = it != data_.end();
@@ -302,7 +295,7 @@ Status KvStore::CompareAndSet(const std::string& key, bool expect_absent,
 void KvStore::EraseScope(const std::string& prefix, const std::string& reason) {
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     auto it = data_.lower_bound(prefix);
     while (it != data_.end() && Under(it->first, prefix)) DropLocked(it++);
     // A wait on a dropped key could only end at its timeout, long after its job: end it now.
@@ -325,7 +318,7 @@ void KvStore::EraseScope(const std::string& prefix, const std::string& reason) {
 void KvStore::Shutdown() {
   Ready ready;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     shutdown_ = true;
     const Status cancelled(StatusCode::kCancelled,
                            std::string(kName) + " is shut down: the launcher is stopping");
@@ -337,7 +330,7 @@ void KvStore::Shutdown() {
 }
 
 KvStats KvStore::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   KvStats s = stats_;
   s.keys = data_.size();
   s.bytes = total_bytes_;

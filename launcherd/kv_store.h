@@ -13,12 +13,12 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "hvd/status.h"
 
 namespace hvd::launcherd {
@@ -96,22 +96,23 @@ class KvStore {
 
   // Writes key=value within the limits; a new key completes the waits it was the last missing of
   // (their callbacks go to *ready, to run after the lock is released).
-  Status PutLocked(const std::string& key, const std::string& value, Ready* ready) REQUIRES(mu_);
-  void DropLocked(std::map<std::string, std::string>::iterator it) REQUIRES(mu_);
-  void RemoveWaiterLocked(uint64_t id) REQUIRES(mu_);
+  Status PutLocked(const std::string& key, const std::string& value, Ready* ready)
+      HVD_REQUIRES(mu_);
+  void DropLocked(std::map<std::string, std::string>::iterator it) HVD_REQUIRES(mu_);
+  void RemoveWaiterLocked(uint64_t id) HVD_REQUIRES(mu_);
   static void Run(Ready& ready);
 
   const KvLimits limits_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::string> data_ GUARDED_BY(mu_);
-  std::map<std::string, Usage> usage_ GUARDED_BY(mu_);  // by job scope ("job/<id>/" or "")
-  size_t total_bytes_ GUARDED_BY(mu_) = 0;
-  std::unordered_map<uint64_t, Waiter> waiters_ GUARDED_BY(mu_);
+  mutable base::Mutex mu_;
+  std::map<std::string, std::string> data_ HVD_GUARDED_BY(mu_);
+  std::map<std::string, Usage> usage_ HVD_GUARDED_BY(mu_);  // by job scope ("job/<id>/" or "")
+  size_t total_bytes_ HVD_GUARDED_BY(mu_) = 0;
+  std::unordered_map<uint64_t, Waiter> waiters_ HVD_GUARDED_BY(mu_);
   // A key some waiter still misses -> that waiter: a write wakes only the waits it completes.
-  std::unordered_multimap<std::string, uint64_t> missing_ GUARDED_BY(mu_);
-  uint64_t next_wait_ GUARDED_BY(mu_) = 1;
-  bool shutdown_ GUARDED_BY(mu_) = false;
-  KvStats stats_ GUARDED_BY(mu_);
+  std::unordered_multimap<std::string, uint64_t> missing_ HVD_GUARDED_BY(mu_);
+  uint64_t next_wait_ HVD_GUARDED_BY(mu_) = 1;
+  bool shutdown_ HVD_GUARDED_BY(mu_) = false;
+  KvStats stats_ HVD_GUARDED_BY(mu_);
   Observer observer_;
 };
 

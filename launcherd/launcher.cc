@@ -3,21 +3,17 @@
 // order that lets agents hear StopJob before their streams close.
 #include "launcherd/launcher.h"
 
-// First, so that gRPC's Abseil annotations (system headers) yield to hvd's instead of the other
-// way round, which would warn about the redefined GUARDED_BY.
-#include "common/thread_annotations.h"
-
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
-#include "common/logging.h"
-#include "control/token.h"
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "base/net.h"
 #include "control/tls_grpc.h"
+#include "control/token.h"
 #include "control/token_gate.h"
 #include "launcherd/agent_gateway_service.h"
 #include "launcherd/agent_registry.h"
@@ -103,7 +99,7 @@ class LauncherImpl final : public Launcher {
     std::string bound_host;
     HVD_RETURN_IF_ERROR(ParseListenAddress(kv_server_->address(), &bound_host, &kv_port));
     std::string advertise = options_.advertise_host;
-    if (advertise.empty()) advertise = IsWildcardHost(kv_host) ? LocalHostName() : kv_host;
+    if (advertise.empty()) advertise = IsWildcardHost(kv_host) ? base::LocalHostName() : kv_host;
     rendezvous_address_ = advertise + ":" + std::to_string(kv_port);
 
     NetworkCheckOptions no;
@@ -128,19 +124,19 @@ class LauncherImpl final : public Launcher {
     jobs_ptr_.store(jobs_.get());
     network_->SetOnDone([this] { jobs_->Schedule(); });  // a probe ended: place its job again
 
-    launcher_service_ = std::make_unique<LauncherService>(options_.token, jobs_.get(), &registry_);
+    launcher_service_ = std::make_unique<LauncherService>(jobs_.get(), &registry_);
     gateway_service_ = std::make_unique<AgentGatewayService>(
-        options_.token, &registry_, jobs_.get(), options_.heartbeat_interval, options_.lease);
+        &registry_, jobs_.get(), options_.heartbeat_interval, options_.lease);
     gateway_service_->SetNetworkCheck(network_.get());
     rendezvous_service_ = std::make_unique<RendezvousService>(&store_, options_.token, resolver);
     grpc::ServerBuilder builder;
     int selected_port = 0;
-    // The token gate (control/token_gate.h) fails calls that carry neither the cluster token nor
-    // a live job's secret before gRPC reads their message: a caller without a token costs the
-    // launcher a few KiB, not up to kMaxMessageBytes per call.
-    control::TokenAcceptor gate = [this, resolver](std::string_view token) {
-      std::string prefix;
-      return control::TokensEqual(token, options_.token) || resolver(std::string(token), &prefix);
+    // The token gate (control/token_gate.h) is the one token check of every service: it fails a
+    // call before gRPC reads its message (a caller without a token costs the launcher a few KiB,
+    // not up to kMaxMessageBytes per call), and before any handler runs.
+    control::TokenAcceptor gate = [this, resolver](std::string_view method,
+                                                   std::string_view token) {
+      return AcceptToken(options_.token, resolver, method, token);
     };
     builder.AddListeningPort(options_.listen, control::ServerCredentialsFor(options_.tls, gate),
                              &selected_port);
@@ -183,12 +179,12 @@ class LauncherImpl final : public Launcher {
   std::string rendezvous_address() const override { return rendezvous_address_; }
 
   void Stop() override {
-    std::lock_guard<std::mutex> stop_lock(stop_mu_);  // a second Stop waits for the first
+    base::MutexLock stop_lock(&stop_mu_);  // a second Stop waits for the first
     if (stopped_) return;
     {
-      std::lock_guard<std::mutex> lock(sweep_mu_);
+      base::MutexLock lock(&sweep_mu_);
       sweep_stop_ = true;
-      sweep_cv_.notify_all();
+      sweep_cv_.NotifyAll();
     }
     if (sweeper_.joinable()) sweeper_.join();
     if (network_) network_->Stop();  // no probe ends (and reschedules) from here on
@@ -223,15 +219,15 @@ class LauncherImpl final : public Launcher {
     if (kv_server_) kv_server_->Stop();
     if (http_) http_->Stop();
     {
-      std::lock_guard<std::mutex> lock(wait_mu_);
+      base::MutexLock lock(&wait_mu_);
       stopped_ = true;
     }
-    wait_cv_.notify_all();
+    wait_cv_.NotifyAll();
   }
 
   void Wait() override {
-    std::unique_lock<std::mutex> lock(wait_mu_);
-    wait_cv_.wait(lock, [&] { return stopped_; });
+    base::MutexLock lock(&wait_mu_);
+    wait_cv_.Wait(lock, [&]() HVD_REQUIRES(wait_mu_) { return stopped_; });
   }
 
  private:
@@ -239,14 +235,15 @@ class LauncherImpl final : public Launcher {
   void SweepLoop() {
     const auto period = std::clamp(options_.lease / 10, std::chrono::milliseconds(10),
                                    std::chrono::milliseconds(500));
-    std::unique_lock<std::mutex> lock(sweep_mu_);
-    while (!sweep_cv_.wait_for(lock, period, [&] { return sweep_stop_; })) {
-      lock.unlock();
+    base::MutexLock lock(&sweep_mu_);
+    while (
+        !sweep_cv_.WaitFor(lock, period, [&]() HVD_REQUIRES(sweep_mu_) { return sweep_stop_; })) {
+      lock.Unlock();
       for (const AgentInfo& lost : registry_.ExpireLeases(std::chrono::steady_clock::now())) {
         jobs_->OnAgentLost(lost);
       }
       jobs_->Tick();
-      lock.lock();
+      lock.Lock();
     }
   }
 
@@ -266,13 +263,13 @@ class LauncherImpl final : public Launcher {
   std::string grpc_address_, rendezvous_address_;
 
   std::thread sweeper_;
-  std::mutex sweep_mu_;
-  std::condition_variable sweep_cv_;
-  bool sweep_stop_ = false;
+  base::Mutex sweep_mu_;
+  base::CondVar sweep_cv_;
+  bool sweep_stop_ HVD_GUARDED_BY(sweep_mu_) = false;
 
-  std::mutex stop_mu_;
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
+  base::Mutex stop_mu_;
+  base::Mutex wait_mu_;
+  base::CondVar wait_cv_;
   bool stopped_ = false;  // written under wait_mu_ (and stop_mu_)
 };
 

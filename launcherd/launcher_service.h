@@ -1,10 +1,7 @@
-// hvd.v1.Launcher: what hvdrun asks of the launcher. Thin: checks the cluster token on every call
-// and translates between protobuf and JobManager's domain calls.
+// hvd.v1.Launcher: what hvdrun asks of the launcher. Thin: translates between protobuf and
+// JobManager's domain calls. The cluster token is checked before any of these runs, by the
+// server's token gate (control/token_gate.h, launcher.cc).
 #pragma once
-
-// First, so that gRPC's Abseil annotations (system headers) yield to hvd's instead of the other
-// way round, which would warn about the redefined GUARDED_BY.
-#include "common/thread_annotations.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -19,8 +16,7 @@ namespace hvd::launcherd {
 class LauncherService final : public v1::Launcher::Service {
  public:
   // `jobs` and `agents` must outlive the service.
-  LauncherService(std::string token, JobManager* jobs, const AgentRegistry* agents)
-      : token_(std::move(token)), jobs_(jobs), agents_(agents) {}
+  LauncherService(JobManager* jobs, const AgentRegistry* agents) : jobs_(jobs), agents_(agents) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::SubmitJobResponse* response) override;
@@ -42,7 +38,6 @@ class LauncherService final : public v1::Launcher::Service {
                           v1::WriteStdinResponse* response) override;
 
  private:
-  const std::string token_;
   JobManager* const jobs_;
   const AgentRegistry* const agents_;
 };

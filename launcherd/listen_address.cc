@@ -7,26 +7,19 @@
 #include <cerrno>
 #include <cstring>
 
-#include "common/settings.h"
+#include "base/net.h"
 
 namespace hvd::launcherd {
 
 Status ParseListenAddress(const std::string& address, std::string* host, int* port) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon + 1 == address.size()) {
-    return InvalidArgument("'" + address +
-                           "' is not HOST:PORT (e.g. 0.0.0.0:7070, or 127.0.0.1:0 for any free "
-                           "port)");
-  }
-  int64_t p = -1;
-  Status s = common::ParseInt64(address.substr(colon + 1), &p);
-  if (!s.ok() || p < 0 || p > 65535) {
-    return InvalidArgument("'" + address + "': the port must be 0..65535 (0: any free port)");
-  }
-  std::string h = address.substr(0, colon);
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  *host = h;
-  *port = static_cast<int>(p);
+  base::HostPortRules listener;
+  listener.port_zero = true;
+  listener.empty_host = true;
+  listener.example = "0.0.0.0:7070, or 127.0.0.1:0 for any free port";
+  base::HostPort hp;
+  HVD_RETURN_IF_ERROR(base::ParseHostPort(address, listener, &hp));
+  *host = hp.host;
+  *port = hp.port;
   return Status::OK();
 }
 
@@ -79,12 +72,6 @@ Status CheckCanListen(const std::string& address, const std::string& flag) {
     why = "permission denied (ports below 1024 need privileges); pick a port above 1023";
   }
   return Unavailable("cannot listen on " + address + " (" + flag + "): " + why);
-}
-
-std::string LocalHostName() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
-  return buf;
 }
 
 }  // namespace hvd::launcherd

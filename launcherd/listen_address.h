@@ -8,8 +8,9 @@
 
 namespace hvd::launcherd {
 
-// Splits "host:port" with port 0..65535 ("[::1]:0" keeps the brackets off the host).
-// InvalidArgument naming the text and the expected form.
+// Splits a listen address, "host:port" with port 0..65535 and an empty host allowed (":7070"), by
+// base::ParseHostPort ("[::1]:0" keeps the brackets off the host). InvalidArgument naming the
+// text and the expected form.
 Status ParseListenAddress(const std::string& address, std::string* host, int* port);
 
 // Whether `host` means every interface ("0.0.0.0", "::", "[::]", "" or "*").
@@ -21,8 +22,5 @@ bool IsWildcardHost(const std::string& host);
 // hvd-launcherd?) listens there. Run before starting the servers, so a busy port is that one
 // message rather than gRPC's raw bind error.
 Status CheckCanListen(const std::string& address, const std::string& flag);
-
-// This machine's host name (gethostname), "localhost" if it has none.
-std::string LocalHostName();
 
 }  // namespace hvd::launcherd

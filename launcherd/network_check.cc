@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "common/logging.h"
-#include "control/duration_text.h"
+#include "base/clock.h"
+#include "base/logging.h"
 #include "control/token.h"
 
 namespace hvd::launcherd {
@@ -13,10 +13,6 @@ namespace {
 // forgotten after this long.
 constexpr auto kKeepFinished = std::chrono::seconds(60);
 constexpr auto kTick = std::chrono::milliseconds(50);
-
-std::string Seconds(std::chrono::milliseconds d) {
-  return control::SecondsText(d);
-}
 
 }  // namespace
 
@@ -42,17 +38,17 @@ NetworkCheck::~NetworkCheck() {
 }
 
 void NetworkCheck::SetOnDone(std::function<void()> on_done) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   on_done_ = std::move(on_done);
 }
 
 void NetworkCheck::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (stop_) return;
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   timer_.join();
 }
 
@@ -94,7 +90,7 @@ NetworkCheck::Verdict NetworkCheck::Check(const std::string& job_id, const std::
     return Verdict::kReady;
   }
 
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   std::shared_ptr<Probe> p;
   auto it = probes_.find(job_id);
   if (it != probes_.end() && it->second->agent_ids == ids && it->second->selectors == selectors) {
@@ -157,7 +153,7 @@ void NetworkCheck::OnReport(const std::string& agent_id, const ProbeReport& r) {
   bool done = false;
   std::function<void()> on_done;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (stop_) return;
     std::shared_ptr<Probe> p;
     for (const auto& [job, probe] : probes_) {
@@ -236,9 +232,9 @@ void NetworkCheck::FinishLocked(Probe& p, const std::string& failure) {
 }
 
 void NetworkCheck::TimerLoop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   while (!stop_) {
-    cv_.wait_for(lock, kTick, [&] { return stop_; });
+    cv_.WaitFor(lock, kTick, [&]() HVD_REQUIRES(mu_) { return stop_; });
     if (stop_) break;
     const auto now = Clock::now();
     bool ended = false;
@@ -257,24 +253,25 @@ void NetworkCheck::TimerLoop() {
           if (listening ? p.ports[i] == 0 : !p.reported[i]) {
             silent += (silent.empty() ? "" : ", ") + p.hosts[i].host;
             for (auto& per_candidate : p.outcomes) {
-              per_candidate[i].error =
-                  p.hosts[i].host + "'s agent did not report its dials within " + Seconds(waited);
+              per_candidate[i].error = p.hosts[i].host +
+                                       "'s agent did not report its dials within " +
+                                       base::SecondsText(waited);
             }
           }
         }
-        FinishLocked(p, listening ? "the agent on " + silent +
-                                        " did not answer the network probe within " +
-                                        Seconds(waited) + " (stuck, or older than the launcher?)"
-                                  : "");
+        FinishLocked(
+            p, listening ? "the agent on " + silent + " did not answer the network probe within " +
+                               base::SecondsText(waited) + " (stuck, or older than the launcher?)"
+                         : "");
         ended = true;
       }
       ++it;
     }
     if (ended && on_done_) {
       std::function<void()> on_done = on_done_;
-      lock.unlock();
+      lock.Unlock();
       on_done();
-      lock.lock();
+      lock.Lock();
     }
   }
 }

@@ -6,7 +6,8 @@
 // timeout (DIAL); the results decide the network (control/iface_choice.h) and the listeners close
 // (DONE). JobManager asks Check() each time it places the job: the first call starts the probe and
 // the job waits (PENDING, "checking the network ..."); when the last report arrives the check
-// calls back, the job is placed again, and Check() answers with the decision for that placement.
+// calls back, the scheduler's next pass finds the placement it kept (launcherd/job_scheduler.h), and
+// Check() answers with the decision for that placement.
 // A placement on other agents starts a new probe. Every step has a deadline: an agent that does
 // not answer fails the check naming its host.
 //
@@ -16,16 +17,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "control/iface_choice.h"
 #include "control/placement.h"
 #include "launcherd/agent_registry.h"
@@ -51,7 +51,8 @@ class NetworkCheck {
   NetworkCheck(const NetworkCheck&) = delete;
   NetworkCheck& operator=(const NetworkCheck&) = delete;
 
-  // Called, without locks held, whenever a probe has ended (so the job can be placed again).
+  // Called, without locks held, whenever a probe has ended (so the scheduler takes up the placement
+  // it kept).
   void SetOnDone(std::function<void()> on_done);
 
   // The job `job_id`, placed as `ranks`, with --network-interface `selectors`:
@@ -74,9 +75,9 @@ class NetworkCheck {
 
   std::shared_ptr<Probe> Begin(const std::string& job_id, std::vector<control::ProbeHost> hosts,
                                control::Candidates candidates, const std::string& selectors)
-      REQUIRES(mu_);
-  void SendDialsLocked(Probe& p) REQUIRES(mu_);
-  void FinishLocked(Probe& p, const std::string& failure) REQUIRES(mu_);
+      HVD_REQUIRES(mu_);
+  void SendDialsLocked(Probe& p) HVD_REQUIRES(mu_);
+  void FinishLocked(Probe& p, const std::string& failure) HVD_REQUIRES(mu_);
   void Send(const std::string& agent_id, const ProbeCommand& command);
   void TimerLoop();
 
@@ -84,11 +85,11 @@ class NetworkCheck {
   AgentRegistry* const agents_;
   std::function<void()> on_done_;  // set before use, then read only
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::shared_ptr<Probe>> probes_ GUARDED_BY(mu_);  // by job id
-  bool stop_ GUARDED_BY(mu_) = false;
-  bool done_pending_ GUARDED_BY(mu_) = false;  // a probe ended: call on_done_
+  base::Mutex mu_;
+  base::CondVar cv_;
+  std::map<std::string, std::shared_ptr<Probe>> probes_ HVD_GUARDED_BY(mu_);  // by job id
+  bool stop_ HVD_GUARDED_BY(mu_) = false;
+  bool done_pending_ HVD_GUARDED_BY(mu_) = false;  // a probe ended: call on_done_
   std::thread timer_;
 };
 

@@ -1,4 +1,4 @@
-// The network probe's and the network decision's hvd.v1 messages <-> the launcher's types.
+// The network probe's hvd.v1 messages <-> the launcher's types.
 #pragma once
 
 #include "control/iface_choice.h"
@@ -7,10 +7,14 @@
 
 namespace hvd::launcherd {
 
+// Checked, as control/job_state_proto.h: a step number this build does not know (a newer
+// agent's) is kUnspecified, which NetworkCheck ignores; every ProbeStep is listed in a switch.
+ProbeStep ProbeStepFromProto(v1::NetworkProbe::Step p);
+v1::NetworkProbe::Step ProbeStepToProto(ProbeStep s);
+
 void ToProto(const ProbeCommand& c, v1::NetworkProbe* p);
 ProbeReport FromProto(const v1::NetworkProbeReport& p);
-void ToProto(const control::NetworkReport& r, v1::NetworkReport* p);
-// For the job store: a restored job keeps its network decision.
-control::NetworkReport FromProto(const v1::NetworkReport& p);
+// The network decision (control::NetworkReport), part of a job's status, converts with the job
+// model: control/job_model_proto.h.
 
 }  // namespace hvd::launcherd

@@ -15,6 +15,17 @@ std::string Full(const std::string& scope, const std::string& key) {
 
 }  // namespace
 
+bool AcceptToken(const std::string& cluster_token, const SecretResolver& resolver,
+                 std::string_view method, std::string_view token) {
+  if (control::TokensEqual(token, cluster_token)) return true;
+  // A job's secret opens the Rendezvous service only (its handler then checks the secret's job
+  // owns the scope); every Launcher and AgentGateway method needs the cluster token.
+  const std::string rendezvous = "/" + std::string(v1::Rendezvous::service_full_name()) + "/";
+  if (method.substr(0, rendezvous.size()) != rendezvous) return false;
+  std::string prefix;
+  return resolver && resolver(std::string(token), &prefix);
+}
+
 RendezvousService::RendezvousService(KvStore* store, std::string token, SecretResolver resolver)
     : store_(store), token_(std::move(token)), resolver_(std::move(resolver)) {}
 

@@ -6,19 +6,24 @@
 // grants the scopes under that job's prefix ("job/<id>/..."), as SecretResolver maps it.
 #pragma once
 
-// Before gRPC on purpose: common/thread_annotations.h and Abseil (under gRPC) both define
-// GUARDED_BY & co.; in this order the second definition is in a system header and stays silent.
 #include "launcherd/kv_server.h"
 #include "launcherd/kv_store.h"
 
 #include <grpcpp/grpcpp.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "hvd/v1/rendezvous.grpc.pb.h"
 
 namespace hvd::launcherd {
+
+// The launcher's token gate (control/token_gate.h), its one token check for every service: the
+// cluster token opens every method; a secret `resolver` knows (a live job's) opens the Rendezvous
+// methods only, whose handlers then check the scope it covers (Authorize below).
+bool AcceptToken(const std::string& cluster_token, const SecretResolver& resolver,
+                 std::string_view method, std::string_view token);
 
 class RendezvousService final : public hvd::v1::Rendezvous::Service {
  public:

@@ -10,12 +10,13 @@ std::shared_ptr<StdinRelay::Entry> StdinRelay::At(const std::string& job) {
 
 Status StdinRelay::Write(const std::string& job, const std::string& data,
                          std::chrono::milliseconds wait) {
-  std::unique_lock<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   const std::shared_ptr<Entry> entry = At(job);
   Entry& e = *entry;
   // One chunk may overshoot the capacity: the bound is capacity plus a chunk (64 KiB from hvdrun,
   // at most gRPC's message limit from anyone).
-  cv_.wait_for(lock, wait, [&] { return e.dropped || e.closed || e.bytes < capacity_; });
+  cv_.WaitFor(lock, wait,
+              [&]() HVD_REQUIRES(mu_) { return e.dropped || e.closed || e.bytes < capacity_; });
   if (e.dropped) return FailedPrecondition("job " + job + " has ended; its input was dropped");
   if (e.closed) return FailedPrecondition("the input of job " + job + " has already ended");
   if (e.bytes >= capacity_) return DeadlineExceeded("the input buffer of job " + job + " is full");
@@ -23,21 +24,21 @@ Status StdinRelay::Write(const std::string& job, const std::string& data,
     e.chunks.push_back(data);
     e.bytes += data.size();
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return Status::OK();
 }
 
 void StdinRelay::Close(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   At(job)->closed = true;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 Status StdinRelay::Read(const std::string& job, int attempt, size_t max,
                         std::chrono::milliseconds wait, std::string* data, bool* eof) {
   data->clear();
   *eof = false;
-  std::unique_lock<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   const std::shared_ptr<Entry> entry = At(job);
   Entry& e = *entry;
   if (attempt < e.attempt) {
@@ -46,10 +47,11 @@ Status StdinRelay::Read(const std::string& job, int attempt, size_t max,
   }
   if (attempt > e.attempt) {
     e.attempt = attempt;
-    cv_.notify_all();  // an older attempt's waiting reader gives way
+    cv_.NotifyAll();  // an older attempt's waiting reader gives way
   }
-  cv_.wait_for(lock, wait,
-               [&] { return e.dropped || e.attempt != attempt || e.bytes > 0 || e.closed; });
+  cv_.WaitFor(lock, wait, [&]() HVD_REQUIRES(mu_) {
+    return e.dropped || e.attempt != attempt || e.bytes > 0 || e.closed;
+  });
   if (e.dropped) return FailedPrecondition("job " + job + " has ended; its input was dropped");
   if (e.attempt != attempt) {
     return Aborted("attempt " + std::to_string(e.attempt) + " of job " + job +
@@ -73,30 +75,30 @@ Status StdinRelay::Read(const std::string& job, int attempt, size_t max,
     }
     e.bytes -= take;
   }
-  cv_.notify_all();  // room for the writer
+  cv_.NotifyAll();  // room for the writer
   return Status::OK();
 }
 
 bool StdinRelay::Drained(const std::string& job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   return it == jobs_.end() || it->second->dropped || it->second->bytes == 0;
 }
 
 void StdinRelay::Drop(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   const std::shared_ptr<Entry> entry = At(job);
   Entry& e = *entry;
   e.dropped = true;
   e.chunks.clear();
   e.bytes = 0;
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void StdinRelay::Prune(const std::function<bool(const std::string& job)>& ended) {
   std::vector<std::string> ids;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     for (const auto& [id, e] : jobs_) ids.push_back(id);
   }
   // `ended` asks the job table: never called with mu_ held.
@@ -104,7 +106,7 @@ void StdinRelay::Prune(const std::function<bool(const std::string& job)>& ended)
   for (const std::string& id : ids) {
     if (ended(id)) gone.push_back(id);
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   for (const std::string& id : gone) {
     auto it = jobs_.find(id);
     if (it == jobs_.end()) continue;
@@ -113,18 +115,18 @@ void StdinRelay::Prune(const std::function<bool(const std::string& job)>& ended)
     it->second->chunks.clear();
     it->second->bytes = 0;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   for (const std::string& id : gone) jobs_.erase(id);
 }
 
 size_t StdinRelay::buffered(const std::string& job) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   return it == jobs_.end() ? 0 : it->second->bytes;
 }
 
 size_t StdinRelay::jobs() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return jobs_.size();
 }
 

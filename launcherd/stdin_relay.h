@@ -11,14 +11,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "base/mutex.h"
 #include "hvd/status.h"
 
 namespace hvd::launcherd {
@@ -59,13 +58,13 @@ class StdinRelay {
     bool dropped = false;  // the job ended
     int attempt = -1;      // the newest attempt that read
   };
-  // Creates it; mu_ held. Shared: a call waiting on an entry keeps it while Prune erases it.
-  std::shared_ptr<Entry> At(const std::string& job);
+  // Creates it. Shared: a call waiting on an entry keeps it while Prune erases it.
+  std::shared_ptr<Entry> At(const std::string& job) HVD_REQUIRES(mu_);
 
   const size_t capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::shared_ptr<Entry>> jobs_;
+  mutable base::Mutex mu_;
+  base::CondVar cv_;
+  std::map<std::string, std::shared_ptr<Entry>> jobs_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace hvd::launcherd

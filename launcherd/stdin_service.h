@@ -5,9 +5,6 @@
 // the job.
 #pragma once
 
-// First, so that gRPC's Abseil annotations (system headers) yield to hvd's (see the services).
-#include "common/thread_annotations.h"
-
 #include <grpcpp/grpcpp.h>
 
 #include "hvd/v1/agent.grpc.pb.h"

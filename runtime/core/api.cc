@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "collectives/reduce.h"
 #include "core/api_internal.h"
 #include "core/context.h"
@@ -16,14 +16,16 @@ namespace hvd {
 namespace {
 
 using runtime::core::Context;
-using runtime::fusion::OpType;
-using runtime::fusion::Request;
-using runtime::fusion::TensorSpec;
+using runtime::negotiation::OpType;
+using runtime::negotiation::OpTypeName;
+using runtime::negotiation::Request;
+using runtime::negotiation::ShapeString;
+using runtime::negotiation::TensorSpec;
 
-std::mutex g_mu;
-std::shared_ptr<Context> g_ctx;  // GUARDED_BY(g_mu)
-std::mutex g_noname_mu;
-std::map<int, uint64_t> g_noname;  // GUARDED_BY(g_noname_mu): per process set
+base::Mutex g_mu;
+std::shared_ptr<Context> g_ctx HVD_GUARDED_BY(g_mu);
+base::Mutex g_noname_mu;
+std::map<int, uint64_t> g_noname HVD_GUARDED_BY(g_noname_mu);  // per process set
 bool g_atexit_registered = false;
 
 Status CheckTensor(const char* what, const Tensor& t) {
@@ -34,12 +36,12 @@ Status CheckTensor(const char* what, const Tensor& t) {
   for (int64_t d : t.shape) {
     if (d < 0) {
       return InvalidArgument(std::string(what) + ": negative dimension in shape " +
-                             runtime::fusion::ShapeString(t.shape));
+                             ShapeString(t.shape));
     }
   }
   if (t.data == nullptr && t.num_elements() > 0) {
     return InvalidArgument(std::string(what) + ": data is null for a tensor of shape " +
-                           runtime::fusion::ShapeString(t.shape));
+                           ShapeString(t.shape));
   }
   if (t.device < -1) {
     return InvalidArgument(std::string(what) + ": device " + std::to_string(t.device) +
@@ -69,10 +71,10 @@ std::string Name(std::string_view given, OpType type, int process_set) {
   if (!given.empty()) return std::string(given);
   uint64_t n;
   {
-    std::lock_guard<std::mutex> lock(g_noname_mu);
+    base::MutexLock lock(&g_noname_mu);
     n = g_noname[process_set]++;
   }
-  std::string name = std::string(runtime::fusion::OpTypeName(type)) + ".noname.";
+  std::string name = std::string(OpTypeName(type)) + ".noname.";
   if (process_set != kGlobalProcessSet) name += "set" + std::to_string(process_set) + ".";
   return name + std::to_string(n);
 }
@@ -122,10 +124,10 @@ Status CheckPair(const Tensor& in, const Tensor& out) {
   HVD_RETURN_IF_ERROR(CheckTensor("output", out));
   if (in.dtype != out.dtype || in.num_elements() != out.num_elements()) {
     return InvalidArgument("output (" + std::string(DataTypeName(out.dtype)) + " " +
-                           runtime::fusion::ShapeString(out.shape) +
+                           ShapeString(out.shape) +
                            ") must have the input's dtype and element count (" +
                            std::string(DataTypeName(in.dtype)) + " " +
-                           runtime::fusion::ShapeString(in.shape) + ")");
+                           ShapeString(in.shape) + ")");
   }
   return Status::OK();
 }
@@ -145,20 +147,20 @@ Status NotFromCallback(const char* fn) {
 }
 
 std::shared_ptr<Context> Current() {
-  std::lock_guard<std::mutex> lock(g_mu);
+  base::MutexLock lock(&g_mu);
   return g_ctx;
 }
 
 // Submits `op`, or completes it at once with `error`.
 Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
   if (!error.ok()) {
-    op->Complete(error.WithContext(std::string(runtime::fusion::OpTypeName(op->request.type)) +
+    op->Complete(error.WithContext(std::string(OpTypeName(op->request.type)) +
                                    " '" + op->request.key + "'"));
     return Handle(op);
   }
   std::shared_ptr<Context> ctx = Current();
   if (!ctx) {
-    op->Complete(FailedPrecondition(std::string(runtime::fusion::OpTypeName(op->request.type)) +
+    op->Complete(FailedPrecondition(std::string(OpTypeName(op->request.type)) +
                                     " '" + op->request.key +
                                     "': hvd is not initialized; call hvd::Init() first"));
     return Handle(op);
@@ -199,7 +201,7 @@ Status Init() {
 }
 
 Status Init(const InitOptions& options) {
-  std::lock_guard<std::mutex> lock(g_mu);
+  base::MutexLock lock(&g_mu);
   // Horovod's hvd.init() may be called again and again; only the first does anything.
   if (g_ctx) return Status::OK();
   std::unique_ptr<Context> ctx;
@@ -207,7 +209,7 @@ Status Init(const InitOptions& options) {
   g_ctx = std::move(ctx);
   {
     // A new session numbers unnamed operations from 0 on every rank, whatever the last one did.
-    std::lock_guard<std::mutex> names(g_noname_mu);
+    base::MutexLock names(&g_noname_mu);
     g_noname.clear();
   }
   if (!g_atexit_registered) {
@@ -225,7 +227,7 @@ Status Shutdown() {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Shutdown"));
   std::shared_ptr<Context> ctx;
   {
-    std::lock_guard<std::mutex> lock(g_mu);
+    base::MutexLock lock(&g_mu);
     ctx = std::move(g_ctx);
   }
   if (!ctx) return Status::OK();
@@ -417,7 +419,7 @@ Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vect
         negative |= x < 0;
       }
       if (static_cast<int>(splits.size()) != size || negative || sum != rows) {
-        s = InvalidArgument("splits " + runtime::fusion::ShapeString(splits) + " must have " +
+        s = InvalidArgument("splits " + ShapeString(splits) + " must have " +
                             std::to_string(size) +
                             " non-negative entries summing to the first "
                             "dimension " +

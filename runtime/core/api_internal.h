@@ -19,8 +19,8 @@ std::shared_ptr<runtime::core::Context> Current();
 Status NotFromCallback(const char* fn);
 
 // A new operation of `type` named `key` for `process_set`.
-std::shared_ptr<Operation> NewOp(runtime::fusion::OpType type, std::string key, Callback cb,
-                                 int process_set = kGlobalProcessSet);
+std::shared_ptr<Operation> NewOp(runtime::negotiation::OpType type, std::string key,
+                                 Callback cb, int process_set = kGlobalProcessSet);
 
 // Submits `op` to the current engine, or completes it at once with `error` (or with "not
 // initialized").

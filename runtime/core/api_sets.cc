@@ -1,7 +1,7 @@
 // The process-set and timeline parts of the public API (hvd/hvd.h), over the engine's table.
 #include <algorithm>
-#include <mutex>
 
+#include "base/mutex.h"
 #include "core/api_internal.h"
 #include "core/context.h"
 #include "hvd/hvd.h"
@@ -13,7 +13,7 @@ using internal::NewOp;
 using internal::NotFromCallback;
 using internal::Submit;
 using runtime::core::Context;
-using runtime::fusion::OpType;
+using runtime::negotiation::OpType;
 
 // ---- Timeline ---------------------------------------------------------------------------------
 
@@ -33,7 +33,7 @@ Status StopTimeline() {
 
 namespace {
 // AddProcessSet and RemoveProcessSet share one key per kind: one change at a time per process.
-std::mutex g_set_change_mu;
+base::Mutex g_set_change_mu;
 
 Status ChangeSets(std::shared_ptr<internal::Operation> op, const char* fn) {
   HVD_RETURN_IF_ERROR(NotFromCallback(fn));
@@ -48,7 +48,7 @@ Status ChangeSets(std::shared_ptr<internal::Operation> op, const char* fn) {
                               "HOROVOD_DYNAMIC_PROCESS_SETS=1) on every rank, or pass the sets to "
                               "init");
   }
-  std::lock_guard<std::mutex> lock(g_set_change_mu);
+  base::MutexLock lock(&g_set_change_mu);
   return Submit(op).Wait().WithContext(fn);
 }
 }  // namespace

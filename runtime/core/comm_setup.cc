@@ -4,47 +4,48 @@
 // the data path are declared here, where they are read.
 #include <algorithm>
 
-#include "common/settings.h"
+#include "base/settings.h"
 #include "core/context.h"
 #include "transport/connect.h"
 
 namespace hvd::runtime::core {
 namespace {
 
-using common::Setting;
+using base::kSameOnEveryRank;
+using base::Setting;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
 
 const Setting<std::string> kAdvertiseAddr(
     "HVD_ADVERTISE_ADDR", nullptr, "",
     "IPv4 address peers dial to reach this rank; unset: 127.0.0.1 when all ranks share a host");
-const Setting<int64_t> kSocketBuffer(
-    "HVD_SOCKET_BUFFER_BYTES", nullptr, 0,
-    "SO_SNDBUF/SO_RCVBUF for TCP links; 0 keeps kernel autotuning");
+const Setting<int64_t> kSocketBuffer("HVD_SOCKET_BUFFER_BYTES", nullptr, 0,
+                                     "SO_SNDBUF/SO_RCVBUF for TCP links; 0 keeps kernel autotuning",
+                                     {0, kGiB});
 const Setting<bool> kShm("HVD_SHM", nullptr, true,
-                         "shared memory between ranks with the same host name; 0: TCP everywhere");
+                         "shared memory between ranks with the same host name; 0: TCP everywhere",
+                         kSameOnEveryRank);
 const Setting<int64_t> kShmRing("HVD_SHM_RING_BYTES", nullptr, int64_t{1} << 20,
                                 "bytes of each shared-memory ring (one per direction and local "
-                                "peer); a power of two >= 4096");
+                                "peer); a power of two >= 4096",
+                                {4096, kGiB});
 const Setting<int64_t> kShmSpin("HVD_SHM_SPIN_MICROSECONDS", nullptr, 100,
-                                "how long a rank waiting on shared memory polls before it sleeps");
+                                "how long a rank waiting on shared memory polls before it sleeps",
+                                {0, 10000000});
 const Setting<int64_t> kDirectMaxShm(
     "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", nullptr, 64 << 10,
     "among ranks of one host, an allreduce takes the latency path instead of the ring while "
-    "(ranks - 1) x its size is at most this");
+    "(ranks - 1) x its size is at most this",
+    {0, kGiB}, kSameOnEveryRank);
 const Setting<int64_t> kDirectMaxTcp("HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", nullptr, 256 << 10,
-                                     "the same over TCP links");
+                                     "the same over TCP links", {0, kGiB}, kSameOnEveryRank);
 const Setting<int64_t> kRingChunk("HVD_RING_CHUNK_BYTES", nullptr, 256 << 10,
-                                  "the ring moves each segment in chunks of about this size");
+                                  "the ring moves each segment in chunks of about this size",
+                                  {4096, kGiB}, kSameOnEveryRank);
 const Setting<bool> kHierarchical(
     "HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", true,
-    "jobs on several hosts with equal ranks per host reduce within hosts first; 0: flat ring");
-
-Status CheckRange(const Setting<int64_t>& s, int64_t v, int64_t lo, int64_t hi) {
-  if (v < lo || v > hi) {
-    return InvalidArgument(s.name() + "=" + std::to_string(v) + " is out of range [" +
-                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
-  }
-  return Status::OK();
-}
+    "jobs on several hosts with equal ranks per host reduce within hosts first; 0: flat ring",
+    kSameOnEveryRank);
 
 }  // namespace
 
@@ -65,13 +66,6 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
   HVD_RETURN_IF_ERROR(kDirectMaxTcp.Get(&direct_tcp));
   HVD_RETURN_IF_ERROR(kRingChunk.Get(&chunk));
   HVD_RETURN_IF_ERROR(kHierarchical.Get(&hierarchical));
-  HVD_RETURN_IF_ERROR(CheckRange(kSocketBuffer, socket_buffer, 0, 1 << 30));
-  HVD_RETURN_IF_ERROR(CheckRange(kShmRing, ring, 4096, int64_t{1} << 30));
-  HVD_RETURN_IF_ERROR(CheckRange(kShmSpin, spin, 0, 10000000));
-  HVD_RETURN_IF_ERROR(CheckRange(kDirectMaxShm, direct_shm, 0, int64_t{1} << 30));
-  HVD_RETURN_IF_ERROR(CheckRange(kDirectMaxTcp, direct_tcp, 0, int64_t{1} << 30));
-  HVD_RETURN_IF_ERROR(CheckRange(kRingChunk, chunk, 4096, int64_t{1} << 30));
-
   const bool one_host =
       std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
   if (size == 1) {

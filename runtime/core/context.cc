@@ -5,17 +5,21 @@
 #include <algorithm>
 #include <set>
 
-#include "common/logging.h"
-#include "common/settings.h"
+#include "base/logging.h"
+#include "base/net.h"
+#include "base/rendezvous_keys.h"
+#include "base/settings.h"
 #include "core/horovod_env.h"
 #include "core/job_settings.h"
 #include "core/process_set_table.h"
+#include "fusion/fusion_settings.h"
 #include "stall/watched_transport.h"
 
 namespace hvd::runtime::core {
 namespace {
 
-using common::Setting;
+using base::kSameOnEveryRank;
+using base::Setting;
 
 // Identity and rendezvous: set by hvdrun/hvd-agent for every rank.
 const Setting<int64_t> kRank("HVD_RANK", "HOROVOD_RANK", -1, "this process's rank, 0..size-1");
@@ -51,17 +55,12 @@ const Setting<double> kShutdownTimeout("HVD_SHUTDOWN_TIMEOUT_SECONDS", nullptr, 
                                        "how long Shutdown() waits for the other ranks to stop "
                                        "together before closing the links anyway");
 
-// The engine.
+// The engine (the fusion settings are fusion/fusion_settings.cc's).
 const Setting<double> kCycleTime("HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", 1.0,
-                                 "milliseconds between negotiation cycles");
-const Setting<int64_t> kFusionThreshold("HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
-                                        128ll << 20,
-                                        "fusion buffer bytes; 0 disables tensor fusion");
-const Setting<int64_t> kFusionMaxTensor("HVD_FUSION_MAX_TENSOR_BYTES", nullptr, 64 << 10,
-                                        "larger tensors are reduced alone in place, not copied "
-                                        "into the fusion buffer; 0: no limit");
+                                 "milliseconds between negotiation cycles", {0, 60000});
 const Setting<int64_t> kCacheCapacity("HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", 1024,
-                                      "response cache entries; 0 disables the cache");
+                                      "response cache entries; 0 disables the cache",
+                                      {0, base::kMaxCacheCapacity}, kSameOnEveryRank);
 const Setting<std::string> kTimeline("HVD_TIMELINE", "HOROVOD_TIMELINE", "",
                                      "write a Chrome trace of every tensor to this file (rank 0); "
                                      "DYNAMIC: nothing until start_timeline()");
@@ -95,18 +94,14 @@ Status Read(const Setting<T>& s, T* out) {
   return s.Get(out);
 }
 
-Status CheckRange(const char* what, int64_t v, int64_t lo, int64_t hi, const std::string& hint) {
-  if (v < lo || v > hi) {
-    return InvalidArgument(std::string(what) + "=" + std::to_string(v) + " is out of range [" +
-                           std::to_string(lo) + ", " + std::to_string(hi) + "]" + hint);
+// NCCL's breadcrumbs: every value the environment set, so that a user sees what took effect.
+// Settings every rank must agree on are logged by rank 0 alone (Init compares them across ranks);
+// the others by every rank, where they may differ.
+void LogSettingsFromEnvironment(int64_t rank) {
+  for (const base::SettingFromEnv& s : base::SettingsFromEnvironment()) {
+    if (rank != 0 && (s.flags & kSameOnEveryRank) != 0) continue;
+    HVD_LOG(INFO) << s.Breadcrumb();
   }
-  return Status::OK();
-}
-
-std::string Hostname() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof buf - 1) != 0) return "localhost";
-  return buf;
 }
 
 // Publishes this rank's size, host and job-wide settings (job_settings.h) and collects
@@ -118,10 +113,10 @@ Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::str
   HVD_RETURN_IF_ERROR(JobWideSettings(&settings));
   settings += " " + extra_settings;
   const std::string mine = std::to_string(size) + "\n" + host + "\n" + settings;
-  HVD_RETURN_IF_ERROR_CTX(store.Set("host/" + std::to_string(rank), mine),
+  HVD_RETURN_IF_ERROR_CTX(store.Set(base::RankKey(base::RankKeyKind::kHost, rank), mine),
                           "rendezvous in " + store.Describe());
   std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back("host/" + std::to_string(r));
+  for (int r = 0; r < size; ++r) keys.push_back(base::RankKey(base::RankKeyKind::kHost, r));
   Status s = store.Wait(keys, timeout);
   if (s.code() == StatusCode::kDeadlineExceeded) {
     std::string missing;
@@ -183,14 +178,18 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
     size = 1;
     if (rank < 0) rank = 0;
   }
-  HVD_RETURN_IF_ERROR(CheckRange("HVD_SIZE", size, 1, 1 << 20, ""));
+  HVD_RETURN_IF_ERROR(base::CheckRange(kSize.name(), size, 1, 1 << 20,
+                                       "set the number of ranks, or unset it for a single "
+                                       "process"));
   if (rank < 0) {
     return InvalidArgument("HVD_SIZE=" + std::to_string(size) +
                            " is set but HVD_RANK (or HOROVOD_RANK) is not; set both, or start "
                            "the job with hvdrun");
   }
-  HVD_RETURN_IF_ERROR(CheckRange("HVD_RANK", rank, 0, size - 1, " (ranks count from 0 to size-1)"));
-  common::SetLogRank(static_cast<int>(rank));
+  HVD_RETURN_IF_ERROR(
+      base::CheckRange(kRank.name(), rank, 0, size - 1, "ranks count from 0 to size-1"));
+  base::SetLogRank(static_cast<int>(rank));
+  LogSettingsFromEnvironment(rank);
   for (const std::string& w : UnimplementedHorovodVariables()) HVD_LOG(WARNING) << w;
 
   EngineOptions eo;
@@ -198,23 +197,13 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   int64_t cache_capacity;
   std::string timeline_path;
   HVD_RETURN_IF_ERROR(Read(kCycleTime, &cycle_ms));
-  HVD_RETURN_IF_ERROR(Read(kFusionThreshold, &eo.fusion.threshold_bytes));
-  HVD_RETURN_IF_ERROR(Read(kFusionMaxTensor, &eo.fusion.max_tensor_bytes));
+  HVD_RETURN_IF_ERROR(fusion::ReadFusionLimits(&eo.fusion));
   HVD_RETURN_IF_ERROR(Read(kCacheCapacity, &cache_capacity));
   HVD_RETURN_IF_ERROR(Read(kStallCheck, &eo.stall_check_seconds));
   HVD_RETURN_IF_ERROR(Read(kStallShutdown, &eo.stall_shutdown_seconds));
   HVD_RETURN_IF_ERROR(Read(kTimeline, &timeline_path));
   HVD_RETURN_IF_ERROR(Read(kStartTimeout, &start_s));
   HVD_RETURN_IF_ERROR(Read(kPeerTimeout, &peer_s));
-  if (cycle_ms < 0 || cycle_ms > 60000) {
-    return InvalidArgument("HVD_CYCLE_TIME=" + std::to_string(cycle_ms) +
-                           " ms is out of range [0, 60000]");
-  }
-  HVD_RETURN_IF_ERROR(
-      CheckRange("HVD_FUSION_THRESHOLD", eo.fusion.threshold_bytes, 0, 1ll << 40, ""));
-  HVD_RETURN_IF_ERROR(CheckRange("HVD_FUSION_MAX_TENSOR_BYTES", eo.fusion.max_tensor_bytes, 0,
-                                 1ll << 40, " (0: no limit)"));
-  HVD_RETURN_IF_ERROR(CheckRange("HVD_CACHE_CAPACITY", cache_capacity, 0, common::kMaxCacheCapacity, ""));
   if (start_s <= 0 || peer_s <= 0) {
     return InvalidArgument("HVD_START_TIMEOUT_SECONDS and HVD_PEER_TIMEOUT_SECONDS must be > 0");
   }
@@ -242,8 +231,8 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   // The n-th successful Init() of a process (after n Shutdown()s) meets the other ranks' n-th
   // under its own keys: otherwise it would read the previous incarnation's host and address
   // entries (and dial a closed port until HVD_START_TIMEOUT_SECONDS).
-  std::string scope = "job/" + job + "/attempt/" + std::to_string(attempt);
-  if (g_incarnation > 0) scope += "/init/" + std::to_string(g_incarnation);
+  std::string scope = base::AttemptScope(job, attempt);
+  if (g_incarnation > 0) scope = base::IncarnationScope(scope, g_incarnation);
   ctx->store_ = rendezvous::NewPrefixStore(scope, ctx->base_store_.get());
 
   // Process sets: HVD_PROCESS_SETS first, then the caller's; every rank must register the same.
@@ -272,7 +261,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
 
   std::string host;
   HVD_RETURN_IF_ERROR(Read(kHostname, &host));
-  if (host.empty()) host = Hostname();
+  if (host.empty()) host = base::LocalHostName();
   std::vector<std::string> hosts;
   HVD_RETURN_IF_ERROR(MeetEveryone(*ctx->store_, static_cast<int>(rank), static_cast<int>(size),
                                    host, extra, start_timeout, &hosts));
@@ -297,7 +286,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
     so.hosts = hosts;
     so.check_seconds = eo.stall_check_seconds;
     so.url = url;
-    so.scope = "job/" + job + "/attempt/" + std::to_string(attempt);
+    so.scope = base::AttemptScope(job, attempt);
     ctx->stall_reporter_ = std::make_unique<stall::StallReporter>(so, ctx->base_store_.get());
     eo.stall_reporter = ctx->stall_reporter_.get();
     wrap = [reporter = ctx->stall_reporter_.get()](std::unique_ptr<transport::Transport> t) {

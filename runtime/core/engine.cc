@@ -4,14 +4,14 @@
 #include <climits>
 #include <cstdlib>
 
-#include "common/logging.h"
+#include "base/logging.h"
 #include "core/thread_affinity.h"
 #include "transport/group.h"
 #include "transport/transport.h"
 
 namespace hvd::runtime::core {
 
-using fusion::OpType;
+using negotiation::OpType;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kPeerShutdown = "another rank shut hvd down while this rank still used it";
@@ -48,7 +48,7 @@ std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& mem
   o.stall_check_seconds = options_.stall_check_seconds;
   o.stall_shutdown_seconds = options_.stall_shutdown_seconds;
   auto finish = [this](internal::Operation* op, const Status& s) { Finish(op, s); };
-  auto apply = [this](const fusion::Response& r, internal::Operation* op) {
+  auto apply = [this](const negotiation::Response& r, internal::Operation* op) {
     return ApplySetChange(r, op);
   };
   if (id == 0) {
@@ -105,14 +105,15 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
     }
   }
   if (reject.ok()) {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     // final_status_ is set (with the queue drained) the moment the engine fails or stops, so
     // nothing can be queued after the last drain.
     if (stopped_ || stop_requested_ || !final_status_.ok()) {
-      reject = final_status_.ok()
-                   ? FailedPrecondition("hvd has been shut down; '" + key + "' was not submitted")
-                   : final_status_.WithContext(std::string(fusion::OpTypeName(op->request.type)) +
-                                               " '" + key + "' was not submitted");
+      reject =
+          final_status_.ok()
+              ? FailedPrecondition("hvd has been shut down; '" + key + "' was not submitted")
+              : final_status_.WithContext(std::string(negotiation::OpTypeName(op->request.type)) +
+                                          " '" + key + "' was not submitted");
       report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
     } else if (!in_flight_.insert({set, key}).second) {
       reject = InvalidArgument(
@@ -122,7 +123,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
           "first one, or rename)");
     } else {
       queue_.push_back(op);
-      if (idle_) wake_cv_.notify_one();
+      if (idle_) wake_cv_.NotifyOne();
       return;
     }
   }
@@ -133,17 +134,17 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
 
 Status Engine::Stop(std::chrono::milliseconds grace) {
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     stop_requested_ = true;
-    wake_cv_.notify_one();
+    wake_cv_.NotifyOne();
     if (!thread_.joinable()) return final_status_;
-    if (!stopped_cv_.wait_for(lock, grace, [&] { return stopped_; })) {
+    if (!stopped_cv_.WaitFor(lock, grace, [&]() HVD_REQUIRES(mu_) { return stopped_; })) {
       // Peers did not take part in an orderly stop (dead or stuck): break the links.
       comm_.transport->Abort("this rank is shutting down (hvd::Shutdown)");
     }
   }
   thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return final_status_.code() == StatusCode::kAborted ? Status::OK() : final_status_;
 }
 
@@ -175,7 +176,7 @@ void Engine::Loop() {
     }
     bool idle = true;
     for (const auto& [id, runner] : runners_) idle = idle && runner->idle();
-    std::unique_lock<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     idle_ = idle;
     if (next < now || (!took_new_work_ && others_took_new_work_)) {
       // A long round (big collective) does not owe sleep to later ones. A rank that was given
@@ -183,20 +184,21 @@ void Engine::Loop() {
       // they keep the cadence (rounds start when the last rank arrives), and it does not make a
       // busy process set wait a tick per operation for ranks outside it.
     } else {
-      wake_cv_.wait_until(lock, next,
-                          [&] { return stop_requested_ || (idle_ && !queue_.empty()); });
+      wake_cv_.WaitUntil(lock, next, [&]() HVD_REQUIRES(mu_) {
+        return stop_requested_ || (idle_ && !queue_.empty());
+      });
     }
     idle_ = false;
     round_start_ = Clock::now();
   }
   if (timeline_) timeline_->Close();
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   stopped_ = true;
-  stopped_cv_.notify_all();
+  stopped_cv_.NotifyAll();
 }
 
 EngineStats Engine::stats() const {
-  std::lock_guard<std::mutex> lock(stats_mu_);
+  base::MutexLock lock(&stats_mu_);
   EngineStats stats = stats_;
   stats.allreduce_collectives = executor_.allreduce_collectives();
   return stats;
@@ -204,7 +206,7 @@ EngineStats Engine::stats() const {
 
 bool Engine::Round() {
   {
-    std::lock_guard<std::mutex> lock(stats_mu_);
+    base::MutexLock lock(&stats_mu_);
     ++stats_.cycles;
   }
   if (timeline_) timeline_->MarkCycle();
@@ -223,14 +225,14 @@ bool Engine::Round() {
     const std::string who = WhoStopped();
     bool self_requested, pending;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       self_requested = stop_requested_;
       pending = !queue_.empty();
     }
     for (const auto& [id, runner] : runners_) pending = pending || !runner->idle();
     if (!self_requested) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        base::MutexLock lock(&mu_);
         stopped_by_peer_ = true;
       }
       // Operations pending here fail because of that rank; so will any submitted from now on
@@ -262,19 +264,19 @@ std::string Engine::WhoStopped() {
 void Engine::FailAll(const Status& status, const Status& later) {
   std::vector<std::shared_ptr<internal::Operation>> ops;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (final_status_.ok()) final_status_ = later.ok() ? status : later;
     ops.swap(queue_);
   }
   for (auto& [id, runner] : runners_) runner->FailAll(status);
   for (auto& op : ops) Finish(op.get(), status);
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   in_flight_.clear();
 }
 
 void Engine::Finish(internal::Operation* op, const Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     in_flight_.erase({op->request.process_set, op->request.key});
   }
   op->Complete(status);
@@ -284,7 +286,7 @@ Status Engine::RunRound(bool* stop) {
   bool stopping;
   std::vector<std::shared_ptr<internal::Operation>> ops;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     stopping = stop_requested_;
     ops.swap(queue_);
   }
@@ -348,7 +350,7 @@ Status Engine::RunSet(SetRunner* runner) {
     HVD_RETURN_IF_ERROR(runner->Cycle(stay ? kStayInSet : 0, &agreed));
     if (!(agreed & kStayInSet)) return Status::OK();
     {
-      std::lock_guard<std::mutex> lock(stats_mu_);
+      base::MutexLock lock(&stats_mu_);
       ++stats_.set_cycles;
     }
     // Every member runs another cycle. This rank joins it as soon as it has something for the
@@ -361,8 +363,8 @@ bool Engine::TakeSetWork(SetRunner* runner, Clock::time_point until) {
   std::vector<std::shared_ptr<internal::Operation>> mine;
   bool stay = true;
   {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto take = [&] {
+    base::MutexLock lock(&mu_);
+    auto take = [&]() HVD_REQUIRES(mu_) {
       size_t kept = 0;
       for (auto& op : queue_) {
         if (op->request.process_set == runner->id()) {
@@ -377,7 +379,8 @@ bool Engine::TakeSetWork(SetRunner* runner, Clock::time_point until) {
     if (mine.empty() && queue_.empty() && runner->idle() && !stop_requested_) {
       // As the loop between rounds does when idle: a submission ends the wait at once.
       idle_ = true;
-      wake_cv_.wait_until(lock, until, [&] { return stop_requested_ || !queue_.empty(); });
+      wake_cv_.WaitUntil(lock, until,
+                         [&]() HVD_REQUIRES(mu_) { return stop_requested_ || !queue_.empty(); });
       idle_ = false;
       take();
     }
@@ -388,7 +391,7 @@ bool Engine::TakeSetWork(SetRunner* runner, Clock::time_point until) {
   return stay;
 }
 
-Status Engine::ApplySetChange(const fusion::Response& r, internal::Operation* op) {
+Status Engine::ApplySetChange(const negotiation::Response& r, internal::Operation* op) {
   if (r.type == OpType::kAddProcessSet) {
     std::vector<int> ranks(r.splits.begin(), r.splits.end()), sorted;
     HVD_RETURN_IF_ERROR(ValidateProcessSetRanks(ranks, comm_.size(), &sorted));

@@ -32,18 +32,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.h"
 #include "collectives/collectives.h"
-#include "common/thread_annotations.h"
+#include "base/thread_annotations.h"
 #include "core/executor.h"
 #include "core/operation.h"
 #include "core/process_set_table.h"
@@ -55,7 +54,7 @@ namespace hvd::runtime::core {
 
 struct EngineOptions {
   std::chrono::microseconds cycle_time{1000};
-  fusion::FusionLimits fusion{128ll << 20, 0};
+  fusion::FusionLimits fusion;  // the defaults of the fusion settings (fusion/fusion_settings.h)
   uint32_t cache_capacity = 1024;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
@@ -118,7 +117,7 @@ class Engine {
   bool TakeSetWork(SetRunner* runner, std::chrono::steady_clock::time_point until);
   // Makes the runner for a set this rank belongs to.
   std::unique_ptr<SetRunner> NewRunner(int id, const std::vector<int>& members);
-  Status ApplySetChange(const fusion::Response& r, internal::Operation* op);
+  Status ApplySetChange(const negotiation::Response& r, internal::Operation* op);
   // After a stop was agreed: "rank N" for the first rank that asked for it (a collective every
   // rank runs in that same round), "this rank", or "some rank" if that cannot be told.
   std::string WhoStopped();
@@ -134,20 +133,20 @@ class Engine {
   Executor executor_;
   ProcessSetTable sets_;
 
-  std::mutex mu_;
-  std::condition_variable stopped_cv_;
+  base::Mutex mu_;
+  base::CondVar stopped_cv_;
   // The loop sleeps on this between rounds. While the engine is idle (its last round left
   // nothing pending), a submission wakes it at once instead of at the next HVD_CYCLE_TIME tick:
   // a lone synchronous operation then costs a negotiation, not up to a whole cycle time. Busy,
   // the engine keeps its cadence, which is what lets tensors of one backward pass fuse.
-  std::condition_variable wake_cv_;
-  bool idle_ GUARDED_BY(mu_) = false;
-  std::vector<std::shared_ptr<internal::Operation>> queue_ GUARDED_BY(mu_);
-  std::set<std::pair<int, std::string>> in_flight_ GUARDED_BY(mu_);  // (set, key)
-  bool stop_requested_ GUARDED_BY(mu_) = false;
-  bool stopped_ GUARDED_BY(mu_) = false;
-  bool stopped_by_peer_ GUARDED_BY(mu_) = false;  // another rank's Shutdown stopped this engine
-  Status final_status_ GUARDED_BY(mu_);
+  base::CondVar wake_cv_;
+  bool idle_ HVD_GUARDED_BY(mu_) = false;
+  std::vector<std::shared_ptr<internal::Operation>> queue_ HVD_GUARDED_BY(mu_);
+  std::set<std::pair<int, std::string>> in_flight_ HVD_GUARDED_BY(mu_);  // (set, key)
+  bool stop_requested_ HVD_GUARDED_BY(mu_) = false;
+  bool stopped_ HVD_GUARDED_BY(mu_) = false;
+  bool stopped_by_peer_ HVD_GUARDED_BY(mu_) = false;  // another rank's Shutdown stopped this engine
+  Status final_status_ HVD_GUARDED_BY(mu_);
 
   // Background thread only (and the constructor).
   std::map<int, std::unique_ptr<SetRunner>> runners_;  // the sets this rank belongs to
@@ -160,8 +159,8 @@ class Engine {
   bool others_took_new_work_ = false;  // ... on some rank (the global flags said so)
   std::chrono::steady_clock::time_point next_stall_report_;
   std::thread thread_;
-  mutable std::mutex stats_mu_;
-  EngineStats stats_ GUARDED_BY(stats_mu_);
+  mutable base::Mutex stats_mu_;
+  EngineStats stats_ HVD_GUARDED_BY(stats_mu_);
 };
 
 }  // namespace hvd::runtime::core

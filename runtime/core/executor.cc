@@ -2,17 +2,17 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <map>
 
 #include "collectives/reduce.h"
+#include "fusion/fusion_buffer.h"
 #include "fusion/fusion_planner.h"
 
 namespace hvd::runtime::core {
 
-using fusion::OpType;
-using fusion::Response;
-using fusion::TensorSpec;
+using negotiation::OpType;
+using negotiation::Response;
+using negotiation::TensorSpec;
 
 struct BatchRef {
   const Response* response;
@@ -24,56 +24,6 @@ namespace {
 
 size_t Bytes(const TensorSpec& t) {
   return static_cast<size_t>(t.num_elements()) * DataTypeSize(t.dtype);
-}
-
-template <typename T>
-void Fill(void* p, size_t n, T v) {
-  std::fill_n(static_cast<T*>(p), n, v);
-}
-
-// What a joined rank contributes so that it does not change the result.
-void FillIdentity(void* buf, size_t count, DataType dtype, ReduceOp op) {
-  // Adasum: a zero vector leaves the other operand unchanged (its coefficient stays 1).
-  if (op == ReduceOp::kSum || op == ReduceOp::kAverage || op == ReduceOp::kAdasum) {
-    std::memset(buf, 0, count * DataTypeSize(dtype));
-    return;
-  }
-  auto pick = [&](auto lowest, auto highest, auto one) {
-    using T = decltype(one);
-    Fill<T>(buf, count, op == ReduceOp::kMin ? highest : op == ReduceOp::kMax ? lowest : one);
-  };
-  switch (dtype) {
-    case DataType::kFloat32:
-      pick(-std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity(), 1.0f);
-      break;
-    case DataType::kFloat64:
-      pick(-std::numeric_limits<double>::infinity(), std::numeric_limits<double>::infinity(), 1.0);
-      break;
-    case DataType::kFloat16:  // -inf, +inf, 1.0 in binary16
-      pick(uint16_t{0xFC00}, uint16_t{0x7C00}, uint16_t{0x3C00});
-      break;
-    case DataType::kBFloat16:
-      pick(uint16_t{0xFF80}, uint16_t{0x7F80}, uint16_t{0x3F80});
-      break;
-    case DataType::kInt8:
-      pick(int8_t{-128}, int8_t{127}, int8_t{1});
-      break;
-    case DataType::kUInt8:
-      pick(uint8_t{0}, uint8_t{255}, uint8_t{1});
-      break;
-    case DataType::kInt32:
-      pick(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max(), int32_t{1});
-      break;
-    case DataType::kInt64:
-      pick(std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), int64_t{1});
-      break;
-    case DataType::kInt16:
-      pick(std::numeric_limits<int16_t>::min(), std::numeric_limits<int16_t>::max(), int16_t{1});
-      break;
-    case DataType::kBool:  // max is or: false; min and product are and: true (sum: false, above)
-      pick(uint8_t{0}, uint8_t{1}, uint8_t{1});
-      break;
-  }
 }
 
 // The reduction the collective runs, and the factor applied afterwards.
@@ -146,45 +96,22 @@ Status Executor::Execute(const collectives::Comm& comm, const std::vector<Respon
   return Status::OK();
 }
 
-// Fusion layout: the buffer is part-major. Each tensor is cut by AllreduceLayout(its count) into
-// the allreduce's parts, and part s of the buffer holds piece s of every tensor, in batch order.
-// An element thus sits in the same part (and is reduced in the same order) whether its tensor runs
-// alone or fused, which makes fused and unfused results bit-identical.
+// The fusion buffer's layout (part-major: fusion/fusion_buffer.h) makes fused and unfused results
+// bit-identical; a tensor alone reduces in its caller's output buffer.
 Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
                                    const std::vector<BatchRef>& items, int contributors) {
   const Response& head = *items[0].response;
   const DataType dtype = head.tensors[items[0].tensor].dtype;
-  const size_t esize = DataTypeSize(dtype);
   const bool fused = items.size() > 1;
 
-  // Piece boundaries of each tensor, and the part boundaries of the whole buffer.
-  std::vector<std::vector<size_t>> pieces(items.size());
-  int n = 1;
-  std::vector<size_t> segments;
-  for (size_t i = 0; i < items.size(); ++i) {
-    const TensorSpec& spec = items[i].response->tensors[items[i].tensor];
-    pieces[i] = collectives::AllreduceLayout(comm, static_cast<size_t>(spec.num_elements()));
-    if (i == 0) {
-      n = static_cast<int>(pieces[0].size()) - 1;
-      segments.assign(n + 1, 0);
-    }
-    for (int s = 0; s < n; ++s) segments[s + 1] += pieces[i][s + 1] - pieces[i][s];
+  std::vector<std::vector<size_t>> pieces;
+  for (const BatchRef& b : items) {
+    const TensorSpec& spec = b.response->tensors[b.tensor];
+    pieces.push_back(collectives::AllreduceLayout(comm, static_cast<size_t>(spec.num_elements())));
   }
-  for (int s = 0; s < n; ++s) segments[s + 1] += segments[s];
-  const size_t count = segments[n];
-  const size_t total = count * esize;
-
-  // Where piece s of tensor i lives in the buffer (element offset).
-  auto for_each_piece = [&](auto&& fn) {
-    std::vector<size_t> cursor(segments.begin(), segments.end() - 1);
-    for (size_t i = 0; i < items.size(); ++i) {
-      for (int s = 0; s < n; ++s) {
-        const size_t len = pieces[i][s + 1] - pieces[i][s];
-        fn(i, pieces[i][s] * esize, cursor[s] * esize, len * esize);
-        cursor[s] += len;
-      }
-    }
-  };
+  const fusion::BufferLayout layout(std::move(pieces), DataTypeSize(dtype));
+  const size_t count = layout.elements();
+  const size_t total = layout.bytes();
 
   char* buf;
   const bool in_place = !fused && items[0].op != nullptr;
@@ -203,20 +130,11 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
         timeline_->ActivityStart(b.response->tensors[b.tensor].name, "MEMCPY_IN_FUSION_BUFFER");
       }
     }
-    for_each_piece([&](size_t i, size_t from, size_t to, size_t bytes) {
-      if (bytes == 0) return;
-      const BatchRef& b = items[i];
-      if (b.op != nullptr) {
-        std::memcpy(buf + to, static_cast<const char*>(b.op->inputs[b.tensor].data) + from, bytes);
-        // Prescale real contributions only: a joined rank's identity must stay the identity
-        // (1 for a product, +inf for a min whatever the sign of the scale).
-        if (head.prescale != 1.0) {
-          collectives::Scale(buf + to, bytes / esize, dtype, head.prescale);
-        }
-      } else {
-        FillIdentity(buf + to, bytes / esize, dtype, head.reduce_op);
-      }
-    });
+    std::vector<const void*> inputs;
+    for (const BatchRef& b : items) {
+      inputs.push_back(b.op != nullptr ? b.op->inputs[b.tensor].data : nullptr);
+    }
+    layout.Pack(inputs, dtype, head.reduce_op, head.prescale, buf);
   }
 
   if (timeline_) {
@@ -227,7 +145,7 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
     }
   }
   if (in_place && head.prescale != 1.0) collectives::Scale(buf, count, dtype, head.prescale);
-  Status s = collectives::AllreduceParts(comm, buf, segments, dtype, WireOp(head.reduce_op),
+  Status s = collectives::AllreduceParts(comm, buf, layout.parts(), dtype, WireOp(head.reduce_op),
                                          PostFactor(head, contributors));
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
 
@@ -237,11 +155,11 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
         timeline_->ActivityStart(b.response->tensors[b.tensor].name, "MEMCPY_OUT_FUSION_BUFFER");
       }
     }
-    for_each_piece([&](size_t i, size_t to, size_t from, size_t bytes) {
-      const BatchRef& b = items[i];
-      if (bytes == 0 || b.op == nullptr) return;
-      std::memcpy(static_cast<char*>(b.op->outputs[b.tensor].data) + to, buf + from, bytes);
-    });
+    std::vector<void*> outputs;
+    for (const BatchRef& b : items) {
+      outputs.push_back(b.op != nullptr ? b.op->outputs[b.tensor].data : nullptr);
+    }
+    layout.Unpack(buf, outputs);
   }
   return Status::OK();
 }
@@ -263,7 +181,7 @@ Status Executor::RunAdasum(const collectives::Comm& comm, const BatchRef& item, 
   } else {
     scratch_.resize(std::max(scratch_.size(), bytes));
     buf = scratch_.data();
-    FillIdentity(buf, count, spec.dtype, ReduceOp::kAdasum);
+    fusion::FillIdentity(buf, count, spec.dtype, ReduceOp::kAdasum);
   }
   if (timeline_) {
     timeline_->ActivityStart(spec.name, "ALLREDUCE", TimelineArgs("adasum", bytes, 1));
@@ -295,7 +213,7 @@ Status Executor::RunReducescatter(const collectives::Comm& comm, const Response&
   if (op != nullptr) {
     if (count > 0) std::memcpy(scratch_.data(), op->inputs[ti].data, count * esize);
   } else {
-    FillIdentity(scratch_.data(), count, t.dtype, r.reduce_op);
+    fusion::FillIdentity(scratch_.data(), count, t.dtype, r.reduce_op);
   }
   // As for allreduce: a joined rank's identity is not prescaled.
   if (op != nullptr && r.prescale != 1.0) {
@@ -327,7 +245,7 @@ Status Executor::RunOther(const collectives::Comm& comm, const Response& r, size
   const int size = comm.size();
   const int rank = comm.rank();
   if (timeline_ && ti < r.tensors.size()) {
-    timeline_->ActivityStart(r.tensors[ti].name, fusion::OpTypeActivity(r.type));
+    timeline_->ActivityStart(r.tensors[ti].name, negotiation::OpTypeActivity(r.type));
   }
   switch (r.type) {
     case OpType::kBroadcast: {

@@ -1,6 +1,7 @@
 // The executor runs the responses of one cycle, identically ordered on every rank: it plans
-// batches (fusion/fusion_planner.h), packs fused allreduces into the fusion buffer, applies
-// prescale/postscale/averaging, calls the collectives and completes the operations.
+// batches (fusion/fusion_planner.h), packs fused allreduces into the fusion buffer
+// (fusion/fusion_buffer.h), applies prescale/postscale/averaging, calls the collectives and
+// completes the operations.
 //
 // A rank that has joined takes part without operations of its own: it contributes the reduce
 // op's identity (zeros for sum/average) and zero rows to allgathers, and discards the results.
@@ -15,7 +16,7 @@
 #include "collectives/collectives.h"
 #include "core/operation.h"
 #include "fusion/fusion_planner.h"
-#include "fusion/message.h"
+#include "negotiation/message.h"
 #include "timeline/timeline.h"
 
 namespace hvd::runtime::core {
@@ -39,7 +40,7 @@ class Executor {
   // complete the operation; a non-OK return means the transport broke and the job cannot go on
   // (every pending operation must then be failed by the caller).
   // `comm` is the process set's communicator the responses were negotiated in.
-  Status Execute(const collectives::Comm& comm, const std::vector<fusion::Response>& responses,
+  Status Execute(const collectives::Comm& comm, const std::vector<negotiation::Response>& responses,
                  int contributors, const Lookup& lookup, const Finish& finish);
 
   // Allreduce batches run so far (EngineStats); readable from any thread.
@@ -50,9 +51,9 @@ class Executor {
                            int contributors);
   Status RunAdasum(const collectives::Comm& comm, const BatchRef& item, int contributors);
   // Tensor `t` of a response that is not an allreduce (each runs as its own collective).
-  Status RunOther(const collectives::Comm& comm, const fusion::Response& r, size_t t,
+  Status RunOther(const collectives::Comm& comm, const negotiation::Response& r, size_t t,
                   internal::Operation* op, int contributors);
-  Status RunReducescatter(const collectives::Comm& comm, const fusion::Response& r, size_t t,
+  Status RunReducescatter(const collectives::Comm& comm, const negotiation::Response& r, size_t t,
                           internal::Operation* op, int contributors);
 
   fusion::FusionLimits fusion_;

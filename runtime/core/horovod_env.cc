@@ -3,7 +3,7 @@
 #include <cstring>
 #include <map>
 
-#include "common/settings.h"
+#include "base/settings.h"
 
 extern char** environ;
 
@@ -66,7 +66,7 @@ std::vector<std::string> UnimplementedHorovodVariables() {
     if (eq == nullptr) continue;
     const std::string name(*e, eq - *e);
     bool declared = false;
-    for (const common::SettingInfo& s : common::AllSettings()) {
+    for (const base::SettingInfo& s : base::AllSettings()) {
       declared = declared || s.alias == name;
     }
     if (declared || ReadElsewhere(name)) continue;

@@ -4,30 +4,34 @@
 #include <map>
 #include <sstream>
 
-#include "common/settings.h"
+#include "base/settings.h"
 
 namespace hvd::runtime::core {
 namespace {
 
-// Declared in context.cc and comm_setup.cc; settings_doc_test keeps the names honest, and
-// JobWideSettings fails loudly if one is renamed without updating this list.
-constexpr const char* kJobWide[] = {
-    "HVD_FUSION_THRESHOLD",
-    "HVD_FUSION_MAX_TENSOR_BYTES",
-    "HVD_CACHE_CAPACITY",
-    "HVD_SHM",
-    "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM",
-    "HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP",
-    "HVD_RING_CHUNK_BYTES",
-    "HVD_HIERARCHICAL_ALLREDUCE",
-};
+// The settings declared with base::kSameOnEveryRank in the linked program, once each, in name
+// order: every rank lists them alike whatever order its settings were registered in.
+std::vector<base::SettingInfo> JobWide() {
+  std::vector<base::SettingInfo> out;
+  for (const base::SettingInfo& s : base::AllSettings()) {
+    if (s.same_on_every_rank()) out.push_back(s);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const base::SettingInfo& a, const base::SettingInfo& b) { return a.name < b.name; });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const base::SettingInfo& a, const base::SettingInfo& b) {
+                          return a.name == b.name;
+                        }),
+            out.end());
+  return out;
+}
 
 // "134217728" for an integer, "1"/"0" for a boolean, else the text itself.
 std::string Normalize(const std::string& text) {
   int64_t n;
-  if (common::ParseInt64(text, &n).ok()) return std::to_string(n);
+  if (base::ParseInt64(text, &n).ok()) return std::to_string(n);
   bool b;
-  if (common::ParseBool(text, &b).ok()) return b ? "1" : "0";
+  if (base::ParseBool(text, &b).ok()) return b ? "1" : "0";
   return text;
 }
 
@@ -46,20 +50,14 @@ std::map<std::string, std::string> Parse(const std::string& line) {
 
 Status JobWideSettings(std::string* out) {
   out->clear();
-  for (const char* name : kJobWide) {
-    const common::SettingInfo* info = nullptr;
-    for (const common::SettingInfo& s : common::AllSettings()) {
-      if (s.name == name) info = &s;
-    }
-    if (info == nullptr)
-      return Internal(std::string("job-wide setting ") + name + " is not declared");
+  for (const base::SettingInfo& info : JobWide()) {
     std::string value, from;
-    if (!common::LookupEnv(info->name, info->alias, &value, &from)) value = info->default_text;
+    if (!base::LookupEnv(info.name, info.alias, &value, &from)) value = info.default_text;
     // Spaces separate the entries; a value with spaces is malformed for every setting here.
     if (value.find_first_of(" \t\n") != std::string::npos) {
       return InvalidArgument(from + "='" + value + "' is malformed: no spaces allowed");
     }
-    *out += (out->empty() ? "" : " ") + info->name + "=" + Normalize(value);
+    *out += (out->empty() ? "" : " ") + info.name + "=" + Normalize(value);
   }
   return Status::OK();
 }
@@ -69,7 +67,7 @@ Status CompareJobWideSettings(const std::string& mine, int my_rank, const std::s
   if (mine == theirs) return Status::OK();
   const auto a = Parse(mine), b = Parse(theirs);
   std::vector<std::string> names;  // the declared settings first, then the rest (process sets)
-  for (const char* name : kJobWide) names.push_back(name);
+  for (const base::SettingInfo& s : JobWide()) names.push_back(s.name);
   for (const auto* m : {&a, &b}) {
     for (const auto& [name, value] : *m) {
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);

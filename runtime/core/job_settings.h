@@ -1,4 +1,5 @@
-// Settings that every rank of a job must share.
+// Settings that every rank of a job must share: those declared with base::kSameOnEveryRank
+// (base/settings.h).
 //
 // Some settings shape the collectives themselves: the fusion plan (which tensors share a buffer),
 // the algorithm chosen per size, the ring's chunking, shared memory or TCP between local peers,
@@ -14,8 +15,8 @@
 
 namespace hvd::runtime::core {
 
-// This process's values, normalized ("HVD_SHM=1 HVD_RING_CHUNK_BYTES=262144 ..."): an unset
-// variable counts as its default, and "true" equals "1", so only real differences show.
+// This process's values in name order, normalized ("HVD_CACHE_CAPACITY=1024 ... HVD_SHM=1"): an
+// unset variable counts as its default, and "true" equals "1", so only real differences show.
 // InvalidArgument when a value does not parse (naming the variable).
 Status JobWideSettings(std::string* out);
 

@@ -16,7 +16,7 @@ bool OnBackgroundThread() {
 
 void Operation::Complete(const Status& status) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (done_ || completing_) return;
     completing_ = true;
     status_ = status;
@@ -26,14 +26,14 @@ void Operation::Complete(const Status& status) {
   // the callback was still running).
   if (callback) callback(status);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     done_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool Operation::done() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return done_;
 }
 
@@ -46,20 +46,20 @@ Status Operation::BackgroundWaitError() const {
 }
 
 Status Operation::Wait() const {
-  std::unique_lock<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (OnBackgroundThread() && !done_) return completing_ ? status_ : BackgroundWaitError();
-  cv_.wait(lock, [&] { return done_; });
+  cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return done_; });
   return status_;
 }
 
 bool Operation::WaitFor(std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (OnBackgroundThread() && !done_) return completing_;
-  return cv_.wait_for(lock, timeout, [&] { return done_; });
+  return cv_.WaitFor(lock, timeout, [&]() HVD_REQUIRES(mu_) { return done_; });
 }
 
 Status Operation::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return status_;
 }
 

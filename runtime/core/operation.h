@@ -3,14 +3,13 @@
 // only known after negotiation (allgather, alltoall, reducescatter) are owned here.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "common/thread_annotations.h"
-#include "fusion/message.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
+#include "negotiation/message.h"
 #include "hvd/hvd.h"
 
 namespace hvd::internal {
@@ -27,7 +26,7 @@ class Operation {
   Operation& operator=(const Operation&) = delete;
 
   // What the background thread negotiates.
-  runtime::fusion::Request request;
+  runtime::negotiation::Request request;
   // The caller's memory, one entry per tensor of the request (inputs == outputs when in place).
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;
@@ -61,11 +60,11 @@ class Operation {
   static std::shared_ptr<Operation> Failed(const Status& status);
 
  private:
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  bool completing_ GUARDED_BY(mu_) = false;  // Complete() called; the callback may be running
-  bool done_ GUARDED_BY(mu_) = false;
-  Status status_ GUARDED_BY(mu_);
+  mutable base::Mutex mu_;
+  mutable base::CondVar cv_;
+  bool completing_ HVD_GUARDED_BY(mu_) = false;  // Complete() called; the callback may be running
+  bool done_ HVD_GUARDED_BY(mu_) = false;
+  Status status_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace hvd::internal

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "common/settings.h"
+#include "base/settings.h"
 
 namespace hvd::runtime::core {
 
@@ -14,7 +14,7 @@ ProcessSetTable::ProcessSetTable(int size) {
 }
 
 bool ProcessSetTable::Get(int id, std::vector<int>* ranks) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   auto it = sets_.find(id);
   if (it == sets_.end()) return false;
   if (ranks != nullptr) *ranks = it->second;
@@ -22,14 +22,14 @@ bool ProcessSetTable::Get(int id, std::vector<int>* ranks) const {
 }
 
 std::vector<int> ProcessSetTable::Ids() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   std::vector<int> ids;
   for (const auto& [id, ranks] : sets_) ids.push_back(id);
   return ids;
 }
 
 int ProcessSetTable::Find(const std::vector<int>& ranks) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   for (const auto& [id, r] : sets_) {
     if (r == ranks) return id;
   }
@@ -43,14 +43,14 @@ std::string ProcessSetTable::DescribeIds() const {
 }
 
 int ProcessSetTable::Add(std::vector<int> ranks) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   const int id = next_id_++;
   sets_[id] = std::move(ranks);
   return id;
 }
 
 bool ProcessSetTable::Remove(int id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return sets_.erase(id) > 0;
 }
 
@@ -90,7 +90,7 @@ Status ParseProcessSets(const std::string& text, std::vector<std::vector<int>>* 
       size_t q = set.find(',', p);
       if (q == std::string::npos) q = set.size();
       int64_t v = 0;
-      Status s = common::ParseInt64(set.substr(p, q - p), &v);
+      Status s = base::ParseInt64(set.substr(p, q - p), &v);
       if (!s.ok() || v < 0 || v > (1 << 20)) {
         return InvalidArgument("HVD_PROCESS_SETS='" + text + "': '" + set.substr(p, q - p) +
                                "' is not a rank; write sets of comma-separated ranks separated "

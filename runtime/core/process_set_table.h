@@ -10,11 +10,11 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "hvd/status.h"
 
 namespace hvd::runtime::core {
@@ -39,9 +39,9 @@ class ProcessSetTable {
   bool Remove(int id);
 
  private:
-  mutable std::mutex mu_;
-  std::map<int, std::vector<int>> sets_ GUARDED_BY(mu_);
-  int next_id_ GUARDED_BY(mu_) = 1;
+  mutable base::Mutex mu_;
+  std::map<int, std::vector<int>> sets_ HVD_GUARDED_BY(mu_);
+  int next_id_ HVD_GUARDED_BY(mu_) = 1;
 };
 
 // Checks a process set's ranks for a job of `size` ranks and returns them sorted (Horovod sorts

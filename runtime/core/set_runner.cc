@@ -2,14 +2,17 @@
 
 #include <algorithm>
 
-#include "core/control.h"
+#include "negotiation/exchange.h"
 #include "core/engine.h"
 
 namespace hvd::runtime::core {
 
-using fusion::OpType;
-using fusion::Response;
-using fusion::ResponseCache;
+using negotiation::AndAllreduce;
+using negotiation::BroadcastFromRoot;
+using negotiation::GatherToRoot;
+using negotiation::OpType;
+using negotiation::Response;
+using negotiation::ResponseCache;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -20,7 +23,7 @@ size_t Words(uint32_t bits) {
 
 // Operations negotiated through the coordinator every time: their per-call data differs
 // (alltoall's splits, a byte broadcast's size) or they have none worth caching.
-bool NeverCached(const fusion::Request& req) {
+bool NeverCached(const negotiation::Request& req) {
   switch (req.type) {
     case OpType::kJoin:
     case OpType::kBarrier:
@@ -48,7 +51,7 @@ double StallSeconds(const SetRunnerOptions& o) {
 
 SetRunner::SetRunner(int id, std::vector<int> members, collectives::Comm comm,
                      std::unique_ptr<transport::Transport> view, const SetRunnerOptions& options,
-                     Executor* executor, timeline::Timeline* timeline, std::mutex* stats_mu,
+                     Executor* executor, timeline::Timeline* timeline, base::Mutex* stats_mu,
                      EngineStats* stats, Finish finish, ApplySetChange apply)
     : id_(id),
       members_(std::move(members)),
@@ -63,9 +66,9 @@ SetRunner::SetRunner(int id, std::vector<int> members, collectives::Comm comm,
       apply_(std::move(apply)),
       cache_(options.cache_capacity) {
   if (comm_.rank() == 0) {
-    coordinator_ = std::make_unique<fusion::Coordinator>(comm_.size(), options.stall_check_seconds,
-                                                         options.stall_shutdown_seconds,
-                                                         id_ == 0 ? std::vector<int>{} : members_);
+    coordinator_ = std::make_unique<negotiation::Coordinator>(
+        comm_.size(), options.stall_check_seconds, options.stall_shutdown_seconds,
+        id_ == 0 ? std::vector<int>{} : members_);
   }
 }
 
@@ -76,7 +79,7 @@ void SetRunner::Add(std::shared_ptr<internal::Operation> op) {
   p.enqueued = Clock::now();
   if (timeline_) {
     for (const auto& t : op->request.tensors) {
-      timeline_->NegotiateStart(t.name, fusion::OpTypeName(op->request.type));
+      timeline_->NegotiateStart(t.name, negotiation::OpTypeName(op->request.type));
     }
   }
   pending_.emplace(op->request.key, std::move(p));
@@ -131,7 +134,7 @@ void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
       }
       continue;
     }
-    const fusion::Request& req = p.op->request;
+    const negotiation::Request& req = p.op->request;
     uint32_t slot = 0;
     switch (NeverCached(req) ? ResponseCache::Match::kMiss
                              : cache_.Lookup(req, comm_.rank(), &slot)) {
@@ -219,7 +222,7 @@ Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   if (erased) RefreshAfterCacheChange();
   if (!hits.empty()) {
     {
-      std::lock_guard<std::mutex> lock(*stats_mu_);
+      base::MutexLock lock(stats_mu_);
       stats_->cache_hits += hits.size();
     }
     if (timeline_) {
@@ -247,12 +250,12 @@ void SetRunner::RefreshAfterCacheChange() {
 }
 
 Status SetRunner::SlowPath() {
-  fusion::RequestList mine;
+  negotiation::RequestList mine;
   mine.rank = comm_.rank();
   const auto now = Clock::now();
   for (auto& [key, p] : pending_) {
     if (p.state != State::kNew) continue;
-    fusion::Request req = p.op->request;
+    negotiation::Request req = p.op->request;
     req.rank = comm_.rank();
     req.age_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - p.enqueued).count();
     mine.requests.push_back(std::move(req));
@@ -260,13 +263,13 @@ Status SetRunner::SlowPath() {
   }
 
   std::vector<std::string> all;
-  HVD_RETURN_IF_ERROR(GatherToRoot(comm_, fusion::Encode(mine), &all));
+  HVD_RETURN_IF_ERROR(GatherToRoot(comm_, negotiation::Encode(mine), &all));
   std::string answer;
   if (coordinator_) {
     const auto arrival = Clock::now();
     for (int r = 0; r < comm_.size(); ++r) {
-      fusion::RequestList list;
-      HVD_RETURN_IF_ERROR_CTX(fusion::Decode(all[r], &list),
+      negotiation::RequestList list;
+      HVD_RETURN_IF_ERROR_CTX(negotiation::Decode(all[r], &list),
                               "negotiation: requests from rank " + std::to_string(members_[r]));
       if (timeline_) {
         for (const auto& req : list.requests) {
@@ -275,11 +278,11 @@ Status SetRunner::SlowPath() {
       }
       coordinator_->Add(list, arrival);
     }
-    answer = fusion::Encode(coordinator_->Compute(Clock::now()));
+    answer = negotiation::Encode(coordinator_->Compute(Clock::now()));
   }
   HVD_RETURN_IF_ERROR(BroadcastFromRoot(comm_, &answer));
-  fusion::ResponseList list;
-  HVD_RETURN_IF_ERROR(fusion::Decode(answer, &list));
+  negotiation::ResponseList list;
+  HVD_RETURN_IF_ERROR(negotiation::Decode(answer, &list));
 
   // The coordinator decided this list with the joined set it sends along, so averages in it
   // divide by the ranks that were not joined then. (A join release empties the set in the same
@@ -301,7 +304,7 @@ Status SetRunner::SlowPath() {
     }
   }
   {
-    std::lock_guard<std::mutex> lock(*stats_mu_);
+    base::MutexLock lock(stats_mu_);
     ++stats_->slow_path_cycles;
     stats_->negotiated += list.responses.size();
   }

@@ -24,11 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "base/mutex.h"
 #include "collectives/collectives.h"
 #include "core/executor.h"
 #include "core/operation.h"
-#include "fusion/coordinator.h"
-#include "fusion/response_cache.h"
+#include "negotiation/coordinator.h"
+#include "negotiation/response_cache.h"
 #include "timeline/timeline.h"
 
 namespace hvd::runtime::core {
@@ -59,14 +60,14 @@ class SetRunner {
   // Applies a process-set change response (global set only) and returns its outcome; `op` is
   // this rank's operation for it.
   using ApplySetChange =
-      std::function<Status(const fusion::Response& response, internal::Operation* op)>;
+      std::function<Status(const negotiation::Response& response, internal::Operation* op)>;
 
   // `members`: the set's job ranks, sorted; `comm` runs over `view` (null for the global set,
   // whose comm is the job's). Executor, timeline and stats are shared by all sets and outlive
   // the runner.
   SetRunner(int id, std::vector<int> members, collectives::Comm comm,
             std::unique_ptr<transport::Transport> view, const SetRunnerOptions& options,
-            Executor* executor, timeline::Timeline* timeline, std::mutex* stats_mu,
+            Executor* executor, timeline::Timeline* timeline, base::Mutex* stats_mu,
             EngineStats* stats, Finish finish, ApplySetChange apply);
   SetRunner(const SetRunner&) = delete;
   SetRunner& operator=(const SetRunner&) = delete;
@@ -103,7 +104,7 @@ class SetRunner {
   void Classify(std::vector<uint32_t>* invalidate);
   void RefreshAfterCacheChange();
   Status SlowPath();
-  Status Run(const std::vector<fusion::Response>& responses);
+  Status Run(const std::vector<negotiation::Response>& responses);
   void Complete(const std::string& key, const Status& status);
   bool joined_self() const { return joined_.count(comm_.rank()) > 0; }
 
@@ -114,14 +115,14 @@ class SetRunner {
   const SetRunnerOptions options_;
   Executor* const executor_;
   timeline::Timeline* const timeline_;
-  std::mutex* const stats_mu_;
+  base::Mutex* const stats_mu_;
   EngineStats* const stats_;
   const Finish finish_;
   const ApplySetChange apply_;
 
   std::map<std::string, Pending> pending_;
-  fusion::ResponseCache cache_;
-  std::unique_ptr<fusion::Coordinator> coordinator_;  // the set's first member
+  negotiation::ResponseCache cache_;
+  std::unique_ptr<negotiation::Coordinator> coordinator_;  // the set's first member
   std::set<int> joined_;                              // ranks of this set
   // Coordinator only: the earliest time a stall may force a slow path again (Cycle).
   std::chrono::steady_clock::time_point next_inspection_;

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <vector>
 
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace hvd::runtime::core {
 namespace {

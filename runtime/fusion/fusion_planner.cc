@@ -3,6 +3,10 @@
 namespace hvd::runtime::fusion {
 namespace {
 
+using negotiation::OpType;
+using negotiation::Response;
+using negotiation::TensorSpec;
+
 bool Fusable(const Response& a, const Response& b) {
   // One batch divides by one count of contributors.
   // Adasum combines each tensor on its own (per-layer dot products): never fused.
@@ -17,7 +21,8 @@ int64_t Bytes(const TensorSpec& t) {
 
 }  // namespace
 
-std::vector<Batch> PlanBatches(const std::vector<Response>& responses, const FusionLimits& limits) {
+std::vector<Batch> PlanBatches(const std::vector<negotiation::Response>& responses,
+                               const FusionLimits& limits) {
   const int64_t threshold = limits.threshold_bytes;
   auto large = [&](int64_t bytes) {
     return limits.max_tensor_bytes > 0 && bytes > limits.max_tensor_bytes;

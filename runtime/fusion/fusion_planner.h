@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fusion/message.h"
+#include "negotiation/message.h"
 
 namespace hvd::runtime::fusion {
 
@@ -26,9 +26,16 @@ struct BatchItem {
   size_t tensor = 0;
 };
 
+// The defaults of HVD_FUSION_THRESHOLD and HVD_FUSION_MAX_TENSOR_BYTES (fusion_settings.cc),
+// and so of every FusionLimits not read from the environment.
+inline constexpr int64_t kDefaultFusionThresholdBytes = int64_t{128} << 20;
+inline constexpr int64_t kDefaultFusionMaxTensorBytes = int64_t{64} << 10;
+
 struct FusionLimits {
-  int64_t threshold_bytes = 0;   // a batch's bytes at most; 0 fuses nothing
-  int64_t max_tensor_bytes = 0;  // larger tensors are never fused; 0: no such limit
+  // A batch's bytes at most; 0 fuses nothing.
+  int64_t threshold_bytes = kDefaultFusionThresholdBytes;
+  // Larger tensors are never fused; 0: no such limit.
+  int64_t max_tensor_bytes = kDefaultFusionMaxTensorBytes;
 };
 
 struct Batch {
@@ -38,6 +45,7 @@ struct Batch {
 
 // Items of OK responses only (error responses are not executed). Order: the first item of each
 // batch follows the response order; compatible later items are pulled forward into it.
-std::vector<Batch> PlanBatches(const std::vector<Response>& responses, const FusionLimits& limits);
+std::vector<Batch> PlanBatches(const std::vector<negotiation::Response>& responses,
+                               const FusionLimits& limits);
 
 }  // namespace hvd::runtime::fusion

@@ -6,12 +6,12 @@
 #include <mutex>
 #include <vector>
 
-#include "common/settings.h"
+#include "base/settings.h"
 
 namespace hvd::runtime::gpu {
 namespace {
 
-const common::Setting<std::string> kCudartLibrary(
+const base::Setting<std::string> kCudartLibrary(
     "HVD_CUDART_LIBRARY", nullptr, "",
     "path of the CUDA runtime library to load for GPU tensors; unset: libcudart.so.13 from the "
     "loader's search path, then /usr/local/cuda/lib64");

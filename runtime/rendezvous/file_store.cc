@@ -15,19 +15,21 @@
 #include <random>
 #include <thread>
 
+#include "base/errno_text.h"
+#include "base/hex.h"
+#include "base/kv_counter.h"
 #include "rendezvous/store.h"
 #include "rendezvous/store_util.h"
 
 namespace hvd::runtime::rendezvous {
 namespace {
 
-using internal::ErrnoText;
+using base::ErrnoText;
 
 // Long keys would exceed NAME_MAX (255); they keep a readable head plus a hash of the whole key.
 constexpr size_t kMaxEncoded = 200;
 
 std::string EncodeKey(std::string_view key) {
-  static const char kHex[] = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : key) {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -35,8 +37,7 @@ std::string EncodeKey(std::string_view key) {
       out += static_cast<char>(c);
     } else {
       out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
+      base::AppendHexByte(c, &out, /*upper=*/true);
     }
   }
   if (out.size() <= kMaxEncoded) return out;
@@ -144,12 +145,12 @@ class FileStore final : public Store {
     std::string text;
     Status s = Get(key, &text);
     if (s.ok()) {
-      HVD_RETURN_IF_ERROR(internal::ParseCounter(name_, key, text, &value));
+      HVD_RETURN_IF_ERROR(base::ParseCounter(name_, key, text, &value));
     } else if (s.code() != StatusCode::kNotFound) {
       return s;
     }
     int64_t sum = 0;
-    HVD_RETURN_IF_ERROR(internal::AddCounter(name_, key, value, delta, &sum));
+    HVD_RETURN_IF_ERROR(base::AddCounter(name_, key, value, delta, &sum));
     HVD_RETURN_IF_ERROR(WriteAtomic(key, std::to_string(sum)));
     if (new_value != nullptr) *new_value = sum;
     return Status::OK();

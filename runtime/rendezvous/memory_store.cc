@@ -1,10 +1,10 @@
 // The in-process Store: a map under a mutex, with a condition variable so Wait() wakes as soon as
 // the last key it needs is set instead of polling.
-#include <condition_variable>
 #include <map>
-#include <mutex>
 
-#include "common/thread_annotations.h"
+#include "base/kv_counter.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "rendezvous/store.h"
 #include "rendezvous/store_util.h"
 
@@ -15,15 +15,15 @@ class MemoryStore final : public Store {
  public:
   Status Set(std::string_view key, std::string_view value) override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       map_[std::string(key)] = std::string(value);
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     return Status::OK();
   }
 
   Status Get(std::string_view key, std::string* value) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     auto it = map_.find(key);
     if (it == map_.end()) return NotFound(Describe() + ": key '" + std::string(key) + "' not set");
     *value = it->second;
@@ -31,14 +31,14 @@ class MemoryStore final : public Store {
   }
 
   Status Wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto all_set = [&]() REQUIRES(mu_) {
+    base::MutexLock lock(&mu_);
+    auto all_set = [&]() HVD_REQUIRES(mu_) {
       for (const auto& k : keys) {
         if (map_.find(k) == map_.end()) return false;
       }
       return true;
     };
-    if (cv_.wait_for(lock, timeout, all_set)) return Status::OK();
+    if (cv_.WaitFor(lock, timeout, all_set)) return Status::OK();
     std::vector<std::string> missing;
     for (const auto& k : keys) {
       if (map_.find(k) == map_.end()) missing.push_back(k);
@@ -49,16 +49,16 @@ class MemoryStore final : public Store {
   Status Add(std::string_view key, int64_t delta, int64_t* new_value) override {
     int64_t sum = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       int64_t value = 0;
       auto it = map_.find(key);
       if (it != map_.end()) {
-        HVD_RETURN_IF_ERROR(internal::ParseCounter(Describe(), key, it->second, &value));
+        HVD_RETURN_IF_ERROR(base::ParseCounter(Describe(), key, it->second, &value));
       }
-      HVD_RETURN_IF_ERROR(internal::AddCounter(Describe(), key, value, delta, &sum));
+      HVD_RETURN_IF_ERROR(base::AddCounter(Describe(), key, value, delta, &sum));
       map_[std::string(key)] = std::to_string(sum);
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
     if (new_value != nullptr) *new_value = sum;
     return Status::OK();
   }
@@ -66,9 +66,9 @@ class MemoryStore final : public Store {
   std::string Describe() const override { return "memory store"; }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, std::string, std::less<>> map_ GUARDED_BY(mu_);
+  base::Mutex mu_;
+  base::CondVar cv_;
+  std::map<std::string, std::string, std::less<>> map_ HVD_GUARDED_BY(mu_);
 };
 
 }  // namespace

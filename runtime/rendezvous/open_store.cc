@@ -8,18 +8,17 @@
 #include <cstring>
 #include <string_view>
 
-#include "common/settings.h"
-#include "rendezvous/kv_protocol.h"
+#include "base/settings.h"
 #include "rendezvous/store.h"
 
 namespace hvd::runtime::rendezvous {
 namespace {
 
 // The job secret, other than in the environment (JobSecret in store.h says why).
-const common::Setting<int64_t> kJobSecretFd(
+const base::Setting<int64_t> kJobSecretFd(
     "HVD_JOB_SECRET_FD", nullptr, -1,
     "a descriptor holding the job's secret (hvd-agent passes it so; read from offset 0); -1: none");
-const common::Setting<std::string> kJobSecretFile(
+const base::Setting<std::string> kJobSecretFile(
     "HVD_JOB_SECRET_FILE", nullptr, "",
     "a file holding the job's secret, mode 0600 or stricter (for launchers other than hvd-agent)");
 constexpr size_t kMaxSecretBytes = 4096;

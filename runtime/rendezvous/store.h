@@ -7,7 +7,8 @@
 //   - file store:   a directory on a shared or local file system; several processes meet without
 //                   any daemon (hvdrun-less runs, tests);
 //   - tcp store:    hvd://HOST:PORT, hvd-launcherd's rendezvous endpoint, over the small framed
-//                   protocol of kv_protocol.h (libhvd.so never links gRPC; docs/rendezvous.md).
+//                   protocol of base/kv_protocol.h (libhvd.so never links gRPC;
+//                   docs/rendezvous.md).
 #pragma once
 
 #include <chrono>
@@ -61,6 +62,11 @@ Status NewFileStore(const std::string& dir, std::unique_ptr<Store>* out);
 // "hvd://HOST:PORT" (hvd-launcherd; authenticates with HVD_JOB_SECRET). Unknown schemes
 // give InvalidArgument naming the URL and the schemes understood.
 Status OpenStore(const std::string& url, std::unique_ptr<Store>* out);
+
+// The hvd:// store (tcp_store.cc): connects to the launcher's endpoint `address` ("HOST:PORT"),
+// retrying until HVD_RENDEZVOUS_TIMEOUT_SECONDS, and authenticates with the job secret (JobSecret
+// below, else HVD_JOB_SECRET). OpenStore("hvd://HOST:PORT") calls it.
+Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out);
 
 // The job secret an hvd:// store authenticates with when it is not in the environment: from
 // HVD_JOB_SECRET_FD (a descriptor, read with pread from offset 0, as hvd-agent passes it: the

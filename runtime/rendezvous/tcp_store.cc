@@ -1,5 +1,5 @@
 // The hvd:// Store: the runtime's client for hvd-launcherd's rendezvous endpoint, speaking the
-// framed protocol of kv_protocol.h over one TCP connection (the runtime never links gRPC).
+// framed protocol of base/kv_protocol.h over one TCP connection (the runtime never links gRPC).
 //
 // One connection per store, opened and authenticated (HELLO with HVD_JOB_SECRET) when the store is
 // opened, so a wrong address or secret fails hvd::Init() at once with a message that says so.
@@ -17,26 +17,30 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <mutex>
 #include <thread>
 
-#include "common/settings.h"
-#include "common/thread_annotations.h"
-#include "rendezvous/kv_protocol.h"
-#include "rendezvous/store_util.h"
+#include "base/errno_text.h"
+#include "base/kv_protocol.h"
+#include "base/mutex.h"
+#include "base/net.h"
+#include "base/settings.h"
+#include "base/thread_annotations.h"
+#include "rendezvous/store.h"
 
 namespace hvd::runtime::rendezvous {
 namespace {
 
+namespace kv = base::kv;
 using Clock = std::chrono::steady_clock;
-using internal::ErrnoText;
+using base::ErrnoText;
 using kv::Deadline;
 using kv::Op;
 
-const common::Setting<std::string> kJobSecret(
+const base::Setting<std::string> kJobSecret(
     "HVD_JOB_SECRET", nullptr, "",
-    "the job's secret for an hvd:// rendezvous (hvd-agent sets it); grants this job's keys only");
-const common::Setting<double> kRendezvousTimeout(
+    "the job's secret for an hvd:// rendezvous (hvd-agent sets it); grants this job's keys only",
+    base::kSecret);
+const base::Setting<double> kRendezvousTimeout(
     "HVD_RENDEZVOUS_TIMEOUT_SECONDS", nullptr, 30,
     "hvd:// rendezvous: how long a rank retries reaching the launcher, and the longest any store "
     "call but a wait may take");
@@ -61,7 +65,7 @@ class TcpStore final : public Store {
   }
 
   Status Connect(Deadline deadline) {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     return ConnectLocked(deadline);
   }
 
@@ -111,7 +115,7 @@ class TcpStore final : public Store {
  private:
   // Dials and authenticates, retrying refused or failed dials (the launcher may still be
   // starting) and a full endpoint until `deadline`. A refused secret is final.
-  Status ConnectLocked(Deadline deadline) REQUIRES(mu_) {
+  Status ConnectLocked(Deadline deadline) HVD_REQUIRES(mu_) {
     auto backoff = std::chrono::milliseconds(10);
     std::string last_error;
     for (;;) {
@@ -136,7 +140,7 @@ class TcpStore final : public Store {
     }
   }
 
-  Status ConnectOnceLocked(Deadline deadline) REQUIRES(mu_) {
+  Status ConnectOnceLocked(Deadline deadline) HVD_REQUIRES(mu_) {
     sockaddr_in addr{};
     HVD_RETURN_IF_ERROR(Resolve(host_, port_, &addr));
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -161,21 +165,12 @@ class TcpStore final : public Store {
   }
 
   Status Resolve(const std::string& host, int port, sockaddr_in* addr) {
-    addrinfo hints{};
-    hints.ai_family = AF_INET;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-    if (rc != 0 || res == nullptr) {
-      std::string m = name_ + ": cannot resolve '" + host + "' to an IPv4 address: " +
-                      (rc == EAI_SYSTEM ? ErrnoText(errno) : gai_strerror(rc));
-      // A name that does not exist will not appear by retrying; a DNS hiccup may pass.
-      return rc == EAI_AGAIN ? Unavailable(m) : InvalidArgument(m + " (check HVD_RENDEZVOUS)");
-    }
-    *addr = *reinterpret_cast<sockaddr_in*>(res->ai_addr);
-    addr->sin_port = htons(static_cast<uint16_t>(port));
-    freeaddrinfo(res);
-    return Status::OK();
+    Status s = base::ResolveIPv4(host, port, addr);
+    if (s.ok()) return s;
+    const std::string m = name_ + ": " + s.message();
+    // A name that does not exist will not appear by retrying; a DNS hiccup may pass.
+    return s.code() == StatusCode::kUnavailable ? Unavailable(m)
+                                                : InvalidArgument(m + " (check HVD_RENDEZVOUS)");
   }
 
   Status Dial(int fd, const sockaddr_in& addr, Deadline deadline) {
@@ -202,13 +197,13 @@ class TcpStore final : public Store {
   }
 
   Status Call(const kv::Request& r, Deadline deadline, kv::Response* resp) {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     return CallLocked(r, deadline, resp);
   }
 
   // One request and its response. Transport failures close the connection for good and give
   // Unavailable; the launcher's own error comes back as it sent it. Both name the launcher and op.
-  Status CallLocked(const kv::Request& r, Deadline deadline, kv::Response* resp) REQUIRES(mu_) {
+  Status CallLocked(const kv::Request& r, Deadline deadline, kv::Response* resp) HVD_REQUIRES(mu_) {
     const std::string what = name_ + ": " + kv::OpName(r.op);
     if (fd_ < 0) {
       return Unavailable(what + ": the connection was lost earlier (" + lost_ +
@@ -258,7 +253,7 @@ class TcpStore final : public Store {
 
   // Between calls the launcher sends nothing but a notice that it closes the connection: reads it
   // into *notice if it is there. An error means the connection is gone without one.
-  Status PendingNoticeLocked(Deadline deadline, std::string* notice) REQUIRES(mu_) {
+  Status PendingNoticeLocked(Deadline deadline, std::string* notice) HVD_REQUIRES(mu_) {
     pollfd p{fd_, POLLIN, 0};
     if (poll(&p, 1, 0) <= 0) return Status::OK();
     std::string payload;
@@ -275,18 +270,16 @@ class TcpStore final : public Store {
   const int port_;
   const std::string secret_;
   const std::chrono::milliseconds op_timeout_;
-  std::mutex mu_;
-  int fd_ GUARDED_BY(mu_) = -1;
-  std::string lost_ GUARDED_BY(mu_);  // why the connection closed
+  base::Mutex mu_;
+  int fd_ HVD_GUARDED_BY(mu_) = -1;
+  std::string lost_ HVD_GUARDED_BY(mu_);  // why the connection closed
 };
 
 }  // namespace
 
 Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out) {
-  auto colon = address.rfind(':');
-  int64_t port = 0;
-  if (colon == std::string::npos || colon == 0 ||
-      !common::ParseInt64(address.substr(colon + 1), &port).ok() || port < 1 || port > 65535) {
+  base::HostPort hp;
+  if (!base::ParseHostPort(address, &hp).ok()) {
     return InvalidArgument("launcher rendezvous address '" + address +
                            "' is not HOST:PORT with a port in 1..65535 (expected "
                            "hvd://HOST:PORT in HVD_RENDEZVOUS)");
@@ -306,8 +299,7 @@ Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out) {
                               "starts; set it yourself when starting ranks by hand)");
   }
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  auto store = std::make_unique<TcpStore>(address, address.substr(0, colon), static_cast<int>(port),
-                                          secret, timeout);
+  auto store = std::make_unique<TcpStore>(address, hp.host, hp.port, secret, timeout);
   HVD_RETURN_IF_ERROR(store->Connect(Clock::now() + timeout));
   *out = std::move(store);
   return Status::OK();

@@ -1,6 +1,6 @@
 #include "stall/stall_inspector.h"
 
-#include "common/logging.h"
+#include "base/logging.h"
 
 namespace hvd::runtime::stall {
 namespace {

@@ -2,7 +2,8 @@
 
 #include <algorithm>
 
-#include "common/logging.h"
+#include "base/logging.h"
+#include "base/rendezvous_keys.h"
 
 namespace hvd::runtime::stall {
 namespace {
@@ -44,21 +45,21 @@ StallReporter::StallReporter(Options options, rendezvous::Store* store)
 
 StallReporter::~StallReporter() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void StallReporter::SetInspectorReport(bool stalled, const PendingKey& oldest) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   inspector_stalled_ = stalled;
   if (stalled) inspector_ = oldest;
 }
 
 void StallReporter::WaitBegin(const std::vector<int>& peers) {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   // The same peers again: the wait goes on (a loop of short waits counts as one).
   if (peers == wait_peers_) return;
   wait_peers_ = peers;
@@ -67,7 +68,7 @@ void StallReporter::WaitBegin(const std::vector<int>& peers) {
 
 void StallReporter::WaitEnd() {
   // Progress: a later wait, even on the same peers, starts a new clock.
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   wait_peers_.clear();
 }
 
@@ -77,16 +78,17 @@ std::string StallReporter::Report::Value() const {
 }
 
 std::string StallReporter::Current() {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return Compose(Clock::now()).Value();
 }
 
 void StallReporter::ReportPeerFailure(const std::string& message) {
-  std::unique_lock<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   if (!peer_failure_.empty()) return;  // the first failure says it
   peer_failure_ = message.empty() ? "a peer failed" : message;
-  cv_.notify_all();
-  cv_.wait_for(lock, std::chrono::milliseconds(500), [&] { return peer_failure_written_; });
+  cv_.NotifyAll();
+  cv_.WaitFor(lock, std::chrono::milliseconds(500),
+              [&]() HVD_REQUIRES(mu_) { return peer_failure_written_; });
 }
 
 StallReporter::Report StallReporter::Compose(Clock::time_point now) {
@@ -120,17 +122,18 @@ void StallReporter::Loop() {
   const auto poll = std::min<std::chrono::milliseconds>(
       kMaxPoll, std::chrono::milliseconds(static_cast<int64_t>(check_s * 250) + 1));
   const auto check = std::chrono::duration<double>(check_s);
-  std::unique_lock<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   while (true) {
-    cv_.wait_for(lock, poll,
-                 [&] { return stop_ || (!peer_failure_.empty() && !peer_failure_written_); });
+    cv_.WaitFor(lock, poll, [&]() HVD_REQUIRES(mu_) {
+      return stop_ || (!peer_failure_.empty() && !peer_failure_written_);
+    });
     if (!peer_failure_.empty() && !peer_failure_written_) {
       const std::string message = peer_failure_;
-      lock.unlock();
-      Write("abort/" + std::to_string(options_.rank), message);
-      lock.lock();
+      lock.Unlock();
+      Write(base::RankKey(base::RankKeyKind::kAbort, options_.rank), message);
+      lock.Lock();
       peer_failure_written_ = true;
-      cv_.notify_all();
+      cv_.NotifyAll();
     }
     const auto now = Clock::now();
     Report r = stop_ ? Report() : Compose(now);
@@ -139,9 +142,9 @@ void StallReporter::Loop() {
     if (changed || (r.kind != 0 && now - written_at_ >= check)) {
       written_ = r;
       written_at_ = now;
-      lock.unlock();
-      Write("stall/" + std::to_string(options_.rank), r.Value());
-      lock.lock();
+      lock.Unlock();
+      Write(base::RankKey(base::RankKeyKind::kStall, options_.rank), r.Value());
+      lock.Lock();
     }
     if (stop_) return;
   }

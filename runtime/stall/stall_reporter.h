@@ -25,14 +25,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "rendezvous/store.h"
 #include "stall/stall_inspector.h"
 
@@ -81,7 +80,7 @@ class StallReporter {
     std::string Value() const;  // the stored form; "" for none
   };
   void Loop();
-  Report Compose(Clock::time_point now) REQUIRES(mu_);
+  Report Compose(Clock::time_point now) HVD_REQUIRES(mu_);
   void Write(const std::string& key, const std::string& value);
 
   const Options options_;
@@ -90,17 +89,17 @@ class StallReporter {
   std::unique_ptr<rendezvous::Store> own_store_;  // its attempt scope
   Clock::time_point reopen_after_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ GUARDED_BY(mu_) = false;
-  bool inspector_stalled_ GUARDED_BY(mu_) = false;
-  PendingKey inspector_ GUARDED_BY(mu_);
-  Clock::time_point wait_since_ GUARDED_BY(mu_);
-  std::vector<int> wait_peers_ GUARDED_BY(mu_);  // empty: not waiting
-  Report written_ GUARDED_BY(mu_);               // the report last written
-  std::string peer_failure_ GUARDED_BY(mu_);     // to write as abort/<rank>; "" when none
-  bool peer_failure_written_ GUARDED_BY(mu_) = false;
-  Clock::time_point written_at_ GUARDED_BY(mu_);
+  base::Mutex mu_;
+  base::CondVar cv_;
+  bool stop_ HVD_GUARDED_BY(mu_) = false;
+  bool inspector_stalled_ HVD_GUARDED_BY(mu_) = false;
+  PendingKey inspector_ HVD_GUARDED_BY(mu_);
+  Clock::time_point wait_since_ HVD_GUARDED_BY(mu_);
+  std::vector<int> wait_peers_ HVD_GUARDED_BY(mu_);  // empty: not waiting
+  Report written_ HVD_GUARDED_BY(mu_);               // the report last written
+  std::string peer_failure_ HVD_GUARDED_BY(mu_);     // to write as abort/<rank>; "" when none
+  bool peer_failure_written_ HVD_GUARDED_BY(mu_) = false;
+  Clock::time_point written_at_ HVD_GUARDED_BY(mu_);
   // Loop's thread only.
   std::unique_ptr<rendezvous::Store> scoped_shared_;
   bool shared_failed_ = false;

@@ -15,9 +15,7 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
-#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -25,13 +23,16 @@
 #include <utility>
 #include <vector>
 
-#include "common/logging.h"
-#include "common/thread_annotations.h"
+#include "base/errno_text.h"
+#include "base/logging.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "timeline/timeline_json.h"
 
 namespace hvd::runtime::timeline {
 namespace {
 
+using base::ErrnoText;
 using Clock = std::chrono::steady_clock;
 
 // The writer wakes at least this often, so the file trails the run by at most this much; callers
@@ -46,10 +47,6 @@ struct Row {
   bool negotiating = false;
   bool active = false;  // an ActivityStart without its end yet
 };
-
-std::string ErrnoText(int err) {
-  return std::generic_category().message(err);
-}
 
 }  // namespace
 
@@ -70,7 +67,7 @@ class Timeline::Impl {
   ~Impl() { Close(); }
 
   Status Start(const std::string& path, bool mark_cycles) {
-    std::lock_guard<std::mutex> control(control_mu_);
+    base::MutexLock control(&control_mu_);
     if (active_) {
       return FailedPrecondition("the timeline is already being written to '" + path_ +
                                 "'; call stop_timeline() first");
@@ -98,7 +95,7 @@ class Timeline::Impl {
     write_failed_ = false;
     Write("[\n");
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       queue_.clear();
       closing_ = false;
       start_ = Clock::now();  // timestamps count from the start of this recording
@@ -111,7 +108,7 @@ class Timeline::Impl {
       return Unavailable("timeline: cannot start the thread writing '" + path + "': " + e.what());
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       accepting_ = true;
       mark_cycles_->store(mark_cycles, std::memory_order_relaxed);
       recording_->store(true, std::memory_order_relaxed);
@@ -121,7 +118,7 @@ class Timeline::Impl {
   }
 
   Status Stop() {
-    std::lock_guard<std::mutex> control(control_mu_);
+    base::MutexLock control(&control_mu_);
     if (!active_) {
       return FailedPrecondition("no timeline is being recorded; call start_timeline(path) first");
     }
@@ -129,7 +126,7 @@ class Timeline::Impl {
   }
 
   void Close() {
-    std::lock_guard<std::mutex> control(control_mu_);
+    base::MutexLock control(&control_mu_);
     if (active_) (void)StopLocked();  // a write failure was logged when it happened
   }
 
@@ -137,13 +134,13 @@ class Timeline::Impl {
     Event e{kind, 0, std::string(name), std::move(text), std::move(args), rank};
     bool wake = false;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       if (!accepting_) return;  // stopped since the caller's atomic check
       e.ts_us = NowUs();
       queue_.push_back(std::move(e));
       wake = queue_.size() == kWakeBatch;
     }
-    if (wake) cv_.notify_one();
+    if (wake) cv_.NotifyOne();
   }
 
  private:
@@ -156,20 +153,20 @@ class Timeline::Impl {
     int rank = -1;
   };
 
-  Status StopLocked() REQUIRES(control_mu_) {
+  Status StopLocked() HVD_REQUIRES(control_mu_) {
     if (!writes_file_) {
       active_ = false;
       return Status::OK();
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      base::MutexLock lock(&mu_);
       accepting_ = false;  // nothing can be enqueued from here on, so the writer's last batch
       closing_ = true;     // holds every event of this recording
       close_ts_us_ = NowUs();
       recording_->store(false, std::memory_order_relaxed);
       mark_cycles_->store(false, std::memory_order_relaxed);
     }
-    cv_.notify_one();
+    cv_.NotifyOne();
     writer_.join();
     Write("\n]\n");
     if (std::fflush(file_) != 0) ReportWriteError();
@@ -184,7 +181,7 @@ class Timeline::Impl {
     return Status::OK();
   }
 
-  int64_t NowUs() const REQUIRES(mu_) {
+  int64_t NowUs() const HVD_REQUIRES(mu_) {
     return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
   }
 
@@ -195,9 +192,9 @@ class Timeline::Impl {
       bool done;
       int64_t close_ts = 0;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, kFlushInterval,
-                     [this] { return closing_ || queue_.size() >= kWakeBatch; });
+        base::MutexLock lock(&mu_);
+        cv_.WaitFor(lock, kFlushInterval,
+                    [this]() HVD_REQUIRES(mu_) { return closing_ || queue_.size() >= kWakeBatch; });
         batch.swap(queue_);
         done = closing_;  // nothing can be enqueued after closing_, so this batch is the last
         close_ts = close_ts_us_;
@@ -344,17 +341,17 @@ class Timeline::Impl {
   std::atomic<bool>* const mark_cycles_;
 
   // Start()/Stop()/Close(), one at a time. Never taken by event callers or the writer.
-  std::mutex control_mu_;
-  bool active_ GUARDED_BY(control_mu_) = false;  // started (recording, when writes_file_)
-  std::thread writer_ GUARDED_BY(control_mu_);
+  base::Mutex control_mu_;
+  bool active_ HVD_GUARDED_BY(control_mu_) = false;  // started (recording, when writes_file_)
+  std::thread writer_ HVD_GUARDED_BY(control_mu_);
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<Event> queue_ GUARDED_BY(mu_);
-  bool accepting_ GUARDED_BY(mu_) = false;
-  bool closing_ GUARDED_BY(mu_) = false;
-  Clock::time_point start_ GUARDED_BY(mu_);
-  int64_t close_ts_us_ GUARDED_BY(mu_) = 0;
+  base::Mutex mu_;
+  base::CondVar cv_;
+  std::vector<Event> queue_ HVD_GUARDED_BY(mu_);
+  bool accepting_ HVD_GUARDED_BY(mu_) = false;
+  bool closing_ HVD_GUARDED_BY(mu_) = false;
+  Clock::time_point start_ HVD_GUARDED_BY(mu_);
+  int64_t close_ts_us_ HVD_GUARDED_BY(mu_) = 0;
 
   // The current recording: owned by the writer thread while it runs, by the Start()/Stop()
   // caller (holding control_mu_) before it starts and after it is joined.

@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "base/hex.h"
+
 namespace hvd::runtime::timeline {
 namespace {
 
@@ -37,7 +39,6 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
 }  // namespace
 
 void AppendJsonString(std::string_view s, std::string* out) {
-  static constexpr char kHex[] = "0123456789abcdef";
   out->push_back('"');
   for (size_t i = 0; i < s.size();) {
     auto c = static_cast<uint8_t>(s[i]);
@@ -77,8 +78,7 @@ void AppendJsonString(std::string_view s, std::string* out) {
       default:
         if (c < 0x20) {
           *out += "\\u00";
-          out->push_back(kHex[c >> 4]);
-          out->push_back(kHex[c & 0xF]);
+          base::AppendHexByte(c, out);
         } else {
           out->push_back(static_cast<char>(c));
         }

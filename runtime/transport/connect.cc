@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "common/logging.h"
+#include "base/logging.h"
 #include "transport/link_transport.h"
 
 namespace hvd::runtime::transport {

@@ -9,13 +9,6 @@
 
 namespace hvd::runtime::transport {
 
-std::string ErrnoText(int err) {
-  const char* name = strerrorname_np(err);
-  std::string s = strerror(err);
-  if (name != nullptr) s += std::string(" (") + name + ")";
-  return s;
-}
-
 Status WaitFd(int fd, short events, Deadline deadline, int cancel_fd) {
   for (;;) {
     auto now = std::chrono::steady_clock::now();

@@ -1,7 +1,6 @@
-// Helpers shared by the transports' setup code (TCP and shared memory): errno text,
-// deadline-bounded waits, full reads/writes on non-blocking stream sockets, the scope hash the
-// handshakes compare. Every error
-// names the syscall and errno ("recv from rank 2: Connection reset by peer (ECONNRESET)").
+// Helpers shared by the transports' setup code (TCP and shared memory): deadline-bounded waits,
+// full reads/writes on non-blocking stream sockets, the scope hash the handshakes compare. Every
+// error names the syscall and errno ("recv from rank 2: Connection reset by peer (ECONNRESET)").
 #pragma once
 
 #include <chrono>
@@ -9,14 +8,15 @@
 #include <cstdint>
 #include <string>
 
+#include "base/errno_text.h"
 #include "hvd/status.h"
 
 namespace hvd::runtime::transport {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
-// "Connection reset by peer (ECONNRESET)".
-std::string ErrnoText(int err);
+// "Connection reset by peer (ECONNRESET)": every transport error names errno this way.
+using base::ErrnoText;
 
 // Blocks until `fd` reports any of `events` (or an error/hangup), `deadline` passes
 // (DeadlineExceeded) or `cancel_fd` (>= 0) becomes readable (Cancelled).

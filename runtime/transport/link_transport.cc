@@ -20,13 +20,13 @@ AbortState::~AbortState() {
 }
 
 Status AbortState::status() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  base::MutexLock lock(&mu_);
   return Aborted(reason_);
 }
 
 bool AbortState::Abort(const std::string& reason) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    base::MutexLock lock(&mu_);
     if (aborted_.load(std::memory_order_relaxed)) return false;
     reason_ = reason.empty() ? "transport aborted" : reason;
     aborted_.store(true, std::memory_order_release);

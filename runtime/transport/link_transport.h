@@ -24,11 +24,11 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "common/thread_annotations.h"
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
 #include "transport/transport.h"
 
 namespace hvd::runtime::transport {
@@ -52,8 +52,8 @@ class AbortState {
 
  private:
   std::atomic<bool> aborted_{false};
-  mutable std::mutex mu_;
-  std::string reason_ GUARDED_BY(mu_);
+  mutable base::Mutex mu_;
+  std::string reason_ HVD_GUARDED_BY(mu_);
   int wake_fd_ = -1;
 };
 

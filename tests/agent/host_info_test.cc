@@ -9,6 +9,8 @@
 #include <fstream>
 
 #include "agent/process_spawn.h"
+#include "agent/worker_wrapper.h"
+#include "base/net.h"
 
 namespace hvd::agent {
 namespace {
@@ -56,7 +58,7 @@ TEST(HostInfoTest, LocalAddressTowardsTheLauncher) {
   Status s = LocalAddressTowards("no-such-host.invalid:7070", &addr);
   EXPECT_FALSE(s.ok());
   EXPECT_NE(s.message().find("no-such-host.invalid"), std::string::npos) << s.message();
-  EXPECT_FALSE(LocalHostName().empty());
+  EXPECT_FALSE(base::LocalHostName().empty());
 }
 
 TEST(SpawnHelpersTest, EnvironmentOverridesWinAndMalformedEntriesAreSkipped) {

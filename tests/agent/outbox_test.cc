@@ -3,17 +3,19 @@
 
 #include <gtest/gtest.h>
 
+#include "control/job_state_proto.h"
+
 namespace hvd::agent {
 namespace {
 
 using Ms = std::chrono::milliseconds;
 using Clock = Outbox::Clock;
 
-hvd::v1::RankEvent Event(int rank, hvd::v1::RankState state) {
-  hvd::v1::RankEvent e;
-  e.set_job_id("j");
-  e.set_rank(rank);
-  e.set_state(state);
+RankReport Event(int rank, hvd::v1::RankState state) {
+  RankReport e;
+  e.job_id = "j";
+  e.rank = rank;
+  e.state = control::RankStateFromProto(state);
   return e;
 }
 

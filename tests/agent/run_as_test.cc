@@ -99,15 +99,14 @@ TEST(WrapperArgv, CarriesTheUserBeforeTheSeparator) {
             (std::vector<std::string>{"hvd-wrapper", kWorkerWrapperFlag, "", "--", "prog"}));
 }
 
-v1::StartRank Cmd(const std::string& job, const std::string& run_as,
-                  std::vector<std::string> argv) {
-  v1::StartRank c;
-  c.set_job_id(job);
-  c.set_attempt(1);
-  c.mutable_placement()->set_rank(0);
-  for (auto& a : argv) c.add_argv(a);
-  c.set_run_as(run_as);
-  c.set_working_dir("/");
+RankSpec Cmd(const std::string& job, const std::string& run_as, std::vector<std::string> argv) {
+  RankSpec c;
+  c.job_id = job;
+  c.attempt = 1;
+  c.rank = 0;
+  c.argv = std::move(argv);
+  c.run_as = run_as;
+  c.working_dir = "/";
   return c;
 }
 

@@ -14,13 +14,13 @@ namespace {
 using std::chrono::milliseconds;
 namespace v1 = hvd::v1;
 
-v1::StartRank Cmd(const std::string& job, int rank, int slot, std::vector<std::string> argv) {
-  v1::StartRank c;
-  c.set_job_id(job);
-  c.set_attempt(1);
-  c.mutable_placement()->set_rank(rank);
-  c.mutable_placement()->set_slot(slot);
-  for (auto& a : argv) c.add_argv(a);
+RankSpec Cmd(const std::string& job, int rank, int slot, std::vector<std::string> argv) {
+  RankSpec c;
+  c.job_id = job;
+  c.attempt = 1;
+  c.rank = rank;
+  c.slot = slot;
+  c.argv = std::move(argv);
   return c;
 }
 
@@ -68,8 +68,8 @@ class WorkersTest : public ::testing::Test {
 };
 
 TEST_F(WorkersTest, EachSlotGetsItsGpuOverridingTheJobsValue) {
-  v1::StartRank c = Cmd("j", 0, 1, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""});
-  (*c.mutable_env())["CUDA_VISIBLE_DEVICES"] = "0,1,2,3";
+  RankSpec c = Cmd("j", 0, 1, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""});
+  c.env["CUDA_VISIBLE_DEVICES"] = "0,1,2,3";
   workers_.StartRank(c);
   workers_.StartRank(Cmd("j", 1, 2, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""}));
   EXPECT_EQ(WaitEvent("j", 0, v1::RANK_EXITED).exit_code(), 0);

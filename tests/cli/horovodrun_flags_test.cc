@@ -34,7 +34,7 @@ class HorovodrunFlags : public ::testing::Test {
   void File(const std::string& name, const std::string& content) {
     std::ofstream(dir_ + "/" + name) << content;
   }
-  Status Build(std::vector<std::string> args, v1::JobSpec* spec) {
+  Status Build(std::vector<std::string> args, control::JobSpec* spec) {
     control::FlagSet flags("hvdrun");
     JobFlags f;
     f.Register(&flags);
@@ -50,14 +50,14 @@ class HorovodrunFlags : public ::testing::Test {
   // The spec's variables for `args` (with -np 1), which must build.
   std::map<std::string, std::string> Env(std::vector<std::string> args) {
     args.insert(args.begin(), {"-np", "1"});
-    v1::JobSpec spec;
+    control::JobSpec spec;
     Status s = Build(args, &spec);
     EXPECT_TRUE(s.ok()) << s.ToString();
-    return {spec.env().begin(), spec.env().end()};
+    return {spec.env.begin(), spec.env.end()};
   }
   std::string Error(std::vector<std::string> args) {
     args.insert(args.begin(), {"-np", "1"});
-    v1::JobSpec spec;
+    control::JobSpec spec;
     Status s = Build(args, &spec);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     return s.message();
@@ -111,23 +111,23 @@ TEST_F(HorovodrunFlags, BackendAndAllgatherFlagsAreSaidOnce) {
 
 TEST_F(HorovodrunFlags, AliasesOfHvdsFlags) {
   File("hosts", "localhost slots=2 max_slots=4\n");
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-hostfile", dir_ + "/hosts"}, &spec).ok());
-  EXPECT_EQ(spec.np(), 2);
+  EXPECT_EQ(spec.np, 2);
   ASSERT_TRUE(
       Build({"-np", "1", "--network-interfaces", "lo,eth0", "--network-interface", "ib0"}, &spec)
           .ok());
-  EXPECT_EQ(spec.network_interfaces(), "lo,eth0,ib0");
+  EXPECT_EQ(spec.network_interfaces, "lo,eth0,ib0");
 }
 
 TEST_F(HorovodrunFlags, SlotsPerHost) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"--slots-per-host", "3", "-H", "localhost"}, &spec).ok());
-  EXPECT_EQ(spec.np(), 3);
-  ASSERT_EQ(spec.hosts_size(), 1);
-  EXPECT_EQ(spec.hosts(0).slots(), 3);
+  EXPECT_EQ(spec.np, 3);
+  ASSERT_EQ(spec.hosts.size(), 1u);
+  EXPECT_EQ(spec.hosts[0].slots, 3);
   ASSERT_TRUE(Build({"--slots-per-host", "3", "-H", "localhost:1"}, &spec).ok());
-  EXPECT_EQ(spec.hosts(0).slots(), 1);  // an explicit count wins
+  EXPECT_EQ(spec.hosts[0].slots, 1);  // an explicit count wins
   EXPECT_HAS(Error({"--slots-per-host", "2"}), "--slots-per-host sets the slots of the hosts");
   EXPECT_HAS(Error({"--slots-per-host", "0", "-H", "localhost"}), "--slots-per-host must be");
 }
@@ -182,7 +182,7 @@ TEST_F(HorovodrunFlags, ConfigFileThroughTheFlagParser) {
              dir_ + "/bad3.yaml:2: --autotune: hvd has no autotuning");
 }
 
-// The cache bound is the runtime's (common::kMaxCacheCapacity): no value passes here and fails
+// The cache bound is the runtime's (base::kMaxCacheCapacity): no value passes here and fails
 // in every rank's hvd.init().
 TEST_F(HorovodrunFlags, CacheCapacityHasTheRuntimesBound) {
   EXPECT_EQ(Env({"--cache-capacity", "1048576"}), (Vars{{"HVD_CACHE_CAPACITY", "1048576"}}));
@@ -276,7 +276,7 @@ TEST_F(HorovodrunFlags, TorchrunShapeInClusterModeNeedsTheHosts) {
     for (std::string& a : args) argv.push_back(a.data());
     std::vector<std::string> program;
     ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data(), 1, true, &program).ok());
-    v1::JobSpec spec;
+    control::JobSpec spec;
     Status s = BuildJobSpec(f, {"./train"}, host_, ProgramCheck::kWhenLocal, &spec);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << shape[1];
     EXPECT_HAS(s.message(), "in cluster mode needs the hosts named with -H");
@@ -303,7 +303,7 @@ TEST_F(HorovodrunFlags, TimelinePathIsCheckedUpFront) {
   EXPECT_TRUE(CheckTimelinePath("--timeline-filename", "t.json", dir_).ok());
   EXPECT_TRUE(CheckTimelinePath("-x HVD_TIMELINE", "DYNAMIC", dir_).ok());
   // Ranks on other hosts: only the agent there can tell (as with the program).
-  v1::JobSpec spec;
+  control::JobSpec spec;
   control::FlagSet flags("hvdrun");
   JobFlags f;
   f.Register(&flags);

@@ -59,16 +59,14 @@ class HvdrunList : public ::testing::Test {
 
 TEST_F(HvdrunList, ListAndStatusWorkAfter500JobsWith8KibCommandLines) {
   cli::Client client(cluster_->address(), cluster_->token());
-  v1::JobSpec spec;
-  spec.add_argv("/bin/true");
-  for (int i = 0; i < 16; ++i) spec.add_argv(std::string(512, 'a' + i));  // 8 KiB
-  (*spec.mutable_env())["DATA"] = std::string(1024, 'e');
-  spec.set_np(1);
-  spec.set_detached(true);
-  spec.set_name("big");
-  v1::HostSlots* h = spec.add_hosts();
-  h->set_host("never-registers");
-  h->set_slots(1);
+  control::JobSpec spec;
+  spec.argv.push_back("/bin/true");
+  for (int i = 0; i < 16; ++i) spec.argv.push_back(std::string(512, 'a' + i));  // 8 KiB
+  spec.env["DATA"] = std::string(1024, 'e');
+  spec.np = 1;
+  spec.detached = true;
+  spec.name = "big";
+  spec.hosts.push_back({"never-registers", 1});
   std::vector<std::string> ids;
   for (int i = 0; i < 500; ++i) {
     std::string id;

@@ -36,7 +36,7 @@ class JobOptions : public ::testing::Test {
   }
 
   // Parses `args` as hvdrun's command line (flags, then the program) into a spec.
-  Status Build(std::vector<std::string> args, v1::JobSpec* spec,
+  Status Build(std::vector<std::string> args, control::JobSpec* spec,
                ProgramCheck check = ProgramCheck::kAlways) {
     control::FlagSet flags("hvdrun");
     JobFlags f;
@@ -50,7 +50,7 @@ class JobOptions : public ::testing::Test {
   }
   std::string Error(const std::vector<std::string>& args,
                     ProgramCheck check = ProgramCheck::kAlways) {
-    v1::JobSpec spec;
+    control::JobSpec spec;
     Status s = Build(args, &spec, check);
     EXPECT_FALSE(s.ok());
     return s.message();
@@ -62,36 +62,36 @@ class JobOptions : public ::testing::Test {
 };
 
 TEST_F(JobOptions, MinimalSpec) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "4", "/bin/sh", "-c", "echo hi"}, &spec).ok());
-  EXPECT_EQ(spec.np(), 4);
-  ASSERT_EQ(spec.argv_size(), 3);
-  EXPECT_EQ(spec.argv(0), "/bin/sh");
-  EXPECT_EQ(spec.argv(1), "-c");
-  EXPECT_EQ(spec.argv(2), "echo hi");
-  EXPECT_EQ(spec.working_dir(), dir_);
-  EXPECT_TRUE(spec.hosts().empty());
-  EXPECT_TRUE(spec.env().empty());
-  EXPECT_FALSE(spec.detached());
+  EXPECT_EQ(spec.np, 4);
+  ASSERT_EQ(spec.argv.size(), 3u);
+  EXPECT_EQ(spec.argv[0], "/bin/sh");
+  EXPECT_EQ(spec.argv[1], "-c");
+  EXPECT_EQ(spec.argv[2], "echo hi");
+  EXPECT_EQ(spec.working_dir, dir_);
+  EXPECT_TRUE(spec.hosts.empty());
+  EXPECT_TRUE(spec.env.empty());
+  EXPECT_FALSE(spec.detached);
 }
 
 TEST_F(JobOptions, ProgramFlagsAreNotHvdrunFlags) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"--num-proc", "2", "/bin/echo", "-np", "9", "-x", "--bogus"}, &spec).ok());
-  EXPECT_EQ(spec.np(), 2);
-  EXPECT_EQ(spec.argv_size(), 5);
-  EXPECT_TRUE(spec.env().empty());
+  EXPECT_EQ(spec.np, 2);
+  EXPECT_EQ(spec.argv.size(), 5u);
+  EXPECT_TRUE(spec.env.empty());
 }
 
 TEST_F(JobOptions, HostsAndDefaultNp) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-H", "a:2,b:3", "/bin/true"}, &spec, ProgramCheck::kWhenLocal).ok());
-  EXPECT_EQ(spec.np(), 5);  // all slots
-  ASSERT_EQ(spec.hosts_size(), 2);
-  EXPECT_EQ(spec.hosts(1).host(), "b");
-  EXPECT_EQ(spec.hosts(1).slots(), 3);
+  EXPECT_EQ(spec.np, 5);  // all slots
+  ASSERT_EQ(spec.hosts.size(), 2u);
+  EXPECT_EQ(spec.hosts[1].host, "b");
+  EXPECT_EQ(spec.hosts[1].slots, 3);
   ASSERT_TRUE(Build({"-np", "3", "--hosts=a:2,b:3", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.np(), 3);
+  EXPECT_EQ(spec.np, 3);
   EXPECT_HAS(Error({"-np", "6", "-H", "a:2,b:3", "/bin/true"}),
              "-np 6 needs 6 slots but the hosts offer 5 (a:2,b:3)");
   EXPECT_HAS(Error({"-np", "1", "-H", "a:2,", "/bin/true"}), "-H: host list 'a:2,'");
@@ -99,10 +99,10 @@ TEST_F(JobOptions, HostsAndDefaultNp) {
 
 TEST_F(JobOptions, Hostfile) {
   File("hosts", "# pool\nnode1 slots=2\nnode2\n", 0644);
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"--hostfile", dir_ + "/hosts", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.np(), 3);
-  EXPECT_EQ(spec.hosts_size(), 2);
+  EXPECT_EQ(spec.np, 3);
+  EXPECT_EQ(spec.hosts.size(), 2u);
   File("bad", "node1 slots=2\nnode1 slots=1\n", 0644);
   EXPECT_HAS(Error({"--hostfile", dir_ + "/bad", "/bin/true"}),
              "hostfile " + dir_ + "/bad line 2 'node1 slots=1'");
@@ -119,15 +119,15 @@ TEST_F(JobOptions, NpRequiredWithoutHosts) {
 
 TEST_F(JobOptions, EnvFlags) {
   env_["FROM_HERE"] = "copied value";
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "1", "-x", "A=1", "-x", "FROM_HERE", "-x", "EMPTY=", "-x", "EQ=a=b",
                      "/bin/true"},
                     &spec)
                   .ok());
-  EXPECT_EQ(spec.env().at("A"), "1");
-  EXPECT_EQ(spec.env().at("FROM_HERE"), "copied value");
-  EXPECT_EQ(spec.env().at("EMPTY"), "");
-  EXPECT_EQ(spec.env().at("EQ"), "a=b");
+  EXPECT_EQ(spec.env.at("A"), "1");
+  EXPECT_EQ(spec.env.at("FROM_HERE"), "copied value");
+  EXPECT_EQ(spec.env.at("EMPTY"), "");
+  EXPECT_EQ(spec.env.at("EQ"), "a=b");
   EXPECT_HAS(Error({"-np", "1", "-x", "NOPE", "/bin/true"}),
              "-x NOPE: NOPE is not set in hvdrun's environment; set it, or pass -x NOPE=VALUE");
   EXPECT_HAS(Error({"-np", "1", "-x", "=v", "/bin/true"}), "'' is not a variable name");
@@ -136,48 +136,48 @@ TEST_F(JobOptions, EnvFlags) {
 }
 
 TEST_F(JobOptions, KnobsBecomeRuntimeVariables) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "1", "--fusion-threshold-mb", "64", "--cycle-time-ms", "0.5",
                      "--timeline-filename", "/tmp/t.json", "--start-timeout", "120", "/bin/true"},
                     &spec)
                   .ok());
-  EXPECT_EQ(spec.env().at("HVD_FUSION_THRESHOLD"), "67108864");
-  EXPECT_EQ(spec.env().at("HVD_CYCLE_TIME"), "0.5");
-  EXPECT_EQ(spec.env().at("HVD_TIMELINE"), "/tmp/t.json");
+  EXPECT_EQ(spec.env.at("HVD_FUSION_THRESHOLD"), "67108864");
+  EXPECT_EQ(spec.env.at("HVD_CYCLE_TIME"), "0.5");
+  EXPECT_EQ(spec.env.at("HVD_TIMELINE"), "/tmp/t.json");
   // The start timeout is the launcher's to enforce (it sets the runtime's own wait from it).
-  EXPECT_EQ(spec.start_timeout_ms(), 120000);
-  EXPECT_EQ(spec.env().count("HVD_START_TIMEOUT_SECONDS"), 0u);
-  EXPECT_FALSE(spec.has_stall_timeout_ms());
-  EXPECT_FALSE(spec.has_kill_grace_ms());
-  EXPECT_EQ(spec.max_restarts(), 0);
+  EXPECT_EQ(spec.start_timeout_ms, 120000);
+  EXPECT_EQ(spec.env.count("HVD_START_TIMEOUT_SECONDS"), 0u);
+  EXPECT_EQ(spec.stall_timeout_ms, -1);
+  EXPECT_EQ(spec.kill_grace_ms, -1);
+  EXPECT_EQ(spec.max_restarts, 0);
   ASSERT_TRUE(Build({"-np", "1", "--fusion-threshold-mb", "0", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.env().at("HVD_FUSION_THRESHOLD"), "0");  // 0 disables fusion
+  EXPECT_EQ(spec.env.at("HVD_FUSION_THRESHOLD"), "0");  // 0 disables fusion
   ASSERT_TRUE(Build({"-np", "1", "--fusion-threshold-mb", "0.5", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.env().at("HVD_FUSION_THRESHOLD"), "524288");
+  EXPECT_EQ(spec.env.at("HVD_FUSION_THRESHOLD"), "524288");
   // Knobs not given are not set: the runtime's defaults apply.
   ASSERT_TRUE(Build({"-np", "1", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.env().count("HVD_CYCLE_TIME"), 0u);
+  EXPECT_EQ(spec.env.count("HVD_CYCLE_TIME"), 0u);
 }
 
 TEST_F(JobOptions, LimitsAndRestarts) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "1", "--start-timeout", "0", "--stall-timeout", "90", "--kill-grace",
                      "0.5", "--max-restarts", "3", "/bin/true"},
                     &spec)
                   .ok());
-  EXPECT_TRUE(spec.has_start_timeout_ms());
-  EXPECT_EQ(spec.start_timeout_ms(), 0);  // no limit
-  EXPECT_EQ(spec.stall_timeout_ms(), 90000);
-  EXPECT_EQ(spec.kill_grace_ms(), 500);
-  EXPECT_EQ(spec.max_restarts(), 3);
+  EXPECT_NE(spec.start_timeout_ms, -1);
+  EXPECT_EQ(spec.start_timeout_ms, 0);  // no limit
+  EXPECT_EQ(spec.stall_timeout_ms, 90000);
+  EXPECT_EQ(spec.kill_grace_ms, 500);
+  EXPECT_EQ(spec.max_restarts, 3);
   // A stall is reported at half the timeout, so it is known before it is fatal.
-  EXPECT_EQ(spec.env().at("HVD_STALL_CHECK_TIME_SECONDS"), "45");
+  EXPECT_EQ(spec.env.at("HVD_STALL_CHECK_TIME_SECONDS"), "45");
   ASSERT_TRUE(Build({"-np", "1", "--stall-timeout", "300", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.env().at("HVD_STALL_CHECK_TIME_SECONDS"), "60");
+  EXPECT_EQ(spec.env.at("HVD_STALL_CHECK_TIME_SECONDS"), "60");
   ASSERT_TRUE(
       Build({"-np", "1", "--stall-timeout", "30", "--stall-check-time", "2", "/bin/true"}, &spec)
           .ok());
-  EXPECT_EQ(spec.env().at("HVD_STALL_CHECK_TIME_SECONDS"), "2");
+  EXPECT_EQ(spec.env.at("HVD_STALL_CHECK_TIME_SECONDS"), "2");
   EXPECT_HAS(Error({"-np", "1", "--stall-check-time", "0", "/bin/true"}), "--stall-check-time");
   EXPECT_HAS(Error({"-np", "1", "--stall-timeout", "-1", "/bin/true"}), "not -1");
 }
@@ -193,17 +193,17 @@ TEST_F(JobOptions, BadKnobs) {
 }
 
 TEST_F(JobOptions, NetworkInterfaceFlagOrHvdIface) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "1", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.network_interfaces(), "");
+  EXPECT_EQ(spec.network_interfaces, "");
   ASSERT_TRUE(
       Build({"-np", "1", "--network-interface", "eth1,10.0.0.0/8", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.network_interfaces(), "eth1,10.0.0.0/8");
+  EXPECT_EQ(spec.network_interfaces, "eth1,10.0.0.0/8");
   env_["HVD_IFACE"] = "ib0";
   ASSERT_TRUE(Build({"-np", "1", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.network_interfaces(), "ib0");
+  EXPECT_EQ(spec.network_interfaces, "ib0");
   ASSERT_TRUE(Build({"-np", "1", "--network-interface", "eth2", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.network_interfaces(), "eth2");  // the flag wins
+  EXPECT_EQ(spec.network_interfaces, "eth2");  // the flag wins
   EXPECT_HAS(Error({"-np", "1", "--network-interface", "10.0.0.0/33", "/bin/true"}),
              "--network-interface: '10.0.0.0/33' is not an IPv4 subnet");
   EXPECT_HAS(Error({"-np", "1", "--network-interface", "eth0,,eth1", "/bin/true"}),
@@ -214,11 +214,11 @@ TEST_F(JobOptions, NetworkInterfaceFlagOrHvdIface) {
 
 TEST_F(JobOptions, WorkingDir) {
   mkdir((dir_ + "/sub").c_str(), 0755);
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "1", "--working-dir", "sub", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.working_dir(), dir_ + "/sub");
+  EXPECT_EQ(spec.working_dir, dir_ + "/sub");
   ASSERT_TRUE(Build({"-np", "1", "--working-dir", "/", "/bin/true"}, &spec).ok());
-  EXPECT_EQ(spec.working_dir(), "/");
+  EXPECT_EQ(spec.working_dir, "/");
   EXPECT_HAS(Error({"-np", "1", "--working-dir", "missing", "/bin/true"}),
              "--working-dir " + dir_ + "/missing: No such file or directory");
   File("plain", "", 0644);
@@ -228,16 +228,16 @@ TEST_F(JobOptions, WorkingDir) {
 TEST_F(JobOptions, RelativeProgramIsMadeAbsoluteAgainstTheWorkingDir) {
   mkdir((dir_ + "/sub").c_str(), 0755);
   File("sub/train", "#!/bin/sh\n", 0755);
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "1", "--working-dir", "sub", "./train", "--lr", "1"}, &spec).ok());
-  EXPECT_EQ(spec.argv(0), dir_ + "/sub/train");
-  EXPECT_EQ(spec.argv(1), "--lr");
+  EXPECT_EQ(spec.argv[0], dir_ + "/sub/train");
+  EXPECT_EQ(spec.argv[1], "--lr");
   ASSERT_TRUE(Build({"-np", "1", "sub/train"}, &spec).ok());
-  EXPECT_EQ(spec.argv(0), dir_ + "/sub/train");
+  EXPECT_EQ(spec.argv[0], dir_ + "/sub/train");
 }
 
 TEST_F(JobOptions, MissingOrUnrunnableProgramFailsLikeAShell) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   Status s = Build({"-np", "1", "./trian"}, &spec);
   EXPECT_EQ(s.message(), "./trian: No such file or directory");
   File("data.txt", "", 0644);
@@ -255,9 +255,9 @@ TEST_F(JobOptions, PathLookup) {
   File("bin1/tool", "", 0644);  // not executable: skipped, as a shell does
   File("bin2/tool", "#!/bin/sh\n", 0755);
   env_["PATH"] = dir_ + "/bin1:" + dir_ + "/bin2:/bin";
-  v1::JobSpec spec;
+  control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "1", "tool"}, &spec).ok());
-  EXPECT_EQ(spec.argv(0), dir_ + "/bin2/tool");
+  EXPECT_EQ(spec.argv[0], dir_ + "/bin2/tool");
   // Only non-executable matches: the shell's "Permission denied".
   env_["PATH"] = dir_ + "/bin1";
   EXPECT_HAS(Error({"-np", "1", "tool"}), "tool: Permission denied");
@@ -265,21 +265,21 @@ TEST_F(JobOptions, PathLookup) {
   File("here", "#!/bin/sh\n", 0755);
   env_["PATH"] = ":/bin";
   ASSERT_TRUE(Build({"-np", "1", "here"}, &spec).ok());
-  EXPECT_EQ(spec.argv(0), dir_ + "/here");
+  EXPECT_EQ(spec.argv[0], dir_ + "/here");
   // Unset PATH: the usual system directories.
   env_.erase("PATH");
   ASSERT_TRUE(Build({"-np", "1", "sh"}, &spec).ok());
-  EXPECT_EQ(spec.argv(0).substr(spec.argv(0).size() - 3), "/sh");
+  EXPECT_EQ(spec.argv[0].substr(spec.argv[0].size() - 3), "/sh");
 }
 
 TEST_F(JobOptions, RemoteHostsLeaveTheProgramToTheAgent) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   // Cluster mode with another host: nothing checked here, a bare name stays for the agent's PATH.
   ASSERT_TRUE(
       Build({"-np", "2", "-H", "gpu1:2", "python3-on-gpu1"}, &spec, ProgramCheck::kWhenLocal).ok());
-  EXPECT_EQ(spec.argv(0), "python3-on-gpu1");
+  EXPECT_EQ(spec.argv[0], "python3-on-gpu1");
   ASSERT_TRUE(Build({"-np", "2", "-H", "gpu1:2", "./train"}, &spec, ProgramCheck::kWhenLocal).ok());
-  EXPECT_EQ(spec.argv(0), dir_ + "/train");
+  EXPECT_EQ(spec.argv[0], dir_ + "/train");
   // Only this host (or no -H): checked here even in cluster mode.
   EXPECT_HAS(Error({"-np", "2", "-H", "localhost:2", "./train"}, ProgramCheck::kWhenLocal),
              "./train: No such file");
@@ -287,7 +287,7 @@ TEST_F(JobOptions, RemoteHostsLeaveTheProgramToTheAgent) {
 }
 
 TEST_F(JobOptions, EmbeddedAgent) {
-  v1::JobSpec spec;
+  control::JobSpec spec;
   std::string agent_host;
   int slots = 0;
   ASSERT_TRUE(Build({"-np", "3", "/bin/true"}, &spec).ok());

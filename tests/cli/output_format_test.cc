@@ -32,12 +32,12 @@ std::string ReadAll(FILE* f) {
   return out;
 }
 
-v1::OutputLine Line(int rank, bool is_stderr, const std::string& text, int64_t seq = 0) {
-  v1::OutputLine l;
-  l.set_rank(rank);
-  l.set_stderr(is_stderr);
-  l.set_text(text);
-  l.set_seq(seq);
+control::OutputLine Line(int rank, bool is_stderr, const std::string& text, int64_t seq = 0) {
+  control::OutputLine l;
+  l.rank = rank;
+  l.is_stderr = is_stderr;
+  l.text = text;
+  l.seq = seq;
   return l;
 }
 
@@ -125,84 +125,89 @@ TEST_F(Output, UnwritableRankFileIsReportedOnceAndTheLineStillShown) {
   EXPECT_EQ(ReadAll(out_), "[2]<stdout>:one\n[2]<stdout>:two\n");
 }
 
-v1::JobStatus Job(v1::JobState state, int exit_code) {
-  v1::JobStatus st;
-  st.set_id("j1");
-  st.set_state(state);
-  st.set_exit_code(exit_code);
+using control::JobState;
+using control::RankState;
+
+control::JobStatus Job(JobState state, int exit_code) {
+  control::JobStatus st;
+  st.id = "j1";
+  st.state = state;
+  st.exit_code = exit_code;
   return st;
 }
 
 TEST(JobExitCode, FollowsTheJob) {
-  EXPECT_EQ(JobExitCode(Job(v1::SUCCEEDED, 0)), 0);
-  EXPECT_EQ(JobExitCode(Job(v1::FAILED, 3)), 3);
-  EXPECT_EQ(JobExitCode(Job(v1::FAILED, 137)), 137);
-  EXPECT_EQ(JobExitCode(Job(v1::FAILED, 0)), 1);  // never 0 for a failed job
-  EXPECT_EQ(JobExitCode(Job(v1::CANCELLED, 0)), 130);
-  EXPECT_EQ(JobExitCode(Job(v1::CANCELLED, 143)), 143);
+  EXPECT_EQ(JobExitCode(Job(JobState::kSucceeded, 0)), 0);
+  EXPECT_EQ(JobExitCode(Job(JobState::kFailed, 3)), 3);
+  EXPECT_EQ(JobExitCode(Job(JobState::kFailed, 137)), 137);
+  EXPECT_EQ(JobExitCode(Job(JobState::kFailed, 0)), 1);  // never 0 for a failed job
+  EXPECT_EQ(JobExitCode(Job(JobState::kCancelled, 0)), 130);
+  EXPECT_EQ(JobExitCode(Job(JobState::kCancelled, 143)), 143);
 }
 
 TEST(FailureSummary, NamesRankHostCodeAndStderr) {
-  v1::JobStatus st = Job(v1::FAILED, 3);
-  v1::JobFailure* f = st.mutable_failure();
-  f->set_rank(1);
-  f->set_host("node-b");
-  f->set_exit_code(3);
-  f->set_stderr_tail("Traceback:\nValueError: bad shape");
+  control::JobStatus st = Job(JobState::kFailed, 3);
+  st.has_failure = true;
+  control::JobFailure* f = &st.failure;
+  f->rank = 1;
+  f->host = "node-b";
+  f->exit_code = 3;
+  f->stderr_tail = "Traceback:\nValueError: bad shape";
   EXPECT_EQ(FailureSummary(st),
             "hvdrun: job j1 failed: rank 1 on node-b exited with code 3\n"
             "hvdrun: last stderr lines of rank 1:\n"
             "hvdrun:   Traceback:\n"
             "hvdrun:   ValueError: bad shape\n");
-  f->set_message("rank 1 on node-b exited with code 3 (custom)");
+  f->message = "rank 1 on node-b exited with code 3 (custom)";
   EXPECT_HAS(FailureSummary(st), "failed: rank 1 on node-b exited with code 3 (custom)\n");
 }
 
 TEST(FailureSummary, Signal) {
-  v1::JobStatus st = Job(v1::FAILED, 139);
-  st.mutable_failure()->set_rank(0);
-  st.mutable_failure()->set_host("a");
-  st.mutable_failure()->set_signal(11);
+  control::JobStatus st = Job(JobState::kFailed, 139);
+  st.has_failure = true;
+  st.failure.rank = 0;
+  st.failure.host = "a";
+  st.failure.signal = 11;
   EXPECT_HAS(FailureSummary(st), "rank 0 on a");
   EXPECT_HAS(FailureSummary(st), "SIGSEGV");
 }
 
 TEST(FailureSummary, WithoutARankToBlame) {
-  v1::JobStatus st = Job(v1::FAILED, 1);
-  st.set_reason("needs 8 slots but the hosts offer 4");
+  control::JobStatus st = Job(JobState::kFailed, 1);
+  st.reason = "needs 8 slots but the hosts offer 4";
   EXPECT_EQ(FailureSummary(st), "hvdrun: job j1 failed: needs 8 slots but the hosts offer 4\n");
-  st = Job(v1::CANCELLED, 130);
-  st.set_reason("hvdrun received SIGINT");
+  st = Job(JobState::kCancelled, 130);
+  st.reason = "hvdrun received SIGINT";
   EXPECT_EQ(FailureSummary(st), "hvdrun: job j1 was cancelled: hvdrun received SIGINT\n");
-  EXPECT_EQ(FailureSummary(Job(v1::SUCCEEDED, 0)), "");
+  EXPECT_EQ(FailureSummary(Job(JobState::kSucceeded, 0)), "");
 }
 
 TEST(FormatDuration, Units) {
   EXPECT_EQ(FormatDuration(0), "0.0 s");
-  EXPECT_EQ(FormatDuration(3250), "3.2 s");  // control::SecondsText, as the launcher writes
+  EXPECT_EQ(FormatDuration(3250), "3.2 s");  // base::SecondsText, as the launcher writes
   EXPECT_EQ(FormatDuration(245000), "4m05s");
   EXPECT_EQ(FormatDuration(7380000), "2h03m");
   EXPECT_EQ(FormatDuration(-5), "-");
 }
 
 TEST(Tables, JobsAndAgents) {
-  v1::JobStatus st = Job(v1::RUNNING, 0);
-  st.mutable_spec()->set_np(4);
-  st.mutable_spec()->set_name("resnet");
-  st.set_submit_time_ms(1000);
-  st.set_start_time_ms(2000);
+  control::JobStatus st = Job(JobState::kRunning, 0);
+  st.spec.np = 4;
+  st.spec.name = "resnet";
+  st.submit_time_ms = 1000;
+  st.start_time_ms = 2000;
   const std::string jobs = JobTable({st}, 62000);
   EXPECT_HAS(jobs, "ID  NAME    STATE    NP  SUBMITTED  DURATION  EXIT\n");
   EXPECT_HAS(jobs, "j1  resnet  RUNNING  4   1m01s ago  1m00s     -\n");
 
-  v1::AgentInfo a;
-  a.set_agent_id("ag1");
-  a.set_host("node-a");
-  a.set_advertise_addr("10.0.0.1");
-  a.set_state("READY");
-  a.set_slots(8);
-  a.set_slots_in_use(4);
-  a.set_last_heartbeat_ms(9500);
+  control::AgentInfo a;
+  a.id = "ag1";
+  a.host = "node-a";
+  a.advertise_addr = "10.0.0.1";
+  a.state = "READY";
+  a.slots = 8;
+  a.slots_in_use = 4;
+  a.last_heartbeat_ms = 9500;
   const std::string agents = AgentTable({a}, 10000);
   EXPECT_HAS(agents, "AGENT  HOST");
   EXPECT_HAS(agents, "ag1    node-a  10.0.0.1  READY  4/8");
@@ -210,20 +215,19 @@ TEST(Tables, JobsAndAgents) {
 }
 
 TEST(JobDetail, ShowsRanks) {
-  v1::JobStatus st = Job(v1::FAILED, 3);
-  st.mutable_spec()->add_argv("/bin/train");
-  st.mutable_spec()->add_argv("--lr");
-  st.mutable_spec()->set_np(2);
+  control::JobStatus st = Job(JobState::kFailed, 3);
+  st.spec.argv = {"/bin/train", "--lr"};
+  st.spec.np = 2;
   for (int r = 0; r < 2; ++r) {
-    v1::RankStatus* rs = st.add_ranks();
-    rs->mutable_placement()->set_rank(r);
-    rs->mutable_placement()->set_host("h");
-    rs->mutable_placement()->set_local_size(2);
-    rs->mutable_placement()->set_local_rank(r);
-    rs->set_state(r == 0 ? v1::RANK_KILLED : v1::RANK_EXITED);
-    rs->set_pid(100 + r);
-    rs->set_exit_code(r == 0 ? 0 : 3);
-    rs->set_signal(r == 0 ? 15 : 0);
+    control::RankStatus& rs = st.ranks.emplace_back();
+    rs.placement.rank = r;
+    rs.placement.host = "h";
+    rs.placement.local_size = 2;
+    rs.placement.local_rank = r;
+    rs.state = r == 0 ? RankState::kKilled : RankState::kExited;
+    rs.pid = 100 + r;
+    rs.exit_code = r == 0 ? 0 : 3;
+    rs.signal = r == 0 ? 15 : 0;
   }
   const std::string d = JobDetail(st, 5000);
   EXPECT_HAS(d, "job:       j1\nstate:     FAILED, exit code 3\n");
@@ -234,19 +238,19 @@ TEST(JobDetail, ShowsRanks) {
   EXPECT_HAS(d, "0     h     0/2    KILLED  100  SIGTERM");
   EXPECT_HAS(d, "1     h     1/2    EXITED  101  exit 3");
   EXPECT_EQ(d.find("network:"), std::string::npos) << d;  // nothing decided: one host
-  st.mutable_network()->set_decided(true);
-  st.mutable_network()->set_summary("using eth0 (10.0.0.0/24) on all 2 hosts");
+  st.network.decided = true;
+  st.network.summary = "using eth0 (10.0.0.0/24) on all 2 hosts";
   EXPECT_HAS(JobDetail(st, 5000), "network:   using eth0 (10.0.0.0/24) on all 2 hosts\n");
   EXPECT_EQ(d.find("attempt"), std::string::npos) << d;  // no restarts asked for
 }
 
 TEST(JobDetail, ShowsAttemptsEarlierFailuresAndAStall) {
-  v1::JobStatus st = Job(v1::RUNNING, 0);
-  st.mutable_spec()->set_max_restarts(2);
-  st.set_attempt(1);
-  st.add_previous_failures()->set_message("rank 1 on h exited with code 3");
-  st.set_stall("rank 3 on h has not responded for 12 s: rank 0 waits for it");
-  st.set_stall_since_ms(3000);
+  control::JobStatus st = Job(JobState::kRunning, 0);
+  st.spec.max_restarts = 2;
+  st.attempt = 1;
+  st.previous_failures.emplace_back().message = "rank 1 on h exited with code 3";
+  st.stall = "rank 3 on h has not responded for 12 s: rank 0 waits for it";
+  st.stall_since_ms = 3000;
   const std::string d = JobDetail(st, 15000);
   EXPECT_HAS(d, "attempt:   2 of 3 (--max-restarts 2)\n");
   EXPECT_HAS(d, "attempt 1: failed: rank 1 on h exited with code 3\n");
@@ -259,34 +263,37 @@ TEST(JobDetail, ShowsAttemptsEarlierFailuresAndAStall) {
 // "cancelled"; a job still waiting says how long.
 TEST(JobDetail, SaysWhatEachStateMeans) {
   struct Case {
-    v1::JobState state;
+    JobState state;
     const char* reason;
     const char* state_line;
   };
   const Case cases[] = {
-      {v1::PENDING, "needs 4 slots, 2 free", "state:     PENDING\n"},
-      {v1::STARTING, "starting 2 ranks on 1 agent", "state:     STARTING\n"},
-      {v1::RUNNING, "all 2 ranks running", "state:     RUNNING\n"},
-      {v1::RESTARTING, "attempt 1 failed: rank 1 on h exited with code 3; restarting",
+      {JobState::kPending, "needs 4 slots, 2 free", "state:     PENDING\n"},
+      {JobState::kStarting, "starting 2 ranks on 1 agent", "state:     STARTING\n"},
+      {JobState::kRunning, "all 2 ranks running", "state:     RUNNING\n"},
+      {JobState::kRestarting, "attempt 1 failed: rank 1 on h exited with code 3; restarting",
        "state:     RESTARTING\n"},
-      {v1::SUCCEEDED, "all 2 ranks exited with code 0", "state:     SUCCEEDED, exit code 0\n"},
-      {v1::FAILED, "rank 1 on h exited with code 3", "state:     FAILED, exit code 3\n"},
-      {v1::CANCELLED, "cancelled: by a user", "state:     CANCELLED, exit code 130\n"},
+      {JobState::kSucceeded, "all 2 ranks exited with code 0",
+       "state:     SUCCEEDED, exit code 0\n"},
+      {JobState::kFailed, "rank 1 on h exited with code 3", "state:     FAILED, exit code 3\n"},
+      {JobState::kCancelled, "cancelled: by a user", "state:     CANCELLED, exit code 130\n"},
   };
   for (const Case& c : cases) {
-    v1::JobStatus st = Job(c.state, c.state == v1::FAILED ? 3 : c.state == v1::CANCELLED ? 130 : 0);
-    st.set_reason(c.reason);
-    st.set_submit_time_ms(1000);
-    st.set_queued_since_ms(1000);
+    control::JobStatus st = Job(c.state, c.state == JobState::kFailed      ? 3
+                                         : c.state == JobState::kCancelled ? 130
+                                                                           : 0);
+    st.reason = c.reason;
+    st.submit_time_ms = 1000;
+    st.queued_since_ms = 1000;
     const std::string d = JobDetail(st, 6000);
     const std::string name = JobStateText(c.state);
     EXPECT_HAS(d, c.state_line);
     EXPECT_HAS(d, std::string("reason:    ") + c.reason + "\n");
-    const bool failed = c.state == v1::FAILED;
-    const bool cancelled = c.state == v1::CANCELLED;
+    const bool failed = c.state == JobState::kFailed;
+    const bool cancelled = c.state == JobState::kCancelled;
     EXPECT_EQ(d.find("job j1 failed") != std::string::npos, failed) << name << ":\n" << d;
     EXPECT_EQ(d.find("job j1 was cancelled") != std::string::npos, cancelled) << name << ":\n" << d;
-    EXPECT_EQ(d.find("waiting:   for 5.0 s\n") != std::string::npos, c.state == v1::PENDING)
+    EXPECT_EQ(d.find("waiting:   for 5.0 s\n") != std::string::npos, c.state == JobState::kPending)
         << name << ":\n"
         << d;
     // The failure summary hvdrun prints at the end is empty for every state but these two.
@@ -295,13 +302,13 @@ TEST(JobDetail, SaysWhatEachStateMeans) {
 }
 
 TEST(JobDetail, AWaitingJobShowsItsQueueTimeout) {
-  v1::JobStatus st = Job(v1::PENDING, 0);
-  st.set_queued_since_ms(10000);
-  st.mutable_spec()->set_queue_timeout_ms(60000);
+  control::JobStatus st = Job(JobState::kPending, 0);
+  st.queued_since_ms = 10000;
+  st.spec.queue_timeout_ms = 60000;
   // Seconds as the launcher's own "waited 61.0 s for slots (--queue-timeout 60.0 s)" has them.
   EXPECT_HAS(JobDetail(st, 22000), "waiting:   for 12.0 s of at most 60.0 s (--queue-timeout)\n");
   EXPECT_EQ(WaitingText(st, 22000), "for 12.0 s of at most 60.0 s (--queue-timeout)");
-  st.set_queued_since_ms(0);  // a launcher too old to say
+  st.queued_since_ms = 0;  // a launcher too old to say
   EXPECT_EQ(WaitingText(st, 22000), "since an unknown time of at most 60.0 s (--queue-timeout)");
 }
 
@@ -345,11 +352,11 @@ TEST_F(Output, WithNpARankFileThatCannotBeCreatedFailsUpFront) {
 }
 
 TEST(AgentTable, ShowsTheAdvertisedInterface) {
-  v1::AgentInfo a;
-  a.set_agent_id("ag1");
-  a.set_host("node-a");
-  a.set_advertise_addr("10.0.0.1");
-  a.set_advertise_iface("eth0");
+  control::AgentInfo a;
+  a.id = "ag1";
+  a.host = "node-a";
+  a.advertise_addr = "10.0.0.1";
+  a.advertise_iface = "eth0";
   EXPECT_HAS(AgentTable({a}, 0), "10.0.0.1 (eth0)");
 }
 

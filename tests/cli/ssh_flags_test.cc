@@ -32,8 +32,8 @@ class SshFlagsTest : public ::testing::Test {
     for (std::string& a : args) argv.push_back(a.data());
     std::vector<std::string> rest;
     HVD_RETURN_IF_ERROR(flags.Parse(static_cast<int>(argv.size()), argv.data(), 1, true, &rest));
-    v1::JobSpec spec;
-    if (hosts) spec.add_hosts()->set_host("a");
+    control::JobSpec spec;
+    if (hosts) spec.hosts.push_back({"a", 0});
     return f.Validate(flags, has_launcher, spec);
   }
 };

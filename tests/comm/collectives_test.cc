@@ -3,318 +3,50 @@
 // memory, both with ranks on simulated hosts) x algorithm thresholds, so that the ring (chunked
 // and not), the direct latency path and the hierarchical path each run the whole grid.
 //
-// Allreduce covers every count x dtype x op on one mesh per rank count. Inputs are small integers
-// (sum/min/max/average: [-16, 16]; product: {1, 2, -1}) so every sum and product over <= 8 ranks
-// is exact in every dtype (|result| <= 256, exact even in bfloat16) and integer wraparound is
-// order-independent; the expected result is therefore computed exactly, and the average exactly
-// as the kernel defines it (collectives/reduce.h: float32 x * (float)(1/N), float64 x * (1/N),
-// half types rounded from float32, integers rounded half away from zero in long double). bool
-// inputs are any byte, a quarter of the elements false on every rank, a quarter true on every
-// rank, a quarter true on one rank only and a quarter false on one rank only, so that or (sum,
-// max) and and (min, product) each give both results; average is not defined on bool
-// (CheckReduceDtype) and is not run.
-#include <signal.h>
-#include <unistd.h>
-
+// Allreduce covers every count x dtype x op on one mesh per rank count, against the exact
+// results of collectives_reference.h. Failures and the harness: collectives_failure_test.cc.
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <stdexcept>
+#include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
-#include "transport/group.h"
+#include "collectives_harness.h"
+#include "collectives_reference.h"
 #include "testutil/mix.h"
 #include "testutil/multiproc.h"
 
 namespace hvd::runtime::collectives {
 namespace {
 
+using hvd::testing::Mix;
 using hvd::testing::RunOptions;
 using hvd::testing::RunRanks;
 using hvd::testing::RunResult;
+using test::Compare;
+using test::Config;
+using test::Connect;
+using test::Done;
+using test::Expected;
+using test::Input;
+using test::kAllOps;
+using test::kAllTypes;
+using test::kCounts;
+using test::MakeComm;
+using test::Millis;
+using test::Reference;
+using test::SkipLarge;
 using transport::Transport;
-using Millis = std::chrono::milliseconds;
-
-constexpr DataType kAllTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
-                                  DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                                  DataType::kInt32,    DataType::kInt64,   DataType::kInt16,
-                                  DataType::kBool};
-constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                                ReduceOp::kProduct};
-const size_t kCounts[] = {0, 1, 7, 1000, (size_t{1} << 20) + 3};
-constexpr int kMaxReported = 8;  // mismatch lines per rank
-
-using hvd::testing::Mix;
-
-// Rank `rank`'s input element i for the sum-like ops, and for product.
-int SumInput(int rank, size_t i) {
-  return static_cast<int>(Mix(i * 131 + rank) % 33) - 16;
-}
-int ProdInput(int rank, size_t i) {
-  static constexpr int kValues[4] = {1, 2, -1, 1};
-  return kValues[Mix(i * 131 + rank + 0x5555) & 3];
-}
-// bool: 0, or a true byte 1..255 (the kernels must read any non-zero byte as true).
-uint8_t BoolInput(int rank, int size, size_t i) {
-  const uint64_t kind = Mix(i * 131 + 0x7777) & 3;
-  const bool odd_one = Mix(i * 131 + 0x9999) % size == static_cast<uint64_t>(rank);
-  const bool truth = kind == 0 ? false : kind == 1 ? true : kind == 2 ? odd_one : !odd_one;
-  return truth ? static_cast<uint8_t>(1 + Mix(i * 131 + rank + 0xbbbb) % 255) : 0;
-}
-bool IsAnd(ReduceOp op) {
-  return op == ReduceOp::kMin || op == ReduceOp::kProduct;
-}
-
-// int16 and bool take no path through the collectives that float16 and uint8 (same element
-// sizes) do not; their kernels are checked exhaustively in reduce_test. To keep the suite's time,
-// their largest count runs on up to 4 ranks only (every setup still runs their other counts).
-bool SkipLarge(DataType t, size_t count, int size) {
-  const bool narrow_extra = t == DataType::kInt16 || t == DataType::kBool;
-  return narrow_extra && count > (size_t{1} << 20) && size > 4;
-}
-
-// Exact reductions over all ranks, per element (all values fit in int16).
-struct Reference {
-  std::vector<int16_t> sum, prod, smin, smax;
-  std::vector<uint8_t> umin, umax;          // min/max of the inputs cast to uint8
-  std::vector<uint8_t> any, all;            // or and and of the bool inputs, as 0 or 1
-  std::vector<int8_t> mine_sum, mine_prod;  // this rank's own inputs
-  std::vector<uint8_t> mine_bool;
-
-  Reference(size_t count, int rank, int size)
-      : sum(count),
-        prod(count),
-        smin(count),
-        smax(count),
-        umin(count),
-        umax(count),
-        any(count),
-        all(count),
-        mine_sum(count),
-        mine_prod(count),
-        mine_bool(count) {
-    for (size_t i = 0; i < count; ++i) {
-      int s = 0, p = 1, lo = 100, hi = -100, ulo = 255, uhi = 0;
-      bool some = false, every = true;
-      for (int r = 0; r < size; ++r) {
-        const int v = SumInput(r, i), w = ProdInput(r, i);
-        const int u = static_cast<uint8_t>(v);
-        const uint8_t b = BoolInput(r, size, i);
-        s += v;
-        p *= w;
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-        ulo = std::min(ulo, u);
-        uhi = std::max(uhi, u);
-        some = some || b != 0;
-        every = every && b != 0;
-        if (r == rank) {
-          mine_sum[i] = static_cast<int8_t>(v);
-          mine_prod[i] = static_cast<int8_t>(w);
-          mine_bool[i] = b;
-        }
-      }
-      any[i] = some;
-      all[i] = every;
-      sum[i] = static_cast<int16_t>(s);
-      prod[i] = static_cast<int16_t>(p);
-      smin[i] = static_cast<int16_t>(lo);
-      smax[i] = static_cast<int16_t>(hi);
-      umin[i] = static_cast<uint8_t>(ulo);
-      umax[i] = static_cast<uint8_t>(uhi);
-    }
-  }
-};
-
-template <typename T>
-void Store(char* p, T v) {
-  std::memcpy(p, &v, sizeof(T));
-}
-
-// Writes the small integer v as dtype t (integers wrap, as C++20 conversions do).
-void PutInt(char* p, DataType t, int64_t v) {
-  switch (t) {
-    case DataType::kFloat32:
-      return Store(p, static_cast<float>(v));
-    case DataType::kFloat64:
-      return Store(p, static_cast<double>(v));
-    case DataType::kFloat16:
-      return Store(p, FloatToHalf(static_cast<float>(v)));
-    case DataType::kBFloat16:
-      return Store(p, FloatToBFloat16(static_cast<float>(v)));
-    case DataType::kInt8:
-      return Store(p, static_cast<int8_t>(v));
-    case DataType::kUInt8:
-      return Store(p, static_cast<uint8_t>(v));
-    case DataType::kInt32:
-      return Store(p, static_cast<int32_t>(v));
-    case DataType::kInt64:
-      return Store(p, static_cast<int64_t>(v));
-    case DataType::kInt16:
-      return Store(p, static_cast<int16_t>(v));
-    case DataType::kBool:
-      return Store(p, static_cast<uint8_t>(v != 0));
-  }
-}
-
-template <typename T>
-T Load(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
-// The wrapped sum as dtype t, scaled by 1/size exactly as Scale() does.
-void PutAverage(char* p, DataType t, int64_t sum, int size) {
-  const double factor = 1.0 / size;
-  auto int_avg = [&](auto wrapped) {
-    using T = decltype(wrapped);
-    Store(p, static_cast<T>(
-                 std::round(static_cast<long double>(wrapped) * static_cast<long double>(factor))));
-  };
-  switch (t) {
-    case DataType::kFloat32:
-      return Store(p, static_cast<float>(sum) * static_cast<float>(factor));
-    case DataType::kFloat64:
-      return Store(p, static_cast<double>(sum) * factor);
-    case DataType::kFloat16:
-      return Store(p, FloatToHalf(static_cast<float>(sum) * static_cast<float>(factor)));
-    case DataType::kBFloat16:
-      return Store(p, FloatToBFloat16(static_cast<float>(sum) * static_cast<float>(factor)));
-    case DataType::kInt8:
-      return int_avg(static_cast<int8_t>(sum));
-    case DataType::kUInt8:
-      return int_avg(static_cast<uint8_t>(sum));
-    case DataType::kInt32:
-      return int_avg(static_cast<int32_t>(sum));
-    case DataType::kInt64:
-      return int_avg(static_cast<int64_t>(sum));
-    case DataType::kInt16:
-      return int_avg(static_cast<int16_t>(sum));
-    case DataType::kBool:
-      break;  // no average on bool: the tests skip it
-  }
-}
-
-std::string Show(const char* p, DataType t) {
-  switch (t) {
-    case DataType::kFloat32:
-      return std::to_string(Load<float>(p));
-    case DataType::kFloat64:
-      return std::to_string(Load<double>(p));
-    case DataType::kFloat16:
-      return std::to_string(HalfToFloat(Load<uint16_t>(p)));
-    case DataType::kBFloat16:
-      return std::to_string(BFloat16ToFloat(Load<uint16_t>(p)));
-    case DataType::kInt8:
-      return std::to_string(Load<int8_t>(p));
-    case DataType::kUInt8:
-      return std::to_string(Load<uint8_t>(p));
-    case DataType::kInt32:
-      return std::to_string(Load<int32_t>(p));
-    case DataType::kInt64:
-      return std::to_string(Load<int64_t>(p));
-    case DataType::kInt16:
-      return std::to_string(Load<int16_t>(p));
-    case DataType::kBool:
-      return "byte " + std::to_string(Load<uint8_t>(p));
-  }
-  return "?";
-}
-
-// This rank's input for elements [begin, begin + n) of the reference.
-std::vector<char> Input(const Reference& ref, size_t begin, size_t n, DataType t, ReduceOp op) {
-  const size_t es = DataTypeSize(t);
-  std::vector<char> buf(n * es);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t k = begin + i;
-    if (t == DataType::kBool) {
-      buf[i] = static_cast<char>(ref.mine_bool[k]);
-    } else {
-      PutInt(buf.data() + i * es, t, op == ReduceOp::kProduct ? ref.mine_prod[k] : ref.mine_sum[k]);
-    }
-  }
-  return buf;
-}
-
-// The expected result for elements [begin, begin + n).
-std::vector<char> Expected(const Reference& ref, size_t begin, size_t n, DataType t, ReduceOp op,
-                           int size) {
-  const size_t es = DataTypeSize(t);
-  std::vector<char> buf(n * es);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t k = begin + i;
-    char* p = buf.data() + i * es;
-    if (t == DataType::kBool) {
-      // Always 0 or 1, one rank included (its bytes are normalized, as the C ABI promises).
-      *p = static_cast<char>(IsAnd(op) ? ref.all[k] : ref.any[k]);
-      continue;
-    }
-    switch (op) {
-      case ReduceOp::kSum:
-        PutInt(p, t, ref.sum[k]);
-        break;
-      case ReduceOp::kAverage:
-        PutAverage(p, t, ref.sum[k], size);
-        break;
-      case ReduceOp::kProduct:
-        PutInt(p, t, ref.prod[k]);
-        break;
-      case ReduceOp::kMin:
-        PutInt(p, t, t == DataType::kUInt8 ? ref.umin[k] : ref.smin[k]);
-        break;
-      case ReduceOp::kMax:
-        PutInt(p, t, t == DataType::kUInt8 ? ref.umax[k] : ref.smax[k]);
-        break;
-      case ReduceOp::kAdasum:  // not element-wise, not in kAllOps (adasum_test.cc)
-        break;
-    }
-  }
-  return buf;
-}
-
-// Appends up to kMaxReported lines naming the first differing elements.
-void Compare(const std::string& what, const std::vector<char>& got, const std::vector<char>& want,
-             DataType t, size_t index_base, std::string* report, int* reported) {
-  if (got == want) return;
-  const size_t es = DataTypeSize(t);
-  for (size_t i = 0; i * es < want.size() && *reported < kMaxReported; ++i) {
-    if (std::memcmp(got.data() + i * es, want.data() + i * es, es) != 0) {
-      *report += what + " index " + std::to_string(index_base + i) + ": expected " +
-                 Show(want.data() + i * es, t) + ", got " + Show(got.data() + i * es, t) + "\n";
-      ++*reported;
-    }
-  }
-}
-
-Status Done(const std::string& report) {
-  return report.empty() ? Status::OK() : Internal("mismatches:\n" + report);
-}
-
-// One point of the grid.
-struct Config {
-  std::string name;
-  int ranks = 2;
-  int hosts = 1;     // simulated hosts (HVD_HOSTNAME groups): shared memory within, TCP across
-  bool shm = false;  // false: TCP between every pair
-  size_t direct_max = 64 << 10;
-  size_t chunk = 256 << 10;
-};
-
-void PrintTo(const Config& c, std::ostream* os) {
-  *os << c.name << " with " << c.ranks << " ranks";
-}
 
 std::vector<Config> Grid() {
   constexpr size_t kAlways = ~size_t{0};
@@ -331,25 +63,6 @@ std::vector<Config> Grid() {
   grid.push_back({"2hosts_direct", 6, 2, true, kAlways});
   for (int n : {3, 5}) grid.push_back({"2hosts_unequal", n, 2, true});
   return grid;
-}
-
-// The communicator of `setup` for this rank, over `t` (which must outlive it).
-Comm MakeComm(const Config& setup, Transport* t, Millis idle_timeout) {
-  Comm comm;
-  comm.transport = t;
-  comm.idle_timeout = idle_timeout;
-  comm.direct_max_bytes = setup.direct_max;
-  comm.ring_chunk_bytes = setup.chunk;
-  comm.hierarchy = MakeHierarchy(t, hvd::testing::SplitHosts(setup.ranks, setup.hosts),
-                                 setup.direct_max, setup.direct_max);
-  return comm;
-}
-
-Status Connect(const Config& setup, int rank, const std::string& dir, std::unique_ptr<Transport>* t,
-               const std::string& scope = "default") {
-  return hvd::testing::ConnectHosts(rank, setup.ranks, dir,
-                                    hvd::testing::SplitHosts(setup.ranks, setup.hosts), setup.shm,
-                                    t, scope);
 }
 
 class Collectives : public ::testing::TestWithParam<Config> {
@@ -612,210 +325,6 @@ TEST(AllreduceAlgorithms, AgreeBitForBit) {
     });
     HVD_EXPECT_RANKS_OK(res);
   }
-}
-
-// ---- Failures --------------------------------------------------------------------------------
-
-constexpr int kFailRanks = 4;
-constexpr int kVictim = 2;
-
-// Every surviving rank must get an error naming a peer, quickly, instead of hanging; the victim's
-// successor (rank 3, which receives from it in every setup below) must name the victim itself.
-// The ranks return OK when the collective failed as it should, so the harness result says which
-// did not.
-Status ExpectPeerFailure(const Comm& comm, int rank, Millis limit) {
-  std::vector<float> buf(4 << 20, 1.0f);  // 16 MiB
-  const auto start = std::chrono::steady_clock::now();
-  Status s = Allreduce(comm, buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum);
-  const auto took = std::chrono::duration_cast<Millis>(std::chrono::steady_clock::now() - start);
-  const std::string line = "rank " + std::to_string(rank) + " after " +
-                           std::to_string(took.count()) + " ms: " + s.ToString() + "\n";
-  fputs(line.c_str(), stderr);  // one write: ranks print concurrently
-  if (s.ok()) return Internal("allreduce with a dead peer succeeded");
-  if (took > limit) return Internal("took " + std::to_string(took.count()) + " ms to fail");
-  if (s.message().find("rank ") == std::string::npos) {
-    return Internal("error names no peer: " + s.ToString());
-  }
-  const std::string victim = "rank " + std::to_string(kVictim) + " (";
-  if (rank == kVictim + 1 && s.message().find(victim) == std::string::npos) {
-    return Internal("error does not name the victim (" + victim + "...): " + s.ToString());
-  }
-  return Status::OK();
-}
-
-// Flat TCP, shared memory, and the hierarchical path over both (ranks 2-3 on the second host).
-class CollectivesFailure : public ::testing::TestWithParam<Config> {};
-
-TEST_P(CollectivesFailure, KilledPeerFailsEveryRankQuickly) {
-  RunOptions options;
-  options.timeout = Millis(60000);
-  options.failure_grace = Millis(30000);  // the victim's death must not cut the others short
-  RunResult res = RunRanks(
-      kFailRanks,
-      [setup = GetParam()](int rank, int size, const std::string& dir) -> Status {
-        std::unique_ptr<Transport> t;
-        HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &t));
-        const Comm comm = MakeComm(setup, t.get(), Millis(5000));
-        int32_t warm = 1;  // the mesh works before the failure
-        HVD_RETURN_IF_ERROR(Allreduce(comm, &warm, 1, DataType::kInt32, ReduceOp::kSum));
-        if (rank == kVictim) raise(SIGKILL);
-        return ExpectPeerFailure(comm, rank, Millis(4000));
-      },
-      options);
-  ASSERT_EQ(res.ranks.size(), static_cast<size_t>(kFailRanks));
-  EXPECT_EQ(res.ranks[kVictim].term_signal, SIGKILL) << res.ranks[kVictim].Describe();
-  for (int r = 0; r < kFailRanks; ++r) {
-    if (r == kVictim) continue;
-    EXPECT_TRUE(res.ranks[r].ok()) << res.ranks[r].Describe();
-  }
-}
-
-TEST_P(CollectivesFailure, HungPeerFailsByIdleTimeout) {
-  // A stopped rank keeps its sockets open: only the idle timeout can detect it. The survivors
-  // report an expected error (ABORTED, "survived: ...") so the harness kills the stopped rank.
-  RunOptions options;
-  options.timeout = Millis(60000);
-  options.failure_grace = Millis(2000);
-  RunResult res = RunRanks(
-      kFailRanks,
-      [setup = GetParam()](int rank, int size, const std::string& dir) -> Status {
-        std::unique_ptr<Transport> t;
-        HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &t));
-        const Comm comm = MakeComm(setup, t.get(), Millis(3000));
-        HVD_RETURN_IF_ERROR(Barrier(comm));
-        if (rank == kVictim) raise(SIGSTOP);
-        Status s = ExpectPeerFailure(comm, rank, Millis(10000));
-        if (!s.ok()) return s;
-        return Aborted("survived: the hung peer was detected");
-      },
-      options);
-  ASSERT_EQ(res.ranks.size(), static_cast<size_t>(kFailRanks));
-  EXPECT_TRUE(res.ranks[kVictim].killed_by_harness) << res.ranks[kVictim].Describe();
-  for (int r = 0; r < kFailRanks; ++r) {
-    if (r == kVictim) continue;
-    EXPECT_EQ(res.ranks[r].status.message(), "survived: the hung peer was detected")
-        << res.ranks[r].Describe();
-  }
-}
-
-INSTANTIATE_TEST_SUITE_P(Transports, CollectivesFailure,
-                         ::testing::Values(Config{"tcp", kFailRanks},
-                                           Config{"shm", kFailRanks, 1, true},
-                                           Config{"2hosts", kFailRanks, 2, true}),
-                         [](const ::testing::TestParamInfo<Config>& info) {
-                           return info.param.name;
-                         });
-
-// On a process set's communicator (a group view of job ranks 1, 2, 3), errors name job ranks:
-// the tree broadcast from set rank 2 is "root 3", the rank that died.
-TEST(CollectivesFailure, GroupViewErrorsNameJobRanks) {
-  RunOptions options;
-  options.timeout = Millis(60000);
-  options.failure_grace = Millis(30000);
-  RunResult res = RunRanks(
-      4,
-      [](int rank, int size, const std::string& dir) -> Status {
-        const Config setup{"tcp", 4};
-        std::unique_ptr<Transport> t;
-        HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &t));
-        if (rank == 0) return Barrier(MakeComm(setup, t.get(), Millis(5000)));
-        HVD_RETURN_IF_ERROR(Barrier(MakeComm(setup, t.get(), Millis(5000))));
-        const std::vector<int> members = {1, 2, 3};
-        std::unique_ptr<Transport> view = hvd::runtime::transport::NewGroupView(t.get(), members);
-        Comm comm = MakeComm(setup, t.get(), Millis(5000)).Over(view.get());
-        comm.job_ranks = std::make_shared<const std::vector<int>>(members);
-        if (rank == 3) raise(SIGKILL);
-        std::vector<float> buf(16, 1.0f);  // small: the tree, whose errors name the root
-        Status s = Broadcast(comm, buf.data(), buf.size() * sizeof(float), /*root=*/2);
-        if (s.ok()) return Internal("broadcast from a dead root succeeded");
-        if (s.message().find("root 3") == std::string::npos ||
-            s.message().find("root 2") != std::string::npos) {
-          return Internal("error does not name the root by its job rank 3: " + s.ToString());
-        }
-        return Status::OK();
-      },
-      options);
-  ASSERT_EQ(res.ranks.size(), 4u);
-  EXPECT_EQ(res.ranks[3].term_signal, SIGKILL) << res.ranks[3].Describe();
-  for (int r : {0, 1, 2}) EXPECT_TRUE(res.ranks[r].ok()) << res.ranks[r].Describe();
-}
-
-// ---- The harness itself -----------------------------------------------------------------------
-
-TEST(MultiprocHarness, ReportsStatusesExitsSignalsAndExceptions) {
-  RunOptions options;
-  options.failure_grace = Millis(10000);
-  RunResult res = RunRanks(
-      5,
-      [](int rank, int, const std::string& dir) -> Status {
-        if (!std::filesystem::is_directory(dir)) return Internal("no store dir " + dir);
-        switch (rank) {
-          case 1:
-            return Unavailable("rank 1 says no");
-          case 2:
-            raise(SIGKILL);
-            break;
-          case 3:
-            throw std::runtime_error("boom");
-          case 4:
-            _exit(3);
-        }
-        return Status::OK();
-      },
-      options);
-  ASSERT_EQ(res.ranks.size(), 5u);
-  EXPECT_FALSE(res.ok());
-  EXPECT_FALSE(res.timed_out);
-  EXPECT_TRUE(res.ranks[0].ok()) << res.ranks[0].Describe();
-  EXPECT_EQ(res.ranks[1].status.code(), StatusCode::kUnavailable);
-  EXPECT_EQ(res.ranks[1].status.message(), "rank 1 says no");
-  EXPECT_EQ(res.ranks[1].exit_code, 1);
-  EXPECT_EQ(res.ranks[2].term_signal, SIGKILL);
-  EXPECT_FALSE(res.ranks[2].reported);
-  EXPECT_NE(res.ranks[3].status.message().find("boom"), std::string::npos);
-  EXPECT_FALSE(res.ranks[4].reported);
-  EXPECT_EQ(res.ranks[4].exit_code, 3);
-  const std::string msg = res.FailureMessage();
-  for (const char* part : {"rank 1: UNAVAILABLE: rank 1 says no", "rank 2:", "boom", "rank 4:"}) {
-    EXPECT_NE(msg.find(part), std::string::npos) << part << " not in:\n" << msg;
-  }
-  EXPECT_EQ(msg.find("rank 0"), std::string::npos) << msg;
-  EXPECT_FALSE(std::filesystem::exists(res.store_dir));
-}
-
-TEST(MultiprocHarness, TimeoutKillsAndReapsEveryRank) {
-  RunOptions options;
-  options.timeout = Millis(1000);
-  RunResult res = RunRanks(
-      3,
-      [](int rank, int, const std::string&) -> Status {
-        if (rank == 0) return Status::OK();
-        for (;;) pause();
-      },
-      options);
-  EXPECT_TRUE(res.timed_out);
-  EXPECT_LT(res.elapsed, Millis(5000));
-  EXPECT_TRUE(res.ranks[0].ok()) << res.ranks[0].Describe();
-  for (int r : {1, 2}) {
-    EXPECT_TRUE(res.ranks[r].killed_by_harness) << res.ranks[r].Describe();
-    EXPECT_EQ(res.ranks[r].term_signal, SIGKILL);
-  }
-}
-
-TEST(MultiprocHarness, FailureGraceKillsTheRest) {
-  RunOptions options;
-  options.failure_grace = Millis(500);
-  RunResult res = RunRanks(
-      2,
-      [](int rank, int, const std::string&) -> Status {
-        if (rank == 0) return Internal("first failure");
-        for (;;) pause();
-      },
-      options);
-  EXPECT_FALSE(res.timed_out);
-  EXPECT_LT(res.elapsed, Millis(5000));
-  EXPECT_EQ(res.ranks[0].status.message(), "first failure");
-  EXPECT_TRUE(res.ranks[1].killed_by_harness) << res.ranks[1].Describe();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // would be read as something else (a flag, a uid), is refused naming the flag.
 #include <gtest/gtest.h>
 
+#include "control/job_model_proto.h"  // ValidateJobSpec of a received hvd.v1.JobSpec
 #include "control/spec_limits.h"
 #include "testutil/expect.h"
 

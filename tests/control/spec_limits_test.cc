@@ -7,6 +7,7 @@
 
 #include <chrono>
 
+#include "control/job_model_proto.h"  // the wire edge: specs and registrations as received
 #include "control/placement.h"
 
 namespace hvd::control {

@@ -9,20 +9,20 @@ namespace {
 
 using nlohmann::json;
 
-v1::JobStatus FinishedJob() {
-  v1::JobStatus s;
-  s.set_id("j1");
-  s.set_state(v1::SUCCEEDED);
-  s.mutable_spec()->add_argv("/bin/true");
-  s.mutable_spec()->set_np(1);
-  s.mutable_spec()->set_detached(true);
-  (*s.mutable_spec()->mutable_env())["SECRET"] = "hunter2";
-  s.set_submit_time_ms(1700000000123);  // beyond 2^32: must stay an exact number
-  s.set_queued_since_ms(1700000000123);
-  s.set_end_time_ms(1700000000999);
-  v1::RankStatus* r = s.add_ranks();  // rank 0, exit code 0, signal 0: all zero values
-  r->set_state(v1::RANK_EXITED);
-  r->mutable_placement()->set_host("h");
+JobStatus FinishedJob() {
+  JobStatus s;
+  s.id = "j1";
+  s.state = JobState::kSucceeded;
+  s.spec.argv.push_back("/bin/true");
+  s.spec.np = 1;
+  s.spec.detached = true;
+  s.spec.env["SECRET"] = "hunter2";
+  s.submit_time_ms = 1700000000123;  // beyond 2^32: must stay an exact number
+  s.queued_since_ms = 1700000000123;
+  s.end_time_ms = 1700000000999;
+  RankStatus& r = s.ranks.emplace_back();  // rank 0, exit code 0, signal 0: all zero values
+  r.state = RankState::kExited;
+  r.placement.host = "h";
   return s;
 }
 
@@ -54,11 +54,12 @@ TEST(StatusJson, ZeroValuesArePresentAndIntegersAreNumbers) {
 }
 
 TEST(StatusJson, EveryFieldOfTheFullAndSummaryShapes) {
-  v1::JobStatus s = FinishedJob();
-  s.mutable_spec()->set_kill_grace_ms(0);
-  s.mutable_failure()->set_rank(0);
-  s.mutable_network()->set_decided(true);
-  s.mutable_network()->add_dials()->set_from_host("a");
+  JobStatus s = FinishedJob();
+  s.spec.kill_grace_ms = 0;
+  s.has_failure = true;
+  s.failure.rank = 0;
+  s.network.decided = true;
+  s.network.dials.emplace_back().from = "a";
   const json full = JobJson(s, true);
   std::vector<std::string> keys;
   for (const auto& [k, v] : full.items()) keys.push_back(k);
@@ -101,12 +102,12 @@ TEST(StatusJson, EveryFieldOfTheFullAndSummaryShapes) {
 }
 
 TEST(StatusJson, Agents) {
-  v1::ListAgentsResponse resp;
-  v1::AgentInfo* a = resp.add_agents();
-  a->set_agent_id("ag");
-  a->set_last_heartbeat_ms(1700000000456);
-  a->add_interfaces()->set_name("lo");
-  const json j = AgentListJson(resp.agents());
+  std::vector<AgentInfo> agents(1);
+  AgentInfo* a = &agents[0];
+  a->id = "ag";
+  a->last_heartbeat_ms = 1700000000456;
+  a->interfaces.emplace_back().name = "lo";
+  const json j = AgentListJson(agents);
   const json& agent = j.at("agents").at(0);
   EXPECT_EQ(agent.at("id"), "ag");
   EXPECT_EQ(agent.at("slots_in_use"), 0);

@@ -1,4 +1,4 @@
-// The hvd:// rendezvous protocol's parsing (runtime/rendezvous/kv_protocol.h), as both the
+// The hvd:// rendezvous protocol's parsing (base/kv_protocol.h), as both the
 // launcher's endpoint and the runtime's client run it on bytes from the network:
 //   - the input as a request payload: DecodeRequest never crashes, and what it accepts encodes
 //     back to a payload that decodes to the same request;
@@ -12,10 +12,10 @@
 #include <string>
 #include <string_view>
 
+#include "base/kv_protocol.h"
 #include "fuzz_util.h"
-#include "rendezvous/kv_protocol.h"
 
-namespace kv = hvd::runtime::rendezvous::kv;
+namespace kv = hvd::base::kv;
 
 namespace {
 

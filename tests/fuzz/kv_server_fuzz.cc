@@ -1,6 +1,6 @@
 // The launcher's hvd:// rendezvous endpoint (launcherd/kv_server.h) as a peer on the network
 // reaches it: the input is the byte stream of one TCP connection (frames of
-// runtime/rendezvous/kv_protocol.h; the seeds start with a HELLO carrying kSecret, so the fuzzer
+// base/kv_protocol.h; the seeds start with a HELLO carrying kSecret, so the fuzzer
 // reaches the authenticated requests too). A fresh store and server per input keep runs
 // reproducible. Properties: no crash; the server answers with well-formed frames and closes the
 // connection once the client has hung up, within the deadline (no hang); afterwards it holds no
@@ -11,12 +11,12 @@
 #include <string>
 #include <thread>
 
+#include "base/kv_protocol.h"
 #include "launcherd/kv_server.h"
 #include "launcherd/kv_store.h"
 #include "loopback.h"
-#include "rendezvous/kv_protocol.h"
 
-namespace kv = hvd::runtime::rendezvous::kv;
+namespace kv = hvd::base::kv;
 using namespace std::chrono_literals;
 
 namespace {

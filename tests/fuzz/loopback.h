@@ -17,7 +17,7 @@
 #include <string>
 #include <string_view>
 
-#include "control/grpc_util.h"
+#include "base/net.h"
 #include "fuzz_util.h"
 
 namespace hvd::fuzz {
@@ -31,9 +31,10 @@ struct Exchange {
 inline Exchange SendAndDrain(const std::string& address, std::string_view input,
                              std::chrono::milliseconds deadline) {
   Exchange ex;
-  std::string host;
-  int port = 0;
-  HVD_FUZZ_CHECK(control::SplitHostPort(address, &host, &port).ok(), "bad address " + address);
+  base::HostPort hp;
+  HVD_FUZZ_CHECK(base::ParseHostPort(address, &hp).ok(), "bad address " + address);
+  const std::string& host = hp.host;
+  const int port = hp.port;
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   HVD_FUZZ_CHECK(fd >= 0, "socket()");
   sockaddr_in a{};

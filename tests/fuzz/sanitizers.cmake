@@ -1,6 +1,7 @@
 # Included by the top-level CMakeLists.txt before any library when HVD_FUZZ is ON, so that every
-# library a fuzz target links (hvd_comm, hvd_proto, hvd_control, hvd_launcherd_lib) is compiled
-# with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's coverage instrumentation.
+# library a fuzz target links (hvd_base, hvd_comm, hvd_proto, hvd_control, hvd_launcherd_lib) is
+# compiled with AddressSanitizer, UndefinedBehaviorSanitizer and libFuzzer's coverage
+# instrumentation.
 # scripts/fuzz.sh makes this configuration in build-fuzz; the main build (build/) never sees it.
 if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
   message(FATAL_ERROR

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "control/host_spec.h"
+#include "control/job_model_proto.h"
 #include "control/placement.h"
 #include "control/spec_limits.h"
 #include "fuzz_util.h"

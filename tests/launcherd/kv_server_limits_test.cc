@@ -19,7 +19,7 @@
 namespace hvd::launcherd {
 namespace {
 
-namespace kv = runtime::rendezvous::kv;
+namespace kv = base::kv;
 using kvtest::Contains;
 using kvtest::Hello;
 using kvtest::RawConn;

@@ -16,8 +16,8 @@
 #include <map>
 #include <thread>
 
+#include "base/kv_protocol.h"
 #include "hvd/hvd.h"
-#include "rendezvous/kv_protocol.h"
 #include "rendezvous/store.h"
 #include "tests/launcherd/kv_test_util.h"
 #include "testutil/multiproc.h"
@@ -25,7 +25,7 @@
 namespace hvd::launcherd {
 namespace {
 
-namespace kv = runtime::rendezvous::kv;
+namespace kv = base::kv;
 using runtime::rendezvous::OpenStore;
 using runtime::rendezvous::Store;
 using std::chrono::milliseconds;

@@ -13,12 +13,12 @@
 #include <fstream>
 #include <string>
 
+#include "base/kv_protocol.h"
 #include "hvd/status.h"
-#include "rendezvous/kv_protocol.h"
 
 namespace hvd::launcherd::kvtest {
 
-namespace kv = runtime::rendezvous::kv;
+namespace kv = base::kv;
 
 inline bool Contains(const Status& s, const std::string& text) {
   return s.message().find(text) != std::string::npos;

@@ -10,6 +10,7 @@
 #include <deque>
 #include <thread>
 
+#include "base/net.h"
 #include "control/grpc_util.h"
 #include "hvd/v1/agent.grpc.pb.h"
 #include "hvd/v1/launcher.grpc.pb.h"
@@ -22,10 +23,9 @@ inline constexpr const char* kToken = "launcher-test-token-0123456789";
 // A REST client for the launcher's HTTP endpoint, with short timeouts; it sends `token` (the
 // cluster token by default; "" for none) as the bearer token /v1/* needs.
 inline httplib::Client Http(const Launcher& l, const std::string& token = kToken) {
-  std::string host;
-  int port = 0;
-  EXPECT_TRUE(control::SplitHostPort(l.http_address(), &host, &port).ok());
-  httplib::Client c(host, port);
+  base::HostPort http;
+  EXPECT_TRUE(base::ParseHostPort(l.http_address(), &http).ok());
+  httplib::Client c(http.host, http.port);
   c.set_connection_timeout(5);
   c.set_read_timeout(5);
   if (!token.empty()) c.set_bearer_token_auth(token);

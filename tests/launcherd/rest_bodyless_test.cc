@@ -20,9 +20,10 @@ namespace {
 // Sends `request` to host:port and returns the server's response: until it closes the
 // connection or a whole response (head and Content-Length body) is in, at most 5 s.
 std::string RawHttp(const std::string& address, const std::string& request) {
-  std::string host;
-  int port = 0;
-  EXPECT_TRUE(control::SplitHostPort(address, &host, &port).ok());
+  base::HostPort hp;
+  EXPECT_TRUE(base::ParseHostPort(address, &hp).ok());
+  const std::string& host = hp.host;
+  const int port = hp.port;
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   EXPECT_GE(fd, 0);
   sockaddr_in sa{};

@@ -24,10 +24,9 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 int PortOf(const Launcher& l) {
-  std::string host;
-  int port = 0;
-  EXPECT_TRUE(control::SplitHostPort(l.http_address(), &host, &port).ok());
-  return port;
+  base::HostPort http;
+  EXPECT_TRUE(base::ParseHostPort(l.http_address(), &http).ok());
+  return http.port;
 }
 
 int Connect(int port) {

@@ -3,21 +3,21 @@
 #include <gtest/gtest.h>
 
 #include "core/context.h"
-#include "fusion/coordinator.h"
 #include "fusion/fusion_planner.h"
-#include "fusion/message.h"
-#include "fusion/response_cache.h"
+#include "negotiation/coordinator.h"
+#include "negotiation/message.h"
+#include "negotiation/response_cache.h"
 
 namespace hvd::runtime {
 namespace {
 
-using fusion::Coordinator;
-using fusion::OpType;
-using fusion::Request;
-using fusion::RequestList;
-using fusion::Response;
-using fusion::ResponseCache;
-using fusion::ResponseList;
+using negotiation::Coordinator;
+using negotiation::OpType;
+using negotiation::Request;
+using negotiation::RequestList;
+using negotiation::Response;
+using negotiation::ResponseCache;
+using negotiation::ResponseList;
 
 Request Allreduce(int rank, const std::string& name, std::vector<int64_t> shape,
                   DataType dtype = DataType::kFloat32) {
@@ -42,7 +42,7 @@ TEST(Message, RoundTripsAndRejectsGarbage) {
   in.requests[1].splits = {1, 0, 2};
   in.requests[1].age_ms = 1234;
   RequestList out;
-  ASSERT_TRUE(fusion::Decode(fusion::Encode(in), &out).ok());
+  ASSERT_TRUE(negotiation::Decode(negotiation::Encode(in), &out).ok());
   ASSERT_EQ(out.requests.size(), 2u);
   EXPECT_EQ(out.rank, 3);
   EXPECT_EQ(out.requests[0].tensors[0].shape, (std::vector<int64_t>{2, 3}));
@@ -57,19 +57,19 @@ TEST(Message, RoundTripsAndRejectsGarbage) {
   rl.responses = {r};
   rl.joined_ranks = {1, 4};
   ResponseList back;
-  ASSERT_TRUE(fusion::Decode(fusion::Encode(rl), &back).ok());
+  ASSERT_TRUE(negotiation::Decode(negotiation::Encode(rl), &back).ok());
   EXPECT_EQ(back.responses[0].error, "boom");
   EXPECT_EQ(back.joined_ranks, (std::vector<int32_t>{1, 4}));
 
-  std::string bytes = fusion::Encode(in);
+  std::string bytes = negotiation::Encode(in);
   for (size_t cut : {size_t{0}, size_t{1}, bytes.size() / 2, bytes.size() - 1}) {
     RequestList junk;
-    Status s = fusion::Decode(bytes.substr(0, cut), &junk);
+    Status s = negotiation::Decode(bytes.substr(0, cut), &junk);
     EXPECT_FALSE(s.ok()) << "truncated at " << cut;
   }
   RequestList junk;
-  EXPECT_FALSE(fusion::Decode(bytes + "x", &junk).ok());
-  EXPECT_FALSE(fusion::Decode(std::string(64, '\xff'), &junk).ok());
+  EXPECT_FALSE(negotiation::Decode(bytes + "x", &junk).ok());
+  EXPECT_FALSE(negotiation::Decode(std::string(64, '\xff'), &junk).ok());
 }
 
 TEST(Coordinator, ReadyOnlyWhenEveryRankSubmitted) {

@@ -111,7 +111,7 @@ TEST(SetsReview, ControlErrorsInASetNameJobRanks) {
 TEST(SetsReview, StallReportOfARemovedSetIsCleared) {
   using runtime::core::Engine;
   using runtime::core::EngineOptions;
-  using runtime::fusion::OpType;
+  using runtime::negotiation::OpType;
   auto res = RunRanks(
       3,
       [](int rank, int size, const std::string& dir) -> Status {

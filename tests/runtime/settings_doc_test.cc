@@ -5,10 +5,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "common/settings.h"
+#include "base/settings.h"
 #include "hvd/hvd.h"
 
-namespace hvd::common {
+namespace hvd::base {
 namespace {
 
 std::string ReadDoc() {
@@ -57,4 +57,4 @@ TEST(Settings, MalformedValuesNameTheVariable) {
 }
 
 }  // namespace
-}  // namespace hvd::common
+}  // namespace hvd::base

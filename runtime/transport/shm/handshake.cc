@@ -10,9 +10,6 @@
 namespace hvd::runtime::transport::shm {
 namespace {
 
-constexpr uint32_t kMagic = 0x53445648;  // "HVDS" read as little-endian bytes
-constexpr uint32_t kVersion = 1;
-
 union FdControl {
   cmsghdr header;
   char bytes[CMSG_SPACE(2 * sizeof(int))];
@@ -21,12 +18,7 @@ union FdControl {
 }  // namespace
 
 Hello MakeHello(int rank, int size, const std::string& scope, int local_size, size_t ring_bytes) {
-  Hello h;
-  h.magic = kMagic;
-  h.version = kVersion;
-  h.rank = rank;
-  h.size = size;
-  h.scope_hash = ScopeHash(scope);
+  Hello h = transport::MakeHello(kShmMagic, rank, size, scope);
   h.ring_bytes = ring_bytes;
   h.local_size = local_size;
   return h;
@@ -103,58 +95,6 @@ Status RecvHello(int fd, Hello* h, int* segment_fd, int* doorbell_fd, Deadline d
     return FailedPrecondition(what + " sent a malformed shm hello");
   }
   return Status::OK();
-}
-
-std::string Mismatch(const Hello& mine, const Hello& theirs, uint32_t* code) {
-  *code = kAccepted;
-  auto fail = [&](Refusal r, std::string why) {
-    *code = r;
-    return why;
-  };
-  if (theirs.magic != kMagic) return fail(kBadMagic, "the peer did not send an hvd shm hello");
-  if (theirs.version != kVersion) {
-    return fail(kBadVersion, "the peer speaks shm protocol version " +
-                                 std::to_string(theirs.version) + ", this rank " +
-                                 std::to_string(kVersion));
-  }
-  if (theirs.size != mine.size) {
-    return fail(kSizeMismatch, "the peer has communicator size " + std::to_string(theirs.size) +
-                                   ", this rank " + std::to_string(mine.size));
-  }
-  if (theirs.scope_hash != mine.scope_hash) {
-    return fail(kScopeMismatch, "the peer belongs to a different scope (a stale or other job?)");
-  }
-  if (theirs.ring_bytes != mine.ring_bytes) {
-    return fail(kRingMismatch, "the peer's rings have " + std::to_string(theirs.ring_bytes) +
-                                   " bytes, this rank's " + std::to_string(mine.ring_bytes) +
-                                   " (HVD_SHM_RING_BYTES differs)");
-  }
-  if (theirs.local_size != mine.local_size) {
-    return fail(kLocalMismatch, "the peer counts " + std::to_string(theirs.local_size) +
-                                    " ranks on this host, this rank " +
-                                    std::to_string(mine.local_size) + " (HVD_HOSTNAME differs?)");
-  }
-  return "";
-}
-
-std::string RefusalText(uint32_t code) {
-  switch (code) {
-    case kBadMagic:
-      return "it did not recognise our hello";
-    case kBadVersion:
-      return "protocol version mismatch";
-    case kSizeMismatch:
-      return "communicator size mismatch";
-    case kScopeMismatch:
-      return "scope mismatch (a stale or other job?)";
-    case kRingMismatch:
-      return "ring size mismatch (HVD_SHM_RING_BYTES differs)";
-    case kLocalMismatch:
-      return "it counts a different number of ranks on this host";
-    case kUnexpectedRank:
-      return "it does not expect this rank (already connected, or two processes claim it)";
-  }
-  return "refusal code " + std::to_string(code);
 }
 
 }  // namespace hvd::runtime::transport::shm

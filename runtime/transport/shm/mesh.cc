@@ -15,8 +15,10 @@
 #include <random>
 #include <thread>
 
-#include "common/logging.h"
+#include "base/hex.h"
+#include "base/logging.h"
 #include "transport/fd_util.h"
+#include "transport/handshake.h"
 #include "transport/shm/handshake.h"
 #include "transport/shm/shm_link.h"
 #include "transport/shm/shm_transport.h"
@@ -32,13 +34,6 @@ constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
 
 std::string SocketKey(const std::string& scope, int rank) {
   return scope + "/shm/" + std::to_string(rank);
-}
-
-std::string Hex(uint64_t v) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s(16, '0');
-  for (int i = 15; i >= 0; --i, v >>= 4) s[i] = kDigits[v & 15];
-  return s;
 }
 
 sockaddr_un Abstract(const std::string& name, socklen_t* len) {
@@ -139,9 +134,9 @@ class Mesh {
 
   Status Listen(int nlocal) {
     std::random_device random;
-    const std::string name = "hvd-shm/" + Hex(ScopeHash(opts_.scope)) + "/" +
+    const std::string name = "hvd-shm/" + base::Hex(ScopeHash(opts_.scope), 16) + "/" +
                              std::to_string(getpid()) + "/" + std::to_string(rank_) + "/" +
-                             Hex((uint64_t{random()} << 32) | random());
+                             base::Hex((uint64_t{random()} << 32) | random(), 16);
     listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (listen_fd_ < 0) return Unavailable("socket(AF_UNIX): " + ErrnoText(errno));
     socklen_t len;
@@ -214,20 +209,17 @@ class Mesh {
       s = RecvHello(fd, &theirs, &seg_fd, &bell_fd,
                     std::min(deadline_, Clock::now() + kHandshakeTimeout), what);
       Peer* p = nullptr;
-      uint32_t code = kAccepted;
-      std::string why;
+      Refusal code = Refusal::kAccepted;
       if (s.ok()) {
-        why = Mismatch(hello_, theirs, &code);
         auto it = std::find_if(peers_.begin(), peers_.end(),
                                [&](const Peer& q) { return q.rank == theirs.rank; });
-        if (code == kAccepted && (it == peers_.end() || it->rank < rank_ || it->done)) {
-          code = kUnexpectedRank;
-          why = "rank " + std::to_string(theirs.rank) + " is not expected to connect";
-        }
-        if (code == kAccepted) p = &*it;
+        code = CheckCaller(hello_, theirs, [&](int) {
+          return !(it == peers_.end() || it->rank < rank_ || it->done);
+        });
+        if (code == Refusal::kAccepted) p = &*it;
       }
       Hello reply = hello_;
-      reply.status = code;
+      reply.status = static_cast<uint32_t>(code);
       if (s.ok()) {
         s = SendHello(fd, reply, p ? mine_->fd() : -1, doorbell_->fd, deadline_, what);
       }
@@ -244,8 +236,9 @@ class Mesh {
       if (seg_fd >= 0) close(seg_fd);
       if (bell_fd >= 0) close(bell_fd);
       close(fd);
-      HVD_LOG(WARNING) << "shm mesh rank " << rank_ << ": refused " << what << ": "
-                       << (s.ok() ? why : s.message());
+      HVD_LOG(WARNING) << "shm mesh rank " << rank_ << ": "
+                       << (s.ok() ? CallerRefused(code, hello_, theirs, what).message()
+                                  : "refused " + what + ": " + s.message());
     }
     return Status::OK();
   }
@@ -258,16 +251,13 @@ class Mesh {
       Status s = RecvHello(p.fd, &theirs, &seg_fd, &p.doorbell, deadline_, Who(p));
       if (s.code() == StatusCode::kDeadlineExceeded) return DeadlineExceeded(DescribeMissing());
       HVD_RETURN_IF_ERROR(s);
-      uint32_t code;
-      std::string why = Mismatch(hello_, theirs, &code);
-      if (why.empty() && theirs.status != kAccepted) why = "refused: " + RefusalText(theirs.status);
-      if (why.empty() && theirs.rank != p.rank) {
-        why = "answered as rank " + std::to_string(theirs.rank) + " (stale name in the store?)";
+      s = CheckReply(hello_, theirs, p.rank, Who(p));
+      if (s.ok() && seg_fd < 0) {
+        s = FailedPrecondition("shm handshake with " + Who(p) + ": sent no segment");
       }
-      if (why.empty() && seg_fd < 0) why = "sent no segment";
-      if (!why.empty()) {
+      if (!s.ok()) {
         if (seg_fd >= 0) close(seg_fd);
-        return FailedPrecondition("shm handshake with " + Who(p) + ": " + why);
+        return s;
       }
       HVD_RETURN_IF_ERROR(MapPeer(&p, seg_fd));
     }

@@ -1,30 +1,22 @@
 // The first bytes on every mesh connection, in both directions: who is calling, for which
 // communicator. It lets an acceptor refuse a stray or stale connection (another job reusing the
-// port, a rank of a different size or scope) and tells the connector why.
+// port, a rank of a different size or scope) and tells the connector why. The hello, the checks
+// and the refusal codes are the core both transports share (transport/handshake.h); this is TCP's
+// framing of it and the blocking exchange on a connected socket.
 //
 // Wire format (32 bytes, little-endian): magic u32 "HVDT", version u32, rank i32, size i32,
 // scope hash u64 (FNV-1a of TcpOptions::scope), listen port u32, status u32 (0 = accepted;
 // in a reply, a nonzero Refusal code).
 #pragma once
 
-#include <cstdint>
 #include <functional>
 #include <string>
 
 #include "hvd/status.h"
+#include "transport/handshake.h"
 #include "transport/tcp/socket_util.h"
 
 namespace hvd::runtime::transport::tcp {
-
-struct Hello {
-  uint32_t magic = 0;
-  uint32_t version = 0;
-  int32_t rank = -1;
-  int32_t size = 0;
-  uint64_t scope_hash = 0;
-  uint32_t listen_port = 0;
-  uint32_t status = 0;
-};
 
 // This rank's hello.
 Hello MakeHello(int rank, int size, const std::string& scope, int listen_port);

@@ -11,7 +11,8 @@
 
 #include <thread>
 
-#include "common/logging.h"
+#include "base/logging.h"
+#include "base/net.h"
 #include "transport/tcp/handshake.h"
 #include "transport/tcp/socket_util.h"
 #include "transport/tcp/tcp_link.h"
@@ -35,8 +36,7 @@ std::string AddressKey(const std::string& scope, int rank) {
 std::string AdvertisedHost(const TcpOptions& o) {
   if (!o.advertise_addr.empty()) return o.advertise_addr;
   if (o.bind_addr != "0.0.0.0") return o.bind_addr;
-  char name[256] = {};
-  return gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : o.bind_addr;
+  return base::LocalHostName(/*fallback=*/o.bind_addr);
 }
 
 class Mesh {
@@ -171,11 +171,16 @@ class Mesh {
   // Dials rank p until the handshake succeeds, retrying with backoff: the address may be stale or
   // the peer's backlog full for a moment. A refused handshake is final.
   Status ConnectTo(int p, const std::string& address) {
-    std::string host, what = "rank " + std::to_string(p) + " (" + address + ")";
-    int port = 0;
+    const std::string what = "rank " + std::to_string(p) + " (" + address + ")";
+    base::HostPort hp;
     sockaddr_in addr;
-    HVD_RETURN_IF_ERROR_CTX(SplitHostPort(address, &host, &port), "address of " + what);
-    HVD_RETURN_IF_ERROR_CTX(ResolveIPv4(host, port, &addr), "address of " + what);
+    HVD_RETURN_IF_ERROR_CTX(base::ParseHostPort(address, &hp), "address of " + what);
+    // A peer whose published name does not resolve cannot be reached: Unavailable, as any other
+    // unreachable peer (Python raises HorovodInternalError, which elastic loops recover from),
+    // not base's InvalidArgument, which is about the caller's own input.
+    if (Status r = base::ResolveIPv4(hp.host, hp.port, &addr); !r.ok()) {
+      return Unavailable("address of " + what + ": " + r.message());
+    }
     auto backoff = std::chrono::milliseconds(5);
     for (;;) {
       int fd = -1;

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -10,6 +9,8 @@
 
 #include <climits>
 #include <cstring>
+
+#include "base/net.h"
 
 namespace hvd::runtime::transport::tcp {
 
@@ -30,44 +31,6 @@ Status SetStreamOptions(int fd, int buffer_bytes) {
   return Status::OK();
 }
 
-Status ResolveIPv4(const std::string& host, int port, sockaddr_in* addr) {
-  if (port < 0 || port > 65535)
-    return InvalidArgument("port " + std::to_string(port) + " out of range");
-  memset(addr, 0, sizeof(*addr));
-  addr->sin_family = AF_INET;
-  addr->sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.c_str(), &addr->sin_addr) == 1) return Status::OK();
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || res == nullptr) {
-    return Unavailable("cannot resolve '" + host + "' to an IPv4 address: " + gai_strerror(rc));
-  }
-  addr->sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  freeaddrinfo(res);
-  return Status::OK();
-}
-
-Status SplitHostPort(const std::string& hostport, std::string* host, int* port) {
-  size_t colon = hostport.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == hostport.size()) {
-    return InvalidArgument("'" + hostport + "' is not host:port");
-  }
-  int p = 0;
-  for (size_t i = colon + 1; i < hostport.size(); ++i) {
-    char c = hostport[i];
-    if (c < '0' || c > '9' || p > 65535)
-      return InvalidArgument("'" + hostport + "' has a bad port");
-    p = p * 10 + (c - '0');
-  }
-  if (p <= 0 || p > 65535) return InvalidArgument("'" + hostport + "' has a bad port");
-  *host = hostport.substr(0, colon);
-  *port = p;
-  return Status::OK();
-}
-
 std::string IpText(const sockaddr_in& addr) {
   char buf[INET_ADDRSTRLEN] = {};
   inet_ntop(AF_INET, &addr.sin_addr, buf, sizeof(buf));
@@ -77,7 +40,8 @@ std::string IpText(const sockaddr_in& addr) {
 Status Listen(const std::string& host, int port, int buffer_bytes, int backlog, int* fd,
               int* bound_port) {
   sockaddr_in addr;
-  HVD_RETURN_IF_ERROR(ResolveIPv4(host, port, &addr));
+  // Unavailable, as before base/ took over resolution: this rank cannot open its endpoint.
+  if (Status r = base::ResolveIPv4(host, port, &addr); !r.ok()) return Unavailable(r.message());
   std::string where = host + ":" + std::to_string(port);
   int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s < 0) return Unavailable("socket: " + ErrnoText(errno));

@@ -1,6 +1,7 @@
-// Small POSIX socket helpers for the TCP transport: option setup, address parsing, listening and
-// connecting (deadline-bounded waits and full reads/writes are in transport/fd_util.h). Every
-// error names the syscall and errno ("connect 127.0.0.1:4711: Connection refused (ECONNREFUSED)").
+// Small POSIX socket helpers for the TCP transport: option setup, listening and connecting
+// (addresses are parsed and resolved by base/net.h; deadline-bounded waits and full reads/writes
+// are in transport/fd_util.h). Every error names the syscall and errno ("connect 127.0.0.1:4711:
+// Connection refused (ECONNREFUSED)").
 #pragma once
 
 #include <netinet/in.h>
@@ -17,10 +18,6 @@ namespace hvd::runtime::transport::tcp {
 // TCP_NODELAY, and SO_SNDBUF/SO_RCVBUF when buffer_bytes > 0.
 Status SetStreamOptions(int fd, int buffer_bytes);
 
-// Resolves an IPv4 address or host name (first A record) and port into *addr.
-Status ResolveIPv4(const std::string& host, int port, sockaddr_in* addr);
-// Splits "host:port" (the value ranks publish).
-Status SplitHostPort(const std::string& hostport, std::string* host, int* port);
 // "10.0.0.5" for the address in `addr`.
 std::string IpText(const sockaddr_in& addr);
 

@@ -1,0 +1,110 @@
+#include "base/rendezvous_keys.h"
+
+#include <vector>
+
+namespace hvd::base {
+namespace {
+
+std::vector<std::string_view> Split(std::string_view key) {
+  std::vector<std::string_view> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t slash = key.find('/', start);
+    parts.push_back(key.substr(start, slash == std::string_view::npos ? slash : slash - start));
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return parts;
+}
+
+// Plain decimal digits up to `max`; false for anything else (a sign, spaces, an overflow).
+bool Decimal(std::string_view text, int64_t max, int64_t* out) {
+  if (text.empty() || text.size() > 18) return false;
+  int64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + (c - '0');
+  }
+  if (v > max) return false;
+  *out = v;
+  return true;
+}
+
+}  // namespace
+
+std::string JobPrefix(std::string_view job_id) {
+  return "job/" + std::string(job_id) + "/";
+}
+
+std::string AttemptScope(std::string_view job_id, int64_t attempt) {
+  return JobPrefix(job_id) + "attempt/" + std::to_string(attempt);
+}
+
+std::string AttemptPrefix(std::string_view job_id, int64_t attempt) {
+  return AttemptScope(job_id, attempt) + "/";
+}
+
+std::string IncarnationScope(std::string_view attempt_scope, int incarnation) {
+  return std::string(attempt_scope) + "/init/" + std::to_string(incarnation);
+}
+
+const char* RankKeyKindName(RankKeyKind kind) {
+  switch (kind) {
+    case RankKeyKind::kHost:
+      return "host";
+    case RankKeyKind::kStall:
+      return "stall";
+    case RankKeyKind::kAbort:
+      return "abort";
+  }
+  return "?";
+}
+
+std::string RankKey(RankKeyKind kind, int rank) {
+  return std::string(RankKeyKindName(kind)) + "/" + std::to_string(rank);
+}
+
+std::string JobPrefixOf(std::string_view key) {
+  if (key.substr(0, 4) != "job/") return "";
+  const size_t slash = key.find('/', 4);
+  return slash == std::string_view::npos ? "" : std::string(key.substr(0, slash + 1));
+}
+
+Status ParseRankKey(std::string_view key, RankKeyParts* out) {
+  const std::string shown = "rendezvous key '" + std::string(key) + "'";
+  const std::vector<std::string_view> parts = Split(key);
+  if (parts.size() < 4 || parts[0] != "job" || parts[1].empty() || parts[2] != "attempt") {
+    return InvalidArgument(shown + " is not under job/<id>/attempt/<n>/");
+  }
+  int64_t attempt = 0;
+  if (!Decimal(parts[3], INT32_MAX, &attempt)) {
+    return InvalidArgument(shown + ": the attempt '" + std::string(parts[3]) +
+                           "' is not a decimal number");
+  }
+  if (parts.size() != 6) {
+    return InvalidArgument(shown + " is not job/<id>/attempt/<n>/<kind>/<rank>");
+  }
+  RankKeyKind kind;
+  if (parts[4] == "host") {
+    kind = RankKeyKind::kHost;
+  } else if (parts[4] == "stall") {
+    kind = RankKeyKind::kStall;
+  } else if (parts[4] == "abort") {
+    kind = RankKeyKind::kAbort;
+  } else {
+    return InvalidArgument(shown + ": '" + std::string(parts[4]) +
+                           "' is not a rank key's kind (host, stall or abort)");
+  }
+  int64_t rank = 0;
+  if (!Decimal(parts[5], INT32_MAX, &rank)) {
+    return InvalidArgument(shown + ": the rank '" + std::string(parts[5]) +
+                           "' is not a decimal number");
+  }
+  out->job_id = std::string(parts[1]);
+  out->attempt = attempt;
+  out->kind = kind;
+  out->rank = static_cast<int>(rank);
+  return Status::OK();
+}
+
+}  // namespace hvd::base

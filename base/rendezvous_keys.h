@@ -1,0 +1,58 @@
+// The rendezvous key scheme: the one place that builds and parses the keys the runtime writes to
+// the rendezvous store and hvd-launcherd reads (docs/rendezvous.md has the values):
+//
+//   job/<id>/                  everything of one job: what its secret may touch, dropped when
+//                              the job ends
+//   job/<id>/attempt/<n>/      one attempt (HVD_ATTEMPT, 0 first), dropped when the next starts
+//     host/<rank>              hvd::Init's meeting: size, host, job-wide settings
+//     stall/<rank>             the rank's stall report (runtime/stall/stall_reporter.h)
+//     abort/<rank>             the rank is about to fail because of a peer
+//     init/<k>/...             the k-th re-Init of the same processes (k >= 1): its own host/
+//                              and transport keys
+//   The transports keep their addresses under the scope they are given ("tcp/tcp/<rank>",
+//   "shm/shm/<rank>", ...): only ranks read them (runtime/transport/).
+//
+// The launcher watches host/, stall/ and abort/ keys of an attempt (ParseRankKey).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "hvd/status.h"
+
+namespace hvd::base {
+
+// "job/<id>/": a job's keys, the prefix its secret grants (ends with '/', so that "job/1/" does
+// not cover "job/10/").
+std::string JobPrefix(std::string_view job_id);
+// "job/<id>/attempt/<n>": the scope of one attempt's keys (a PrefixStore adds the '/').
+std::string AttemptScope(std::string_view job_id, int64_t attempt);
+// AttemptScope + "/": what the launcher drops when the attempt ends.
+std::string AttemptPrefix(std::string_view job_id, int64_t attempt);
+// The scope of the k-th re-Init (k >= 1) under an attempt's scope: "<scope>/init/<k>".
+std::string IncarnationScope(std::string_view attempt_scope, int incarnation);
+
+// The keys of one rank under an attempt's scope.
+enum class RankKeyKind { kHost, kStall, kAbort };
+// "host", "stall", "abort".
+const char* RankKeyKindName(RankKeyKind kind);
+// "host/3", relative to the attempt's scope.
+std::string RankKey(RankKeyKind kind, int rank);
+
+// "job/<id>/" of a key under a job (the quota it counts against); "" for any other key.
+std::string JobPrefixOf(std::string_view key);
+
+// A full rank key, "job/<id>/attempt/<n>/<kind>/<rank>", taken apart.
+struct RankKeyParts {
+  std::string job_id;
+  int64_t attempt = 0;
+  RankKeyKind kind = RankKeyKind::kHost;
+  int rank = 0;
+};
+// InvalidArgument naming the key and what is wrong with it (not under job/<id>/attempt/<n>/, an
+// attempt or rank that is not a decimal number, a kind other than host, stall or abort, or more
+// parts, as the re-Init keys under init/<k>/ have: only a process's first meeting counts).
+Status ParseRankKey(std::string_view key, RankKeyParts* out);
+
+}  // namespace hvd::base

@@ -1,0 +1,133 @@
+// The job model both ends of the Launcher service work with: a job's spec, its status with its
+// ranks and failures, an output line, a WatchJob event and an agent as listed. hvd-launcherd keeps
+// and decides on these (launcherd/job_types.h adds what only the launcher needs); hvdrun builds a
+// spec and prints statuses from them. Only the gRPC edges see hvd.v1 messages: the launcher's
+// services and hvdrun's client translate with control/job_model_proto.h. Plain structs, no
+// protobuf.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "control/iface_choice.h"
+#include "control/job_state.h"
+#include "control/netif.h"
+#include "control/placement.h"
+
+namespace hvd::control {
+
+struct JobSpec {
+  std::vector<std::string> argv;  // argv[0] is the program; never run through a shell
+  int np = 0;
+  std::vector<HostRequest> hosts;          // empty: any free slots
+  std::map<std::string, std::string> env;  // -x
+  std::string working_dir;
+  std::string name;
+  bool detached = false;
+  // -1: the launcher's default (JobManagerOptions).
+  int64_t kill_grace_ms = -1;
+  int64_t start_timeout_ms = -1;  // 0: no limit
+  int64_t stall_timeout_ms = -1;  // 0: stalls are reported, never fatal
+  int max_restarts = 0;
+  std::string network_interfaces;  // --network-interface; "": any that works
+  int stdin_rank = -1;             // hvdrun --stdin: the rank reading hvdrun's stdin; -1: none
+  int64_t queue_timeout_ms = 0;    // --queue-timeout; 0: wait for slots as long as it takes
+  std::string run_as;              // --run-as: the user the ranks run as; "": the agent's
+};
+
+struct RankStatus {
+  RankSlot placement;
+  RankState state = RankState::kPending;
+  int pid = 0;
+  int exit_code = 0;
+  int signal = 0;
+  int64_t start_time_ms = 0;
+  int64_t end_time_ms = 0;
+  std::string error;
+  int64_t rendezvous_time_ms = 0;  // when it reached the rendezvous; 0: not yet
+};
+
+// A rank whose process may exist: sent to its agent and not reported gone.
+inline bool RankLive(RankState s) {
+  return s == RankState::kStarting || s == RankState::kRunning;
+}
+
+// "rank 3" or "ranks 0, 2" (`word` false: "3" or "0, 2").
+inline std::string RankList(const std::vector<int>& ranks, bool word = true) {
+  std::string out = !word ? "" : ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+struct JobFailure {
+  int rank = -1;  // -1: no rank to blame (the job never fit, the launcher stopped)
+  std::string host;
+  int exit_code = 0;
+  int signal = 0;
+  std::string stderr_tail;
+  std::string message;  // one line: "rank 2 on host-b exited with code 3"
+};
+
+struct JobStatus {
+  std::string id;
+  JobSpec spec;
+  JobState state = JobState::kPending;
+  std::string reason;  // why PENDING, or why it ended
+  std::vector<RankStatus> ranks;
+  bool has_failure = false;
+  JobFailure failure;
+  int64_t submit_time_ms = 0;
+  int64_t start_time_ms = 0;
+  int64_t end_time_ms = 0;
+  int exit_code = 0;
+  int attempt = 0;
+  std::string stall;  // what the runtime reports as not progressing; empty: nothing
+  int64_t stall_since_ms = 0;
+  std::vector<JobFailure> previous_failures;  // of earlier attempts, in order
+  NetworkReport network;                      // how its hosts reach each other (iface_choice.h)
+  // Wall clock when it last entered PENDING: how long it has waited for slots (--queue-timeout).
+  int64_t queued_since_ms = 0;
+};
+
+inline bool AnyRankLive(const JobStatus& job) {
+  for (const RankStatus& r : job.ranks) {
+    if (RankLive(r.state)) return true;
+  }
+  return false;
+}
+
+struct OutputLine {
+  int rank = 0;
+  bool is_stderr = false;
+  std::string text;
+  int64_t seq = -1;  // position in the job's output log; set by the launcher
+};
+
+// One item of WatchJob's stream.
+struct JobEvent {
+  enum class Kind { kOutput, kStatus, kProgress };
+  Kind kind = Kind::kProgress;
+  OutputLine output;
+  JobStatus status;
+  std::string progress;
+};
+
+// An agent as registered and as listed (hvd.v1.AgentInfo).
+struct AgentInfo {
+  std::string id;
+  std::string host;
+  std::string advertise_addr;
+  int slots = 0;
+  int gpus = 0;
+  int pid = 0;
+  std::string version;
+  int64_t last_heartbeat_ms = 0;  // wall clock
+  int slots_in_use = 0;           // filled by whoever combines registry and jobs
+  std::string state;              // "READY", "DISCONNECTED" (stream gone, lease running), "LOST"
+  std::vector<NetInterface> interfaces;  // every IPv4 address of its host
+  std::string advertise_iface;           // the interface holding advertise_addr
+};
+
+}  // namespace hvd::control

@@ -1,0 +1,221 @@
+// Job: state transitions, restarts and what a rank event does to the record. The choice of the
+// cause among several failures is in job_causes.cc.
+#include "launcherd/job.h"
+
+#include <algorithm>
+
+#include "base/logging.h"
+#include "control/log_escape.h"
+
+namespace hvd::launcherd {
+namespace {
+
+// FAILED_TO_START: like a shell that cannot run the command.
+constexpr int kFailedToStartExitCode = 127;
+
+}  // namespace
+
+void Job::Changed(bool marker) {
+  ++version;
+  if (marker) log.AddStatus(status, version);
+  if (observer_) observer_(*this);
+}
+
+bool Job::SetState(JobState to, const std::string& reason) {
+  Status s = control::CheckTransition(status.state, to);
+  if (!s.ok()) {
+    HVD_LOG(ERROR) << "job " << status.id << ": " << s.message() << " (ignored; a bug)";
+    return false;
+  }
+  status.state = to;
+  status.reason = reason;
+  Changed(/*marker=*/true);
+  return true;
+}
+
+void Job::QueueStops(const std::string& reason) {
+  std::set<std::string> agents;
+  for (const RankStatus& r : status.ranks) {
+    if (RankLive(r.state)) agents.insert(r.placement.agent_id);
+  }
+  for (const std::string& agent : agents) {
+    stops_.push_back({agent, {status.id, reason, KillGrace().count(), stop_signal}});
+  }
+}
+
+void Job::End(JobState to, const std::string& reason, int exit_code, Instant now) {
+  if (terminal()) return;
+  // Every rank may exit 0 before the last RUNNING report was processed.
+  if (to == JobState::kSucceeded && status.state == JobState::kStarting) {
+    SetState(JobState::kRunning, "all ranks started");
+  }
+  status.exit_code = exit_code;
+  status.end_time_ms = now.wall_ms;
+  ended_at = now.steady;
+  SetState(to, reason);
+  HVD_LOG(INFO) << "job " << status.id << " " << control::JobStateName(to) << ": "
+                << control::LogEscape(reason, 1024);
+  if (to != JobState::kSucceeded) QueueStops(reason);
+}
+
+void Job::Fail(const JobFailure& failure, int exit_code, Instant now, bool permanent) {
+  // The first failure is the cause; while restarting, the attempt's later failures are its echo.
+  if (terminal() || status.state == JobState::kRestarting) return;
+  control::RestartPolicy policy = rules_.restart;
+  policy.max_restarts = status.spec.max_restarts;
+  const control::RestartDecision d = control::DecideRestart(policy, status.attempt, permanent);
+  if (d.restart) {
+    Restart(failure, d, now);
+    return;
+  }
+  status.has_failure = true;
+  status.failure = failure;
+  End(JobState::kFailed,
+      failure.message +
+          (d.text.empty() || status.attempt == 0
+               ? ""
+               : " (attempt " + std::to_string(status.attempt + 1) + "; " + d.text + ")"),
+      exit_code, now);
+}
+
+void Job::Restart(const JobFailure& failure, const control::RestartDecision& d, Instant now) {
+  status.previous_failures.push_back(failure);
+  restart_at_ = now.steady + d.delay;
+  const std::string reason = "attempt " + std::to_string(status.attempt + 1) +
+                             " failed: " + failure.message + "; " + d.text;
+  SetState(JobState::kRestarting, reason);
+  HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(reason, 1024);
+  log.AddProgress("restarting: " + d.text);
+  QueueStops("restarting the job after: " + failure.message);
+}
+
+bool Job::RestartDue(Clock::time_point now) const {
+  return status.state == JobState::kRestarting && now >= restart_at_ && !AnyRankLive(status);
+}
+
+void Job::NextAttempt(Instant now) {
+  ++status.attempt;
+  status.ranks.clear();
+  status.start_time_ms = 0;
+  status.stall.clear();
+  status.stall_since_ms = 0;
+  stalls.clear();
+  ranks_started = 0;
+  at_rendezvous = 0;
+  start_timeout_waived = false;
+  agents_ready.clear();
+  stop_sent.clear();
+  peer_failed_.clear();
+  dropped_agents_.clear();
+  held_.reset();
+  cause_time_ms_ = 0;
+  cause_secondary_ = false;
+  status.queued_since_ms = now.wall_ms;  // --queue-timeout counts each wait for slots afresh
+  placing.reset();                       // a placement of the failed attempt is no more
+  SetState(JobState::kPending, "attempt " + std::to_string(status.attempt + 1) + " of " +
+                                   std::to_string(status.spec.max_restarts + 1) +
+                                   ": waiting for placement");
+}
+
+bool Job::Finish() {
+  if (finished || !terminal() || AnyRankLive(status)) return false;
+  finished = true;
+  Changed(/*marker=*/true);
+  return true;
+}
+
+std::vector<int> Job::KillRanksOnAgent(const std::string& agent_id, const std::string& error,
+                                       int64_t now_ms) {
+  std::vector<int> killed;
+  for (RankStatus& r : status.ranks) {
+    if (r.placement.agent_id != agent_id || !RankLive(r.state)) continue;
+    r.state = RankState::kKilled;
+    r.error = error;
+    r.end_time_ms = now_ms;
+    killed.push_back(r.placement.rank);
+  }
+  if (!killed.empty()) Changed(/*marker=*/false);
+  return killed;
+}
+
+bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
+                      const AgentConnected& connected, Instant now) {
+  auto& ranks = status.ranks;
+  if (ev.rank < 0 || ev.rank >= static_cast<int>(ranks.size()) ||
+      ranks[ev.rank].placement.agent_id != agent_id) {
+    HVD_LOG(WARNING) << "agent " << agent_id << " reported rank " << ev.rank << " of job "
+                     << ev.job_id << ", which is not placed there; ignored";
+    return false;
+  }
+  RankStatus& r = ranks[ev.rank];
+  if (control::RankEnded(r.state)) return false;  // late or repeated
+  const bool was_terminal = terminal();
+  const int np = status.spec.np;
+  // An exit reported before any RUNNING (a very short process) still counts as a start.
+  if (ev.state == RankState::kRunning ||
+      (ev.state == RankState::kExited && r.state != RankState::kRunning)) {
+    if (r.state != RankState::kRunning) {
+      r.state = RankState::kRunning;
+      r.start_time_ms = now.wall_ms;
+      ++ranks_started;
+      // For humans: about 20 steps whatever np is, always ending with N/N.
+      const int step = std::max(1, np / 20);
+      if (!was_terminal && (ranks_started == np || ranks_started % step == 0)) {
+        log.AddProgress("ranks started " + std::to_string(ranks_started) + "/" +
+                        std::to_string(np));
+      }
+    }
+    if (ev.pid) r.pid = ev.pid;
+    if (status.state == JobState::kStarting && ranks_started == np) {
+      SetState(JobState::kRunning,
+               "all " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " running");
+    }
+    Changed(/*marker=*/false);
+    if (ev.state == RankState::kRunning) return false;
+  }
+  if (!control::RankEnded(ev.state)) {
+    HVD_LOG(WARNING) << "agent " << agent_id << " sent rank state "
+                     << control::RankStateName(ev.state) << "; ignored";
+    return false;
+  }
+  r.state = ev.state;
+  if (ev.pid) r.pid = ev.pid;
+  r.exit_code = ev.exit_code;
+  r.signal = ev.signal;
+  r.error = ev.error;
+  r.end_time_ms = ev.time_ms > 0 ? ev.time_ms : now.wall_ms;
+  if (!r.start_time_ms) r.start_time_ms = r.end_time_ms;
+  Changed(/*marker=*/false);
+
+  JobFailure f;
+  f.rank = ev.rank;
+  f.host = r.placement.host;
+  f.exit_code = ev.exit_code;
+  f.signal = ev.signal;
+  f.stderr_tail = ev.stderr_tail;
+  if (ev.state == RankState::kExited && ev.exit_code == 0 && ev.signal == 0) {
+    bool all_zero = true;
+    for (const RankStatus& q : ranks) {
+      all_zero &= q.state == RankState::kExited && q.exit_code == 0 && q.signal == 0;
+    }
+    if (all_zero) {
+      End(JobState::kSucceeded,
+          "all " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " exited with code 0", 0,
+          now);
+    }
+  } else if (ev.state == RankState::kExited) {
+    f.message = control::DescribeRankExit(ev.rank, f.host, ev.exit_code, ev.signal);
+    RankFailed(f, control::ExitCodeFor(ev.exit_code, ev.signal), r.end_time_ms, connected, now);
+  } else if (ev.state == RankState::kFailedToStart) {
+    f.message = "rank " + std::to_string(ev.rank) + " on " + f.host +
+                " failed to start: " + (ev.error.empty() ? "no reason given" : ev.error);
+    Fail(f, kFailedToStartExitCode, now);
+  } else {  // kKilled while the job was not being torn down: its agent ended it
+    f.message = "rank " + std::to_string(ev.rank) + " on " + f.host + " was killed by its agent" +
+                (ev.error.empty() ? "" : ": " + ev.error);
+    Fail(f, ev.signal ? control::ExitCodeFor(0, ev.signal) : control::kGenericFailureExitCode, now);
+  }
+  return true;
+}
+
+}  // namespace hvd::launcherd

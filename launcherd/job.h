@@ -1,0 +1,217 @@
+// One job's life as a value: its record (JobStatus), its output log, and the rules that move it
+// between states (docs/control-plane.md): PENDING -> STARTING -> RUNNING -> SUCCEEDED / FAILED /
+// CANCELLED, RESTARTING between attempts, and which failure is the cause.
+//
+// A Job holds no lock and talks to nobody: JobManager guards it with its own mutex, sends the
+// StopJob commands it asks for (TakeStops) and keeps the store and the watchers up to date through
+// the observer. So every rule here is tested without a manager, agents or gRPC (job_test.cc).
+//
+// Causes: the first failure is the cause (rank, host, exit code or signal, stderr tail); later
+// exits are recorded on their ranks but change nothing else, with two refinements before every
+// rank is gone: a failure its rank's runtime blamed on a peer (abort/<rank>) is held up to
+// cause_settle for the failure it is a consequence of, and a better one (blaming no peer, or dying
+// earlier) replaces it. A rank that dies while an agent of its job is out of touch names that
+// agent instead (job_causes.cc).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "control/placement.h"
+#include "control/restart_policy.h"
+#include "launcherd/job_log.h"
+#include "launcherd/job_types.h"
+#include "launcherd/stall_reports.h"
+
+namespace hvd::launcherd {
+
+// The two clocks a job's rules read: steady for timers, wall for the record's timestamps. Passed
+// in, so tests choose the time.
+struct Instant {
+  std::chrono::steady_clock::time_point steady;
+  int64_t wall_ms = 0;
+  static Instant Now() { return {std::chrono::steady_clock::now(), base::WallMs()}; }
+};
+
+// The launcher's settings a job's rules need (from JobManagerOptions).
+struct JobRules {
+  control::RestartPolicy restart;                // the job's spec sets max_restarts
+  std::chrono::milliseconds kill_grace{5000};    // when the spec sets none
+  std::chrono::milliseconds cause_settle{1000};  // how long a peer-blamed failure is held
+};
+
+// Whether an agent's stream is up (AgentRegistry::Link(id) != nullptr in the launcher).
+using AgentConnected = std::function<bool(const std::string& agent_id)>;
+
+// The scheduler's (job_scheduler.h): MASTER_PORT for a placed job, asked of rank 0's agent before
+// its ranks start (job_master_port.cc); a new attempt or rank 0 on another agent asks again.
+// Outside Job so that std::optional sees them complete (clang).
+struct MasterPortAsk {
+  std::string request_id;  // empty: not asked
+  int attempt = 0;
+  std::string agent_id, host;
+  std::chrono::steady_clock::time_point deadline;
+  int port = 0;       // the answer
+  std::string error;  // the agent found none
+  std::chrono::steady_clock::time_point answered;
+};
+struct JobPlacing {
+  control::PlacementResult placement;
+  // Since when (wall clock) the PENDING job holds it: not time waiting for slots, which
+  // --queue-timeout counts.
+  int64_t since_ms = 0;
+  MasterPortAsk master_port;
+};
+
+class Job {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Job(JobRules rules, size_t max_output_lines, size_t max_output_bytes)
+      : log(max_output_lines, max_output_bytes), rules_(std::move(rules)) {}
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  const std::string& id() const { return status.id; }
+  JobState state() const { return status.state; }
+  bool terminal() const { return control::IsTerminal(status.state); }
+  std::chrono::milliseconds KillGrace() const {
+    return OrDefault(status.spec.kill_grace_ms, rules_.kill_grace);
+  }
+
+  // Called after every change a JobStatus shows (the job table persists it, watchers wake).
+  void SetObserver(std::function<void(const Job&)> observer) { observer_ = std::move(observer); }
+  // Bumps the version; `marker`: a status snapshot in the log too (a state or reason change).
+  void Changed(bool marker);
+
+  // --- State transitions. None sends anything: stops are queued for TakeStops().
+  // Checked against control/job_state.h; an illegal one is logged and ignored (false).
+  bool SetState(JobState to, const std::string& reason);
+  // Ends an attempt that has not ended, with StopJob to its agents unless it succeeded.
+  void End(JobState to, const std::string& reason, int exit_code, Instant now);
+  // The attempt failed: FAILED, or RESTARTING when the restart policy allows another attempt
+  // (never when `permanent`: the job cannot be placed, the launcher stops). Ignored once the job
+  // ended or is restarting: the first failure is the cause.
+  void Fail(const JobFailure& failure, int exit_code, Instant now, bool permanent = false);
+  // RESTARTING, the back-off passed and no rank left: the caller erases the attempt's keys and
+  // calls NextAttempt.
+  bool RestartDue(Clock::time_point now) const;
+  // PENDING as attempt n+1, everything of the failed attempt forgotten.
+  // REQUIRES: RestartDue().
+  void NextAttempt(Instant now);
+  // Terminal with no rank left: finished (once; true the time it happens). The caller then
+  // forgets the job's secret and erases its keys.
+  bool Finish();
+
+  // --- What agents report (job_events.cc's callers). True when the caller should settle the job
+  // (its stops, held cause, restart or end); false when nothing of that changed.
+  // REQUIRES: event.attempt is the job's current attempt.
+  bool OnRankEvent(const RankEventReport& event, const std::string& agent_id,
+                   const AgentConnected& connected, Instant now);
+  // Marks the job's live ranks on the agent KILLED with `error`; returns them (in rank order).
+  std::vector<int> KillRanksOnAgent(const std::string& agent_id, const std::string& error,
+                                    int64_t now_ms);
+
+  // --- Causes (job_causes.cc).
+  // A rank exited non-zero or by a signal: the cause now, later, or a better one than before.
+  void RankFailed(const JobFailure& f, int exit_code, int64_t time_ms,
+                  const AgentConnected& connected, Instant now);
+  // The held (peer-blamed) failure becomes the cause: every rank is gone, or cause_settle passed.
+  void ReleaseHeld(Instant now);
+  bool HeldDue(Clock::time_point now) const { return held_.has_value() && now >= settle_at_; }
+  bool holds_failure() const { return held_.has_value(); }
+  // The job's live ranks on an agent whose stream is down (`only_agent`, or any of the agents
+  // that dropped while it ran), as the failure naming the first such agent ("agent on node-b
+  // lost (...)"); false when there is none.
+  bool AgentGoneCause(const std::string& only_agent, const AgentConnected& connected,
+                      JobFailure* f) const;
+  // The stream of `agent_id`, which runs live ranks of the job, dropped: a held failure, or a
+  // rank's exit that became the cause a moment ago, is explained by it. True when it failed the
+  // job (the caller settles it).
+  bool AgentDropped(const std::string& agent_id, const AgentConnected& connected, Instant now);
+  // The runtime of `rank` reported failing because of a peer (abort/<rank>).
+  void NotePeerFailed(int rank) { peer_failed_.insert(rank); }
+
+  // StopJob commands asked for by End/Fail, for the caller to send (it records who got one).
+  struct Stop {
+    std::string agent_id;
+    StopJobCommand command;
+  };
+  std::vector<Stop> TakeStops() { return std::move(stops_); }
+
+  // --- The record and what the launcher's parts keep about the job. The state changes only
+  // through the methods above.
+  JobStatus status;
+  std::string secret;
+  JobLog log;
+  uint64_t version = 1;  // bumped on every change a JobStatus shows
+  bool finished = false;
+  int ranks_started = 0;
+  std::set<std::string> stop_sent;  // agents that were sent StopJob for this job
+  int stop_signal = 0;              // StopJob's first signal (Cancel's); 0: SIGTERM
+  Clock::time_point ended_at;
+  // Agents that (re-)registered (or were restored after a launcher restart) and whose first
+  // heartbeat since has not yet said whether they still run the job (job_recovery.cc).
+  std::set<std::string> unconfirmed_agents;
+
+  // The scheduler's: a placement held through the network check and the MASTER_PORT step, and
+  // what it reported last.
+  using MasterPortAsk = launcherd::MasterPortAsk;
+  using Placing = JobPlacing;
+  std::optional<Placing> placing;
+  std::string agents_ready;  // last "agents ready n/N" sent, to send changes only
+
+  // The supervisor's (job_supervision.h).
+  int watchers = 0;                   // attached WatchJob calls in progress
+  Clock::time_point unwatched_since;  // since when none is (submission counts)
+  Clock::time_point attempt_started;  // this attempt entered STARTING
+  int at_rendezvous = 0;              // ranks of this attempt that reached the rendezvous
+  // The launcher's default start timeout passed with no rank of this attempt at the rendezvous:
+  // the program does not use hvd, so it is not timed out.
+  bool start_timeout_waived = false;
+  struct Stall {
+    StallReport report;
+    Clock::time_point received;
+  };
+  std::map<int, Stall> stalls;  // by reporting rank
+
+ private:
+  void Restart(const JobFailure& failure, const control::RestartDecision& d, Instant now);
+  void QueueStops(const std::string& reason);
+  // Stamps the cause just set: when its rank died (0: not a rank's exit) and whether it blamed a
+  // peer.
+  void SetCauseTime(int64_t time_ms, bool secondary, Instant now);
+
+  const JobRules rules_;
+  std::function<void(const Job&)> observer_;
+  std::vector<Stop> stops_;
+  // RESTARTING: the next attempt starts at this time at the earliest.
+  Clock::time_point restart_at_;
+
+  // The failure's cause, when a rank exit: when it died (its agent's clock) and whether its
+  // runtime blamed a peer; and when it was set (a dropped agent replaces it shortly after).
+  int64_t cause_time_ms_ = 0;
+  bool cause_secondary_ = false;
+  Clock::time_point cause_set_at_;
+  // Agents of live ranks whose stream dropped while the job ran (not those a restarted launcher
+  // still waits for): a rank failure while one is away names it as the cause.
+  std::set<std::string> dropped_agents_;
+  std::set<int> peer_failed_;  // ranks whose runtime reported failing because of a peer
+  struct HeldFailure {
+    JobFailure failure;
+    int exit_code = 0;
+    int64_t time_ms = 0;
+  };
+  // A secondary failure waiting (until settle_at_) for the one it is a consequence of.
+  std::optional<HeldFailure> held_;
+  Clock::time_point settle_at_;
+};
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,72 @@
+// base/rendezvous_keys.h: the keys the runtime writes are the keys the launcher parses, and a key
+// that is not a rank key is refused with what is wrong with it.
+#include "base/rendezvous_keys.h"
+
+#include <gtest/gtest.h>
+
+namespace hvd::base {
+namespace {
+
+std::string Refused(std::string_view key) {
+  RankKeyParts parts;
+  Status s = ParseRankKey(key, &parts);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << key;
+  return s.message();
+}
+
+TEST(RendezvousKeysTest, BuildersSpellTheScheme) {
+  EXPECT_EQ(JobPrefix("ab12"), "job/ab12/");
+  EXPECT_EQ(AttemptScope("ab12", 3), "job/ab12/attempt/3");
+  EXPECT_EQ(AttemptPrefix("ab12", 0), "job/ab12/attempt/0/");
+  EXPECT_EQ(IncarnationScope(AttemptScope("ab12", 1), 2), "job/ab12/attempt/1/init/2");
+  EXPECT_EQ(RankKey(RankKeyKind::kHost, 7), "host/7");
+  EXPECT_EQ(RankKey(RankKeyKind::kStall, 0), "stall/0");
+  EXPECT_EQ(RankKey(RankKeyKind::kAbort, 12), "abort/12");
+}
+
+TEST(RendezvousKeysTest, WhatTheRuntimeWritesTheLauncherParses) {
+  for (RankKeyKind kind : {RankKeyKind::kHost, RankKeyKind::kStall, RankKeyKind::kAbort}) {
+    const std::string key = AttemptScope("j-1", 4) + "/" + RankKey(kind, 9);
+    RankKeyParts parts;
+    ASSERT_TRUE(ParseRankKey(key, &parts).ok()) << key;
+    EXPECT_EQ(parts.job_id, "j-1");
+    EXPECT_EQ(parts.attempt, 4);
+    EXPECT_EQ(parts.kind, kind);
+    EXPECT_EQ(parts.rank, 9);
+  }
+}
+
+TEST(RendezvousKeysTest, OtherKeysAreRefusedNamingWhatIsWrong) {
+  EXPECT_EQ(Refused("host/3"), "rendezvous key 'host/3' is not under job/<id>/attempt/<n>/");
+  EXPECT_EQ(Refused("job//attempt/0/host/1"),
+            "rendezvous key 'job//attempt/0/host/1' is not under job/<id>/attempt/<n>/");
+  EXPECT_EQ(Refused("job/a/attempt/x/host/1"),
+            "rendezvous key 'job/a/attempt/x/host/1': the attempt 'x' is not a decimal number");
+  EXPECT_EQ(Refused("job/a/attempt/-1/host/1"),
+            "rendezvous key 'job/a/attempt/-1/host/1': the attempt '-1' is not a decimal number");
+  EXPECT_EQ(Refused("job/a/attempt/0/tcp/1"),
+            "rendezvous key 'job/a/attempt/0/tcp/1': 'tcp' is not a rank key's kind (host, stall "
+            "or abort)");
+  EXPECT_EQ(Refused("job/a/attempt/0/host/+1"),
+            "rendezvous key 'job/a/attempt/0/host/+1': the rank '+1' is not a decimal number");
+  EXPECT_EQ(Refused("job/a/attempt/0/host/99999999999"),
+            "rendezvous key 'job/a/attempt/0/host/99999999999': the rank '99999999999' is not a "
+            "decimal number");
+  // A re-Init's keys (init/<k>/...) are not the first meeting: not a rank key.
+  EXPECT_EQ(Refused("job/a/attempt/0/init/1/host/2"),
+            "rendezvous key 'job/a/attempt/0/init/1/host/2' is not "
+            "job/<id>/attempt/<n>/<kind>/<rank>");
+  EXPECT_EQ(Refused("job/a/attempt/0/host"),
+            "rendezvous key 'job/a/attempt/0/host' is not job/<id>/attempt/<n>/<kind>/<rank>");
+}
+
+TEST(RendezvousKeysTest, JobPrefixOfAKey) {
+  EXPECT_EQ(JobPrefixOf("job/ab/attempt/0/host/1"), "job/ab/");
+  EXPECT_EQ(JobPrefixOf("job/ab/"), "job/ab/");
+  EXPECT_EQ(JobPrefixOf("job/ab"), "");
+  EXPECT_EQ(JobPrefixOf("other/key"), "");
+  EXPECT_EQ(JobPrefixOf(""), "");
+}
+
+}  // namespace
+}  // namespace hvd::base

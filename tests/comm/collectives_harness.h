@@ -1,0 +1,53 @@
+// The setups the collectives suites (collectives_test.cc, collectives_failure_test.cc) run on:
+// rank counts, transports (TCP on 127.0.0.1, shared memory, ranks on simulated hosts) and
+// algorithm thresholds, and the communicator and transport of one rank in a setup.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "collectives/collectives.h"
+#include "testutil/multiproc.h"
+
+namespace hvd::runtime::collectives::test {
+
+using transport::Transport;
+using Millis = std::chrono::milliseconds;
+
+// One point of the grid.
+struct Config {
+  std::string name;
+  int ranks = 2;
+  int hosts = 1;     // simulated hosts (HVD_HOSTNAME groups): shared memory within, TCP across
+  bool shm = false;  // false: TCP between every pair
+  size_t direct_max = 64 << 10;
+  size_t chunk = 256 << 10;
+};
+
+inline void PrintTo(const Config& c, std::ostream* os) {
+  *os << c.name << " with " << c.ranks << " ranks";
+}
+
+// The communicator of `setup` for this rank, over `t` (which must outlive it).
+inline Comm MakeComm(const Config& setup, Transport* t, Millis idle_timeout) {
+  Comm comm;
+  comm.transport = t;
+  comm.idle_timeout = idle_timeout;
+  comm.direct_max_bytes = setup.direct_max;
+  comm.ring_chunk_bytes = setup.chunk;
+  comm.hierarchy = MakeHierarchy(t, hvd::testing::SplitHosts(setup.ranks, setup.hosts),
+                                 setup.direct_max, setup.direct_max);
+  return comm;
+}
+
+inline Status Connect(const Config& setup, int rank, const std::string& dir,
+                      std::unique_ptr<Transport>* t, const std::string& scope = "default") {
+  return hvd::testing::ConnectHosts(rank, setup.ranks, dir,
+                                    hvd::testing::SplitHosts(setup.ranks, setup.hosts), setup.shm,
+                                    t, scope);
+}
+
+}  // namespace hvd::runtime::collectives::test

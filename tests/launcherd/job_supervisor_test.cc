@@ -1,0 +1,202 @@
+// Supervisor on its own (launcherd/job_supervision.h): every timer at the instant just before and
+// at its limit, with the clock the test passes in. No JobManager, no sleeping.
+#include "launcherd/job_supervision.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "test_clock.h"
+
+namespace hvd::launcherd {
+namespace {
+
+using namespace std::chrono_literals;
+
+using testing::At;
+using testing::kT0;
+
+const AgentConnected kConnected = [](const std::string&) { return true; };
+
+std::unique_ptr<Job> NewJob(int np, JobRules rules = {}) {
+  auto job = std::make_unique<Job>(rules, 100, 1 << 20);
+  job->status.id = "j1";
+  job->status.spec.argv = {"./train"};
+  job->status.spec.np = np;
+  job->status.spec.detached = true;
+  job->status.queued_since_ms = kT0.wall_ms;
+  job->unwatched_since = kT0.steady;
+  return job;
+}
+
+// STARTING since kT0 with every rank sent to agent "a" on host h.
+std::unique_ptr<Job> StartedJob(int np) {
+  auto job = NewJob(np);
+  for (int r = 0; r < np; ++r) {
+    RankStatus rs;
+    rs.placement.rank = r;
+    rs.placement.agent_id = "a";
+    rs.placement.host = "h";
+    rs.state = RankState::kStarting;
+    job->status.ranks.push_back(rs);
+  }
+  job->attempt_started = kT0.steady;
+  EXPECT_TRUE(job->SetState(JobState::kStarting, "starting"));
+  return job;
+}
+
+SupervisorOptions Options() {
+  SupervisorOptions o;
+  o.start_timeout = 30s;
+  o.client_lease = 5s;
+  o.master_port_timeout = 1s;
+  return o;
+}
+
+TEST(SupervisorTest, StartTimeoutNamesTheRanksThatNeverArrived) {
+  const Supervisor sup(Options());
+  auto job = StartedJob(3);
+  job->status.spec.start_timeout_ms = 2000;
+  sup.RankAtRendezvous(*job, 1, At(100ms));
+  EXPECT_EQ(job->at_rendezvous, 1);
+  EXPECT_EQ(sup.Check(*job, At(1999ms), kConnected), Supervisor::Next::kNothing);
+  EXPECT_EQ(job->state(), JobState::kStarting);
+  EXPECT_EQ(sup.Check(*job, At(2000ms), kConnected), Supervisor::Next::kSettle);
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.failure.rank, 0);
+  const std::string& m = job->status.failure.message;
+  EXPECT_EQ(m.rfind("ranks 0, 2 did not reach the rendezvous within 2.0 s", 0), 0u) << m;
+  EXPECT_NE(m.find("rank 0 on h: its agent a never reported it started"), std::string::npos) << m;
+  EXPECT_EQ(job->TakeStops().size(), 1u);
+}
+
+TEST(SupervisorTest, TheDefaultStartTimeoutIsWaivedForAProgramWithoutHvd) {
+  const Supervisor sup(Options());
+  auto job = StartedJob(2);  // spec start_timeout_ms -1: the launcher's 30 s
+  EXPECT_EQ(sup.Check(*job, At(30s), kConnected), Supervisor::Next::kNothing);
+  EXPECT_EQ(job->state(), JobState::kStarting);
+  EXPECT_TRUE(job->start_timeout_waived);
+  EXPECT_EQ(sup.Check(*job, At(300s), kConnected), Supervisor::Next::kNothing);
+  EXPECT_EQ(job->state(), JobState::kStarting);
+}
+
+TEST(SupervisorTest, StallTimeoutBlamesTheStalledRanksCulprit) {
+  const Supervisor sup(Options());
+  auto job = StartedJob(2);
+  job->status.spec.stall_timeout_ms = 5000;
+  job->status.spec.start_timeout_ms = 0;
+  StallReport report;
+  report.kind = StallReport::Kind::kWait;
+  report.age_s = 1.0;  // already stalled for a second when written
+  report.blamed = {1};
+  report.message = "allreduce grad.0";
+  sup.StallReport(*job, 0, FormatStallReport(report), At(0ms));
+  EXPECT_FALSE(job->status.stall.empty());
+  EXPECT_EQ(job->status.stall_since_ms, kT0.wall_ms - 1000);
+  EXPECT_EQ(sup.Check(*job, At(3999ms), kConnected), Supervisor::Next::kNothing);
+  EXPECT_EQ(sup.Check(*job, At(4000ms), kConnected), Supervisor::Next::kSettle);
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.failure.rank, 1);
+  EXPECT_EQ(job->status.failure.message.rfind("stalled for 5 s (--stall-timeout 5 s): ", 0), 0u)
+      << job->status.failure.message;
+
+  // A cleared stall is no longer timed.
+  auto cleared = StartedJob(2);
+  cleared->status.spec.stall_timeout_ms = 5000;
+  cleared->status.spec.start_timeout_ms = 0;
+  sup.StallReport(*cleared, 0, FormatStallReport(report), At(0ms));
+  sup.StallReport(*cleared, 0, "", At(1000ms));
+  EXPECT_TRUE(cleared->status.stall.empty());
+  EXPECT_EQ(sup.Check(*cleared, At(60s), kConnected), Supervisor::Next::kNothing);
+}
+
+TEST(SupervisorTest, AnAttachedJobIsCancelledOnceItsClientIsGoneForTheLease) {
+  const Supervisor sup(Options());
+  auto job = StartedJob(1);
+  job->status.spec.detached = false;
+  job->status.spec.start_timeout_ms = 0;
+  sup.WatchStarted(*job);
+  EXPECT_EQ(sup.Check(*job, At(60s), kConnected), Supervisor::Next::kNothing);  // watched
+  sup.WatchEnded(*job, At(60s));
+  EXPECT_EQ(sup.Check(*job, At(65s), kConnected), Supervisor::Next::kNothing);
+  EXPECT_EQ(sup.Check(*job, At(65001ms), kConnected), Supervisor::Next::kSettle);
+  EXPECT_EQ(job->state(), JobState::kCancelled);
+  EXPECT_EQ(job->status.reason.rfind(
+                "cancelled: the hvdrun that submitted it attached went away 5.0 s ago", 0),
+            0u)
+      << job->status.reason;
+}
+
+TEST(SupervisorTest, QueueTimeoutCountsOnlyTheTimeWaitingForSlots) {
+  const Supervisor sup(Options());
+  auto job = NewJob(1);
+  job->status.spec.queue_timeout_ms = 500;
+  job->status.reason = "needs 1 slot; no agent registered";
+  EXPECT_EQ(sup.Check(*job, At(499ms), kConnected), Supervisor::Next::kNothing);
+  job->placing.emplace();  // placed, in a step before the start: not waiting for slots
+  EXPECT_EQ(sup.Check(*job, At(900ms), kConnected), Supervisor::Next::kNothing);
+  job->placing.reset();
+  EXPECT_EQ(sup.Check(*job, At(500ms), kConnected), Supervisor::Next::kSettle);
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.failure.message,
+            "waited 0.5 s for slots (--queue-timeout 0.5 s): needs 1 slot; no agent registered");
+}
+
+TEST(SupervisorTest, MasterPortDeadlineFailsASilentAgentNotAGoneOne) {
+  const Supervisor sup(Options());
+  auto ask = [](Job& job) {
+    job.placing.emplace();
+    job.placing->master_port.request_id = "r1";
+    job.placing->master_port.agent_id = "a";
+    job.placing->master_port.host = "h";
+    job.placing->master_port.deadline = kT0.steady + 1s;
+  };
+  auto silent = NewJob(1);
+  ask(*silent);
+  EXPECT_EQ(sup.Check(*silent, At(999ms), kConnected), Supervisor::Next::kNothing);
+  EXPECT_EQ(sup.Check(*silent, At(1000ms), kConnected), Supervisor::Next::kSettle);
+  EXPECT_EQ(silent->state(), JobState::kFailed);
+  EXPECT_EQ(silent->status.failure.message.rfind(
+                "rank 0's agent a on h did not choose MASTER_PORT within 1.0 s", 0),
+            0u)
+      << silent->status.failure.message;
+
+  auto gone = NewJob(1);
+  ask(*gone);
+  const AgentConnected none = [](const std::string&) { return false; };
+  EXPECT_EQ(sup.Check(*gone, At(5s), none), Supervisor::Next::kSchedule);
+  EXPECT_EQ(gone->state(), JobState::kPending);
+  EXPECT_TRUE(gone->placing->master_port.request_id.empty());  // asked afresh when placed
+}
+
+TEST(SupervisorTest, AHeldCauseIsReleasedAtTheSettleTime) {
+  const Supervisor sup(Options());
+  JobRules rules;
+  rules.cause_settle = 1s;
+  auto job = std::make_unique<Job>(rules, 100, 1 << 20);
+  job->status.id = "j1";
+  job->status.spec.np = 2;
+  job->status.spec.detached = true;
+  job->status.spec.start_timeout_ms = 0;
+  for (int r = 0; r < 2; ++r) {
+    RankStatus rs;
+    rs.placement.rank = r;
+    rs.placement.agent_id = "a";
+    rs.state = RankState::kRunning;
+    job->status.ranks.push_back(rs);
+  }
+  job->SetState(JobState::kStarting, "starting");
+  job->NotePeerFailed(1);
+  JobFailure f;
+  f.rank = 1;
+  f.message = "rank 1 exited with code 1";
+  job->RankFailed(f, 1, kT0.wall_ms, kConnected, At(0ms));
+  EXPECT_EQ(sup.Check(*job, At(999ms), kConnected), Supervisor::Next::kNothing);
+  EXPECT_EQ(job->state(), JobState::kStarting);
+  EXPECT_EQ(sup.Check(*job, At(1000ms), kConnected), Supervisor::Next::kSettle);
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.failure.rank, 1);
+}
+
+}  // namespace
+}  // namespace hvd::launcherd
