@@ -17,8 +17,7 @@ std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token,
 void LogRefusedCall(const grpc::ServerContextBase& context, const std::string& why) {
   static RateLimitedLog* const refusals = new RateLimitedLog();
   const std::string peer = context.peer();  // "ipv4:10.0.0.5:41234", "ipv6:[::1]:5000"
-  const size_t colon = peer.rfind(':');
-  refusals->Warn(peer.substr(0, colon),
+  refusals->Warn(PeerHost(peer),
                  "gRPC: refused a call from " + LogEscape(peer) + ": " + why);
 }
 

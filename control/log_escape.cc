@@ -60,6 +60,8 @@ bool RateLimitedLog::Allow(const std::string& key, uint64_t* suppressed, Clock::
   return true;
 }
 
+std::string PeerHost(const std::string& peer) { return peer.substr(0, peer.rfind(':')); }
+
 void RateLimitedLog::Warn(const std::string& key, const std::string& line) {
   uint64_t suppressed = 0;
   if (!Allow(key, &suppressed)) return;

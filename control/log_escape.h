@@ -24,6 +24,11 @@ namespace hvd::control {
 // of input: cut there, with "...(N more bytes)".
 std::string LogEscape(std::string_view text, size_t max_bytes = 256);
 
+// The host part of a peer address, the key refusals are counted under: "ipv4:10.0.0.5:41234"
+// (gRPC's peer()) -> "ipv4:10.0.0.5", "10.0.0.5:41234" -> "10.0.0.5", "ipv6:[::1]:5000" ->
+// "ipv6:[::1]"; text without a colon is its own host.
+std::string PeerHost(const std::string& peer);
+
 // Lines about refusals (bad tokens, malformed frames, connections over a cap), at most one per
 // key (the peer's address) per `interval`. The next line let through says how many were dropped
 // for that key meanwhile. At most `max_keys` peers are remembered; past that the table is

@@ -39,7 +39,7 @@ grpc::Status CheckAgentCertificate(const grpc::ServerContextBase& context) {
   if (!tls || auth->IsPeerAuthenticated()) return grpc::Status::OK;
   static RateLimitedLog* const refusals = new RateLimitedLog();
   const std::string peer = context.peer();
-  refusals->Warn(peer.substr(0, peer.rfind(':')),
+  refusals->Warn(PeerHost(peer),
                  "gRPC: refused an agent from " + LogEscape(peer) +
                      ": no client certificate (hvd-agent needs --tls-cert and --tls-key)");
   return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,

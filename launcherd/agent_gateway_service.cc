@@ -163,33 +163,42 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
   ack.mutable_ack()->set_heartbeat_interval_ms(heartbeat_interval_.count());
   ack.mutable_ack()->set_lease_ms(lease_.count());
   link->Ready(std::move(ack));
-  jobs_->OnAgentRegistered(id);  // its next heartbeat says which of its ranks still run
-  jobs_->Schedule();             // pending jobs may fit now
 
+  // From here on this thread only reads, renews the lease and queues: JobManager applies the
+  // queue on the inbox's thread (agent_inbox.h says why).
+  std::shared_ptr<AgentInbox::Stream> queue = inbox_.Open(id, link);
+  auto post = [&](InboxEntry entry) {
+    // A full queue means the launcher is behind, not the agent: it stays alive meanwhile.
+    while (!inbox_.Post(queue, entry, std::chrono::steady_clock::now() + lease_ / 4)) {
+      agents_->Touch(id, link.get());
+    }
+  };
+  post(StreamRegistered{});
   v1::AgentMessage m;
   while (stream->Read(&m)) {
     agents_->Touch(id, link.get());
     switch (m.msg_case()) {
       case v1::AgentMessage::kHeartbeat:
-        jobs_->OnHeartbeat(
-            id, {m.heartbeat().running_jobs().begin(), m.heartbeat().running_jobs().end()});
+        post(AgentReport(HeartbeatReport{
+            {m.heartbeat().running_jobs().begin(), m.heartbeat().running_jobs().end()}}));
         break;
       case v1::AgentMessage::kRankEvent:
-        jobs_->OnRankEvent(id, FromProto(m.rank_event()));
+        post(AgentReport(FromProto(m.rank_event())));
         break;
       case v1::AgentMessage::kOutput: {
-        std::vector<OutputLine> lines;
-        lines.reserve(m.output().lines_size());
-        for (const v1::OutputLine& l : m.output().lines()) lines.push_back(FromProto(l));
-        jobs_->OnOutput(id, m.output().job_id(), std::move(lines));
+        OutputReport output;
+        output.job_id = m.output().job_id();
+        output.lines.reserve(m.output().lines_size());
+        for (const v1::OutputLine& l : m.output().lines()) output.lines.push_back(FromProto(l));
+        post(AgentReport(std::move(output)));
         break;
       }
       case v1::AgentMessage::kProbeReport:
-        if (network_ != nullptr) network_->OnReport(id, FromProto(m.probe_report()));
+        post(FromProto(m.probe_report()));
         break;
       case v1::AgentMessage::kMasterPort:
-        jobs_->OnMasterPort(
-            id, {m.master_port().request_id(), m.master_port().port(), m.master_port().error()});
+        post(AgentReport(MasterPortAnswer{m.master_port().request_id(), m.master_port().port(),
+                                          m.master_port().error()}));
         break;
       default:
         HVD_LOG(WARNING) << "agent " << id << " sent an unexpected message (case " << m.msg_case()
@@ -198,7 +207,7 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
   }
   agents_->Disconnected(id, link.get());
   // A job failing now names this agent as its cause (a no-op when a newer stream took over).
-  jobs_->OnAgentDisconnected(id);
+  post(StreamEnded{});
   {
     base::MutexLock lock(&mu_);
     links_.erase(link.get());

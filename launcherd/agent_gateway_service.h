@@ -1,7 +1,9 @@
 // hvd.v1.AgentGateway: one long-lived bidirectional stream per agent. Thin: (the token having
 // passed the server's gate, control/token_gate.h) checks the agent's TLS certificate, requires
-// AgentInfo first, answers RegisterAck, then feeds heartbeats, rank events and output to
-// AgentRegistry and JobManager. Commands (StartRank, StopJob) reach the stream through an
+// AgentInfo first, answers RegisterAck, then renews the agent's lease (AgentRegistry::Touch) on
+// each message's arrival and queues the message for JobManager (agent_inbox.h), so that reading
+// never waits for JobManager's lock: a busy launcher delays what agents said, never their
+// liveness. Commands (StartRank, StopJob) reach the stream through an
 // AgentLink whose outbound queue a writer thread drains, because a sync stream allows one Write at
 // a time and JobManager must never block on a slow agent.
 #pragma once
@@ -15,6 +17,7 @@
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
 #include "hvd/v1/agent.grpc.pb.h"
+#include "launcherd/agent_inbox.h"
 #include "launcherd/agent_registry.h"
 #include "launcherd/job_manager.h"
 #include "launcherd/network_check.h"
@@ -28,10 +31,14 @@ class AgentGatewayService final : public v1::AgentGateway::Service {
   // `agents` and `jobs` must outlive the service.
   AgentGatewayService(AgentRegistry* agents, JobManager* jobs,
                       std::chrono::milliseconds heartbeat_interval, std::chrono::milliseconds lease)
-      : agents_(agents), jobs_(jobs), heartbeat_interval_(heartbeat_interval), lease_(lease) {}
+      : agents_(agents),
+        jobs_(jobs),
+        heartbeat_interval_(heartbeat_interval),
+        lease_(lease),
+        inbox_(agents, jobs) {}
 
   // Where agents' network probe reports go (null: dropped). Set before serving.
-  void SetNetworkCheck(NetworkCheck* network) { network_ = network; }
+  void SetNetworkCheck(NetworkCheck* network) { inbox_.SetNetworkCheck(network); }
 
   grpc::Status Connect(
       grpc::ServerContext* context,
@@ -45,17 +52,21 @@ class AgentGatewayService final : public v1::AgentGateway::Service {
   void Drain(std::chrono::milliseconds timeout);
   // Refuses new streams (the launcher stops); existing ones are closed through the registry.
   void Close();
+  // Waits up to `timeout` until what the agents sent so far has reached JobManager; true when it
+  // has (tests).
+  bool WaitApplied(std::chrono::milliseconds timeout) { return inbox_.WaitApplied(timeout); }
 
  private:
   AgentRegistry* const agents_;
   JobManager* const jobs_;
   const std::chrono::milliseconds heartbeat_interval_;
   const std::chrono::milliseconds lease_;
-  NetworkCheck* network_ = nullptr;
 
   base::Mutex mu_;
   std::set<StreamLink*> links_ HVD_GUARDED_BY(mu_);
   bool closed_ HVD_GUARDED_BY(mu_) = false;
+
+  AgentInbox inbox_;  // its destructor applies what is still queued, then ends its thread
 };
 
 }  // namespace hvd::launcherd

@@ -276,8 +276,11 @@ class HttpServerImpl final : public HttpServer {
         if (!st.ok()) return SendError(res, 400, st.message());
       }
       json jobs = json::array();
-      for (const JobStatus& s : jobs_->List()) {
-        if (states.empty() || states.count(s.state)) jobs.push_back(control::JobJson(s, false));
+      // Held for the loop: a range-for over a member of Snapshot()'s temporary would read a
+      // snapshot freed as soon as a newer one is published (it crashed under load).
+      const std::shared_ptr<const JobsSnapshot> snap = jobs_->Snapshot();
+      for (const auto& s : snap->summaries) {
+        if (states.empty() || states.count(s->state)) jobs.push_back(control::JobJson(*s, false));
       }
       SendJson(res, 200, json{{"jobs", jobs}});
     });
@@ -289,6 +292,11 @@ class HttpServerImpl final : public HttpServer {
                              "' is not a job id (letters, digits, '-' and '_'; see "
                              "GET /v1/jobs)");
       }
+      const std::shared_ptr<const JobsSnapshot> snap = jobs_->Snapshot();
+      if (const JobStatus* s = snap->Find(id)) {
+        return SendJson(res, 200, control::JobJson(*s, true));
+      }
+      // Not published (yet): the manager itself, which says why it does not have it.
       JobStatus s;
       Status st = jobs_->Get(id, &s);
       if (!st.ok()) return SendError(res, 404, st.message());
@@ -348,7 +356,7 @@ class HttpServerImpl final : public HttpServer {
     for (const auto& [state, n] : agent_states) {
       m << "hvd_agents{state=\"" << state << "\"} " << n << "\n";
     }
-    const JobCounts counts = jobs_->Counts();
+    const JobCounts counts = jobs_->Snapshot()->counts;  // never waits for the manager's lock
     m << "# HELP hvd_jobs Jobs in the launcher's table, by state.\n# TYPE hvd_jobs gauge\n";
     for (int s = static_cast<int>(JobState::kPending); s <= static_cast<int>(JobState::kRestarting);
          ++s) {

@@ -215,14 +215,12 @@ class HttpsFrontImpl final : public HttpsFront {
       }
     }
     if (victim != nullptr) {
-      refusals_.Warn(HostOf(victim->peer), "HTTPS: at the connection cap (" +
+      refusals_.Warn(control::PeerHost(victim->peer), "HTTPS: at the connection cap (" +
                                                std::to_string(options_.max_connections) +
                                                "); closed " + victim->peer);
       Release(*victim);
     }
   }
-
-  static std::string HostOf(const std::string& peer) { return peer.substr(0, peer.rfind(':')); }
 
   // Moves whatever can move without blocking. False when the connection is over.
   bool Pump(Conn& c) {
@@ -238,7 +236,7 @@ class HttpsFrontImpl final : public HttpsFront {
           char why[256] = "the client closed the connection";
           if (unsigned long err = ERR_get_error()) ERR_error_string_n(err, why, sizeof why);
           ERR_clear_error();
-          refusals_.Warn(HostOf(c.peer),
+          refusals_.Warn(control::PeerHost(c.peer),
                          "HTTPS: handshake with " + c.peer + " failed: " + control::LogEscape(why));
           return false;
         }
@@ -323,7 +321,7 @@ class HttpsFrontImpl final : public HttpsFront {
     for (auto it = conns_.begin(); it != conns_.end();) {
       Conn& c = *it;
       if (c.client >= 0 && !c.handshaken && now - c.started > options_.handshake_timeout) {
-        refusals_.Warn(HostOf(c.peer), "HTTPS: " + c.peer + " did not finish its handshake in " +
+        refusals_.Warn(control::PeerHost(c.peer), "HTTPS: " + c.peer + " did not finish its handshake in " +
                                            std::to_string(options_.handshake_timeout.count()) +
                                            " ms; closed");
         Release(c);

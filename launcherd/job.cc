@@ -13,7 +13,34 @@ namespace {
 // FAILED_TO_START: like a shell that cannot run the command.
 constexpr int kFailedToStartExitCode = 127;
 
+bool ExitedZero(const RankStatus& r) {
+  return r.state == RankState::kExited && r.exit_code == 0 && r.signal == 0;
+}
+
 }  // namespace
+
+const Job::RankTally& Job::Tally() const {
+  if (tally_.valid && tally_.size == status.ranks.size()) return tally_;
+  tally_ = RankTally();
+  tally_.valid = true;
+  tally_.size = status.ranks.size();
+  for (const RankStatus& r : status.ranks) {
+    tally_.live += RankLive(r.state);
+    tally_.exited_zero += ExitedZero(r);
+    if (RankLive(r.state)) ++tally_.live_by_agent[r.placement.agent_id];
+  }
+  return tally_;
+}
+
+void Job::Count(const RankStatus& r, int delta) {
+  if (!tally_.valid || tally_.size != status.ranks.size()) return;  // taken afresh when asked
+  tally_.live += delta * RankLive(r.state);
+  tally_.exited_zero += delta * ExitedZero(r);
+  if (RankLive(r.state)) {
+    auto it = tally_.live_by_agent.emplace(r.placement.agent_id, 0).first;
+    if ((it->second += delta) <= 0) tally_.live_by_agent.erase(it);
+  }
+}
 
 void Job::Changed(bool marker) {
   ++version;
@@ -90,12 +117,13 @@ void Job::Restart(const JobFailure& failure, const control::RestartDecision& d, 
 }
 
 bool Job::RestartDue(Clock::time_point now) const {
-  return status.state == JobState::kRestarting && now >= restart_at_ && !AnyRankLive(status);
+  return status.state == JobState::kRestarting && now >= restart_at_ && !AnyRankLive();
 }
 
 void Job::NextAttempt(Instant now) {
   ++status.attempt;
   status.ranks.clear();
+  RanksReplaced();
   status.start_time_ms = 0;
   status.stall.clear();
   status.stall_since_ms = 0;
@@ -118,7 +146,7 @@ void Job::NextAttempt(Instant now) {
 }
 
 bool Job::Finish() {
-  if (finished || !terminal() || AnyRankLive(status)) return false;
+  if (finished || !terminal() || AnyRankLive()) return false;
   finished = true;
   Changed(/*marker=*/true);
   return true;
@@ -127,9 +155,12 @@ bool Job::Finish() {
 std::vector<int> Job::KillRanksOnAgent(const std::string& agent_id, const std::string& error,
                                        int64_t now_ms) {
   std::vector<int> killed;
+  if (LiveRanksOn(agent_id) == 0) return killed;  // without walking every rank
   for (RankStatus& r : status.ranks) {
     if (r.placement.agent_id != agent_id || !RankLive(r.state)) continue;
+    Count(r, -1);
     r.state = RankState::kKilled;
+    Count(r, +1);
     r.error = error;
     r.end_time_ms = now_ms;
     killed.push_back(r.placement.rank);
@@ -155,7 +186,9 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
   if (ev.state == RankState::kRunning ||
       (ev.state == RankState::kExited && r.state != RankState::kRunning)) {
     if (r.state != RankState::kRunning) {
+      Count(r, -1);
       r.state = RankState::kRunning;
+      Count(r, +1);
       r.start_time_ms = now.wall_ms;
       ++ranks_started;
       // For humans: about 20 steps whatever np is, always ending with N/N.
@@ -178,10 +211,12 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
                      << control::RankStateName(ev.state) << "; ignored";
     return false;
   }
+  Count(r, -1);
   r.state = ev.state;
   if (ev.pid) r.pid = ev.pid;
   r.exit_code = ev.exit_code;
   r.signal = ev.signal;
+  Count(r, +1);
   r.error = ev.error;
   r.end_time_ms = ev.time_ms > 0 ? ev.time_ms : now.wall_ms;
   if (!r.start_time_ms) r.start_time_ms = r.end_time_ms;
@@ -194,11 +229,7 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
   f.signal = ev.signal;
   f.stderr_tail = ev.stderr_tail;
   if (ev.state == RankState::kExited && ev.exit_code == 0 && ev.signal == 0) {
-    bool all_zero = true;
-    for (const RankStatus& q : ranks) {
-      all_zero &= q.state == RankState::kExited && q.exit_code == 0 && q.signal == 0;
-    }
-    if (all_zero) {
+    if (AllRanksExitedZero()) {
       End(JobState::kSucceeded,
           "all " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " exited with code 0", 0,
           now);

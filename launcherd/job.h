@@ -115,6 +115,22 @@ class Job {
   // REQUIRES: event.attempt is the job's current attempt.
   bool OnRankEvent(const RankEventReport& event, const std::string& agent_id,
                    const AgentConnected& connected, Instant now);
+  // Whether any rank is STARTING or RUNNING, and whether every rank exited 0: O(1) from counts
+  // kept as the rank events come (a per-event scan of every rank made a job cost O(np^2)).
+  bool AnyRankLive() const { return Tally().live > 0; }
+  bool AllRanksExitedZero() const {
+    return !status.ranks.empty() &&
+           Tally().exited_zero == static_cast<int64_t>(status.ranks.size());
+  }
+  // How many of its ranks are STARTING or RUNNING on the agent (O(log agents)).
+  int64_t LiveRanksOn(const std::string& agent_id) const {
+    const auto& on = Tally().live_by_agent;
+    auto it = on.find(agent_id);
+    return it == on.end() ? 0 : it->second;
+  }
+  // Call after changing status.ranks other than through the methods here (the scheduler's
+  // start, a restore): the counts are taken afresh at the next question.
+  void RanksReplaced() { tally_.valid = false; }
   // Marks the job's live ranks on the agent KILLED with `error`; returns them (in rank order).
   std::vector<int> KillRanksOnAgent(const std::string& agent_id, const std::string& error,
                                     int64_t now_ms);
@@ -189,6 +205,19 @@ class Job {
   // peer.
   void SetCauseTime(int64_t time_ms, bool secondary, Instant now);
 
+  // The counts behind AnyRankLive and AllRanksExitedZero. Taken afresh (O(np), once) when not
+  // valid or when the number of ranks changed behind the job's back; kept up to date by
+  // Count(r, -1) before and Count(r, +1) after every change of a rank's state made here.
+  struct RankTally {
+    bool valid = false;
+    size_t size = 0;
+    int64_t live = 0;
+    int64_t exited_zero = 0;
+    std::map<std::string, int64_t> live_by_agent;  // agents with live ranks only
+  };
+  const RankTally& Tally() const;
+  void Count(const RankStatus& r, int delta);
+
   const JobRules rules_;
   std::function<void(const Job&)> observer_;
   std::vector<Stop> stops_;
@@ -212,6 +241,7 @@ class Job {
   // A secondary failure waiting (until settle_at_) for the one it is a consequence of.
   std::optional<HeldFailure> held_;
   Clock::time_point settle_at_;
+  mutable RankTally tally_;
 };
 
 }  // namespace hvd::launcherd

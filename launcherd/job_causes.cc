@@ -64,6 +64,10 @@ void Job::ReleaseHeld(Instant now) {
 
 bool Job::AgentGoneCause(const std::string& only_agent, const AgentConnected& connected,
                          JobFailure* f) const {
+  // No agent of the job dropped: nothing to find, without walking every rank (this runs for each
+  // rank failure, and a failing job of np ranks has np of them).
+  if (only_agent.empty() && dropped_agents_.empty()) return false;
+  if (!only_agent.empty() && LiveRanksOn(only_agent) == 0) return false;  // none of it there
   // The job's live ranks by agent, in rank order; then the first agent whose stream is down.
   std::map<std::string, std::vector<int>> by_agent;
   std::vector<std::string> order;

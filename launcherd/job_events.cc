@@ -26,7 +26,7 @@ void JobManager::SettleLocked(Job& job) {
   SendStopsLocked(job);
   const Instant now = Instant::Now();
   // A held failure has nothing more to wait for once every rank is gone.
-  if (job.holds_failure() && !AnyRankLive(job.status)) {
+  if (job.holds_failure() && !job.AnyRankLive()) {
     job.ReleaseHeld(now);
     SendStopsLocked(job);
   }
@@ -58,6 +58,10 @@ void JobManager::FailLocked(Job& job, const JobFailure& failure, int exit_code) 
 
 void JobManager::OnRankEvent(const std::string& agent_id, const RankEventReport& ev) {
   base::MutexLock lock(&mu_);
+  OnRankEventLocked(agent_id, ev);
+}
+
+void JobManager::OnRankEventLocked(const std::string& agent_id, const RankEventReport& ev) {
   JobPtr job = table_.Find(ev.job_id);
   if (!job || ev.attempt != job->status.attempt) {
     HVD_LOG(DEBUG) << "agent " << agent_id << ": event for unknown job " << ev.job_id << " attempt "
@@ -71,6 +75,11 @@ void JobManager::OnRankEvent(const std::string& agent_id, const RankEventReport&
 void JobManager::OnOutput(const std::string& agent_id, const std::string& job_id,
                           std::vector<OutputLine> lines) {
   base::MutexLock lock(&mu_);
+  OnOutputLocked(agent_id, job_id, std::move(lines));
+}
+
+void JobManager::OnOutputLocked(const std::string& agent_id, const std::string& job_id,
+                                std::vector<OutputLine> lines) {
   JobPtr job = table_.Find(job_id);
   if (!job) return;
   const auto& ranks = job->status.ranks;
@@ -94,6 +103,11 @@ void JobManager::OnOutput(const std::string& agent_id, const std::string& job_id
 void JobManager::OnHeartbeat(const std::string& agent_id,
                              const std::vector<std::string>& running_jobs) {
   base::MutexLock lock(&mu_);
+  OnHeartbeatLocked(agent_id, running_jobs);
+}
+
+void JobManager::OnHeartbeatLocked(const std::string& agent_id,
+                                   const std::vector<std::string>& running_jobs) {
   const auto now = Job::Clock::now();
   std::set<std::string> running(running_jobs.begin(), running_jobs.end());
   ReconcileUnconfirmedLocked(agent_id, running);
@@ -173,6 +187,7 @@ void JobManager::Tick() {
         break;
     }
   }
+  table_.Flush();  // the changes batched since the last tick, one transaction (job_table.h)
 }
 
 void JobManager::OnRendezvousKey(const std::string& key, const std::string& value) {

@@ -60,7 +60,11 @@ JobManager::JobManager(JobManagerOptions options, AgentRegistry* agents, KvStore
                   options_.network},
                  agents),
       supervisor_({options_.start_timeout, options_.client_lease, options_.master_port_timeout}),
-      watch_(options_.max_output_lines) {}
+      watch_(options_.max_output_lines),
+      published_([this] {
+        base::MutexLock lock(&mu_);
+        PublishLocked();
+      }) {}
 
 JobPtr JobManager::NewJobLocked() {
   auto job = std::make_shared<Job>(rules_, options_.max_output_lines, options_.max_output_bytes);
@@ -68,6 +72,7 @@ JobPtr JobManager::NewJobLocked() {
     mu_.AssertHeld();  // a Job changes only under the manager's lock
     table_.Persist(changed);
     watch_.Notify(changed.id());
+    published_.Changed();
   });
   return job;
 }
@@ -92,6 +97,7 @@ Status JobManager::Submit(const JobSpec& spec, std::string* id) {
   HVD_LOG(INFO) << "job " << *id << " submitted: np=" << spec.np << " "
                 << control::LogEscape(spec.argv[0]);
   ScheduleLocked();
+  PublishLocked();  // the submitter reads its job at once (GET /v1/jobs/{id})
   return Status::OK();
 }
 
@@ -162,6 +168,7 @@ Status JobManager::Cancel(const std::string& id, const std::string& reason, JobS
     }
   }
   *state = job->state();
+  PublishLocked();  // as Submit: the canceller reads the state it caused
   return Status::OK();
 }
 
@@ -177,6 +184,9 @@ void JobManager::ScheduleLocked() {
     reschedule_ = true;
     return;
   }
+  // No job waits for placement: a pass would walk every live rank (BusySlots) for nothing, and
+  // this runs after every rank exit (issue 22). O(jobs).
+  if (!table_.AnyPending()) return;
   scheduling_ = true;
   for (int pass = 0; pass < 8 && !shutdown_; ++pass) {
     reschedule_ = false;
@@ -198,6 +208,10 @@ void JobManager::ScheduleLocked() {
 
 void JobManager::OnMasterPort(const std::string& agent_id, const MasterPortAnswer& answer) {
   base::MutexLock lock(&mu_);
+  OnMasterPortLocked(agent_id, answer);
+}
+
+void JobManager::OnMasterPortLocked(const std::string& agent_id, const MasterPortAnswer& answer) {
   const Instant now = Instant::Now();
   for (const JobPtr& job : table_.jobs()) {
     switch (scheduler_.OnMasterPort(*job, agent_id, answer, now)) {
@@ -255,6 +269,7 @@ void JobManager::Shutdown(const std::string& reason) {
       EndLocked(*job, JobState::kCancelled, reason, control::kCancelledExitCode);
     }
   }
+  table_.Flush();
 }
 
 bool JobManager::WaitRanksGone(std::chrono::milliseconds timeout) {
@@ -275,7 +290,7 @@ void JobManager::CloseWatches() {
 
 std::vector<AgentInfo> AgentsWithSlotsInUse(const AgentRegistry& agents, const JobManager& jobs) {
   std::vector<AgentInfo> list = agents.List();
-  const JobCounts counts = jobs.Counts();
+  const JobCounts counts = jobs.Snapshot()->counts;  // never waits for the manager's lock
   for (AgentInfo& a : list) {
     auto it = counts.slots_in_use.find(a.id);
     a.slots_in_use = it == counts.slots_in_use.end() ? 0 : it->second;

@@ -23,9 +23,9 @@
 //  - The first failure is the cause (job.h); with max_restarts, a failure instead ends the
 //    attempt: RESTARTING until its ranks are gone, then PENDING as attempt n+1
 //    (control/restart_policy.h), the cause kept in previous_failures.
-//  - With a JobStore every change is written through, and Restore() reloads the table after a
-//    restart; restored jobs wait for their agents to re-register and say what still runs
-//    (job_recovery.cc).
+//  - With a JobStore every change is written, batched (job_table.h: state changes at once, rank
+//    events at the next Tick), and Restore() reloads the table after a restart; restored jobs
+//    wait for their agents to re-register and say what still runs (job_recovery.cc).
 #pragma once
 
 #include <chrono>
@@ -40,6 +40,7 @@
 #include "base/thread_annotations.h"
 #include "control/restart_policy.h"
 #include "launcherd/agent_registry.h"
+#include "launcherd/agent_report.h"
 #include "launcherd/job.h"
 #include "launcherd/job_scheduler.h"
 #include "launcherd/job_store.h"
@@ -47,6 +48,7 @@
 #include "launcherd/job_table.h"
 #include "launcherd/job_types.h"
 #include "launcherd/job_watch.h"
+#include "launcherd/jobs_snapshot.h"
 #include "launcherd/kv_store.h"
 #include "launcherd/stdin_relay.h"
 
@@ -78,12 +80,6 @@ struct JobManagerOptions {
   // (job_master_port.cc). 0: no MASTER_PORT is chosen and ranks get none (JobManager tests whose
   // fake agents do not answer); the launcher always sets it.
   std::chrono::milliseconds master_port_timeout{0};
-};
-
-struct JobCounts {
-  std::map<JobState, int> jobs;
-  int ranks_running = 0;
-  std::map<std::string, int> slots_in_use;  // agent id -> live ranks there
 };
 
 class JobManager {
@@ -133,6 +129,12 @@ class JobManager {
   void OnHeartbeat(const std::string& agent_id, const std::vector<std::string>& running_jobs)
       HVD_EXCLUDES(mu_);
   void OnAgentLost(const AgentInfo& agent) HVD_EXCLUDES(mu_);
+  // What one stream of the agent sent, in order, under one acquisition of the lock (job_inbox.cc):
+  // the AgentGateway's applier calls it so that a stream's reader never waits for this lock.
+  // Reports from a stream that is no longer the agent's current one (`link` was replaced by a
+  // re-registration, or the stream ended) are dropped.
+  void OnAgentReports(const std::string& agent_id, const AgentLink* link,
+                      std::vector<AgentReport> batch) HVD_EXCLUDES(mu_);
   // The agent's stream dropped (it crashed, or its host or the network went): not LOST yet (it may
   // reconnect within the lease), but a failing job with ranks there names "agent on <host> lost"
   // as its cause instead of a rank that died because its peer vanished (job_events.cc).
@@ -163,6 +165,14 @@ class JobManager {
 
   JobCounts Counts() const HVD_EXCLUDES(mu_);
 
+  // The jobs as last published (jobs_snapshot.h): what REST, metrics and the gRPC reads answer
+  // from, without waiting for the lock. Up to kPublishInterval old while the manager is busy;
+  // when the lock is free a stale snapshot is refreshed first, so an idle manager answers with
+  // every change made.
+  std::shared_ptr<const JobsSnapshot> Snapshot() const HVD_EXCLUDES(mu_);
+  // Publishes a snapshot now (after Restore).
+  void Publish() HVD_EXCLUDES(mu_);
+
   // hvdrun's standard input on its way to each job's stdin rank (stdin_service.h).
   StdinRelay& stdin_relay() { return stdin_relay_; }
 
@@ -184,6 +194,15 @@ class JobManager {
   // Sends the StopJob commands the job asked for; a disconnected agent gets it when it
   // reconnects and lists the job (OnHeartbeat).
   void SendStopsLocked(Job& job) HVD_REQUIRES(mu_);
+  // The bodies of OnRankEvent, OnOutput, OnHeartbeat and OnMasterPort, for OnAgentReports.
+  void OnRankEventLocked(const std::string& agent_id, const RankEventReport& event)
+      HVD_REQUIRES(mu_);
+  void OnOutputLocked(const std::string& agent_id, const std::string& job_id,
+                      std::vector<OutputLine> lines) HVD_REQUIRES(mu_);
+  void OnHeartbeatLocked(const std::string& agent_id, const std::vector<std::string>& running_jobs)
+      HVD_REQUIRES(mu_);
+  void OnMasterPortLocked(const std::string& agent_id, const MasterPortAnswer& answer)
+      HVD_REQUIRES(mu_);
   // Passes of the scheduler over the pending jobs, in submit order (job_manager.cc).
   void ScheduleLocked() HVD_REQUIRES(mu_);
   // A new Job, observed by the table (persistence) and the watchers.
@@ -208,6 +227,12 @@ class JobManager {
 
   StdinRelay stdin_relay_;  // its own lock; never called with mu_ held
   JobSecrets secrets_;      // its own lock, apart from mu_
+
+  // Builds a snapshot of the table (skipped when nothing changed) and swaps it in.
+  void PublishLocked() const HVD_REQUIRES(mu_);
+  mutable JobsSnapshotBuilder snapshot_builder_ HVD_GUARDED_BY(mu_);
+  // Last: its thread calls PublishLocked, and stops (joined) before the rest is destroyed.
+  mutable SnapshotPublisher published_;
 };
 
 // Every agent with its slots_in_use filled from the jobs' live ranks (ListAgents, /v1/agents).

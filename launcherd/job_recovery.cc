@@ -1,5 +1,6 @@
-// JobManager: the job table across launcher restarts, and agents that come back. Every change is
-// written through to the JobStore (JobTable::Persist); Restore() reads it back at start. A job
+// JobManager: the job table across launcher restarts, and agents that come back. Changed jobs are
+// written to the JobStore in batches (JobTable::Persist marks, Flush writes; a state change at
+// once, rank-level detail by the next tick); Restore() reads it back at start. A job
 // with ranks running on an agent is "unconfirmed" there whenever that agent (re-)registers, and
 // after a launcher restart, until the agent's first heartbeat since says whether it still runs
 // the job (its queued rank events, exits during the outage included, arrive before that

@@ -200,6 +200,7 @@ bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, 
     r.state = RankState::kFailedToStart;
     r.error = "agent " + r.placement.agent_id + " disconnected before it received the rank";
     r.end_time_ms = now.wall_ms;
+    job.RanksReplaced();  // set here, not through the job: its counts are taken afresh
     JobFailure f;
     f.rank = r.placement.rank;
     f.host = r.placement.host;
@@ -207,6 +208,8 @@ bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, 
     job.Fail(f, control::kGenericFailureExitCode, now);
     return false;
   }
+  job.RanksReplaced();
+  job.Changed(/*marker=*/false);  // its ranks are STARTING now: written at once (job_table.h)
   HVD_LOG(INFO) << "job " << job.id() << ": " << control::LogEscape(job.status.reason, 1024);
   return true;
 }

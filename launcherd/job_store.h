@@ -4,8 +4,9 @@
 //
 // Durability: WAL journal with synchronous=NORMAL. A committed change survives the launcher
 // process being killed at any point (the WAL is in the page cache, and SQLite recovers it); after
-// a power loss the last few changes may be lost, never the database. Writes are small (one row per
-// job) and happen on state changes, not on output.
+// a power loss the last few changes may be lost, never the database. Writes are batched by the
+// job table (job_table.h): one transaction per flush, one row per job that changed, never per
+// rank event or output line.
 #pragma once
 
 #include <memory>
@@ -33,6 +34,8 @@ class JobStore {
 
   // Inserts or replaces the job's row.
   virtual Status Put(const StoredJob& job) = 0;
+  // Inserts or replaces every job's row in one transaction: all of them are written, or none.
+  virtual Status PutMany(const std::vector<StoredJob>& jobs) = 0;
   virtual Status Remove(const std::string& id) = 0;
   // Every job, in submit order.
   virtual Status LoadAll(std::vector<StoredJob>* out) = 0;

@@ -8,6 +8,9 @@ namespace hvd::launcherd {
 namespace {
 
 constexpr auto kPersistErrorLogEvery = std::chrono::seconds(10);
+// After a failed write, changes wait this long (or for the sweeper's flush) before the next try:
+// a failing disk must not turn every rank event back into a write of every dirty job.
+constexpr auto kPersistRetryAfter = std::chrono::seconds(1);
 
 }  // namespace
 
@@ -29,19 +32,53 @@ JobPtr JobTable::Find(const std::string& id) const {
   return it == by_id_.end() ? nullptr : it->second;
 }
 
+bool JobTable::AnyPending() const {
+  for (const JobPtr& job : jobs_) {
+    if (job->state() == JobState::kPending) return true;
+  }
+  return false;
+}
+
 void JobTable::Persist(const Job& job) {
   if (store_ == nullptr) return;
-  StoredJob stored;
-  stored.status = job.status;
-  stored.secret = job.finished ? "" : job.secret;
-  stored.next_seq = job.log.next_seq();
-  Status s = store_->Put(stored);
-  const auto now = std::chrono::steady_clock::now();
-  if (!s.ok() && now - persist_error_logged_ > kPersistErrorLogEvery) {
-    persist_error_logged_ = now;
-    HVD_LOG(ERROR) << s.message()
-                   << "; a restarted launcher would not know the latest state of job " << job.id();
+  auto it = by_id_.find(job.id());
+  if (it == by_id_.end()) return;  // pruned (its row is gone too): not written back
+  dirty_[job.id()] = it->second;
+  auto w = written_.find(job.id());
+  const bool urgent = w == written_.end() || w->second.state != job.state() ||
+                      w->second.attempt != job.status.attempt ||
+                      w->second.finished != job.finished || w->second.live != job.AnyRankLive();
+  if (urgent && std::chrono::steady_clock::now() >= retry_after_) Flush();
+}
+
+void JobTable::Flush() {
+  if (store_ == nullptr || dirty_.empty()) return;
+  std::vector<StoredJob> batch;
+  batch.reserve(dirty_.size());
+  for (const auto& [id, job] : dirty_) {
+    StoredJob stored;
+    stored.status = job->status;
+    stored.secret = job->finished ? "" : job->secret;
+    stored.next_seq = job->log.next_seq();
+    batch.push_back(std::move(stored));
   }
+  Status s = store_->PutMany(batch);
+  if (!s.ok()) {
+    const auto now = std::chrono::steady_clock::now();
+    retry_after_ = now + kPersistRetryAfter;
+    if (now - persist_error_logged_ > kPersistErrorLogEvery) {
+      persist_error_logged_ = now;
+      HVD_LOG(ERROR) << s.message() << "; a restarted launcher would not know the latest state of "
+                     << dirty_.size() << " job(s) (retrying)";
+    }
+    return;  // still dirty
+  }
+  ++flushes_;
+  rows_written_ += batch.size();
+  for (const auto& [id, job] : dirty_) {
+    written_[id] = {job->state(), job->status.attempt, job->finished, job->AnyRankLive()};
+  }
+  dirty_.clear();
 }
 
 void JobTable::Prune() {
@@ -55,6 +92,8 @@ void JobTable::Prune() {
           HVD_LOG(WARNING) << s.message();
         }
       }
+      dirty_.erase((*it)->id());
+      written_.erase((*it)->id());
       by_id_.erase((*it)->id());
       it = jobs_.erase(it);
       --finished;

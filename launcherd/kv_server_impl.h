@@ -15,6 +15,7 @@
 #include "base/logging.h"
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
+#include "control/log_escape.h"
 #include "launcherd/kv_connection.h"
 #include "launcherd/kv_server.h"
 
@@ -36,27 +37,16 @@ inline Status PermissionDenied(const std::string& m) {
   return FailedPrecondition("permission denied: " + m);
 }
 
-// One log line per kind per kLogEvery, counting what it left out: a flood of refusals must not
-// become a flood of log lines.
-class RateLimitedLog {
+// One log line per kind of refusal per kLogEvery, counting what it left out (control's
+// RateLimitedLog, keyed by the kind): a flood of refusals must not become a flood of log lines.
+class KindLog {
  public:
-  void Warn(const std::string& line) {
-    const auto now = Clock::now();
-    if (now < next_) {
-      ++suppressed_;
-      return;
-    }
-    next_ = now + kLogEvery;
-    HVD_LOG(WARNING) << line
-                     << (suppressed_ ? " (" + std::to_string(suppressed_) +
-                                           " more like it in the last 10 s not logged)"
-                                     : "");
-    suppressed_ = 0;
-  }
+  explicit KindLog(std::string kind) : kind_(std::move(kind)), log_(kLogEvery) {}
+  void Warn(const std::string& line) { log_.Warn(kind_, line); }
 
  private:
-  Clock::time_point next_;
-  uint64_t suppressed_ = 0;
+  const std::string kind_;
+  control::RateLimitedLog log_;
 };
 
 // Where WaitAsync callbacks, run on whichever thread ends a wait, leave their results for the
@@ -160,7 +150,8 @@ class KvServerImpl final : public KvServer {
   size_t charged_ = 0, refusing_ = 0, waiting_ = 0;
   uint64_t next_id_ = kFirstConn;
   Clock::time_point listen_paused_until_;
-  RateLimitedLog log_refused_, log_evicted_, log_bad_, log_timeout_;
+  KindLog log_refused_{"refused connections"}, log_evicted_{"closed connections"};
+  KindLog log_bad_{"malformed requests"}, log_timeout_{"timed-out connections"};
 
   mutable base::Mutex stats_mu_;
   KvServerStats stats_ HVD_GUARDED_BY(stats_mu_);

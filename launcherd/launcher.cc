@@ -30,9 +30,21 @@
 namespace hvd::launcherd {
 namespace {
 
-// How long Stop() gives queued StopJob messages to reach agents, and in-flight calls to end.
-constexpr auto kDrainTimeout = std::chrono::seconds(1);
-constexpr auto kShutdownGrace = std::chrono::seconds(2);
+// How long Stop() may take in all, whatever the launcher is doing (issue 22: SIGTERM stops it
+// within a second). Waiting for ranks to be reported gone, the StopJob messages' drain and the
+// gRPC server's shutdown share it; what does not fit is cut short: agents still get StopJob (sent
+// before any wait) and end a job's ranks themselves once the launcher is gone past the lease.
+constexpr auto kStopBudget = std::chrono::milliseconds(900);
+// Within it, what is kept for the drain of queued StopJob messages and for in-flight calls.
+constexpr auto kDrainTimeout = std::chrono::milliseconds(250);
+constexpr auto kShutdownGrace = std::chrono::milliseconds(200);
+
+std::chrono::milliseconds Left(std::chrono::steady_clock::time_point deadline,
+                               std::chrono::milliseconds keep = std::chrono::milliseconds(0)) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - std::chrono::steady_clock::now() - keep);
+  return std::max(left, std::chrono::milliseconds(0));
+}
 // The largest message any caller may send, checked by gRPC before a handler (and its token
 // check) runs: a call without a token is buffered up to this much, so it stays small (issue 20,
 // finding 7: eight 60 MiB calls once cost 661 MiB). The largest legitimate messages fit: a job
@@ -120,6 +132,7 @@ class LauncherImpl final : public Launcher {
     jobs_ = std::make_unique<JobManager>(jo, &registry_, &store_);
     std::vector<AgentInfo> expected;
     HVD_RETURN_IF_ERROR(jobs_->Restore(&expected));
+    jobs_->Publish();  // readers (REST, ListJobs) see the restored table from the start
     registry_.Expect(expected);
     jobs_ptr_.store(jobs_.get());
     network_->SetOnDone([this] { jobs_->Schedule(); });  // a probe ended: place its job again
@@ -181,6 +194,16 @@ class LauncherImpl final : public Launcher {
   void Stop() override {
     base::MutexLock stop_lock(&stop_mu_);  // a second Stop waits for the first
     if (stopped_) return;
+    const auto started = std::chrono::steady_clock::now();
+    const auto deadline = started + kStopBudget;
+    std::string steps;  // what took the time, for the last line
+    auto step = [&](const char* what) {
+      steps += std::string(steps.empty() ? "" : ", ") + what + " at " +
+               std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::steady_clock::now() - started)
+                                  .count()) +
+               " ms";
+    };
     {
       base::MutexLock lock(&sweep_mu_);
       sweep_stop_ = true;
@@ -188,6 +211,7 @@ class LauncherImpl final : public Launcher {
     }
     if (sweeper_.joinable()) sweeper_.join();
     if (network_) network_->Stop();  // no probe ends (and reschedules) from here on
+    step("sweeper joined");
     if (jobs_ && job_store_ != nullptr) {
       // Restartable: the jobs stay with their agents, which keep them for the lease and
       // reconcile with the next start of this launcher on the same --state-dir. Only worth a
@@ -205,19 +229,33 @@ class LauncherImpl final : public Launcher {
       jobs_->Shutdown("cancelled: the launcher is shutting down");
       // Agents report their ranks gone within the kill grace; waiting for that lets watchers
       // (hvdrun) see every rank end instead of a launcher that vanished mid-teardown.
-      if (!jobs_->WaitRanksGone(options_.kill_grace + kDrainTimeout)) {
+      if (!jobs_->WaitRanksGone(std::min(options_.kill_grace + kDrainTimeout,
+                                         Left(deadline, kDrainTimeout + kShutdownGrace)))) {
         HVD_LOG(WARNING) << "stopping with ranks not yet reported gone; their agents end them";
       }
+      step("ranks waited for");
       jobs_->CloseWatches();
-      gateway_service_->Drain(kDrainTimeout);
+      gateway_service_->Drain(std::min(kDrainTimeout, Left(deadline, kShutdownGrace)));
       gateway_service_->Close();
+      step("StopJob drained");
     }
     registry_.CloseAll();
     // Wake blocked rendezvous waits before the gRPC server waits for its calls to end.
     store_.Shutdown();
-    if (server_) server_->Shutdown(std::chrono::system_clock::now() + kShutdownGrace);
+    // In-flight calls get kShutdownGrace (never past the deadline) to end, then are cancelled:
+    // agents' streams, which StopJob has already reached, would otherwise hold it to the end.
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() +
+                        std::clamp(Left(deadline), std::chrono::milliseconds(50), kShutdownGrace));
+      step("gRPC calls ended");
+    }
     if (kv_server_) kv_server_->Stop();
     if (http_) http_->Stop();
+    HVD_LOG(INFO) << "stopped in "
+                  << std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - started)
+                         .count()
+                  << " ms (" << steps << ")";
     {
       base::MutexLock lock(&wait_mu_);
       stopped_ = true;

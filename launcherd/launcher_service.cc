@@ -58,6 +58,12 @@ grpc::Status LauncherService::SubmitJob(grpc::ServerContext* context,
 
 grpc::Status LauncherService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                      v1::JobStatus* response) {
+  // From the published snapshot (jobs_snapshot.h); a job not in it yet asks the manager.
+  const std::shared_ptr<const JobsSnapshot> snap = jobs_->Snapshot();
+  if (const JobStatus* published = snap->Find(request->job_id())) {
+    ToProto(*published, response);
+    return grpc::Status::OK;
+  }
   JobStatus status;
   Status s = jobs_->Get(request->job_id(), &status);
   if (!s.ok()) return control::ToGrpc(s);
@@ -86,17 +92,29 @@ grpc::Status LauncherService::ListJobs(grpc::ServerContext* context,
   size_t bytes = 0;
   std::string last_token;
   bool more = false;
-  jobs_->ListPage(
-      after_id, after_ms,
-      [&](const JobStatus& status) {
-        if (response->jobs_size() >= limit || bytes >= kMaxPageBytes) return false;
-        v1::JobStatus* p = response->add_jobs();
-        ToSummaryProto(status, p);
-        bytes += p->ByteSizeLong();
-        last_token = PageToken(status);
-        return true;
-      },
-      &more);
+  // From the published snapshot (jobs_snapshot.h), as JobManager::ListPage pages the table.
+  const std::shared_ptr<const JobsSnapshot> snap = jobs_->Snapshot();
+  const auto& jobs = snap->summaries;
+  size_t i = 0;
+  if (!after_id.empty()) {
+    while (i < jobs.size() && jobs[i]->id != after_id) ++i;
+    if (i < jobs.size()) {
+      ++i;
+    } else {  // pruned since the last page: resume by time
+      i = 0;
+      while (i < jobs.size() && jobs[i]->submit_time_ms <= after_ms) ++i;
+    }
+  }
+  for (; i < jobs.size(); ++i) {
+    if (response->jobs_size() >= limit || bytes >= kMaxPageBytes) {
+      more = true;
+      break;
+    }
+    v1::JobStatus* p = response->add_jobs();
+    ToSummaryProto(*jobs[i], p);
+    bytes += p->ByteSizeLong();
+    last_token = PageToken(*jobs[i]);
+  }
   if (more) response->set_next_page_token(last_token);
   return grpc::Status::OK;
 }

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <iostream>
 #include <set>
 #include <thread>
 
+#include "base/logging.h"
 #include "control/flags.h"
 #include "control/tls.h"
 #include "control/token.h"
@@ -249,14 +251,21 @@ int main(int argc, char** argv) {
             << (http.empty() ? "" : ", HTTP " + launcher->http_address()) << ", token "
             << token_path << std::endl;
   // The only caller of Stop(), so once Wait() returns the thread has finished with it.
-  std::thread stopper([&launcher, signals] {
+  std::chrono::steady_clock::time_point signalled;  // written by the stopper, read after join
+  std::thread stopper([&launcher, &signalled, signals] {
     int sig = 0;
     sigwait(&signals, &sig);
     std::cerr << "hvd-launcherd: " << strsignal(sig) << ", stopping\n";
-    launcher->Stop();
+    signalled = std::chrono::steady_clock::now();
+    launcher->Stop();  // bounded: about a second, whatever the launcher is doing (launcher.cc)
   });
   launcher->Wait();
   stopper.join();
   launcher.reset();
+  HVD_LOG(INFO) << "exiting "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::steady_clock::now() - signalled)
+                       .count()
+                << " ms after the signal";
   return 0;
 }

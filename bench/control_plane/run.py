@@ -449,6 +449,8 @@ def main():
             failed.append("the big job ended %s" % r.get("big_state"))
         if a.jobs > 0 and r.get("many_succeeded") != a.jobs:
             failed.append("%s of %d jobs SUCCEEDED" % (r.get("many_succeeded"), a.jobs))
+        if isinstance(r.get("launcher_stop_s"), str):  # "over 10 s: killed"
+            failed.append("the launcher did not stop on SIGTERM: " + r["launcher_stop_s"])
         for f in failed:
             print("run.py --check: " + f, file=sys.stderr)
     sys.exit(1 if error or not clean or failed else 0)

@@ -13,6 +13,7 @@
 #include "core/job_settings.h"
 #include "core/process_set_table.h"
 #include "fusion/fusion_settings.h"
+#include "negotiation/response_cache.h"
 #include "stall/watched_transport.h"
 
 namespace hvd::runtime::core {
@@ -58,7 +59,8 @@ const Setting<double> kShutdownTimeout("HVD_SHUTDOWN_TIMEOUT_SECONDS", nullptr, 
 // The engine (the fusion settings are fusion/fusion_settings.cc's).
 const Setting<double> kCycleTime("HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", 1.0,
                                  "milliseconds between negotiation cycles", {0, 60000});
-const Setting<int64_t> kCacheCapacity("HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", 1024,
+const Setting<int64_t> kCacheCapacity("HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY",
+                                      negotiation::kDefaultCacheCapacity,
                                       "response cache entries; 0 disables the cache",
                                       {0, base::kMaxCacheCapacity}, kSameOnEveryRank);
 const Setting<std::string> kTimeline("HVD_TIMELINE", "HOROVOD_TIMELINE", "",

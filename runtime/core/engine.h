@@ -55,7 +55,7 @@ namespace hvd::runtime::core {
 struct EngineOptions {
   std::chrono::microseconds cycle_time{1000};
   fusion::FusionLimits fusion;  // the defaults of the fusion settings (fusion/fusion_settings.h)
-  uint32_t cache_capacity = 1024;
+  uint32_t cache_capacity = negotiation::kDefaultCacheCapacity;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
   // Rank 0 tells it the coordinator's oldest stall (not owned; may be null).

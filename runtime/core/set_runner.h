@@ -44,7 +44,7 @@ inline constexpr uint64_t kStayInSet = 8;    // ... will run another cycle of th
                                              // next global round (process sets; the engine's)
 
 struct SetRunnerOptions {
-  uint32_t cache_capacity = 1024;
+  uint32_t cache_capacity = negotiation::kDefaultCacheCapacity;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
   // Members of the set on this host: its waits spin as among that many ranks

@@ -19,6 +19,10 @@
 
 namespace hvd::runtime::negotiation {
 
+// HVD_CACHE_CAPACITY's default (Horovod's): the one value the setting, the engine's and each
+// process set's options start from.
+inline constexpr uint32_t kDefaultCacheCapacity = 1024;
+
 class ResponseCache {
  public:
   enum class Match {

@@ -78,5 +78,13 @@ TEST(RateLimitedLogTest, WarnWritesOneLineAndTheCount) {
   EXPECT_NE(err.find("refused again (and 49 more from 127.0.0.1:1"), std::string::npos) << err;
 }
 
+TEST(PeerHostTest, DropsThePortOfEveryAddressForm) {
+  EXPECT_EQ(PeerHost("ipv4:10.0.0.5:41234"), "ipv4:10.0.0.5");
+  EXPECT_EQ(PeerHost("ipv6:[::1]:5000"), "ipv6:[::1]");
+  EXPECT_EQ(PeerHost("10.0.0.5:41234"), "10.0.0.5");
+  EXPECT_EQ(PeerHost("unix:"), "unix");
+  EXPECT_EQ(PeerHost("no-colon"), "no-colon");
+}
+
 }  // namespace
 }  // namespace hvd::control

@@ -18,20 +18,8 @@ using testing::kT0;
 
 // A job RUNNING with ranks 0..np/2-1 on agent "a" (host h-a), the others on "b" (host h-b).
 std::unique_ptr<Job> RunningJob(int np, JobRules rules = {}, int max_restarts = 0) {
-  auto job = std::make_unique<Job>(rules, 100, 1 << 20);
-  job->status.id = "j1";
-  job->status.spec.argv = {"./train"};
-  job->status.spec.np = np;
-  job->status.spec.max_restarts = max_restarts;
-  for (int r = 0; r < np; ++r) {
-    RankStatus rs;
-    rs.placement.rank = r;
-    rs.placement.agent_id = r < np / 2 ? "a" : "b";
-    rs.placement.host = r < np / 2 ? "h-a" : "h-b";
-    rs.state = RankState::kRunning;
-    job->status.ranks.push_back(rs);
-  }
-  EXPECT_TRUE(job->SetState(JobState::kStarting, "starting"));
+  auto job = testing::JobWithRanks(np, RankState::kRunning, rules, max_restarts);
+  EXPECT_EQ(job->state(), JobState::kStarting);
   EXPECT_TRUE(job->SetState(JobState::kRunning, "running"));
   return job;
 }

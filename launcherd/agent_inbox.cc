@@ -1,0 +1,151 @@
+#include "launcherd/agent_inbox.h"
+
+#include <type_traits>
+#include <vector>
+
+#include "launcherd/job_manager.h"
+#include "launcherd/network_check.h"
+
+namespace hvd::launcherd {
+
+class AgentInbox::Stream {
+ public:
+  Stream(std::string agent_id, std::shared_ptr<AgentLink> link)
+      : agent_id(std::move(agent_id)), link(std::move(link)) {}
+
+  const std::string agent_id;
+  const std::shared_ptr<AgentLink> link;  // held: compared with the registry's current link
+
+  base::Mutex mu;
+  base::CondVar space;  // the applier took the queue
+  std::deque<InboxEntry> queue HVD_GUARDED_BY(mu);
+  // In the inbox's ready_ or being applied: then the applier comes back for what is queued.
+  bool scheduled HVD_GUARDED_BY(mu) = false;
+};
+
+namespace {
+
+bool IsHeartbeat(const InboxEntry& e) {
+  const auto* report = std::get_if<AgentReport>(&e);
+  return report != nullptr && std::holds_alternative<HeartbeatReport>(*report);
+}
+
+}  // namespace
+
+AgentInbox::AgentInbox(const AgentRegistry* agents, JobManager* jobs)
+    : agents_(agents), jobs_(jobs), applier_([this] { ApplierLoop(); }) {}
+
+AgentInbox::~AgentInbox() {
+  {
+    base::MutexLock lock(&mu_);
+    stop_ = true;
+    work_cv_.NotifyAll();
+  }
+  applier_.join();
+}
+
+std::shared_ptr<AgentInbox::Stream> AgentInbox::Open(const std::string& agent_id,
+                                                     std::shared_ptr<AgentLink> link) {
+  return std::make_shared<Stream>(agent_id, std::move(link));
+}
+
+bool AgentInbox::Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
+                      std::chrono::steady_clock::time_point deadline) {
+  bool added = true;
+  bool schedule = false;
+  {
+    Stream& s = *stream;
+    base::MutexLock lock(&s.mu);
+    if (IsHeartbeat(entry) && !s.queue.empty() && IsHeartbeat(s.queue.back())) {
+      s.queue.back() = std::move(entry);  // the newer heartbeat says all the older one did
+      added = false;
+    } else {
+      if (!s.space.WaitUntil(lock, deadline, [&]() HVD_REQUIRES(s.mu) {
+            return s.queue.size() < kMaxQueued;
+          })) {
+        return false;
+      }
+      s.queue.push_back(std::move(entry));
+    }
+    schedule = !s.scheduled;
+    s.scheduled = true;
+  }
+  if (!added && !schedule) return true;
+  base::MutexLock lock(&mu_);
+  posted_ += added;
+  if (schedule) {
+    ready_.push_back(stream);
+    work_cv_.NotifyOne();
+  }
+  return true;
+}
+
+bool AgentInbox::WaitApplied(std::chrono::milliseconds timeout) {
+  base::MutexLock lock(&mu_);
+  const int64_t target = posted_;
+  return applied_cv_.WaitFor(lock, timeout,
+                             [&]() HVD_REQUIRES(mu_) { return applied_ >= target; });
+}
+
+void AgentInbox::ApplierLoop() {
+  base::MutexLock lock(&mu_);
+  while (true) {
+    work_cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return stop_ || !ready_.empty(); });
+    if (ready_.empty()) return;  // stopping, and everything posted was applied
+    std::shared_ptr<Stream> stream = std::move(ready_.front());
+    ready_.pop_front();
+    lock.Unlock();
+    std::deque<InboxEntry> entries;
+    {
+      base::MutexLock s_lock(&stream->mu);
+      entries.swap(stream->queue);
+      stream->space.NotifyAll();
+    }
+    const size_t n = entries.size();
+    Apply(*stream, std::move(entries));
+    bool again = false;
+    {
+      base::MutexLock s_lock(&stream->mu);
+      again = !stream->queue.empty();
+      stream->scheduled = again;
+    }
+    lock.Lock();
+    applied_ += static_cast<int64_t>(n);
+    applied_cv_.NotifyAll();
+    if (again) ready_.push_back(std::move(stream));  // behind the streams already waiting
+  }
+}
+
+void AgentInbox::Apply(Stream& stream, std::deque<InboxEntry> entries) {
+  // Reports go to JobManager in runs, one lock acquisition each; the other entries keep their
+  // place between the runs.
+  std::vector<AgentReport> run;
+  auto flush = [&] {
+    if (run.empty()) return;
+    jobs_->OnAgentReports(stream.agent_id, stream.link.get(), std::move(run));
+    run.clear();
+  };
+  for (InboxEntry& entry : entries) {
+    if (auto* report = std::get_if<AgentReport>(&entry)) {
+      run.push_back(std::move(*report));
+      continue;
+    }
+    flush();
+    if (auto* probe = std::get_if<ProbeReport>(&entry)) {
+      // Not under JobManager's lock: a probe that ends calls back into placement.
+      if (NetworkCheck* network = network_.load()) network->OnReport(stream.agent_id, *probe);
+    } else if (std::holds_alternative<StreamRegistered>(entry)) {
+      // A stream replaced before its registration was applied has nothing to reconcile: the
+      // newer one queued its own.
+      if (agents_->Link(stream.agent_id).get() == stream.link.get()) {
+        jobs_->OnAgentRegistered(stream.agent_id);  // its next heartbeat says what still runs
+        jobs_->Schedule();                          // pending jobs may fit now
+      }
+    } else {
+      jobs_->OnAgentDisconnected(stream.agent_id);  // a no-op when a newer stream took over
+    }
+  }
+  flush();
+}
+
+}  // namespace hvd::launcherd

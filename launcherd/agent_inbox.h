@@ -1,0 +1,87 @@
+// Between the agents' streams and JobManager: each stream's reader appends what it read to the
+// stream's queue and goes back to reading; one applier thread hands each stream's queue to
+// JobManager in one batch (JobManager::OnAgentReports, one acquisition of its lock per batch).
+//
+// Why: a reader that applied each message itself waited for JobManager's lock whenever the
+// launcher was busy (a large job starting, hundreds of rank events), stopped reading, and so
+// stopped renewing its agent's lease: healthy agents were declared LOST and their jobs failed.
+// Now a reader waits only for its own queue's lock, and the lease is renewed on each message's
+// arrival (AgentGatewayService), never on its application.
+//
+// Order: a stream's entries are applied in the order they were read, by one thread; streams take
+// turns (a stream with entries waits in a FIFO of ready streams). Consecutive heartbeats still
+// queued collapse into the newest (it says all the older ones did). A stream's queue is bounded:
+// a reader that fills it waits (with a deadline, so that it can renew the lease meanwhile).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <variant>
+
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
+#include "launcherd/agent_registry.h"
+#include "launcherd/agent_report.h"
+#include "launcherd/probe_types.h"
+
+namespace hvd::launcherd {
+
+class JobManager;
+class NetworkCheck;
+
+// The stream registered (JobManager::OnAgentRegistered, then placement) or ended
+// (JobManager::OnAgentDisconnected); queued so that they keep their place among the reports.
+struct StreamRegistered {};
+struct StreamEnded {};
+using InboxEntry = std::variant<AgentReport, ProbeReport, StreamRegistered, StreamEnded>;
+
+class AgentInbox {
+ public:
+  // At most this many entries wait per stream before its reader waits for the applier.
+  static constexpr size_t kMaxQueued = 4096;
+
+  class Stream;
+
+  // `agents` and `jobs` must outlive the inbox. Starts the applier thread.
+  AgentInbox(const AgentRegistry* agents, JobManager* jobs);
+  // Applies what is still queued, then ends the applier.
+  ~AgentInbox();
+  AgentInbox(const AgentInbox&) = delete;
+  AgentInbox& operator=(const AgentInbox&) = delete;
+
+  // Where probe reports go (null, the default: dropped); must outlive the inbox.
+  void SetNetworkCheck(NetworkCheck* network) { network_.store(network); }
+
+  // A queue for one stream of agent `agent_id`, whose commands go through `link`.
+  std::shared_ptr<Stream> Open(const std::string& agent_id, std::shared_ptr<AgentLink> link);
+  // Appends `entry` to the stream's queue (it is moved from only on success). False when the
+  // queue stayed full until `deadline`. Never waits for JobManager.
+  bool Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
+            std::chrono::steady_clock::time_point deadline);
+  // Blocks until everything posted so far has been applied, or `timeout` passed (tests, and the
+  // launcher's drain before it stops). True when it was.
+  bool WaitApplied(std::chrono::milliseconds timeout);
+
+ private:
+  void ApplierLoop();
+  void Apply(Stream& stream, std::deque<InboxEntry> entries);
+
+  const AgentRegistry* const agents_;
+  JobManager* const jobs_;
+  std::atomic<NetworkCheck*> network_{nullptr};
+
+  base::Mutex mu_;
+  base::CondVar work_cv_;     // ready_ grew or stop_ was set
+  base::CondVar applied_cv_;  // applied_ grew
+  std::deque<std::shared_ptr<Stream>> ready_ HVD_GUARDED_BY(mu_);
+  int64_t posted_ HVD_GUARDED_BY(mu_) = 0;
+  int64_t applied_ HVD_GUARDED_BY(mu_) = 0;
+  bool stop_ HVD_GUARDED_BY(mu_) = false;
+  std::thread applier_;
+};
+
+}  // namespace hvd::launcherd

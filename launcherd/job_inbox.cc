@@ -1,0 +1,40 @@
+// JobManager::OnAgentReports: a stream's queued reports under one acquisition of the lock
+// (agent_inbox.h says who queues them and why).
+#include <type_traits>
+
+#include "base/logging.h"
+#include "launcherd/job_manager.h"
+
+namespace hvd::launcherd {
+
+void JobManager::OnAgentReports(const std::string& agent_id, const AgentLink* link,
+                                std::vector<AgentReport> batch) {
+  base::MutexLock lock(&mu_);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    // Checked before each report, not once: the agent may re-register on a new stream while this
+    // batch is applied (the registry does not take this lock). A superseded stream's reports are
+    // stale: the new stream's first heartbeat says what still runs (OnAgentRegistered).
+    if (agents_->Link(agent_id).get() != link) {
+      HVD_LOG(DEBUG) << "agent " << agent_id << ": " << batch.size() - i
+                     << " report(s) from a superseded stream dropped";
+      return;
+    }
+    std::visit(
+        [&](auto& r) HVD_REQUIRES(mu_) {
+          using T = std::decay_t<decltype(r)>;
+          if constexpr (std::is_same_v<T, HeartbeatReport>) {
+            OnHeartbeatLocked(agent_id, r.running_jobs);
+          } else if constexpr (std::is_same_v<T, RankEventReport>) {
+            OnRankEventLocked(agent_id, r);
+          } else if constexpr (std::is_same_v<T, OutputReport>) {
+            OnOutputLocked(agent_id, r.job_id, std::move(r.lines));
+          } else {
+            static_assert(std::is_same_v<T, MasterPortAnswer>);
+            OnMasterPortLocked(agent_id, r);
+          }
+        },
+        batch[i]);
+  }
+}
+
+}  // namespace hvd::launcherd
