@@ -19,6 +19,11 @@ class AgentInbox::Stream {
   base::Mutex mu;
   base::CondVar space;  // the applier took the queue
   std::deque<InboxEntry> queue HVD_GUARDED_BY(mu);
+  // When the oldest entry of `queue` arrived (the queue is FIFO and taken whole, so that is when
+  // it last became non-empty), and of the batch being applied: Backlog().
+  std::chrono::steady_clock::time_point queued_since HVD_GUARDED_BY(mu);
+  bool applying HVD_GUARDED_BY(mu) = false;
+  std::chrono::steady_clock::time_point applying_since HVD_GUARDED_BY(mu);
   // In the inbox's ready_ or being applied: then the applier comes back for what is queued.
   bool scheduled HVD_GUARDED_BY(mu) = false;
 };
@@ -33,9 +38,15 @@ bool IsHeartbeat(const InboxEntry& e) {
 }  // namespace
 
 AgentInbox::AgentInbox(const AgentRegistry* agents, JobManager* jobs)
-    : agents_(agents), jobs_(jobs), applier_([this] { ApplierLoop(); }) {}
+    : agents_(agents), jobs_(jobs), applier_([this] { ApplierLoop(); }) {
+  jobs_->SetAgentBacklog([this](const std::string& agent_id,
+                                std::chrono::steady_clock::time_point before) {
+    return Backlog(agent_id, before);
+  });
+}
 
 AgentInbox::~AgentInbox() {
+  jobs_->SetAgentBacklog(nullptr);  // before this inbox goes
   {
     base::MutexLock lock(&mu_);
     stop_ = true;
@@ -46,7 +57,30 @@ AgentInbox::~AgentInbox() {
 
 std::shared_ptr<AgentInbox::Stream> AgentInbox::Open(const std::string& agent_id,
                                                      std::shared_ptr<AgentLink> link) {
-  return std::make_shared<Stream>(agent_id, std::move(link));
+  auto stream = std::make_shared<Stream>(agent_id, std::move(link));
+  base::MutexLock lock(&mu_);
+  if (current_.size() >= prune_at_) {  // forget agents' ended streams, amortized O(1) per Open
+    for (auto it = current_.begin(); it != current_.end();) {
+      it = it->second.expired() ? current_.erase(it) : std::next(it);
+    }
+    prune_at_ = 2 * current_.size() + 64;
+  }
+  current_[agent_id] = stream;
+  return stream;
+}
+
+bool AgentInbox::Backlog(const std::string& agent_id,
+                         std::chrono::steady_clock::time_point before) {
+  std::shared_ptr<Stream> stream;
+  {
+    base::MutexLock lock(&mu_);
+    auto it = current_.find(agent_id);
+    if (it != current_.end()) stream = it->second.lock();
+  }
+  if (!stream) return false;
+  base::MutexLock lock(&stream->mu);
+  return (stream->applying && stream->applying_since <= before) ||
+         (!stream->queue.empty() && stream->queued_since <= before);
 }
 
 bool AgentInbox::Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
@@ -65,6 +99,7 @@ bool AgentInbox::Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
           })) {
         return false;
       }
+      if (s.queue.empty()) s.queued_since = std::chrono::steady_clock::now();
       s.queue.push_back(std::move(entry));
     }
     schedule = !s.scheduled;
@@ -99,6 +134,8 @@ void AgentInbox::ApplierLoop() {
     {
       base::MutexLock s_lock(&stream->mu);
       entries.swap(stream->queue);
+      stream->applying = !entries.empty();
+      stream->applying_since = stream->queued_since;
       stream->space.NotifyAll();
     }
     const size_t n = entries.size();
@@ -108,6 +145,7 @@ void AgentInbox::ApplierLoop() {
       base::MutexLock s_lock(&stream->mu);
       again = !stream->queue.empty();
       stream->scheduled = again;
+      stream->applying = false;
     }
     lock.Lock();
     applied_ += static_cast<int64_t>(n);

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -62,6 +63,11 @@ class AgentInbox {
   // queue stayed full until `deadline`. Never waits for JobManager.
   bool Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
             std::chrono::steady_clock::time_point deadline);
+  // Whether agent `agent_id`'s current stream has an entry that arrived at or before `before` and
+  // is not applied yet (queued, or in the batch being applied). JobManager asks it, under its
+  // lock, before failing a MASTER_PORT deadline (AgentBacklog in job.h); never waits for it.
+  bool Backlog(const std::string& agent_id, std::chrono::steady_clock::time_point before)
+      HVD_EXCLUDES(mu_);
   // Blocks until everything posted so far has been applied, or `timeout` passed (tests, and the
   // launcher's drain before it stops). True when it was.
   bool WaitApplied(std::chrono::milliseconds timeout);
@@ -78,6 +84,9 @@ class AgentInbox {
   base::CondVar work_cv_;     // ready_ grew or stop_ was set
   base::CondVar applied_cv_;  // applied_ grew
   std::deque<std::shared_ptr<Stream>> ready_ HVD_GUARDED_BY(mu_);
+  // Each agent's newest stream, for Backlog().
+  std::map<std::string, std::weak_ptr<Stream>> current_ HVD_GUARDED_BY(mu_);
+  size_t prune_at_ HVD_GUARDED_BY(mu_) = 64;
   int64_t posted_ HVD_GUARDED_BY(mu_) = 0;
   int64_t applied_ HVD_GUARDED_BY(mu_) = 0;
   bool stop_ HVD_GUARDED_BY(mu_) = false;

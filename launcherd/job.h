@@ -49,6 +49,11 @@ struct JobRules {
 
 // Whether an agent's stream is up (AgentRegistry::Link(id) != nullptr in the launcher).
 using AgentConnected = std::function<bool(const std::string& agent_id)>;
+// Whether something agent `agent_id` sent at or before `before` was read by the launcher but is
+// still waiting to be applied (agent_inbox.h): a deadline on the agent's answer must not blame
+// the agent for the launcher's own backlog. Null: never.
+using AgentBacklog =
+    std::function<bool(const std::string& agent_id, std::chrono::steady_clock::time_point before)>;
 
 // The scheduler's (job_scheduler.h): MASTER_PORT for a placed job, asked of rank 0's agent before
 // its ranks start (job_master_port.cc); a new attempt or rank 0 on another agent asks again.

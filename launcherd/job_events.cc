@@ -176,7 +176,7 @@ void JobManager::Tick() {
   const AgentConnected connected = [this](const std::string& agent) { return Connected(agent); };
   std::vector<JobPtr> jobs = table_.jobs();  // settling a job may prune the table
   for (const JobPtr& job : jobs) {
-    switch (supervisor_.Check(*job, now, connected)) {
+    switch (supervisor_.Check(*job, now, connected, backlog_)) {
       case Supervisor::Next::kNothing:
         break;
       case Supervisor::Next::kSettle:
@@ -188,6 +188,11 @@ void JobManager::Tick() {
     }
   }
   table_.Flush();  // the changes batched since the last tick, one transaction (job_table.h)
+}
+
+void JobManager::SetAgentBacklog(AgentBacklog backlog) {
+  base::MutexLock lock(&mu_);
+  backlog_ = std::move(backlog);
 }
 
 void JobManager::OnRendezvousKey(const std::string& key, const std::string& value) {

@@ -10,6 +10,11 @@ namespace hvd::launcherd {
 void JobManager::OnAgentReports(const std::string& agent_id, const AgentLink* link,
                                 std::vector<AgentReport> batch) {
   base::MutexLock lock(&mu_);
+  // One scheduling pass for the batch, not one per report: a pass walks the pending jobs and the
+  // agents' busy slots, and at 1,000 agents with 100 jobs pending one per rank event took all of
+  // the launcher's time (issue 22). ScheduleLocked only notes the request while scheduling_ is set.
+  scheduling_ = true;
+  reschedule_ = false;
   for (size_t i = 0; i < batch.size(); ++i) {
     // Checked before each report, not once: the agent may re-register on a new stream while this
     // batch is applied (the registry does not take this lock). A superseded stream's reports are
@@ -17,7 +22,7 @@ void JobManager::OnAgentReports(const std::string& agent_id, const AgentLink* li
     if (agents_->Link(agent_id).get() != link) {
       HVD_LOG(DEBUG) << "agent " << agent_id << ": " << batch.size() - i
                      << " report(s) from a superseded stream dropped";
-      return;
+      break;
     }
     std::visit(
         [&](auto& r) HVD_REQUIRES(mu_) {
@@ -35,6 +40,8 @@ void JobManager::OnAgentReports(const std::string& agent_id, const AgentLink* li
         },
         batch[i]);
   }
+  scheduling_ = false;
+  if (reschedule_) ScheduleLocked();
 }
 
 }  // namespace hvd::launcherd

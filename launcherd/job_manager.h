@@ -159,6 +159,10 @@ class JobManager {
   // Runs the timers: start and stall timeouts, attached clients gone, delayed restarts. Called
   // often (the launcher's sweeper, every lease/10).
   void Tick() HVD_EXCLUDES(mu_);
+  // What the agents' inbox has read but not applied yet (AgentGatewayService sets it, and clears
+  // it with null before the inbox goes): a MASTER_PORT deadline does not fail a job whose answer
+  // may be waiting there. Called under the manager's lock; must not call back in.
+  void SetAgentBacklog(AgentBacklog backlog) HVD_EXCLUDES(mu_);
 
   // The SecretResolver of the rendezvous endpoints: a live job's secret -> "job/<id>/".
   bool ResolveSecret(const std::string& secret, std::string* prefix) const;
@@ -226,6 +230,7 @@ class JobManager {
   bool reschedule_ HVD_GUARDED_BY(mu_) = false;  // ... and something it depends on changed
 
   StdinRelay stdin_relay_;  // its own lock; never called with mu_ held
+  AgentBacklog backlog_ HVD_GUARDED_BY(mu_);
   JobSecrets secrets_;      // its own lock, apart from mu_
 
   // Builds a snapshot of the table (skipped when nothing changed) and swaps it in.

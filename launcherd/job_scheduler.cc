@@ -21,23 +21,56 @@ std::map<std::string, std::set<int>> Scheduler::BusySlots(
 }
 
 Scheduler::Pass Scheduler::BeginPass(const std::vector<std::shared_ptr<Job>>& jobs) const {
-  return {agents_->Schedulable(), BusySlots(jobs)};
+  Pass pass{agents_->Schedulable(), BusySlots(jobs), {}, {}};
+  for (size_t i = 0; i < pass.agents.size(); ++i) {
+    control::AgentSlots& a = pass.agents[i];
+    auto it = pass.busy.find(a.id);
+    if (it != pass.busy.end()) a.busy = it->second;
+    pass.index[a.id] = i;
+  }
+  return pass;
 }
 
-bool Scheduler::StillValid(const control::PlacementResult& placement,
-                           const std::vector<control::AgentSlots>& agents) {
+namespace {
+
+// Scheduler::StillValid over `agents` indexed by id.
+bool ValidOn(const control::PlacementResult& placement,
+             const std::vector<control::AgentSlots>& agents,
+             const std::map<std::string, size_t>& index) {
   if (placement.outcome != control::PlacementOutcome::kPlaced || placement.ranks.empty()) {
     return false;
   }
-  std::map<std::string, const control::AgentSlots*> by_id;
-  for (const control::AgentSlots& a : agents) by_id[a.id] = &a;
   for (const control::RankSlot& s : placement.ranks) {
-    auto it = by_id.find(s.agent_id);
-    if (it == by_id.end()) return false;
-    const control::AgentSlots& a = *it->second;
+    auto it = index.find(s.agent_id);
+    if (it == index.end()) return false;
+    const control::AgentSlots& a = agents[it->second];
     if (a.host != s.host || s.slot < 0 || s.slot >= a.slots || a.busy.count(s.slot)) return false;
   }
   return true;
+}
+
+}  // namespace
+
+bool Scheduler::StillValid(const control::PlacementResult& placement,
+                           const std::vector<control::AgentSlots>& agents) {
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < agents.size(); ++i) index[agents[i].id] = i;
+  return ValidOn(placement, agents, index);
+}
+
+control::PlacementResult Scheduler::PlaceInPass(const Job& job, Pass* pass) {
+  if (job.placing && ValidOn(job.placing->placement, pass->agents, pass->index)) {
+    return job.placing->placement;
+  }
+  control::PlacementRequest req;
+  req.np = job.status.spec.np;
+  req.hosts = job.status.spec.hosts;
+  if (!req.hosts.empty()) return control::Place(pass->agents, req);
+  auto it = pass->placed_by_np.find(req.np);
+  if (it == pass->placed_by_np.end()) {
+    it = pass->placed_by_np.emplace(req.np, control::Place(pass->agents, req)).first;
+  }
+  return it->second;
 }
 
 control::PlacementResult Scheduler::PlaceStep(const Job& job,
@@ -66,8 +99,7 @@ void Scheduler::GiveUp(Job& job, Instant now) const {
 }
 
 Scheduler::Outcome Scheduler::Advance(Job& job, Pass* pass, Instant now) {
-  for (control::AgentSlots& a : pass->agents) a.busy = pass->busy[a.id];
-  control::PlacementResult r = PlaceStep(job, pass->agents);
+  control::PlacementResult r = PlaceInPass(job, pass);
   ReportAgentsReady(job, pass->agents);
   switch (r.outcome) {
     case control::PlacementOutcome::kPlaced:
@@ -93,7 +125,10 @@ Scheduler::Outcome Scheduler::Advance(Job& job, Pass* pass, Instant now) {
   if (step == Step::kFailed) return Outcome::kFailed;
   for (const control::RankSlot& s : job.placing->placement.ranks) {
     pass->busy[s.agent_id].insert(s.slot);
+    auto it = pass->index.find(s.agent_id);
+    if (it != pass->index.end()) pass->agents[it->second].busy.insert(s.slot);
   }
+  pass->placed_by_np.clear();  // those slots are taken now
   return Start(job, pass->agents, now) ? Outcome::kStarted : Outcome::kFailed;
 }
 

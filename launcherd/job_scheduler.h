@@ -50,9 +50,19 @@ class Scheduler {
 
   // What one pass over the pending jobs sees: the schedulable agents and the slots live ranks
   // hold (a job started in the pass adds its own).
+  //
+  // Built once per pass and kept current by Advance, never rebuilt per job: a pass runs after
+  // rank exits while jobs wait, and at a thousand agents with a hundred jobs waiting, copying the
+  // busy slots into every agent and placing afresh for every job took the whole launcher (its
+  // lock held 5-30 ms per pass, 100% of the time): agents' answers waited seconds in the inbox
+  // and MASTER_PORT deadlines failed jobs whose agents had answered in 40 ms (issue 22).
   struct Pass {
-    std::vector<control::AgentSlots> agents;
+    std::vector<control::AgentSlots> agents;    // busy filled in from `busy`
     std::map<std::string, std::set<int>> busy;  // agent id -> slots
+    std::map<std::string, size_t> index;        // agent id -> its place in `agents`
+    // First-fit results by np for jobs without a host list, while no job started in the pass:
+    // the same request on the same slots places the same way.
+    std::map<int, control::PlacementResult> placed_by_np;
   };
   Pass BeginPass(const std::vector<std::shared_ptr<Job>>& jobs) const;
   // The slots of live ranks of jobs not finished, by agent.
@@ -89,6 +99,8 @@ class Scheduler {
                       Instant now) const;
 
  private:
+  // PlaceStep over the pass's view, with its index and its first-fit results.
+  static control::PlacementResult PlaceInPass(const Job& job, Pass* pass);
   // Keeps `placement` as the job's (the time it was first placed stands).
   void Hold(Job& job, control::PlacementResult placement, Instant now) const;
   // Back to waiting for slots: the time placed does not count towards --queue-timeout, and the

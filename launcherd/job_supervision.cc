@@ -20,7 +20,8 @@ std::string Seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-Supervisor::Next Supervisor::Check(Job& job, Instant now, const AgentConnected& connected) const {
+Supervisor::Next Supervisor::Check(Job& job, Instant now, const AgentConnected& connected,
+                                   const AgentBacklog& backlog) const {
   const JobState state = job.state();
   if (job.terminal()) return Next::kNothing;
   if (CheckClientLease(job, now)) return Next::kSettle;
@@ -32,7 +33,7 @@ Supervisor::Next Supervisor::Check(Job& job, Instant now, const AgentConnected& 
   }
   if (state == JobState::kPending) {
     if (CheckQueueTimeout(job, now)) return Next::kSettle;
-    return CheckMasterPort(job, now, connected);
+    return CheckMasterPort(job, now, connected, backlog);
   }
   if (state == JobState::kStarting || state == JobState::kRunning) {
     bool changed = CheckStartTimeout(job, now);
@@ -124,7 +125,8 @@ bool Supervisor::CheckQueueTimeout(Job& job, Instant now) const {
 }
 
 Supervisor::Next Supervisor::CheckMasterPort(Job& job, Instant now,
-                                             const AgentConnected& connected) const {
+                                             const AgentConnected& connected,
+                                             const AgentBacklog& backlog) const {
   if (!job.placing) return Next::kNothing;
   Job::MasterPortAsk& ask = job.placing->master_port;
   if (ask.request_id.empty() || ask.port > 0 || !ask.error.empty()) return Next::kNothing;
@@ -136,6 +138,10 @@ Supervisor::Next Supervisor::CheckMasterPort(Job& job, Instant now,
     return Next::kSchedule;
   }
   if (now.steady < ask.deadline) return Next::kNothing;
+  // The answer may have come in time and wait behind other agents' reports (a busy launcher):
+  // judge the agent once everything it sent before the deadline has been applied. Bounded: what
+  // was read before the deadline is applied in order, however busy the launcher stays.
+  if (backlog && backlog(ask.agent_id, ask.deadline)) return Next::kNothing;
   JobFailure f;
   f.host = ask.host;
   f.message = "rank 0's agent " + ask.agent_id + " on " + ask.host +

@@ -43,7 +43,8 @@ class Supervisor {
   //              stops, start its next attempt, finish it);
   //   kSchedule: its MASTER_PORT request was dropped (rank 0's agent went away): place it again.
   enum class Next { kNothing, kSettle, kSchedule };
-  Next Check(Job& job, Instant now, const AgentConnected& connected) const;
+  Next Check(Job& job, Instant now, const AgentConnected& connected,
+             const AgentBacklog& backlog = nullptr) const;
 
   // REQUIRES (both): 0 <= rank < job.status.ranks.size(), the job has not ended.
   // A rank of the current attempt reached the rendezvous (its host/<rank> key).
@@ -59,8 +60,11 @@ class Supervisor {
   bool CheckStartTimeout(Job& job, Instant now) const;
   bool CheckStallTimeout(Job& job, Instant now) const;
   bool CheckQueueTimeout(Job& job, Instant now) const;
-  // The PENDING job's MASTER_PORT request: failed at its deadline, or dropped (kSchedule).
-  Next CheckMasterPort(Job& job, Instant now, const AgentConnected& connected) const;
+  // The PENDING job's MASTER_PORT request: failed at its deadline, unless the agent's answer may
+  // be among what the launcher read from it before the deadline and has not applied yet
+  // (`backlog`); or dropped (kSchedule).
+  Next CheckMasterPort(Job& job, Instant now, const AgentConnected& connected,
+                       const AgentBacklog& backlog = nullptr) const;
 
  private:
   const SupervisorOptions options_;

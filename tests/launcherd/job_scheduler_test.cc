@@ -173,6 +173,66 @@ TEST_F(SchedulerTest, FallingBackToWaitingGivesThePlacementUpAndStopsTheQueueClo
   EXPECT_EQ(job->status.reason.find("MASTER_PORT"), std::string::npos) << job->status.reason;
 }
 
+const control::AgentSlots* AgentIn(const Scheduler::Pass& pass, const std::string& id) {
+  for (const control::AgentSlots& a : pass.agents) {
+    if (a.id == id) return &a;
+  }
+  return nullptr;
+}
+
+// Issue 22: the pass is built once (live ranks' slots filled into its agents) and kept current as
+// jobs start, never rebuilt for each job: rebuilding it per job held the launcher's lock for the
+// whole of its time at 1,000 agents, and agents' MASTER_PORT answers waited past the deadline.
+TEST_F(SchedulerTest, APassIsBuiltOnceAndKeptCurrentAsJobsStart) {
+  Register("h0", 2);
+  Register("h1", 2);
+  Scheduler scheduler({"10.0.0.1:7071", 30s, 0ms, nullptr}, &registry_);
+  auto live = std::shared_ptr<Job>(PendingJob(1));
+  RankStatus r;
+  r.placement.agent_id = ids_["h0"];
+  r.placement.host = "h0";
+  r.placement.slot = 0;
+  r.state = RankState::kRunning;
+  live->status.ranks.push_back(r);
+  jobs_.push_back(live);
+
+  Scheduler::Pass pass = scheduler.BeginPass(jobs_);
+  ASSERT_NE(AgentIn(pass, ids_["h0"]), nullptr);
+  EXPECT_EQ(AgentIn(pass, ids_["h0"])->busy, (std::set<int>{0}));  // filled in once, here
+  EXPECT_TRUE(AgentIn(pass, ids_["h1"])->busy.empty());
+
+  auto a = PendingJob(2);
+  ASSERT_EQ(scheduler.Advance(*a, &pass, kT0), Scheduler::Outcome::kStarted);
+  EXPECT_EQ(AgentIn(pass, ids_["h0"])->busy, (std::set<int>{0, 1}));
+  EXPECT_EQ(AgentIn(pass, ids_["h1"])->busy, (std::set<int>{0}));
+  auto b = PendingJob(1);
+  ASSERT_EQ(scheduler.Advance(*b, &pass, kT0), Scheduler::Outcome::kStarted);
+  EXPECT_EQ(b->status.ranks[0].placement.agent_id, ids_["h1"]);
+  EXPECT_EQ(b->status.ranks[0].placement.slot, 1);
+  auto c = PendingJob(1);
+  EXPECT_EQ(scheduler.Advance(*c, &pass, kT0), Scheduler::Outcome::kWaiting);
+}
+
+// Jobs of one size share the pass's first fit while none starts; a start makes the next job
+// place afresh on what is left (its held placement is no longer valid).
+TEST_F(SchedulerTest, TheSharedFirstFitIsRedoneAfterAStart) {
+  auto link = Register("h0", 2);
+  Scheduler scheduler({"10.0.0.1:7071", 30s, 1000ms, nullptr}, &registry_);
+  auto x = PendingJob(1);
+  auto y = PendingJob(1);
+  Scheduler::Pass pass = scheduler.BeginPass(jobs_);
+  ASSERT_EQ(scheduler.Advance(*x, &pass, kT0), Scheduler::Outcome::kWaiting);
+  ASSERT_EQ(scheduler.Advance(*y, &pass, kT0), Scheduler::Outcome::kWaiting);
+  EXPECT_EQ(AgentsOf(x->placing->placement), AgentsOf(y->placing->placement));
+  ASSERT_EQ(link->asks.size(), 2u);
+  ASSERT_EQ(scheduler.OnMasterPort(*x, ids_["h0"], {link->asks[0].request_id, 29500, ""}, kT0),
+            Scheduler::Answer::kTaken);
+  pass = scheduler.BeginPass(jobs_);
+  ASSERT_EQ(scheduler.Advance(*x, &pass, kT0), Scheduler::Outcome::kStarted);
+  ASSERT_EQ(scheduler.Advance(*y, &pass, kT0), Scheduler::Outcome::kWaiting);
+  EXPECT_EQ(AgentsOf(y->placing->placement), (std::vector<std::string>{ids_["h0"] + ":1"}));
+}
+
 TEST_F(SchedulerTest, AJobThatCanNeverFitFailsForGood) {
   Register("h0", 1);
   Scheduler scheduler({"10.0.0.1:7071", 30s, 0ms, nullptr}, &registry_);
