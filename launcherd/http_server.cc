@@ -292,15 +292,10 @@ class HttpServerImpl final : public HttpServer {
                              "' is not a job id (letters, digits, '-' and '_'; see "
                              "GET /v1/jobs)");
       }
-      const std::shared_ptr<const JobsSnapshot> snap = jobs_->Snapshot();
-      if (const JobStatus* s = snap->Find(id)) {
-        return SendJson(res, 200, control::JobJson(*s, true));
-      }
-      // Not published (yet): the manager itself, which says why it does not have it.
-      JobStatus s;
-      Status st = jobs_->Get(id, &s);
+      std::shared_ptr<const JobStatus> s;
+      Status st = jobs_->GetPublished(id, &s);
       if (!st.ok()) return SendError(res, 404, st.message());
-      SendJson(res, 200, control::JobJson(s, true));
+      SendJson(res, 200, control::JobJson(*s, true));
     });
     server_.Get("/v1/agents", [this](const httplib::Request&, httplib::Response& res) {
       json agents = json::array();

@@ -174,6 +174,10 @@ class JobManager {
   // when the lock is free a stale snapshot is refreshed first, so an idle manager answers with
   // every change made.
   std::shared_ptr<const JobsSnapshot> Snapshot() const HVD_EXCLUDES(mu_);
+  // One job for a reader (GET /v1/jobs/{id}, GetJob): as last published, or, when it is not
+  // published yet, the manager's own record, with Get's error when there is none.
+  Status GetPublished(const std::string& id, std::shared_ptr<const JobStatus>* out) const
+      HVD_EXCLUDES(mu_);
   // Publishes a snapshot now (after Restore).
   void Publish() HVD_EXCLUDES(mu_);
 

@@ -128,6 +128,20 @@ void JobManager::Publish() {
   published_.Swap(snapshot_builder_.Build(table_.jobs(), published_.BeginBuild()));
 }
 
+Status JobManager::GetPublished(const std::string& id,
+                                std::shared_ptr<const JobStatus>* out) const {
+  const std::shared_ptr<const JobsSnapshot> snap = Snapshot();
+  if (const JobStatus* published = snap->Find(id)) {
+    *out = std::shared_ptr<const JobStatus>(snap, published);  // keeps the snapshot alive
+    return Status::OK();
+  }
+  // Not published (yet): the manager itself, which says why it does not have it.
+  JobStatus status;
+  HVD_RETURN_IF_ERROR(Get(id, &status));
+  *out = std::make_shared<const JobStatus>(std::move(status));
+  return Status::OK();
+}
+
 std::shared_ptr<const JobsSnapshot> JobManager::Snapshot() const {
   std::shared_ptr<const JobsSnapshot> snap = published_.Current();
   // Stale and the lock free (the manager idle): publish first, so an idle launcher answers with

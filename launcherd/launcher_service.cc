@@ -58,16 +58,10 @@ grpc::Status LauncherService::SubmitJob(grpc::ServerContext* context,
 
 grpc::Status LauncherService::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                      v1::JobStatus* response) {
-  // From the published snapshot (jobs_snapshot.h); a job not in it yet asks the manager.
-  const std::shared_ptr<const JobsSnapshot> snap = jobs_->Snapshot();
-  if (const JobStatus* published = snap->Find(request->job_id())) {
-    ToProto(*published, response);
-    return grpc::Status::OK;
-  }
-  JobStatus status;
-  Status s = jobs_->Get(request->job_id(), &status);
+  std::shared_ptr<const JobStatus> status;
+  Status s = jobs_->GetPublished(request->job_id(), &status);
   if (!s.ok()) return control::ToGrpc(s);
-  ToProto(status, response);
+  ToProto(*status, response);
   return grpc::Status::OK;
 }
 
