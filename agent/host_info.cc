@@ -101,4 +101,23 @@ std::string CudaDeviceForSlot(const std::vector<std::string>& gpus, int slot) {
   return gpus[static_cast<size_t>(slot) % gpus.size()];
 }
 
+bool CudaVisibleDevicesFor(const std::vector<std::string>& gpus, int slot, int local_rank,
+                           bool isolate, std::string* value) {
+  value->clear();
+  if (gpus.empty() || slot < 0) return false;
+  if (isolate) {
+    *value = CudaDeviceForSlot(gpus, slot);
+    return true;
+  }
+  const int n = static_cast<int>(gpus.size());
+  if (local_rank < 0 || local_rank >= n) return false;
+  const int shift = ((slot % n) - local_rank + n) % n;
+  if (shift == 0) return false;
+  for (int i = 0; i < n; ++i) {
+    if (i > 0) *value += ",";
+    *value += gpus[static_cast<size_t>((i + shift) % n)];
+  }
+  return true;
+}
+
 }  // namespace hvd::agent

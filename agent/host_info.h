@@ -27,4 +27,17 @@ std::vector<std::string> GpuIds(int device_count, const char* cuda_visible_devic
 // there are more slots than GPUs; "" when there are no GPUs (the variable is then not set).
 std::string CudaDeviceForSlot(const std::vector<std::string>& gpus, int slot);
 
+// The CUDA_VISIBLE_DEVICES the agent gives a rank in `slot` with `local_rank`, over the host's
+// `gpus` (GpuIds); false: the agent sets none and the rank keeps the agent's own (docs/gpu.md).
+//   isolate (hvdrun --gpu-isolation): the slot's GPU alone (CudaDeviceForSlot); the rank sees it
+//     as device 0.
+//   otherwise: every GPU stays visible, as horovodrun and torchrun leave them, so that
+//     torch.cuda.set_device(hvd.local_rank()) works. When device <local_rank> is already the
+//     slot's GPU (a job alone on its agent: slots and local ranks coincide) nothing is set. When it
+//     is not (the agent runs other jobs on the lower slots), the list is rotated so that it is:
+//     two jobs never both pick the first GPU. A local rank beyond the GPUs sets nothing (the
+//     script's set_device fails there as under horovodrun).
+bool CudaVisibleDevicesFor(const std::vector<std::string>& gpus, int slot, int local_rank,
+                           bool isolate, std::string* value);
+
 }  // namespace hvd::agent

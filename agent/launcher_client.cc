@@ -13,11 +13,13 @@ RankSpec RankSpecFromProto(const hvd::v1::StartRank& p) {
   r.attempt = p.attempt();
   r.rank = p.placement().rank();
   r.slot = p.placement().slot();
+  r.local_rank = p.placement().local_rank();
   r.argv.assign(p.argv().begin(), p.argv().end());
   r.env.insert(p.env().begin(), p.env().end());
   r.working_dir = p.working_dir();
   r.forward_stdin = p.forward_stdin();
   r.run_as = p.run_as();
+  r.gpu_isolation = p.gpu_isolation();
   return r;
 }
 

@@ -18,11 +18,13 @@ struct RankSpec {
   int attempt = 0;
   int rank = 0;
   int slot = 0;                   // the slot on this agent (its GPU index when the agent has GPUs)
+  int local_rank = 0;             // the rank's index among its job's ranks on this host
   std::vector<std::string> argv;  // argv[0] is the program; never run through a shell
   std::map<std::string, std::string> env;  // the full worker environment, on top of the agent's
   std::string working_dir;                 // empty: the agent's working directory
   bool forward_stdin = false;  // stdin is a pipe fed from AgentGateway.ReadStdin; else /dev/null
   std::string run_as;          // the user the rank runs as; empty: the agent's own user
+  bool gpu_isolation = false;  // CUDA_VISIBLE_DEVICES = the slot's GPU alone (docs/gpu.md)
 };
 
 // A rank's state change as the agent reports it to the launcher.

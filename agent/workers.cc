@@ -80,8 +80,13 @@ void Workers::Spawn(const RankSpec& cmd) {
   o.argv = cmd.argv;
   o.env = cmd.env;
   // The agent owns the GPUs of its slots; the launcher's environment cannot know which is which.
-  const std::string gpu = CudaDeviceForSlot(options_.gpus, cmd.slot);
-  if (!gpu.empty()) o.env["CUDA_VISIBLE_DEVICES"] = gpu;
+  // Isolated, the slot's GPU is the rank's only one, whatever the job says; shared (the
+  // default), a CUDA_VISIBLE_DEVICES the job sets itself (-x) is the user's choice and stays.
+  std::string gpus;
+  if (CudaVisibleDevicesFor(options_.gpus, cmd.slot, cmd.local_rank, cmd.gpu_isolation, &gpus) &&
+      (cmd.gpu_isolation || o.env.count("CUDA_VISIBLE_DEVICES") == 0)) {
+    o.env["CUDA_VISIBLE_DEVICES"] = gpus;
+  }
   o.working_dir = cmd.working_dir;
   o.wrapper = options_.wrapper;
   o.run_as = cmd.run_as;

@@ -25,7 +25,8 @@
 namespace hvd::agent {
 
 struct WorkersOptions {
-  // The CUDA device ids slots map onto (empty: no CUDA_VISIBLE_DEVICES is set).
+  // The CUDA device ids slots map onto (empty: no CUDA_VISIBLE_DEVICES is set); which a rank sees:
+  // CudaVisibleDevicesFor (host_info.h).
   std::vector<std::string> gpus;
   // The binary that runs the worker wrapper (RankRunnerOptions::wrapper).
   std::string wrapper = "/proc/self/exe";

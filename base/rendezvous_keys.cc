@@ -64,6 +64,24 @@ std::string RankKey(RankKeyKind kind, int rank) {
   return std::string(RankKeyKindName(kind)) + "/" + std::to_string(rank);
 }
 
+namespace {
+std::string NcclScope(int set_id, uint64_t generation) {
+  return "nccl/" + std::to_string(set_id) + "/" + std::to_string(generation) + "/";
+}
+}  // namespace
+
+std::string NcclIdKey(int set_id, uint64_t generation) {
+  return NcclScope(set_id, generation) + "id";
+}
+
+std::string NcclArrivedKey(int set_id, uint64_t generation, int rank) {
+  return NcclScope(set_id, generation) + "arrived/" + std::to_string(rank);
+}
+
+std::string NcclAbortKey(int set_id, uint64_t generation) {
+  return NcclScope(set_id, generation) + "abort";
+}
+
 std::string JobPrefixOf(std::string_view key) {
   if (key.substr(0, 4) != "job/") return "";
   const size_t slash = key.find('/', 4);

@@ -9,6 +9,9 @@
 //     abort/<rank>             the rank is about to fail because of a peer
 //     init/<k>/...             the k-th re-Init of the same processes (k >= 1): its own host/
 //                              and transport keys
+//     nccl/<set>/<gen>/...     the NCCL unique-id exchange of process set <set>'s communicator,
+//                              generation <gen> (runtime/gpu/nccl_bootstrap.h): "id",
+//                              "arrived/<rank>", "abort"
 //   The transports keep their addresses under the scope they are given ("tcp/tcp/<rank>",
 //   "shm/shm/<rank>", ...): only ranks read them (runtime/transport/).
 //
@@ -39,6 +42,16 @@ enum class RankKeyKind { kHost, kStall, kAbort };
 const char* RankKeyKindName(RankKeyKind kind);
 // "host/3", relative to the attempt's scope.
 std::string RankKey(RankKeyKind kind, int rank);
+
+// The NCCL unique-id exchange's keys, relative to the attempt's scope. A communicator is named by
+// its process set's id and a generation that grows each time the set's communicator is rebuilt,
+// so a rebuilt communicator never reads the id of the one before.
+// "nccl/<set>/<gen>/id": the 128-byte ncclUniqueId, written by the set's rank 0.
+std::string NcclIdKey(int set_id, uint64_t generation);
+// "nccl/<set>/<gen>/arrived/<rank>": written by each set rank as it enters the exchange.
+std::string NcclArrivedKey(int set_id, uint64_t generation, int rank);
+// "nccl/<set>/<gen>/abort": the reason the exchange was given up, written by any rank.
+std::string NcclAbortKey(int set_id, uint64_t generation);
 
 // "job/<id>/" of a key under a job (the quota it counts against); "" for any other key.
 std::string JobPrefixOf(std::string_view key);

@@ -25,6 +25,7 @@
 
 #include "bench_util.h"
 #include "core/context.h"
+#include "gpu/resnet50_shapes.h"
 #include "hvd/hvd.h"
 
 namespace hvd::bench {
@@ -84,58 +85,12 @@ Options ParseArgs(int argc, char** argv) {
 
 // ---- The model ----
 
-struct Param {
-  std::string name;
-  std::vector<int64_t> shape;
-};
+// torchvision.models.resnet50()'s 161 gradients (gpu/resnet50_shapes.h, shared with gpu_bench).
+using Param = ParamShape;
 
-constexpr size_t kResNet50Tensors = 161;
-constexpr int64_t kResNet50Params = 25557032;
+std::vector<Param> ResNet50() { return ResNet50Shapes(); }
 
-// torchvision.models.resnet50()'s named_parameters() (torchvision/models/resnet.py: Bottleneck
-// blocks [3, 4, 6, 3], expansion 4, bias-free convs, BatchNorm weight and bias; running stats
-// are buffers, not gradients), in registration (= forward) order. Sizes range from 64-element
-// BN vectors to 2.4 M-element 3x3 convs and the 2 M-element fc weight.
-std::vector<Param> ResNet50() {
-  std::vector<Param> p;
-  auto conv = [&](const std::string& name, int64_t out, int64_t in, int64_t k) {
-    p.push_back({name + ".weight", {out, in, k, k}});
-  };
-  auto bn = [&](const std::string& name, int64_t c) {
-    p.push_back({name + ".weight", {c}});
-    p.push_back({name + ".bias", {c}});
-  };
-  conv("conv1", 64, 3, 7);
-  bn("bn1", 64);
-  const int blocks[4] = {3, 4, 6, 3};
-  int64_t in = 64;
-  for (int l = 0; l < 4; ++l) {
-    const int64_t width = int64_t{64} << l, out = width * 4;
-    for (int b = 0; b < blocks[l]; ++b) {
-      const std::string pre = "layer" + std::to_string(l + 1) + "." + std::to_string(b) + ".";
-      conv(pre + "conv1", width, in, 1);
-      bn(pre + "bn1", width);
-      conv(pre + "conv2", width, width, 3);
-      bn(pre + "bn2", width);
-      conv(pre + "conv3", out, width, 1);
-      bn(pre + "bn3", out);
-      if (b == 0) {  // the projection shortcut
-        conv(pre + "downsample.0", out, in, 1);
-        bn(pre + "downsample.1", out);
-      }
-      in = out;
-    }
-  }
-  p.push_back({"fc.weight", {1000, 2048}});
-  p.push_back({"fc.bias", {1000}});
-  return p;
-}
-
-int64_t NumElements(const Param& p) {
-  int64_t n = 1;
-  for (int64_t d : p.shape) n *= d;
-  return n;
-}
+int64_t NumElements(const Param& p) { return p.elements(); }
 
 // ---- One rank of one launch ----
 

@@ -57,7 +57,8 @@ std::string CheckBuildText() {
   out += "    [X] Shared memory (between the ranks of one host)\n";
   out += "    [ ] NCCL\n";
   out += "Available features:\n";
-  out += "    [ ] CUDA (GPUs are assigned per slot via CUDA_VISIBLE_DEVICES; no GPU kernels)\n";
+  out += "    [ ] CUDA (ranks see their host's GPUs, or their slot's alone with --gpu-isolation; "
+         "no GPU kernels)\n";
   out += std::string("    [") + (HaveSshBootstrap() ? "X" : " ") +
          "] SSH bootstrap (hvdrun --ssh starts hvd-agent on hosts without one)\n";
   out += "    [ ] MPI\n";

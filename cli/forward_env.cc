@@ -27,7 +27,9 @@ const std::vector<std::string> kNotForwarded = {
     "TMUX",
     "TMUX_PANE",
     "STY",
-    // The agent gives each rank the GPUs of its slot (docs/gpu.md); Horovod leaves it out too.
+    // The agent's own value is what ranks see (every GPU of their host, or with --gpu-isolation
+    // their slot's alone: docs/gpu.md); Horovod leaves it out too. -x CUDA_VISIBLE_DEVICES=...
+    // still sets it.
     "CUDA_VISIBLE_DEVICES",
     // hvdrun's own: where the launcher is and its token (a secret's path), and this host's network
     // choice and identity; the job's hosts get theirs from their agents.

@@ -279,6 +279,10 @@ void JobFlags::Register(control::FlagSet* flags) {
   flags->String("--run-as", &run_as,
                 "run every rank as this user (a name known on each host); the agents must run as "
                 "root, and root itself needs hvd-agent --allow-run-as-root");
+  flags->Bool("--gpu-isolation", &gpu_isolation,
+              "give each rank only the GPU of its slot (CUDA_VISIBLE_DEVICES=<that GPU>: it is "
+              "device 0); default: every rank sees all of its host's GPUs and picks one, e.g. "
+              "torch.cuda.set_device(hvd.local_rank()), as under horovodrun (docs/gpu.md)");
   binding.Register(flags);
   horovod.Register(flags);  // it adds horovodrun's spellings to the flags above
   RegisterTorchrunFlags(flags, &standalone);
@@ -443,6 +447,7 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   HVD_RETURN_IF_ERROR(SetLimits(f, spec));
   HVD_RETURN_IF_ERROR(NetworkInterfacesFlag(f, host, spec));
   if (run_as_given) spec->run_as = f.run_as;
+  spec->gpu_isolation = f.gpu_isolation;
   // The limits the launcher enforces on every spec (argv and -x sizes, host entries...): one
   // validator for both ends (control/spec_limits.h).
   return control::ValidateJobSpec(*spec);

@@ -58,6 +58,9 @@ struct JobFlags {
   bool standalone = false;  // torchrun's --standalone: accepted with a note
   // --run-as USER: the user every rank runs as (JobSpec.run_as); the agents must run as root.
   std::string run_as;
+  // --gpu-isolation: each rank sees only its slot's GPU (JobSpec.gpu_isolation); default: every
+  // rank sees all of its host's GPUs and picks one by local rank, as horovodrun's (docs/gpu.md).
+  bool gpu_isolation = false;
 
   // Registers the flags; `flags` must outlive BuildJobSpec (it tells which knobs were given).
   void Register(control::FlagSet* flags);

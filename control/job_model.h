@@ -35,6 +35,7 @@ struct JobSpec {
   int stdin_rank = -1;             // hvdrun --stdin: the rank reading hvdrun's stdin; -1: none
   int64_t queue_timeout_ms = 0;    // --queue-timeout; 0: wait for slots as long as it takes
   std::string run_as;              // --run-as: the user the ranks run as; "": the agent's
+  bool gpu_isolation = false;      // --gpu-isolation: each rank sees only its slot's GPU
 };
 
 struct RankStatus {

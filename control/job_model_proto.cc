@@ -85,6 +85,7 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
   p->set_max_restarts(s.max_restarts);
   p->set_queue_timeout_ms(s.queue_timeout_ms);
   p->set_run_as(s.run_as);
+  p->set_gpu_isolation(s.gpu_isolation);
 }
 
 JobSpec FromProto(const v1::JobSpec& p) {
@@ -104,6 +105,7 @@ JobSpec FromProto(const v1::JobSpec& p) {
   s.stdin_rank = p.has_stdin_rank() ? p.stdin_rank() : -1;
   s.queue_timeout_ms = p.queue_timeout_ms();
   s.run_as = p.run_as();
+  s.gpu_isolation = p.gpu_isolation();
   return s;
 }
 
@@ -184,6 +186,7 @@ void ToSummaryProto(const JobStatus& s, v1::JobStatus* p) {
   spec->set_detached(s.spec.detached);
   spec->set_max_restarts(s.spec.max_restarts);
   spec->set_run_as(s.spec.run_as);
+  spec->set_gpu_isolation(s.spec.gpu_isolation);
   p->set_state(JobStateToProto(s.state));
   p->set_reason(s.reason);
   if (s.has_failure) {

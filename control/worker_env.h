@@ -1,8 +1,9 @@
 // The environment of one worker process: who it is (rank numbers in hvd's, Horovod's and
 // torchrun's names), where it meets the others (the launcher's rendezvous endpoint and its job's
 // secret; torch.distributed's MASTER_ADDR/MASTER_PORT), and the job's own variables (-x). Pure:
-// the launcher sends the map in StartRank; the agent adds only CUDA_VISIBLE_DEVICES. The names
-// match runtime/core/context.cc and docs/configuration.md ("Worker environment").
+// the launcher sends the map in StartRank; the agent adds only CUDA_VISIBLE_DEVICES, where it must
+// (docs/gpu.md). The names match runtime/core/context.cc and docs/configuration.md ("Worker
+// environment").
 //
 // torchrun's contract (torch/distributed/elastic/agent/server/local_elastic_agent.py, PyTorch
 // 1.13, and https://pytorch.org/docs/stable/elastic/run.html "Environment Variables"), so that a

@@ -226,6 +226,7 @@ bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, 
     cmd.working_dir = job.status.spec.working_dir;
     cmd.forward_stdin = job.status.spec.stdin_rank == r.placement.rank;
     cmd.run_as = job.status.spec.run_as;
+    cmd.gpu_isolation = job.status.spec.gpu_isolation;
     std::shared_ptr<AgentLink> link = agents_->Link(r.placement.agent_id);
     if (link && link->SendStartRank(cmd)) {
       r.state = RankState::kStarting;

@@ -60,6 +60,7 @@ struct StartRankCommand {
   std::string working_dir;
   bool forward_stdin = false;  // the rank's stdin comes from AgentGateway.ReadStdin
   std::string run_as;          // JobSpec.run_as
+  bool gpu_isolation = false;  // JobSpec.gpu_isolation
 };
 
 struct StopJobCommand {

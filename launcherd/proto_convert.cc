@@ -36,6 +36,7 @@ void ToProto(const StartRankCommand& c, v1::StartRank* p) {
   p->set_working_dir(c.working_dir);
   p->set_forward_stdin(c.forward_stdin);
   p->set_run_as(c.run_as);
+  p->set_gpu_isolation(c.gpu_isolation);
 }
 
 void ToProto(const StopJobCommand& c, v1::StopJob* p) {

@@ -6,10 +6,10 @@
 
 #include "base/mutex.h"
 #include "collectives/reduce.h"
+#include "core/api_checks.h"
 #include "core/api_internal.h"
 #include "core/context.h"
 #include "core/operation.h"
-#include "gpu/cuda_probe.h"
 #include "hvd/hvd.h"
 
 namespace hvd {
@@ -27,42 +27,6 @@ std::shared_ptr<Context> g_ctx HVD_GUARDED_BY(g_mu);
 base::Mutex g_noname_mu;
 std::map<int, uint64_t> g_noname HVD_GUARDED_BY(g_noname_mu);  // per process set
 bool g_atexit_registered = false;
-
-Status CheckTensor(const char* what, const Tensor& t) {
-  if (!IsValid(t.dtype)) {
-    return InvalidArgument(std::string(what) + ": invalid dtype " +
-                           std::to_string(static_cast<int>(t.dtype)));
-  }
-  for (int64_t d : t.shape) {
-    if (d < 0) {
-      return InvalidArgument(std::string(what) + ": negative dimension in shape " +
-                             ShapeString(t.shape));
-    }
-  }
-  if (t.data == nullptr && t.num_elements() > 0) {
-    return InvalidArgument(std::string(what) + ": data is null for a tensor of shape " +
-                           ShapeString(t.shape));
-  }
-  if (t.device < -1) {
-    return InvalidArgument(std::string(what) + ": device " + std::to_string(t.device) +
-                           " is not a device; use -1 for host memory or a CUDA device ordinal");
-  }
-  if (t.device >= 0) {
-    // Say first whether this process could use a GPU at all: that is what users need to fix.
-    runtime::gpu::CudaInfo cuda;
-    const Status& probe = runtime::gpu::CachedCudaProbe(&cuda);
-    if (!probe.ok()) {
-      return FailedPrecondition(std::string(what) + ": the tensor is on CUDA device " +
-                                std::to_string(t.device) + ", but " + probe.message() +
-                                ". Pass host memory (device = -1).");
-    }
-    return FailedPrecondition(std::string(what) + ": the tensor is on CUDA device " +
-                              std::to_string(t.device) + " (" + std::to_string(cuda.device_count) +
-                              " visible), but this build of hvd reduces host memory only: copy "
-                              "it to the host first (docs/gpu.md)");
-  }
-  return Status::OK();
-}
 
 // Unnamed operations are numbered per process set: every member submits the same unnamed
 // operations of that set in the same order, but ranks outside it do not, so one counter for
@@ -89,49 +53,6 @@ void SetReduce(Request& r, const AllreduceOptions& o) {
   r.postscale = o.postscale;
 }
 
-Status CheckReduce(const AllreduceOptions& o) {
-  if (!IsValid(o.op)) {
-    return InvalidArgument("invalid reduce op " + std::to_string(static_cast<int>(o.op)));
-  }
-  return Status::OK();
-}
-
-// What every rank would reject alike, checked before anything is submitted.
-Status CheckReduceFor(const AllreduceOptions& o, const Tensor& t) {
-  HVD_RETURN_IF_ERROR(runtime::collectives::CheckReduceDtype(t.dtype, o.op));
-  if (o.op == ReduceOp::kAdasum && t.dtype != DataType::kFloat32 && t.dtype != DataType::kFloat64 &&
-      t.dtype != DataType::kFloat16 && t.dtype != DataType::kBFloat16) {
-    return InvalidArgument(
-        "Adasum needs floating-point tensors (float16, bfloat16, float32, "
-        "float64); got " +
-        std::string(DataTypeName(t.dtype)));
-  }
-  return Status::OK();
-}
-
-// Horovod's reducescatter supports Sum and Average only.
-Status CheckScatterOp(const AllreduceOptions& o) {
-  HVD_RETURN_IF_ERROR(CheckReduce(o));
-  if (o.op != ReduceOp::kSum && o.op != ReduceOp::kAverage) {
-    return InvalidArgument("reducescatter supports Sum and Average only (as Horovod's), not " +
-                           std::string(ReduceOpName(o.op)));
-  }
-  return Status::OK();
-}
-
-Status CheckPair(const Tensor& in, const Tensor& out) {
-  HVD_RETURN_IF_ERROR(CheckTensor("input", in));
-  HVD_RETURN_IF_ERROR(CheckTensor("output", out));
-  if (in.dtype != out.dtype || in.num_elements() != out.num_elements()) {
-    return InvalidArgument("output (" + std::string(DataTypeName(out.dtype)) + " " +
-                           ShapeString(out.shape) +
-                           ") must have the input's dtype and element count (" +
-                           std::string(DataTypeName(in.dtype)) + " " +
-                           ShapeString(in.shape) + ")");
-  }
-  return Status::OK();
-}
-
 }  // namespace
 
 namespace internal {
@@ -153,8 +74,9 @@ std::shared_ptr<Context> Current() {
 
 // Submits `op`, or completes it at once with `error`.
 Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
-  if (!error.ok()) {
-    op->Complete(error.WithContext(std::string(OpTypeName(op->request.type)) +
+  Status s = error.ok() ? SetDevice(*op) : error;
+  if (!s.ok()) {
+    op->Complete(s.WithContext(std::string(OpTypeName(op->request.type)) +
                                    " '" + op->request.key + "'"));
     return Handle(op);
   }
@@ -180,6 +102,11 @@ std::shared_ptr<Operation> NewOp(OpType type, std::string key, Callback cb, int 
 
 }  // namespace internal
 
+using internal::CheckPair;
+using internal::CheckReduce;
+using internal::CheckReduceFor;
+using internal::CheckScatterOp;
+using internal::CheckTensor;
 using internal::Current;
 using internal::NewOp;
 using internal::NotFromCallback;

@@ -56,6 +56,12 @@ const Setting<double> kShutdownTimeout("HVD_SHUTDOWN_TIMEOUT_SECONDS", nullptr, 
                                        "how long Shutdown() waits for the other ranks to stop "
                                        "together before closing the links anyway");
 
+const Setting<double> kNcclTimeout("HVD_NCCL_TIMEOUT_SECONDS", nullptr, 60,
+                                   "how long a process set's NCCL communicator may take to form "
+                                   "(unique id through the store, then ncclCommInitRank) before "
+                                   "the job fails naming the ranks that did not arrive",
+                                   {0.1, 86400});
+
 // The engine (the fusion settings are fusion/fusion_settings.cc's).
 const Setting<double> kCycleTime("HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", 1.0,
                                  "milliseconds between negotiation cycles", {0, 60000});
@@ -311,6 +317,11 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   for (int r = 0; r < static_cast<int>(hosts.size()); ++r) {
     if (hosts[r] == hosts[rank]) eo.host_ranks.push_back(r);
   }
+  double nccl_s;
+  HVD_RETURN_IF_ERROR(Read(kNcclTimeout, &nccl_s));
+  eo.gpu.store = ctx->store_.get();
+  eo.gpu.hosts = hosts;
+  eo.gpu.nccl_timeout = std::chrono::milliseconds(static_cast<int64_t>(nccl_s * 1000));
   ctx->engine_ = std::make_unique<Engine>(comm, eo, std::move(tl));
   ctx->engine_->Start();
   HVD_LOG(INFO) << "initialized: rank " << rank << " of " << size << ", local "

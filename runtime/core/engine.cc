@@ -31,7 +31,7 @@ Engine::Engine(collectives::Comm comm, EngineOptions options,
     : comm_(comm),
       options_(std::move(options)),
       timeline_(std::move(timeline)),
-      executor_(options_.fusion, timeline_.get()),
+      executor_(options_.fusion, timeline_.get(), options_.gpu),
       sets_(comm.size()) {
   runners_[0] = NewRunner(0, {});
   for (const auto& ranks : options_.process_sets) {
@@ -141,6 +141,8 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
     if (!stopped_cv_.WaitFor(lock, grace, [&]() HVD_REQUIRES(mu_) { return stopped_; })) {
       // Peers did not take part in an orderly stop (dead or stuck): break the links.
       comm_.transport->Abort("this rank is shutting down (hvd::Shutdown)");
+      // A background thread waiting in NCCL for a peer would never see the transport's abort.
+      executor_.AbortDevice();
     }
   }
   thread_.join();
@@ -201,6 +203,8 @@ EngineStats Engine::stats() const {
   base::MutexLock lock(&stats_mu_);
   EngineStats stats = stats_;
   stats.allreduce_collectives = executor_.allreduce_collectives();
+  stats.gpu_nccl_batches = executor_.device().nccl_batches();
+  stats.gpu_staged_batches = executor_.device().staged_batches();
   return stats;
 }
 
@@ -422,6 +426,7 @@ Status Engine::ApplySetChange(const negotiation::Response& r, internal::Operatio
                                 " was removed while this operation was pending"));
     runners_.erase(it);
   }
+  executor_.ForgetSet(id);
   HVD_LOG(INFO) << "process set " << id << " removed";
   return Status::OK();
 }

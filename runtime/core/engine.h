@@ -43,6 +43,7 @@
 #include "base/mutex.h"
 #include "collectives/collectives.h"
 #include "base/thread_annotations.h"
+#include "core/device_executor.h"
 #include "core/executor.h"
 #include "core/operation.h"
 #include "core/process_set_table.h"
@@ -67,6 +68,9 @@ struct EngineOptions {
   bool dynamic_process_sets = false;
   // The job ranks on this host (sorted), whose waits share its cores; empty: unknown.
   std::vector<int> host_ranks;
+  // Batches of device tensors: the store NCCL ids go through, each rank's host, the NCCL
+  // deadline (core/device_executor.h).
+  DeviceExecutorOptions gpu;
 };
 
 // Counters for tests, benchmarks and status reports.
@@ -77,6 +81,8 @@ struct EngineStats {
   uint64_t cache_hits = 0;             // keys run from the response cache
   uint64_t negotiated = 0;             // keys run from coordinator responses
   uint64_t allreduce_collectives = 0;  // ring allreduces run; a fused batch counts once
+  uint64_t gpu_nccl_batches = 0;       // batches of device tensors run on NCCL...
+  uint64_t gpu_staged_batches = 0;     // ...and staged through host memory
 };
 
 class Engine {

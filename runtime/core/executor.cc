@@ -14,12 +14,6 @@ using negotiation::OpType;
 using negotiation::Response;
 using negotiation::TensorSpec;
 
-struct BatchRef {
-  const Response* response;
-  size_t tensor;
-  internal::Operation* op;  // null: joined rank
-};
-
 namespace {
 
 size_t Bytes(const TensorSpec& t) {
@@ -43,10 +37,11 @@ std::string TimelineArgs(const char* algorithm, size_t bytes, size_t fused) {
 
 }  // namespace
 
-Executor::Executor(fusion::FusionLimits fusion, timeline::Timeline* timeline)
-    : fusion_(fusion), timeline_(timeline) {}
+Executor::Executor(fusion::FusionLimits fusion, timeline::Timeline* timeline,
+                   DeviceExecutorOptions gpu)
+    : fusion_(fusion), timeline_(timeline), device_(std::move(gpu), timeline) {}
 
-Status Executor::Execute(const collectives::Comm& comm, const std::vector<Response>& responses,
+Status Executor::Execute(int set_id, const collectives::Comm& comm, const std::vector<Response>& responses,
                          int contributors, const Lookup& lookup, const Finish& finish) {
   // Error responses fail the key here; nothing runs for them.
   for (const Response& r : responses) {
@@ -81,13 +76,27 @@ Status Executor::Execute(const collectives::Comm& comm, const std::vector<Respon
         const Response& r = responses[it.response];
         refs.push_back({&r, it.tensor, lookup(r.key)});
       }
-      s = head.reduce_op == ReduceOp::kAdasum ? RunAdasum(comm, refs[0], n)
-                                              : RunAllreduceBatch(comm, refs, n);
+      auto host = [&](const collectives::Comm& c, const std::vector<BatchRef>& items) {
+        return head.reduce_op == ReduceOp::kAdasum ? RunAdasum(c, items[0], n)
+                                                   : RunAllreduceBatch(c, items, n);
+      };
+      s = head.gpu ? device_.Allreduce(set_id, comm, refs, n, host) : host(comm, refs);
       allreduce_collectives_.fetch_add(1);
     } else {
-      s = RunOther(comm, head, batch.items[0].tensor, lookup(head.key), n);
+      const size_t t = batch.items[0].tensor;
+      internal::Operation* op = lookup(head.key);
+      auto host = [&](const collectives::Comm& c) { return RunOther(c, head, t, op, n); };
+      s = head.gpu ? device_.Other(set_id, comm, head, t, op, host) : host(comm);
     }
-    if (!s.ok()) return s;  // the transport is broken: the caller fails everything
+    if (!s.ok()) {
+      // The transport (or a GPU) is broken: the caller fails everything. NCCL work queued on
+      // other ranks must fail too rather than hang.
+      if (head.gpu) {
+        device_.PublishAbort(s.message());
+        device_.Abort();
+      }
+      return s;
+    }
     for (const auto& it : batch.items) {
       const Response& r = responses[it.response];
       if (--remaining[r.key] == 0 && lookup(r.key) != nullptr) finish(r.key, Status::OK());

@@ -14,14 +14,13 @@
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "core/device_executor.h"
 #include "core/operation.h"
 #include "fusion/fusion_planner.h"
 #include "negotiation/message.h"
 #include "timeline/timeline.h"
 
 namespace hvd::runtime::core {
-
-struct BatchRef;
 
 class Executor {
  public:
@@ -31,7 +30,9 @@ class Executor {
   using Finish = std::function<void(const std::string& key, const Status& status)>;
 
   // Shared by every process set's runner (one background thread runs them all).
-  Executor(fusion::FusionLimits fusion, timeline::Timeline* timeline);
+  // `gpu`: what batches of device tensors need (core/device_executor.h).
+  Executor(fusion::FusionLimits fusion, timeline::Timeline* timeline,
+           DeviceExecutorOptions gpu = {});
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -39,12 +40,17 @@ class Executor {
   // by it unless a response records its own count (Response::contributors). Operation failures
   // complete the operation; a non-OK return means the transport broke and the job cannot go on
   // (every pending operation must then be failed by the caller).
-  // `comm` is the process set's communicator the responses were negotiated in.
-  Status Execute(const collectives::Comm& comm, const std::vector<negotiation::Response>& responses,
+  // `comm` is the communicator of process set `set_id`, the responses were negotiated in.
+  Status Execute(int set_id, const collectives::Comm& comm, const std::vector<negotiation::Response>& responses,
                  int contributors, const Lookup& lookup, const Finish& finish);
 
   // Allreduce batches run so far (EngineStats); readable from any thread.
   uint64_t allreduce_collectives() const { return allreduce_collectives_.load(); }
+  const DeviceExecutor& device() const { return device_; }
+  // Any thread: aborts the NCCL communicators (core/device_executor.h).
+  void AbortDevice() { device_.Abort(); }
+  // Background thread: process set `id` was removed (every member at the same point).
+  void ForgetSet(int id) { device_.Forget(id); }
 
  private:
   Status RunAllreduceBatch(const collectives::Comm& comm, const std::vector<BatchRef>& items,
@@ -61,6 +67,7 @@ class Executor {
   std::vector<char> fusion_buffer_;
   std::vector<char> scratch_;
   std::atomic<uint64_t> allreduce_collectives_{0};
+  DeviceExecutor device_;
 };
 
 }  // namespace hvd::runtime::core

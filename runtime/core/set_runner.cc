@@ -336,7 +336,7 @@ Status SetRunner::Run(const std::vector<Response>& responses) {
     return it == pending_.end() ? nullptr : it->second.op.get();
   };
   auto finish = [this](const std::string& key, const Status& s) { Complete(key, s); };
-  return executor_->Execute(comm_, collectives, contributors, lookup, finish);
+  return executor_->Execute(id_, comm_, collectives, contributors, lookup, finish);
 }
 
 }  // namespace hvd::runtime::core

@@ -10,7 +10,8 @@ using negotiation::TensorSpec;
 bool Fusable(const Response& a, const Response& b) {
   // One batch divides by one count of contributors.
   // Adasum combines each tensor on its own (per-layer dot products): never fused.
-  return a.type == OpType::kAllreduce && b.type == OpType::kAllreduce &&
+  // Device and host tensors never share a fusion buffer.
+  return a.type == OpType::kAllreduce && b.type == OpType::kAllreduce && a.gpu == b.gpu &&
          a.reduce_op == b.reduce_op && a.reduce_op != ReduceOp::kAdasum &&
          a.prescale == b.prescale && a.postscale == b.postscale && a.contributors == b.contributors;
 }

@@ -49,6 +49,7 @@ std::string Describe(const Request& r, int root) {
     s += DataTypeName(t.dtype);
     s += " " + ShapeString(t.shape);
   }
+  if (r.gpu) s += " on a GPU";
   if (r.type == OpType::kAllreduce || r.type == OpType::kReducescatter) {
     s += std::string(" op=") + std::string(ReduceOpName(r.reduce_op));
     if (r.prescale != 1.0) s += " prescale=" + std::to_string(r.prescale);
@@ -66,7 +67,7 @@ std::string Describe(const Request& r, int root) {
 
 // Whether two ranks' requests for one key may run together.
 bool Compatible(const Request& a, const Request& b) {
-  if (a.type != b.type || a.tensors.size() != b.tensors.size()) return false;
+  if (a.type != b.type || a.gpu != b.gpu || a.tensors.size() != b.tensors.size()) return false;
   for (size_t i = 0; i < a.tensors.size(); ++i) {
     const TensorSpec& x = a.tensors[i];
     const TensorSpec& y = b.tensors[i];
@@ -114,6 +115,7 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
   resp.prescale = first->prescale;
   resp.postscale = first->postscale;
   resp.root = first->root;
+  resp.gpu = first->gpu;
   resp.contributors = static_cast<int32_t>(present.size());
 
   bool agree = std::all_of(present.begin(), present.end(),
@@ -128,6 +130,13 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
                     Describe(*e.by_rank[r], root_of(*e.by_rank[r])) + ";";
     }
     resp.error += " every rank must submit the same operation, dtype and shape";
+    for (int r : present) {
+      if (e.by_rank[r]->gpu != first->gpu) {
+        resp.error += " (and the same kind of memory: GPU tensors on every rank, or host tensors "
+                      "on every rank)";
+        break;
+      }
+    }
     if (first->type == OpType::kAllgather || first->type == OpType::kAlltoall) {
       resp.error += " (the first dimension may differ)";
     }

@@ -121,18 +121,19 @@ void PutCommon(Encoder& e, const T& r) {
   e.F64(r.prescale);
   e.F64(r.postscale);
   e.I32(r.root);
-  e.U8(r.sized_by_root ? 1 : 0);
+  e.U8((r.sized_by_root ? 1 : 0) | (r.gpu ? 2 : 0));
   e.I64Vec(r.splits);
 }
 
 template <typename T>
 bool GetCommon(Decoder& d, T* r) {
-  uint8_t sized_by_root = 0;
+  uint8_t flags = 0;
   const bool ok = GetOp(d, &r->type, &r->reduce_op) && d.Str(&r->key) && Get(d, &r->tensors) &&
                   d.F64(&r->prescale) && d.F64(&r->postscale) && d.I32(&r->root) &&
-                  d.U8(&sized_by_root) && d.I64Vec(&r->splits);
-  r->sized_by_root = sized_by_root != 0;
-  return ok;
+                  d.U8(&flags) && d.I64Vec(&r->splits);
+  r->sized_by_root = (flags & 1) != 0;
+  r->gpu = (flags & 2) != 0;
+  return ok && flags <= 3;
 }
 
 }  // namespace

@@ -58,6 +58,9 @@ struct Request {
   // Broadcast: the other ranks do not know the size; they take the root's shape (byte
   // broadcasts of pickled objects). Every rank of one key must agree on it.
   bool sized_by_root = false;
+  // The tensors are in CUDA device memory (every tensor of one operation is on one device). Every
+  // rank must agree: the collective then runs on GPUs (NCCL, or staged through host memory).
+  bool gpu = false;
   std::vector<int64_t> splits;  // alltoall: rows to each rank; add_process_set: the set's ranks
   int64_t age_ms = 0;           // how long it had waited on its rank when sent (stall inspector)
   // Not on the wire: the process set the operation was submitted to (its members negotiate it);
@@ -74,6 +77,7 @@ struct Response {
   double postscale = 1.0;
   int32_t root = 0;
   bool sized_by_root = false;       // broadcast: `tensors` is the root's
+  bool gpu = false;                 // as Request::gpu, agreed by every rank
   std::vector<int64_t> first_dims;  // allgather: rows per rank (of each tensor, tensor-major)
   std::vector<int64_t> splits;      // alltoall: size x size matrix, row = sender
   int32_t last_joined_rank = -1;    // join

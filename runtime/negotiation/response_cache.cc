@@ -29,7 +29,9 @@ namespace {
 
 // True when the cached response describes exactly what `req` asks of this rank.
 bool Agrees(const Response& r, const Request& req, int rank) {
-  if (r.type != req.type || r.tensors.size() != req.tensors.size()) return false;
+  if (r.type != req.type || r.gpu != req.gpu || r.tensors.size() != req.tensors.size()) {
+    return false;
+  }
   if (r.type == OpType::kAllreduce || r.type == OpType::kReducescatter) {
     if (r.reduce_op != req.reduce_op || r.prescale != req.prescale ||
         r.postscale != req.postscale) {

@@ -35,6 +35,43 @@ TEST(HostInfoTest, OneGpuPerSlotWrappingAround) {
   EXPECT_EQ(CudaDeviceForSlot({"4", "5"}, -1), "");
 }
 
+// hvdrun --gpu-isolation: the slot's GPU alone, whatever the local rank.
+TEST(HostInfoTest, IsolatedRanksSeeOnlyTheirSlotsGpu) {
+  std::string v;
+  EXPECT_TRUE(CudaVisibleDevicesFor({"4", "5"}, 1, 0, true, &v));
+  EXPECT_EQ(v, "5");
+  EXPECT_TRUE(CudaVisibleDevicesFor({"4", "5"}, 2, 2, true, &v));
+  EXPECT_EQ(v, "4");  // wraps around
+  EXPECT_FALSE(CudaVisibleDevicesFor({}, 0, 0, true, &v));
+  EXPECT_FALSE(CudaVisibleDevicesFor({"4"}, -1, 0, true, &v));
+}
+
+// The default: every GPU visible, device <local rank> being the slot's GPU.
+TEST(HostInfoTest, SharedRanksSeeEveryGpuWithTheirSlotsAtTheirLocalRank) {
+  std::string v = "stale";
+  // A job alone on its agent: slots are local ranks, nothing to set (the agent's own value holds).
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_FALSE(CudaVisibleDevicesFor({"0", "1", "2", "3"}, r, r, false, &v)) << r;
+    EXPECT_EQ(v, "");
+  }
+  // Another job holds slots 0 and 1: this job's local ranks 0 and 1 are in slots 2 and 3, and both
+  // see the same order, in which device 0 is GPU 2 and device 1 is GPU 3.
+  EXPECT_TRUE(CudaVisibleDevicesFor({"0", "1", "2", "3"}, 2, 0, false, &v));
+  EXPECT_EQ(v, "2,3,0,1");
+  EXPECT_TRUE(CudaVisibleDevicesFor({"0", "1", "2", "3"}, 3, 1, false, &v));
+  EXPECT_EQ(v, "2,3,0,1");
+  // The agent's own list (UUIDs too) is what gets ordered.
+  EXPECT_TRUE(CudaVisibleDevicesFor({"GPU-a", "GPU-b"}, 0, 1, false, &v));
+  EXPECT_EQ(v, "GPU-b,GPU-a");
+  // More local ranks than GPUs, or no GPU: nothing set.
+  EXPECT_FALSE(CudaVisibleDevicesFor({"0", "1"}, 1, 2, false, &v));
+  EXPECT_FALSE(CudaVisibleDevicesFor({}, 0, 0, false, &v));
+  // Slots beyond the GPUs wrap around as isolated ones do.
+  EXPECT_FALSE(CudaVisibleDevicesFor({"0", "1"}, 2, 0, false, &v));
+  EXPECT_TRUE(CudaVisibleDevicesFor({"0", "1"}, 3, 0, false, &v));
+  EXPECT_EQ(v, "1,0");
+}
+
 TEST(HostInfoTest, CountsOnlyNumberedNvidiaDevices) {
   char tmpl[] = "/tmp/hvd_dev_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);

@@ -13,7 +13,7 @@ TEST(RankSpecProtoTest, StartRankKeepsEveryFieldTheAgentUses) {
   p.set_attempt(3);
   p.mutable_placement()->set_rank(5);
   p.mutable_placement()->set_slot(2);
-  p.mutable_placement()->set_local_rank(1);  // computed into the env by the launcher already
+  p.mutable_placement()->set_local_rank(1);  // in the env already; also which GPU is its own
   p.add_argv("./train");
   p.add_argv("--epochs=1");
   (*p.mutable_env())["HVD_RANK"] = "5";
@@ -21,22 +21,26 @@ TEST(RankSpecProtoTest, StartRankKeepsEveryFieldTheAgentUses) {
   p.set_working_dir("/work");
   p.set_forward_stdin(true);
   p.set_run_as("alice");
+  p.set_gpu_isolation(true);
 
   const RankSpec r = RankSpecFromProto(p);
   EXPECT_EQ(r.job_id, "j7");
   EXPECT_EQ(r.attempt, 3);
   EXPECT_EQ(r.rank, 5);
   EXPECT_EQ(r.slot, 2);
+  EXPECT_EQ(r.local_rank, 1);
   EXPECT_EQ(r.argv, (std::vector<std::string>{"./train", "--epochs=1"}));
   EXPECT_EQ(r.env, (std::map<std::string, std::string>{{"A", "b"}, {"HVD_RANK", "5"}}));
   EXPECT_EQ(r.working_dir, "/work");
   EXPECT_TRUE(r.forward_stdin);
   EXPECT_EQ(r.run_as, "alice");
+  EXPECT_TRUE(r.gpu_isolation);
 
   const RankSpec empty = RankSpecFromProto(hvd::v1::StartRank());
   EXPECT_FALSE(empty.forward_stdin);
   EXPECT_TRUE(empty.argv.empty());
   EXPECT_TRUE(empty.run_as.empty());
+  EXPECT_FALSE(empty.gpu_isolation);  // every GPU of the host visible, as under horovodrun
 }
 
 TEST(RankSpecProtoTest, RankReportBecomesTheRankEvent) {

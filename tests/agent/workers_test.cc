@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <thread>
 
 namespace hvd::agent {
@@ -67,15 +68,54 @@ class WorkersTest : public ::testing::Test {
   std::vector<v1::AgentMessage> all_;
 };
 
-TEST_F(WorkersTest, EachSlotGetsItsGpuOverridingTheJobsValue) {
+// hvdrun --gpu-isolation: each rank sees its slot's GPU alone.
+TEST_F(WorkersTest, IsolatedEachSlotGetsItsGpuOverridingTheJobsValue) {
   RankSpec c = Cmd("j", 0, 1, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""});
   c.env["CUDA_VISIBLE_DEVICES"] = "0,1,2,3";
+  c.gpu_isolation = true;
   workers_.StartRank(c);
-  workers_.StartRank(Cmd("j", 1, 2, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""}));
+  RankSpec d = Cmd("j", 1, 2, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""});
+  d.local_rank = 1;
+  d.gpu_isolation = true;
+  workers_.StartRank(d);
   EXPECT_EQ(WaitEvent("j", 0, v1::RANK_EXITED).exit_code(), 0);
   EXPECT_EQ(WaitEvent("j", 1, v1::RANK_EXITED).attempt(), 1);
   EXPECT_EQ(Lines("j", 0), std::vector<std::string>{"5"});
   EXPECT_EQ(Lines("j", 1), std::vector<std::string>{"3"});  // slot 2 wraps to the first GPU
+}
+
+// The default, as horovodrun and torchrun: every rank sees every GPU of the host (the agent's own
+// CUDA_VISIBLE_DEVICES), so torch.cuda.set_device(hvd.local_rank()) works on every local rank.
+TEST_F(WorkersTest, SharedEveryRankSeesTheHostsGpus) {
+  const char* before = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("CUDA_VISIBLE_DEVICES", "3,5", 1);  // the agent's own, which its gpus {"3", "5"} came from
+  auto show = [](const std::string& job, int rank, int slot, int local_rank) {
+    RankSpec c = Cmd(job, rank, slot, {"/bin/sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES\""});
+    c.local_rank = local_rank;
+    return c;
+  };
+  workers_.StartRank(show("j", 0, 0, 0));
+  workers_.StartRank(show("j", 1, 1, 1));
+  // Another job whose only rank got slot 1: its device 0 (local rank 0) must be slot 1's GPU.
+  workers_.StartRank(show("k", 0, 1, 0));
+  // A job that sets the variable itself (-x) keeps its value.
+  RankSpec x = show("x", 0, 1, 0);
+  x.env["CUDA_VISIBLE_DEVICES"] = "7";
+  workers_.StartRank(x);
+  for (const char* job : {"j", "k", "x"}) {
+    EXPECT_EQ(WaitEvent(job, 0, v1::RANK_EXITED).exit_code(), 0);
+  }
+  WaitEvent("j", 1, v1::RANK_EXITED);
+  if (before != nullptr) {
+    setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
+  } else {
+    unsetenv("CUDA_VISIBLE_DEVICES");
+  }
+  EXPECT_EQ(Lines("j", 0), std::vector<std::string>{"3,5"});
+  EXPECT_EQ(Lines("j", 1), std::vector<std::string>{"3,5"});
+  EXPECT_EQ(Lines("k", 0), std::vector<std::string>{"5,3"});
+  EXPECT_EQ(Lines("x", 0), std::vector<std::string>{"7"});
 }
 
 TEST_F(WorkersTest, RepeatedStartRankIsReportedNotStartedTwice) {

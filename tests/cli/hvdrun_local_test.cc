@@ -83,6 +83,23 @@ TEST_F(HvdrunLocal, ShellStyleProgramLookupAndWorkerEnvironment) {
   EXPECT_HAS(r.out, "[0]<stdout>:hello world|copied|2097152|2.5|t.json|17|1|" + dir_.path() + "\n");
 }
 
+// GPU visibility through the embedded agent, whose GPUs here are hvdrun's CUDA_VISIBLE_DEVICES (no
+// GPU needed): by default every rank sees them all, as under horovodrun; --gpu-isolation gives each
+// rank its slot's alone (docs/gpu.md).
+TEST_F(HvdrunLocal, EveryRankSeesTheHostsGpusUnlessIsolated) {
+  const std::string show = "echo \"cvd=$CUDA_VISIBLE_DEVICES\"";
+  for (bool isolate : {false, true}) {
+    std::vector<std::string> args = {"-np", "2", "/bin/sh", "-c", show};
+    if (isolate) args.insert(args.begin(), "--gpu-isolation");
+    ProcResult r =
+        RunProcess(Args(args), dir_.path(), kJobTimeout,
+                   {"HVD_LAUNCHER=", "HVD_TOKEN_FILE=", "CUDA_VISIBLE_DEVICES=4,6"}, dir_.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_HAS(r.out, isolate ? "[0]<stdout>:cvd=4\n" : "[0]<stdout>:cvd=4,6\n");
+    EXPECT_HAS(r.out, isolate ? "[1]<stdout>:cvd=6\n" : "[1]<stdout>:cvd=4,6\n");
+  }
+}
+
 TEST_F(HvdrunLocal, WorkingDirAndRelativeProgram) {
   mkdir((dir_ / "wd").c_str(), 0755);
   WriteFile(dir_ / "wd/prog.sh", "#!/bin/sh\necho \"in $(pwd) as $0\"\n", 0755);

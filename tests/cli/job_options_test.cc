@@ -182,6 +182,20 @@ TEST_F(JobOptions, LimitsAndRestarts) {
   EXPECT_HAS(Error({"-np", "1", "--stall-timeout", "-1", "/bin/true"}), "not -1");
 }
 
+TEST_F(JobOptions, GpuIsolationIsOptIn) {
+  control::JobSpec spec;
+  ASSERT_TRUE(Build({"-np", "2", "/bin/true"}, &spec).ok());
+  EXPECT_FALSE(spec.gpu_isolation);  // every GPU of the host visible, as under horovodrun
+  ASSERT_TRUE(Build({"-np", "2", "--gpu-isolation", "/bin/true"}, &spec).ok());
+  EXPECT_TRUE(spec.gpu_isolation);
+  EXPECT_FALSE(spec.env.count("CUDA_VISIBLE_DEVICES"));  // the agent's to set, per slot
+  ASSERT_TRUE(Build({"-np", "2", "--gpu-isolation=false", "/bin/true"}, &spec).ok());
+  EXPECT_FALSE(spec.gpu_isolation);
+  // After the program it is the program's.
+  ASSERT_TRUE(Build({"-np", "1", "/bin/echo", "--gpu-isolation"}, &spec).ok());
+  EXPECT_FALSE(spec.gpu_isolation);
+}
+
 TEST_F(JobOptions, BadKnobs) {
   EXPECT_HAS(Error({"-np", "1", "--fusion-threshold-mb", "-1", "/bin/true"}), "between 0");
   EXPECT_HAS(Error({"-np", "1", "--fusion-threshold-mb", "nan", "/bin/true"}), "not a number");

@@ -29,6 +29,7 @@ JobStatus FullJob() {
   s.spec.stdin_rank = 1;
   s.spec.queue_timeout_ms = 60000;
   s.spec.run_as = "alice";
+  s.spec.gpu_isolation = true;
   RankStatus& r = s.ranks.emplace_back();
   r.placement = {1, 0, 1, 1, 2, "ag-b", "b", 0};
   r.state = RankState::kExited;
@@ -58,6 +59,9 @@ TEST(JobModelProto, AJobStatusRoundTripsWhole) {
   EXPECT_EQ(back.spec.start_timeout_ms, -1);  // unset stays unset
   EXPECT_EQ(back.spec.kill_grace_ms, 0);
   EXPECT_EQ(back.ranks.at(0).placement.agent_id, "ag-b");
+  EXPECT_EQ(back.spec.run_as, "alice");
+  EXPECT_TRUE(back.spec.gpu_isolation);
+  EXPECT_FALSE(FromProto(v1::JobStatus()).spec.gpu_isolation);
 }
 
 TEST(JobModelProto, EventsAndAgentsKeepEveryField) {

@@ -113,6 +113,7 @@ TEST_F(SchedulerTest, StartsAPlacedJobWithEachRanksEnvironment) {
   auto link = Register("h0", 2);
   Scheduler scheduler({"10.0.0.1:7071", 30s, 0ms, nullptr}, &registry_);
   auto job = PendingJob(2);
+  job->status.spec.gpu_isolation = true;
   Scheduler::Pass pass = scheduler.BeginPass(jobs_);
   EXPECT_EQ(scheduler.Advance(*job, &pass, kT0), Scheduler::Outcome::kStarted);
   EXPECT_EQ(job->state(), JobState::kStarting);
@@ -123,6 +124,7 @@ TEST_F(SchedulerTest, StartsAPlacedJobWithEachRanksEnvironment) {
     EXPECT_EQ(c.job_id, "j1");
     EXPECT_EQ(c.env.at("HVD_SIZE"), "2");
     EXPECT_EQ(c.env.at("HVD_START_TIMEOUT_SECONDS"), "40");
+    EXPECT_TRUE(c.gpu_isolation);  // --gpu-isolation reaches every rank's agent
   }
   EXPECT_EQ(job->status.ranks[1].state, RankState::kStarting);
   // No slot left for another.

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "launcherd/jobs_snapshot.h"
@@ -14,7 +15,27 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class JobsSnapshotTest : public JobManagerFixture {};
+class JobsSnapshotTest : public JobManagerFixture {
+ protected:
+  // The snapshot once it shows what `done` wants. A reader publishes first when the manager's
+  // lock is free; when it is held (the publisher thread building, on a loaded machine), the
+  // reader answers from the last snapshot and the thread publishes within kPublishInterval.
+  template <typename Done>
+  std::shared_ptr<const JobsSnapshot> SnapshotWhen(Done done) {
+    const auto deadline = std::chrono::steady_clock::now() + 2s;
+    std::shared_ptr<const JobsSnapshot> snap = jobs_->Snapshot();
+    while (!done(*snap) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(1ms);
+      snap = jobs_->Snapshot();
+    }
+    return snap;
+  }
+  std::shared_ptr<const JobsSnapshot> SnapshotWhenJobIs(const std::string& id, JobState state) {
+    return SnapshotWhen([&](const JobsSnapshot& s) {
+      return s.Find(id) != nullptr && s.Find(id)->state == state;
+    });
+  }
+};
 
 TEST_F(JobsSnapshotTest, MatchesTheManagerAndReadsItsOwnWrites) {
   auto a = AddAgent("h1", 4);
@@ -30,8 +51,7 @@ TEST_F(JobsSnapshotTest, MatchesTheManagerAndReadsItsOwnWrites) {
 
   Event(a, id, 0, RankState::kRunning);
   Event(a, id, 1, RankState::kRunning);
-  // The manager is idle: the reader publishes the changes first.
-  snap = jobs_->Snapshot();
+  snap = SnapshotWhenJobIs(id, JobState::kRunning);
   EXPECT_EQ(snap->Find(id)->state, JobState::kRunning);
   const JobCounts want = jobs_->Counts();
   EXPECT_EQ(snap->counts.jobs, want.jobs);
@@ -41,10 +61,11 @@ TEST_F(JobsSnapshotTest, MatchesTheManagerAndReadsItsOwnWrites) {
 
   JobState state;
   ASSERT_TRUE(jobs_->Cancel(id, "test", &state).ok());
-  EXPECT_EQ(jobs_->Snapshot()->Find(id)->state, JobState::kCancelled);  // Cancel published too
+  snap = SnapshotWhenJobIs(id, JobState::kCancelled);
+  EXPECT_EQ(snap->Find(id)->state, JobState::kCancelled);
   std::vector<JobStatus> list = jobs_->List();
   ASSERT_EQ(list.size(), 1u);
-  EXPECT_EQ(list[0].reason, jobs_->Snapshot()->summaries[0]->reason);
+  EXPECT_EQ(list[0].reason, snap->summaries[0]->reason);
 }
 
 TEST_F(JobsSnapshotTest, APublishCopiesOnlyTheJobsThatChanged) {
@@ -53,15 +74,19 @@ TEST_F(JobsSnapshotTest, APublishCopiesOnlyTheJobsThatChanged) {
   const std::string two = Submit(1);
   std::shared_ptr<const JobsSnapshot> before = jobs_->Snapshot();
   Event(a, two, 0, RankState::kRunning);
-  std::shared_ptr<const JobsSnapshot> after = jobs_->Snapshot();
+  std::shared_ptr<const JobsSnapshot> after = SnapshotWhen([&](const JobsSnapshot& s) {
+    return s.jobs.size() == 2 && s.jobs[1]->ranks[0].state == RankState::kRunning;
+  });
   ASSERT_GT(after->version, before->version);
   ASSERT_EQ(after->jobs.size(), 2u);
   EXPECT_EQ(after->jobs[0].get(), before->jobs[0].get()) << "job " << one << " was copied again";
   EXPECT_NE(after->jobs[1].get(), before->jobs[1].get());
   EXPECT_EQ(after->jobs[1]->ranks[0].state, RankState::kRunning);
   EXPECT_EQ(before->jobs[1]->ranks[0].state, RankState::kStarting);  // immutable once published
-  // Nothing changed: the same snapshot.
-  EXPECT_EQ(jobs_->Snapshot().get(), after.get());
+  // Nothing changed: a later snapshot (the publisher thread may have made one) shares both jobs.
+  std::shared_ptr<const JobsSnapshot> later = jobs_->Snapshot();
+  EXPECT_EQ(later->jobs[0].get(), after->jobs[0].get());
+  EXPECT_EQ(later->jobs[1].get(), after->jobs[1].get());
 }
 
 // The publisher alone: Current() answers while a publish (the writer's lock) is held, and the

@@ -29,8 +29,17 @@ def test_topology_and_build_flags(hvd):
     assert hvd.is_homogeneous() is True  # one host
     assert hvd.mpi_built() is False and hvd.mpi_enabled() is False
     assert hvd.gloo_built() is False and hvd.gloo_enabled() is False
-    assert not hvd.nccl_built() and hvd.ddl_built() is False and hvd.ccl_built() is False
-    assert hvd.cuda_built() is False and hvd.rocm_built() is False
+    assert hvd.ddl_built() is False and hvd.ccl_built() is False and hvd.rocm_built() is False
+    # CUDA: true where the CUDA plugin was built beside libhvd.so (or the runtime says so);
+    # nccl_built() is NCCL's version code (an int), 0 without the plugin.
+    from hvd.common import build_info
+    assert isinstance(hvd.cuda_built(), bool) and isinstance(hvd.nccl_built(), int)
+    if build_info._abi_flag("hvd_cuda_built") is None:
+        assert hvd.cuda_built() == (build_info.cuda_plugin_path() is not None)
+    if not hvd.cuda_built():
+        assert hvd.nccl_built() == 0
+    from hvd.common.util import gpu_available
+    assert gpu_available("torch") == hvd.cuda_built() and gpu_available("tensorflow") is False
     with pytest.raises(ValueError):
         hvd.mpi_threads_supported()
     # Horovod's values.

@@ -1,7 +1,6 @@
 // Tensors on a CUDA device: the probe says clearly why there is no GPU, and a device tensor fails
 // at submission with that reason while host tensors keep working. Where a GPU is visible, the
-// no-GPU cases skip saying so (and the device tensor still fails: this build reduces host memory
-// only, docs/gpu.md).
+// no-GPU cases skip saying so (tests/gpu/ runs device tensors there).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -47,6 +46,10 @@ TEST(CudaProbe, AMissingLibraryIsNamed) {
 }
 
 TEST(GpuTensors, ADeviceTensorFailsWithTheReasonAndHostTensorsKeepWorking) {
+  CudaInfo probe;
+  if (ProbeCuda(&probe).ok()) {
+    GTEST_SKIP() << probe.device_count << " GPU(s) visible: device tensors run (tests/gpu/)";
+  }
   auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
     HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
     std::vector<float> host(8, 1.0f);
@@ -56,10 +59,7 @@ TEST(GpuTensors, ADeviceTensorFailsWithTheReasonAndHostTensorsKeepWorking) {
     Status s = Allreduce("on.gpu", dev, dev);
     HVD_RETURN_IF_ERROR(Check(s.code() == StatusCode::kFailedPrecondition, s.ToString()));
     HVD_RETURN_IF_ERROR(Check(Contains(s.message(), "CUDA device 0"), s.ToString()));
-    CudaInfo info;
-    const bool gpu = ProbeCuda(&info).ok();
-    HVD_RETURN_IF_ERROR(Check(Contains(s.message(), gpu ? "host memory only" : "no GPU: "),
-                              "reason missing: " + s.ToString()));
+    HVD_RETURN_IF_ERROR(Check(Contains(s.message(), "no GPU: "), "reason missing: " + s.ToString()));
     Tensor bad = t;
     bad.device = -2;
     Status b = Broadcast("bad.device", bad, 0);

@@ -235,6 +235,52 @@ TEST(FusionPlanner, LargeTensorsRunAloneAndSmallOnesAroundThemStillFuse) {
   EXPECT_EQ(fusion::PlanBatches(rs, {1 << 20, 0}).size(), 1u);
 }
 
+// GPU operations (Request::gpu): carried on the wire, agreed by every rank, cached with the flag,
+// and never fused with host tensors.
+TEST(GpuFlag, TravelsMustAgreeAndNeverFusesWithHost) {
+  RequestList in = List(0, {Allreduce(0, "g", {4})});
+  in.requests[0].gpu = true;
+  RequestList out;
+  ASSERT_TRUE(negotiation::Decode(negotiation::Encode(in), &out).ok());
+  EXPECT_TRUE(out.requests[0].gpu);
+
+  Coordinator c(2, 0, 0);
+  auto now = Coordinator::Clock::now();
+  c.Add(in, now);
+  c.Add(List(1, {Allreduce(1, "g", {4})}), now);
+  ResponseList rl = c.Compute(now);
+  ASSERT_EQ(rl.responses.size(), 1u);
+  const std::string& e = rl.responses[0].error;
+  EXPECT_NE(e.find("rank 0 submitted allreduce float32 [4] on a GPU op=sum;"), std::string::npos) << e;
+  EXPECT_NE(e.find("same kind of memory"), std::string::npos) << e;
+
+  Coordinator agree(2, 0, 0);
+  Request r1 = Allreduce(1, "g", {4});
+  r1.gpu = true;
+  agree.Add(in, now);
+  agree.Add(List(1, {r1}), now);
+  rl = agree.Compute(now);
+  ASSERT_EQ(rl.responses.size(), 1u);
+  EXPECT_TRUE(rl.responses[0].ok()) << rl.responses[0].error;
+  EXPECT_TRUE(rl.responses[0].gpu);
+  ResponseList back;
+  ASSERT_TRUE(negotiation::Decode(negotiation::Encode(rl), &back).ok());
+  EXPECT_TRUE(back.responses[0].gpu);
+
+  ResponseCache cache(4);
+  cache.Put(rl.responses[0]);
+  uint32_t slot = 0;
+  EXPECT_EQ(cache.Lookup(r1, 1, &slot), ResponseCache::Match::kHit);
+  EXPECT_EQ(cache.Lookup(Allreduce(1, "g", {4}), 1, &slot), ResponseCache::Match::kStale);
+
+  std::vector<Response> rs = {Cached("a", 10), Cached("b", 10), Cached("c", 10)};
+  rs[1].gpu = true;
+  rs[2].gpu = true;
+  auto batches = fusion::PlanBatches(rs, {1000, 0});
+  ASSERT_EQ(batches.size(), 2u);  // a alone (host), b + c (GPU)
+  EXPECT_EQ(batches[1].items.size(), 2u);
+}
+
 TEST(Topology, MatchesHorovodDefinitions) {
   std::vector<std::string> hosts = {"a", "a", "b", "b", "b", "c"};
   struct Want {

@@ -15,6 +15,7 @@ import ctypes
 import os
 import threading
 
+from hvd.common import build_info as _build_info
 from hvd.common import exceptions as _exc
 from hvd.common.util import is_iterable
 
@@ -341,21 +342,24 @@ def is_homogeneous():
 
 
 # ---- what this build is -------------------------------------------------------------------------
-# hvd moves data over its own TCP and shared-memory transports: no MPI, Gloo, NCCL, DDL or oneCCL,
-# and this build reduces host memory only (no CUDA or ROCm data path; docs/gpu.md).
+# hvd moves host data over its own TCP and shared-memory transports: no MPI, Gloo, DDL, oneCCL or
+# ROCm. CUDA tensors are handled by the CUDA plugin, libhvd_cuda.so, built beside libhvd.so where
+# the CUDA toolkit is (loaded by the runtime at the first device tensor; docs/gpu.md), which
+# loads NCCL itself at run time.
+
 
 def _not_built():
-    """False: hvd has no such backend or data path (see above)."""
+    """False: hvd has no such backend (see above)."""
     return False
 
 
-# Horovod's build and backend queries, all false here (one function under each name).
-mpi_built = mpi_enabled = gloo_built = gloo_enabled = ddl_built = ccl_built = cuda_built = \
-    rocm_built = _not_built
+mpi_built = mpi_enabled = gloo_built = gloo_enabled = ddl_built = ccl_built = rocm_built = \
+    _not_built
 
 
-def nccl_built():
-    return 0  # Horovod returns NCCL_VERSION_CODE, or 0 without NCCL
+# CUDA and NCCL: hvd.common.build_info (the CUDA plugin and NCCL are looked for at run time).
+cuda_built = _build_info.cuda_built
+nccl_built = _build_info.nccl_built
 
 
 def mpi_threads_supported():

@@ -45,3 +45,13 @@ def get_average_backwards_compatibility_fun(reduce_ops):
         return reduce_ops.Average
 
     return impl
+
+
+def gpu_available(ext_base_name, verbose=False):
+    """Horovod's horovod.common.util.gpu_available: whether the framework binding `ext_base_name`
+    ('torch') takes GPU tensors, i.e. whether this build has the CUDA plugin (no GPU needed). hvd
+    binds PyTorch only: any other framework is False."""
+    if ext_base_name not in ("torch", "horovod.torch", "hvd.torch"):
+        return False
+    from hvd.common.build_info import cuda_built  # needs libhvd.so: imported when asked
+    return cuda_built()

@@ -3,7 +3,8 @@
 broadcast_object/allgather_object, and their autograd functions.
 
 Results owned by the runtime (allgather, alltoall, reducescatter, bytes) are copied into new
-tensors with the shape the runtime reports; alltoall's received splits and allgather's per-rank
+tensors with the shape the runtime reports (in host memory: they are copied to the input's device,
+see hvd.torch._handles.output); alltoall's received splits and allgather's per-rank
 rows come from hvd_handle_output_splits. As in hvd.torch._allreduce, the synchronous functions
 wait without the handle table and use autograd only when the result needs a gradient.
 """
@@ -21,10 +22,10 @@ _lib = _b.lib
 Average, Sum = _b.Average, _b.Sum
 
 
-def _outputs(ptr, dtypes, with_splits):
-    """Every result of an operation as tensors of `dtypes`, and (with_splits) their rows per
-    rank."""
-    outs = [_h.output(ptr, i, dtype) for i, dtype in enumerate(dtypes)]
+def _outputs(ptr, dtypes, devices, with_splits):
+    """Every result of an operation as tensors of `dtypes` on `devices` (the inputs'), and
+    (with_splits) their rows per rank."""
+    outs = [_h.output(ptr, i, dtype, dev) for i, (dtype, dev) in enumerate(zip(dtypes, devices))]
     return (outs, [_h.splits(ptr, i) for i in range(len(dtypes))]) if with_splits else outs
 
 
@@ -43,7 +44,8 @@ def _allgather(tensors, grouped, name, process_set, with_splits=False):
         arr = None
         ptr = _lib.hvd_enqueue_allgather(_h.op_name(kind, name), descs[0], ps_id)
     dtypes = [t.dtype for t in tensors]
-    return ptr, (bufs, arr), lambda p, k: _outputs(p, dtypes, with_splits)
+    devices = [d.device for d in descs]
+    return ptr, (bufs, arr), lambda p, k: _outputs(p, dtypes, devices, with_splits)
 
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
@@ -216,9 +218,12 @@ def _alltoall(tensor, splits, name, process_set):
     ptr = _lib.hvd_enqueue_alltoall(_h.op_name("alltoall", name), _h.desc(src, dtype, device),
                                     arr, n, ps_id)
     torch_dtype = tensor.dtype
+    # As Horovod: the received splits are on the device of a `splits` tensor, else on the host.
+    splits_device = splits.device if isinstance(splits, torch.Tensor) else None
 
     def finish(p, keep):
-        return _h.output(p, 0, torch_dtype), torch.tensor(_h.splits(p, 0), dtype=splits_dtype)
+        return (_h.output(p, 0, torch_dtype, device),
+                torch.tensor(_h.splits(p, 0), dtype=splits_dtype, device=splits_device))
 
     return ptr, (src, arr), finish
 
@@ -279,7 +284,8 @@ def _reducescatter(tensors, grouped, name, op, process_set, prescale_factor, pos
         ptr = _lib.hvd_enqueue_reducescatter(_h.op_name(kind, name), descs[0], c_op,
                                              prescale_factor, postscale_factor, ps_id)
     dtypes = [t.dtype for t in tensors]
-    return ptr, (bufs, arr), lambda p, k: _outputs(p, dtypes, False)
+    devices = [d.device for d in descs]
+    return ptr, (bufs, arr), lambda p, k: _outputs(p, dtypes, devices, False)
 
 
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,

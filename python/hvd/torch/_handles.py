@@ -12,6 +12,11 @@ released exactly once, after finish.
 Waiting (hvd.common.basics.wait) releases the GIL, in 100 ms slices of hvd_wait_for so that
 Ctrl-C is seen between them: an interrupted operation stays in the table (its buffers may still be
 written) and synchronize() may be called again.
+
+CUDA tensors: a descriptor names the tensor's device and torch's current stream on it (the caller's
+work that produced the data); outputs are made on the input's device; results the runtime owns
+(allgather, alltoall, reducescatter) come back in host memory and are copied to the input's device
+(output()). The runtime completes an operation only after its device work has finished.
 """
 import ctypes
 import itertools
@@ -73,11 +78,34 @@ def check_tensor(tensor, what):
                          % (what, tensor.dtype, _SUPPORTED))
     dev = tensor.device
     if dev.type == "cuda":
-        return dtype, (dev.index if dev.index is not None else 0)
+        return dtype, (dev.index if dev.index is not None else torch.cuda.current_device())
     if dev.type == "cpu":
         return dtype, -1
-    raise ValueError("%s: the tensor is on device '%s'; hvd reduces host (CPU) tensors"
+    raise ValueError("%s: the tensor is on device '%s'; hvd takes host (CPU) and CUDA tensors"
                      % (what, dev))
+
+
+def device_of(device):
+    """The torch.device of an hvd device index (-1: the host)."""
+    return _CPU if device < 0 else torch.device("cuda", device)
+
+
+def stream(device):
+    """The cudaStream_t (an int; None for the host) the caller's work on `device` runs on: torch's
+    current stream there. The runtime orders its work after this stream with an event, and
+    completes the operation only once its own device work is finished, so the results are then
+    ready for any stream."""
+    if device < 0:
+        return None
+    try:
+        return torch.cuda.current_stream(device).cuda_stream
+    except (AssertionError, RuntimeError):
+        # A torch without CUDA (or no such device): no tensor of it can be on a GPU, so only a
+        # hand-made descriptor gets here; the runtime then says why it cannot take it.
+        return None
+
+
+_CPU = torch.device("cpu")
 
 
 def contiguous(tensor):
@@ -86,25 +114,27 @@ def contiguous(tensor):
 
 # The runtime copies a descriptor (and its shape) when the operation is enqueued; the data it
 # points at must stay valid until completion. A descriptor holds (data pointer, dtype, device,
-# shape) alone and never changes once made, so one made earlier for the same values serves again:
-# a training loop reduces the same gradient buffers every step, and the allocator hands results
-# the same few addresses again and again. Making a ctypes struct and shape array costs several
-# microseconds of an operation's latency (far more than it does in a tight loop); finding one
-# costs a dict lookup. The cache is emptied when it grows large.
+# shape, stream) alone and never changes once made, so one made earlier for the same values serves
+# again: a training loop reduces the same gradient buffers every step, and the allocator hands
+# results the same few addresses again and again. Making a ctypes struct and shape array costs
+# several microseconds of an operation's latency (far more than it does in a tight loop); finding
+# one costs a dict lookup. The cache is emptied when it grows large.
 _descs = {}
 _DESCS_MAX = 4096
 _SHAPE_TYPES = [ctypes.c_int64 * max(1, n) for n in range(9)]
 
 
 def desc(tensor, dtype, device):
-    """The hvd_tensor describing contiguous `tensor`, made earlier when it can be."""
-    key = (tensor.data_ptr(), dtype, device, tensor.shape)
+    """The hvd_tensor describing contiguous `tensor`, made earlier when it can be. A device tensor's
+    descriptor names the stream current now (the one that produced the data, for the caller)."""
+    key = (tensor.data_ptr(), dtype, device, tensor.shape,
+           None if device < 0 else stream(device))
     d = _descs.get(key)
     if d is None:
         shape = key[3]
         n = len(shape)
         shape_type = _SHAPE_TYPES[n] if n < len(_SHAPE_TYPES) else ctypes.c_int64 * n
-        d = HvdTensor(key[0], shape_type(*shape), n, dtype, device)
+        d = HvdTensor(key[0], shape_type(*shape), n, dtype, device, 0, key[4])
         if len(_descs) >= _DESCS_MAX:
             _descs.clear()
         _descs[key] = d
@@ -281,8 +311,12 @@ _b.add_init_hook(_reset_handles)
 
 # ---- results owned by the runtime ---------------------------------------------------------------
 
-def output(ptr, i, torch_dtype):
-    """Result i owned by the runtime's handle (allgather, alltoall, reducescatter) as a tensor."""
+def output(ptr, i, torch_dtype, device=-1):
+    """Result i owned by the runtime's handle (allgather, alltoall, reducescatter) as a tensor on
+    `device` (the input's). The runtime keeps such results in host memory, whatever the input's
+    device: they are copied into a host tensor (the handle is released after finish), then to the
+    device with a blocking copy on the current stream. The host tensor is pageable, so the copy is
+    a plain blocking one (a non-blocking copy is safe only from pinned memory)."""
     ndim = _lib.hvd_handle_output_shape_at(ptr, i, None, 0)
     dims = (ctypes.c_int64 * max(1, ndim))()
     _lib.hvd_handle_output_shape_at(ptr, i, dims, ndim)
@@ -295,7 +329,7 @@ def output(ptr, i, torch_dtype):
                                    % (i, nbytes.value, list(out.shape), want))
     if want:
         ctypes.memmove(out.data_ptr(), data, want)
-    return out
+    return out if device < 0 else out.to(device_of(device))
 
 
 def output_bytes(ptr):
@@ -319,7 +353,11 @@ def join(device=-1):
     """Tells the other ranks this rank has run out of data and waits until every rank has joined;
     meanwhile this rank takes part in the others' collectives (contributing zeros to allreduces,
     which then average over the ranks that contributed). Returns the rank that joined last.
-    `device` is accepted for Horovod's signature (this build works on host memory)."""
+    `device` is Horovod's (where its zero tensors were made: -1 the host, else a CUDA index); the
+    runtime makes the zeros itself, on the device of each tensor the others submit."""
+    if device is not None and not isinstance(device, (int, torch.device)):
+        raise TypeError("join(device=...): expected a CUDA device index (-1: the host) or a "
+                        "torch.device, not %r" % (device,))
     return run(_lib.hvd_enqueue_join(0), None, _last_joined_rank, "hvd.join")
 
 

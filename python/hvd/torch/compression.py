@@ -27,18 +27,20 @@ class NoneCompressor(Compressor):
 
 
 class FP16Compressor(Compressor):
-    """Sends floating-point tensors as float16 (halving the bytes); other dtypes unchanged."""
+    """Sends floating-point tensors as float16 (halving the bytes); other dtypes unchanged. The
+    casts are torch operations on the tensor's own device (a CUDA tensor stays on its GPU, cast
+    on the current stream)."""
 
     @staticmethod
     def compress(tensor):
         if tensor.dtype.is_floating_point and tensor.dtype != torch.float16:
-            return tensor.type(torch.float16), tensor.dtype
+            return tensor.to(torch.float16), tensor.dtype
         return tensor, tensor.dtype
 
     @staticmethod
     def decompress(tensor, ctx):
         if ctx is not None and ctx.is_floating_point and tensor.dtype != ctx:
-            return tensor.type(ctx)
+            return tensor.to(ctx)
         return tensor
 
 

@@ -8,10 +8,11 @@ split by responsibility:
   hvd.torch._collectives  allgather, broadcast, alltoall, reducescatter (and grouped), sparse
                           allreduce, the byte collectives behind the object functions
 
-Tensors: host (CPU) tensors of dtype uint8, int8, int16, int32, int64, float16, bfloat16, float32,
-float64 or bool. Others (complex, quantized...) raise ValueError naming the dtype. Non-contiguous
-tensors are copied to contiguous ones (in-place operations copy the result back). CUDA tensors are
-passed with their device index; this build of the runtime has no GPU data path and says so.
+Tensors: host (CPU) and CUDA tensors of dtype uint8, int8, int16, int32, int64, float16, bfloat16,
+float32, float64 or bool. Others (complex, quantized...) raise ValueError naming the dtype.
+Non-contiguous tensors are copied to contiguous ones (in-place operations copy the result back).
+A CUDA tensor is passed with its device index and torch's current stream on that device (the
+runtime's work is ordered after it); every result is on the input's device (docs/gpu.md).
 
 Names: an explicit name is prefixed with the operation ("allreduce.<name>"), as Horovod does, so
 that an allreduce and an allgather may share a user name. Unnamed operations are numbered by the

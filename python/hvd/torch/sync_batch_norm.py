@@ -72,9 +72,10 @@ class _SyncBatchNorm(Function):
             local_mean = xf.mean(dims)
             local_m2 = ((xf - _channel_view(local_mean, x.dim())) ** 2).sum(dims)
         else:
-            local_mean = torch.zeros(c, dtype=acc)
-            local_m2 = torch.zeros(c, dtype=acc)
-        stats = torch.cat([torch.tensor([float(count)], dtype=acc), local_mean, local_m2])
+            local_mean = torch.zeros(c, dtype=acc, device=x.device)
+            local_m2 = torch.zeros(c, dtype=acc, device=x.device)
+        stats = torch.cat([torch.tensor([float(count)], dtype=acc, device=x.device), local_mean,
+                           local_m2])
         gathered = synchronize(allgather_async(stats.unsqueeze(0), name="sync_batch_norm.stats",
                                                process_set=process_set))
         counts = gathered[:, 0:1]

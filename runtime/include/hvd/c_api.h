@@ -83,6 +83,10 @@ HVD_C_EXPORT int hvd_join(int* last_joined_rank);
 /* The ABI version this library implements (HVD_ABI_VERSION of its build). */
 HVD_C_EXPORT int hvd_abi_version(void);
 
+/* 1 when this build made hvd's CUDA plugin (libhvd_cuda.so: device tensors, NCCL), whether or not
+ * this host has a GPU; 0 otherwise (Horovod's cuda_built()). */
+HVD_C_EXPORT int hvd_cuda_built(void);
+
 /* A dense row-major tensor in the caller's memory. The descriptor, its shape array, the name and
  * any splits are read during the hvd_enqueue_* call only (a binding may reuse or free them when it
  * returns); the memory at `data` must stay valid until the operation completes. */

@@ -118,8 +118,11 @@ struct Tensor {
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
   // -1: host memory. >= 0: memory on that CUDA device, produced on `stream` (a cudaStream_t;
-  // null: the legacy default stream). This build reduces host memory only: a device tensor fails
-  // with FailedPrecondition, saying why (no GPU here, or no GPU data path; docs/gpu.md).
+  // null: the legacy default stream). The runtime's work on it runs after everything enqueued on
+  // `stream` so far, and the operation completes once that work is done (the memory is then
+  // ready for any stream). Every tensor of one operation is on one device. Where this process
+  // cannot use a GPU, a device tensor fails with FailedPrecondition saying why (docs/gpu.md).
+  // Results the runtime owns (Handle::output_data) are in host memory.
   int device = -1;
   void* stream = nullptr;
 

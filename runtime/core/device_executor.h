@@ -1,0 +1,122 @@
+// DeviceExecutor: runs the executor's batches whose tensors are in CUDA device memory
+// (Response::gpu), over NCCL where every rank of the process set has a GPU of its own, else staged
+// through host memory over the CPU collectives.
+//
+// Vocabulary:
+//   mode     - per process set, decided once by every member together at the set's first GPU
+//              batch (an allgather of each rank's NCCL availability and GPU bus id over the CPU
+//              communicator, so every rank decides alike): kNccl, or kStaged with the reason.
+//   staged   - device inputs copied to host buffers, the host collective run on them, results
+//              copied back: slower, but a job never fails only because of its GPU layout (ranks
+//              sharing a GPU, which NCCL refuses; NCCL missing on a host; int16, which NCCL lacks).
+//   our stream - the device's runtime stream (gpu/gpu_backend.h): every copy, kernel and NCCL call
+//              runs there after an event on the caller's stream; the operation completes after a
+//              synchronization of that stream only, never of the device.
+//
+// Results the runtime owns (allgather, alltoall, reducescatter, a broadcast sized by its root) are
+// returned in host memory in this version (docs/gpu.md); the bindings move them to the device.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
+#include "collectives/collectives.h"
+#include "core/operation.h"
+#include "gpu/gpu_backend.h"
+#include "negotiation/message.h"
+#include "rendezvous/store.h"
+#include "timeline/timeline.h"
+
+namespace hvd::runtime::core {
+
+// One tensor of an allreduce batch: its response, its index there, and this rank's operation
+// (null: this rank has joined and contributes the identity).
+struct BatchRef {
+  const negotiation::Response* response;
+  size_t tensor;
+  internal::Operation* op;
+};
+
+struct DeviceExecutorOptions {
+  // The job/attempt-scoped store the NCCL unique ids are exchanged through (not owned; null: NCCL
+  // is never used and every GPU batch is staged).
+  rendezvous::Store* store = nullptr;
+  // Host name of each job rank (ranks on one host with the same GPU bus id share a GPU).
+  std::vector<std::string> hosts;
+  std::chrono::milliseconds nccl_timeout{60000};
+};
+
+class DeviceExecutor {
+ public:
+  // Runs a host batch: the executor's CPU path with the operations' (host) tensors.
+  using HostAllreduce =
+      std::function<Status(const collectives::Comm& comm, const std::vector<BatchRef>& items)>;
+  using HostOther = std::function<Status(const collectives::Comm& comm)>;
+
+  DeviceExecutor(DeviceExecutorOptions options, timeline::Timeline* timeline);
+  DeviceExecutor(const DeviceExecutor&) = delete;
+  DeviceExecutor& operator=(const DeviceExecutor&) = delete;
+  ~DeviceExecutor();
+
+  // A fused (or single) allreduce batch of set `set_id`; `host` runs it on staged host copies.
+  Status Allreduce(int set_id, const collectives::Comm& comm, const std::vector<BatchRef>& items,
+                   int contributors, const HostAllreduce& host);
+  // Any other GPU response (its tensor `t`; `op` null on a joined rank): staged, except an
+  // in-place broadcast, which runs on NCCL where the set has it.
+  Status Other(int set_id, const collectives::Comm& comm, const negotiation::Response& r,
+               size_t t, internal::Operation* op, const HostOther& host);
+
+  // Batches run on NCCL, and staged through host memory (EngineStats); readable from any thread.
+  uint64_t nccl_batches() const { return nccl_batches_.load(); }
+  uint64_t staged_batches() const { return staged_batches_.load(); }
+
+  // Any thread: NCCL communicators are aborted rather than left to hang (engine stop, a broken
+  // transport), and every later GPU batch fails. A rank waiting in NCCL for a dead peer wakes.
+  void Abort();
+  // Background thread: tells the other members of every NCCL set that this rank gave up (the
+  // abort key of the set's exchange), so that their waits end too, naming `why`.
+  void PublishAbort(const std::string& why);
+  // Background thread, on every member at the same point: the set was removed; its communicator
+  // is finalized and freed.
+  void Forget(int set_id);
+
+ private:
+  struct SetState;
+  Status Prepare(int set_id, const collectives::Comm& comm, int device, SetState** out);
+  Status Decide(int set_id, const collectives::Comm& comm, int device, SetState* st);
+  Status NcclAllreduce(SetState* st, const std::vector<BatchRef>& items, int contributors);
+  // Waits for our stream without blocking in CUDA: NCCL waiting for a peer that died never
+  // finishes, so between polls it checks NCCL's async error, Abort() and the peers' abort key.
+  Status WaitNccl(SetState* st);
+  // A non-OK status while the set's communicator forms (Abort(), a peer's abort key).
+  Status Cancelled(int set_id, uint64_t generation);
+  // One tensor of an operation: the staged path copies exactly the batch's tensors.
+  struct StagedTensor {
+    internal::Operation* op;
+    size_t index;
+  };
+  // Runs `run` with each of `tensors` (device memory) replaced by a host copy; copies the outputs
+  // back to the device, and restores the caller's pointers, whatever happens.
+  Status Staged(const std::vector<StagedTensor>& tensors, const std::function<Status()>& run);
+  SetState* Find(int set_id);
+
+  const DeviceExecutorOptions options_;
+  timeline::Timeline* timeline_;
+  gpu::GpuBackend* backend_ = nullptr;
+  std::atomic<bool> aborted_{false};
+  std::atomic<uint64_t> nccl_batches_{0};
+  std::atomic<uint64_t> staged_batches_{0};
+  // Written by the background thread only; the lock lets Abort() walk it from any thread.
+  mutable base::Mutex mu_;
+  std::map<int, std::unique_ptr<SetState>> sets_ HVD_GUARDED_BY(mu_);
+  std::map<int, uint64_t> generations_;  // communicators created per set id
+};
+
+}  // namespace hvd::runtime::core

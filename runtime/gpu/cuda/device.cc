@@ -1,0 +1,124 @@
+#include "gpu/cuda/device.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "gpu/cuda/cuda_check.h"
+
+namespace hvd::runtime::gpu::cuda {
+
+Status CudaDevice::Create(int ordinal, std::unique_ptr<CudaDevice>* out) {
+  std::unique_ptr<CudaDevice> d(new CudaDevice(ordinal));
+  HVD_RETURN_IF_ERROR(d->SetDevice());
+  const std::string on = " (device " + std::to_string(ordinal) + ")";
+  // Non-blocking: our stream never synchronizes with the legacy default stream, so a caller's
+  // work elsewhere never stalls our copies and NCCL calls (nor ours theirs).
+  HVD_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&d->stream_, cudaStreamNonBlocking),
+                           "cudaStreamCreateWithFlags" + on);
+  // Without timing, recording and waiting is the cheapest the driver offers; one event, reused:
+  // cudaStreamWaitEvent waits for the record made before it, whatever is recorded later.
+  HVD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&d->caller_done_, cudaEventDisableTiming),
+                           "cudaEventCreateWithFlags" + on);
+  char bus[32] = {};
+  HVD_CUDA_RETURN_IF_ERROR(cudaDeviceGetPCIBusId(bus, sizeof(bus), ordinal),
+                           "cudaDeviceGetPCIBusId" + on);
+  d->bus_id_ = bus;
+  // "0000:3B:00.0" from CUDA; lower case, as NCCL and sysfs write it.
+  std::transform(d->bus_id_.begin(), d->bus_id_.end(), d->bus_id_.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  *out = std::move(d);
+  return Status::OK();
+}
+
+CudaDevice::~CudaDevice() {
+  if (cudaSetDevice(ordinal_) != cudaSuccess) return;  // the context is gone: nothing to free
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  for (void* b : buffers_) {
+    if (b != nullptr) cudaFree(b);
+  }
+  if (caller_done_ != nullptr) cudaEventDestroy(caller_done_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+  // copier_ frees its tables after this body, with the device still current.
+}
+
+Status CudaDevice::SetDevice() {
+  return CudaError(cudaSetDevice(ordinal_), "cudaSetDevice(" + std::to_string(ordinal_) + ")");
+}
+
+Status CudaDevice::WaitFor(void* caller_stream) {
+  HVD_RETURN_IF_ERROR(SetDevice());
+  HVD_CUDA_RETURN_IF_ERROR(
+      cudaEventRecord(caller_done_, static_cast<cudaStream_t>(caller_stream)),
+      "cudaEventRecord on the caller's stream (device " + std::to_string(ordinal_) + ")");
+  HVD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, caller_done_, 0),
+                           "cudaStreamWaitEvent (device " + std::to_string(ordinal_) + ")");
+  return Status::OK();
+}
+
+Status CudaDevice::Synchronize() {
+  HVD_RETURN_IF_ERROR(SetDevice());
+  return CudaError(cudaStreamSynchronize(stream_),
+                   "cudaStreamSynchronize (device " + std::to_string(ordinal_) +
+                       "; an earlier kernel, copy or NCCL call on hvd's stream failed)");
+}
+
+Status CudaDevice::Query(bool* done) {
+  HVD_RETURN_IF_ERROR(SetDevice());
+  const cudaError_t e = cudaStreamQuery(stream_);
+  *done = e == cudaSuccess;
+  if (e == cudaErrorNotReady) return Status::OK();
+  return CudaError(e, "cudaStreamQuery (device " + std::to_string(ordinal_) +
+                          "; an earlier kernel, copy or NCCL call on hvd's stream failed)");
+}
+
+Status CudaDevice::Buffer(int slot, size_t bytes, void** out) {
+  if (slot < 0 || slot >= kSlots) {
+    return InvalidArgument("Device::Buffer: slot " + std::to_string(slot) + " is not 0 or 1");
+  }
+  HVD_RETURN_IF_ERROR(SetDevice());
+  if (buffer_bytes_[slot] < bytes || buffers_[slot] == nullptr) {
+    // Grown by at least a quarter (in whole MiB) so that a slowly growing batch does not
+    // reallocate every cycle. Work still queued may use the old buffer: drain our stream first
+    // (cudaFree would wait for the whole device anyway).
+    const size_t mib = size_t{1} << 20;
+    size_t want = std::max(bytes, buffer_bytes_[slot] + buffer_bytes_[slot] / 4);
+    want = std::max(mib, (want + mib - 1) / mib * mib);
+    if (buffers_[slot] != nullptr) {
+      HVD_CUDA_RETURN_IF_ERROR(
+          cudaStreamSynchronize(stream_),
+          "cudaStreamSynchronize before growing buffer " + std::to_string(slot));
+      cudaFree(buffers_[slot]);
+      buffers_[slot] = nullptr;
+      buffer_bytes_[slot] = 0;
+    }
+    HVD_CUDA_RETURN_IF_ERROR(cudaMalloc(&buffers_[slot], want),
+                             "cudaMalloc of " + std::to_string(want) + " bytes for buffer " +
+                                 std::to_string(slot) + " on device " + std::to_string(ordinal_) +
+                                 " (lower HVD_FUSION_THRESHOLD if the GPU is full)");
+    buffer_bytes_[slot] = want;
+  }
+  *out = buffers_[slot];
+  return Status::OK();
+}
+
+Status CudaDevice::CopyToHost(void* dst, const void* src, size_t bytes) {
+  HVD_RETURN_IF_ERROR(SetDevice());
+  return CudaError(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_),
+                   "cudaMemcpyAsync device to host (" + std::to_string(bytes) + " bytes, device " +
+                       std::to_string(ordinal_) + ")");
+}
+
+Status CudaDevice::CopyToDevice(void* dst, const void* src, size_t bytes) {
+  HVD_RETURN_IF_ERROR(SetDevice());
+  return CudaError(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_),
+                   "cudaMemcpyAsync host to device (" + std::to_string(bytes) + " bytes, device " +
+                       std::to_string(ordinal_) + ")");
+}
+
+Status CudaDevice::BatchedCopy(const Segment* segments, size_t n, DataType dtype, double scale) {
+  HVD_RETURN_IF_ERROR(SetDevice());
+  return copier_.Run(segments, n, dtype, scale, stream_)
+      .WithContext("BatchedCopy on device " + std::to_string(ordinal_));
+}
+
+}  // namespace hvd::runtime::gpu::cuda

@@ -1,0 +1,49 @@
+// Device over the CUDA runtime: our non-blocking stream, the event that orders it after a
+// caller's stream, the grow-only buffers and the batched copy of one CUDA device.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "gpu/cuda/batched_copy.h"
+#include "gpu/gpu_backend.h"
+
+namespace hvd::runtime::gpu::cuda {
+
+class CudaDevice final : public Device {
+ public:
+  // Makes the stream, the event and the bus id on `ordinal`.
+  static Status Create(int ordinal, std::unique_ptr<CudaDevice>* out);
+  ~CudaDevice() override;
+
+  int ordinal() const override { return ordinal_; }
+  void* stream() override { return stream_; }
+  std::string bus_id() const override { return bus_id_; }
+
+  Status WaitFor(void* caller_stream) override;
+  Status Synchronize() override;
+  Status Query(bool* done) override;
+  Status Buffer(int slot, size_t bytes, void** out) override;
+  Status CopyToHost(void* dst, const void* src, size_t bytes) override;
+  Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
+  Status BatchedCopy(const Segment* segments, size_t n, DataType dtype, double scale) override;
+
+ private:
+  explicit CudaDevice(int ordinal) : ordinal_(ordinal) {}
+  // Every method starts here: the background thread serves several devices, and cudaSetDevice
+  // is cheap when the device is already current.
+  Status SetDevice();
+
+  static constexpr int kSlots = 2;
+  const int ordinal_;
+  std::string bus_id_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t caller_done_ = nullptr;  // recorded on the caller's stream, waited on by ours
+  void* buffers_[kSlots] = {};
+  size_t buffer_bytes_[kSlots] = {};
+  BatchedCopier copier_;
+};
+
+}  // namespace hvd::runtime::gpu::cuda
