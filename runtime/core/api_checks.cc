@@ -116,6 +116,25 @@ Status SetDevice(Operation& op) {
   HVD_RETURN_IF_ERROR(check(op.inputs, "input"));
   HVD_RETURN_IF_ERROR(check(op.outputs, "output"));
   op.request.gpu = device >= 0;
+  if (device < 0) return Status::OK();
+  // Record now, on the caller's thread, what the runtime's stream must wait for: the work queued
+  // on the tensors' streams before this call, and nothing queued after it.
+  runtime::gpu::GpuBackend* gpu = nullptr;
+  HVD_RETURN_IF_ERROR(runtime::gpu::LoadGpuBackend(&gpu));
+  runtime::gpu::Device* d = nullptr;
+  HVD_RETURN_IF_ERROR(gpu->GetDevice(device, &d));
+  for (const std::vector<Tensor>* v : {&op.inputs, &op.outputs}) {
+    for (const Tensor& t : *v) {
+      bool seen = false;
+      for (const Operation::ReadyEvent& r : op.ready) seen = seen || r.stream == t.stream;
+      if (seen) continue;
+      Operation::ReadyEvent r;
+      r.device = d;
+      r.stream = t.stream;
+      HVD_RETURN_IF_ERROR(d->RecordReady(t.stream, &r.event));
+      op.ready.push_back(r);
+    }
+  }
   return Status::OK();
 }
 

@@ -300,11 +300,8 @@ Status DeviceExecutor::NcclAllreduce(SetState* st, const std::vector<BatchRef>& 
   const size_t esize = DataTypeSize(dtype);
   const bool fused = items.size() > 1;
 
-  std::set<void*> streams;
   for (const BatchRef& b : items) {
-    if (b.op != nullptr && streams.insert(b.op->inputs[b.tensor].stream).second) {
-      HVD_RETURN_IF_ERROR(d->WaitFor(b.op->inputs[b.tensor].stream));
-    }
+    if (b.op != nullptr) HVD_RETURN_IF_ERROR(WaitReady(d, b.op));
   }
   auto mark = [&](const char* activity) {
     if (!timeline_) return;
@@ -390,7 +387,7 @@ Status DeviceExecutor::Other(int set_id, const collectives::Comm& comm, const Re
                      DataTypeSize(r.tensors[0].dtype);
     void* buf = nullptr;
     if (op != nullptr) {
-      HVD_RETURN_IF_ERROR(d->WaitFor(op->inputs[0].stream));
+      HVD_RETURN_IF_ERROR(WaitReady(d, op));
       buf = op->outputs[0].data;
     } else {
       HVD_RETURN_IF_ERROR(d->Buffer(1, std::max<size_t>(n, 1), &buf));
@@ -408,6 +405,25 @@ Status DeviceExecutor::Other(int set_id, const collectives::Comm& comm, const Re
   return Staged(mine, [&] { return host(comm); });
 }
 
+Status DeviceExecutor::WaitReady(gpu::Device* d, internal::Operation* op) {
+  if (op->ready.empty()) {
+    // Recorded at submission for every device operation; without it, order after the caller's
+    // streams as they are now (a superset of the work before the submission).
+    std::set<void*> streams;
+    for (const Tensor& t : op->inputs) {
+      if (streams.insert(t.stream).second) HVD_RETURN_IF_ERROR(d->WaitFor(t.stream));
+    }
+    return Status::OK();
+  }
+  for (internal::Operation::ReadyEvent& r : op->ready) {
+    if (r.event == nullptr) continue;  // an earlier batch of this operation waited already
+    void* event = r.event;
+    r.event = nullptr;
+    HVD_RETURN_IF_ERROR(r.device->WaitReady(event));
+  }
+  return Status::OK();
+}
+
 Status DeviceExecutor::Staged(const std::vector<StagedTensor>& tensors,
                               const std::function<Status()>& run) {
   staged_batches_.fetch_add(1);
@@ -420,7 +436,6 @@ Status DeviceExecutor::Staged(const std::vector<StagedTensor>& tensors,
   std::vector<Swap> swaps;
   std::vector<std::unique_ptr<std::vector<char>>> host;
   std::set<gpu::Device*> used;
-  std::set<std::pair<gpu::Device*, void*>> waited;  // every caller stream, once per device
   Status s;
   for (const StagedTensor& x : tensors) {
     Tensor& in = x.op->inputs[x.index];
@@ -430,7 +445,7 @@ Status DeviceExecutor::Staged(const std::vector<StagedTensor>& tensors,
     if (s.ok()) s = backend_->GetDevice(in.device, &d);
     if (s.ok()) {
       used.insert(d);
-      if (waited.insert({d, in.stream}).second) s = d->WaitFor(in.stream);
+      s = WaitReady(d, x.op);
     }
     if (!s.ok()) break;
     const size_t bytes = static_cast<size_t>(in.num_elements()) * DataTypeSize(in.dtype);

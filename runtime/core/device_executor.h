@@ -92,6 +92,9 @@ class DeviceExecutor {
   Status Prepare(int set_id, const collectives::Comm& comm, int device, SetState** out);
   Status Decide(int set_id, const collectives::Comm& comm, int device, SetState* st);
   Status NcclAllreduce(SetState* st, const std::vector<BatchRef>& items, int contributors);
+  // Our stream on `d` waits for the caller's work before `op` was submitted (the events recorded
+  // then; each once, however many batches the operation spans).
+  Status WaitReady(gpu::Device* d, internal::Operation* op);
   // Waits for our stream without blocking in CUDA: NCCL waiting for a peer that died never
   // finishes, so between polls it checks NCCL's async error, Abort() and the peers' abort key.
   Status WaitNccl(SetState* st);

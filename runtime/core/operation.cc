@@ -14,6 +14,12 @@ bool OnBackgroundThread() {
   return t_background;
 }
 
+Operation::~Operation() {
+  for (const ReadyEvent& r : ready) {
+    if (r.event != nullptr) r.device->ReleaseReady(r.event);
+  }
+}
+
 void Operation::Complete(const Status& status) {
   {
     base::MutexLock lock(&mu_);

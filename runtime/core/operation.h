@@ -9,6 +9,7 @@
 
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
+#include "gpu/gpu_backend.h"
 #include "negotiation/message.h"
 #include "hvd/hvd.h"
 
@@ -22,6 +23,7 @@ bool OnBackgroundThread();
 class Operation {
  public:
   Operation() = default;
+  ~Operation();
   Operation(const Operation&) = delete;
   Operation& operator=(const Operation&) = delete;
 
@@ -42,6 +44,15 @@ class Operation {
     std::vector<int64_t> splits;
   };
   std::vector<Result> results;
+  // Device operations: one event per (device, caller stream), recorded at submission on the
+  // caller's stream; the runtime's stream waits for it before touching the tensors (consumed:
+  // event set to null). Events never waited for go back to their device's pool with the operation.
+  struct ReadyEvent {
+    runtime::gpu::Device* device = nullptr;
+    void* stream = nullptr;
+    void* event = nullptr;
+  };
+  std::vector<ReadyEvent> ready;
   int last_joined_rank = -1;  // join
   int result_id = -1;         // add_process_set: the new set's id
 

@@ -89,6 +89,17 @@ class Device {
   // Our stream waits for everything enqueued so far on `caller_stream` (null: the legacy default
   // stream): an event recorded there and waited on here; the host does not block.
   virtual Status WaitFor(void* caller_stream) = 0;
+  // Events that order our stream after exactly the caller's work before a submission (recording
+  // at run time instead would also wait for whatever the caller queued meanwhile, e.g. the rest
+  // of a backward pass, and lose the overlap of communication with computation).
+  // RecordReady: any thread (the caller's, at submission; its current device is kept): an event
+  // recorded on `caller_stream` now. WaitReady: our stream waits for it; the event goes back to
+  // the device's pool. ReleaseReady: any thread; back to the pool unwaited (an operation that
+  // failed before it ran).
+  virtual Status RecordReady(void* caller_stream, void** event) = 0;
+  virtual Status WaitReady(void* event) = 0;
+  virtual void ReleaseReady(void* event) = 0;
+
   // Blocks the calling thread until our stream's work is done; errors name the failed call.
   virtual Status Synchronize() = 0;
   // Without blocking: *done is whether our stream's work so far has finished (cudaStreamQuery).
@@ -162,7 +173,7 @@ void SetGpuBackendForTesting(GpuBackend* backend);
 // The plugin's entry point (extern "C", resolved with dlsym): fills *out with a new backend, or
 // returns a non-OK status. `abi` must equal kGpuBackendAbi, else the plugin refuses (a plugin
 // and a libhvd.so from different builds).
-inline constexpr int kGpuBackendAbi = 2;
+inline constexpr int kGpuBackendAbi = 3;
 using CreateGpuBackendFn = Status (*)(int abi, std::unique_ptr<GpuBackend>* out);
 inline constexpr const char* kCreateGpuBackendSymbol = "hvd_create_gpu_backend";
 

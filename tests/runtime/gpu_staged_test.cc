@@ -89,14 +89,20 @@ TEST(GpuStaged, AllreduceSumAverageGroupedAndInt16) {
 
     // The batches went through the device: the caller's stream was waited on, copies made.
     testing::HostDevice* d = gpu->device(0);
-    HVD_RETURN_IF_ERROR(Check(d != nullptr && d->waits > 0 && d->copies >= 8 && d->syncs > 0,
+    HVD_RETURN_IF_ERROR(Check(d != nullptr && d->waited > 0 && d->copies >= 8 && d->syncs > 0,
                               "the GPU path did not run"));
     const runtime::core::EngineStats stats = runtime::core::CurrentEngineStats();
     HVD_RETURN_IF_ERROR(Check(stats.gpu_staged_batches >= 4 && stats.gpu_nccl_batches == 0,
                               "want 4+ staged GPU batches and none on NCCL, got " +
                                   std::to_string(stats.gpu_staged_batches) + " and " +
                                   std::to_string(stats.gpu_nccl_batches)));
-    return Shutdown();
+    HVD_RETURN_IF_ERROR(Shutdown());
+    // Each operation's ready event, recorded at submission, was waited on exactly once (one per
+    // operation here: every tensor of one is on one stream), and none is left over.
+    return Check(d->recorded == 5 && d->waited == 5 && d->released == 0,
+                 "ready events: " + std::to_string(d->recorded.load()) + " recorded, " +
+                     std::to_string(d->waited.load()) + " waited, " +
+                     std::to_string(d->released.load()) + " released; want 5, 5, 0");
   });
   HVD_EXPECT_RANKS_OK(res);
 }
@@ -162,7 +168,12 @@ TEST(GpuStaged, HostOnOneRankAndGpuOnAnotherIsAMismatchNamingBoth) {
     HVD_RETURN_IF_ERROR(Check(far.code() == StatusCode::kInvalidArgument &&
                                   Contains(far.message(), "sees 2 device(s)"),
                               far.ToString()));
-    return Shutdown();
+    HVD_RETURN_IF_ERROR(Shutdown());
+    if (rank != 0) return Status::OK();
+    // The failed operation's event, recorded at submission, went back to the pool unwaited.
+    testing::HostDevice* dev = gpu->device(0);
+    return Check(dev != nullptr && dev->recorded == 1 && dev->waited == 0 && dev->released == 1,
+                 "want the failed operation's ready event released");
   });
   HVD_EXPECT_RANKS_OK(res);
 }

@@ -5,6 +5,7 @@
 // NCCL would, so every GPU batch is staged. The real backend is tested on a GPU (tests/gpu/).
 #pragma once
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -25,6 +26,21 @@ class HostDevice : public runtime::gpu::Device {
   Status WaitFor(void* caller_stream) override {
     ++waits;
     return Status::OK();
+  }
+  // Events are counted tokens: every one recorded must be waited on or released exactly once.
+  Status RecordReady(void* caller_stream, void** event) override {
+    ++recorded;
+    *event = new int(0);
+    return Status::OK();
+  }
+  Status WaitReady(void* event) override {
+    ++waited;
+    delete static_cast<int*>(event);
+    return Status::OK();
+  }
+  void ReleaseReady(void* event) override {
+    ++released;
+    delete static_cast<int*>(event);
   }
   Status Synchronize() override {
     ++syncs;
@@ -61,6 +77,7 @@ class HostDevice : public runtime::gpu::Device {
   }
 
   int waits = 0, syncs = 0, copies = 0;
+  std::atomic<int> recorded{0}, waited{0}, released{0};
 
  private:
   const int ordinal_;

@@ -30,6 +30,30 @@ inline Status CudaError(cudaError_t err, const std::string& call) {
   return Status(StatusCode::kUnavailable, m);
 }
 
+// Makes `device` current for a scope and restores the thread's previous device: calls made on a
+// caller's thread (a submission, hvd::Shutdown, an atexit handler) must never move it to another
+// GPU. error() is cudaSetDevice's (cudaErrorCudartUnloading at process exit: the driver reclaims
+// everything then, and no CUDA or NCCL call may follow).
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    error_ = cudaSetDevice(device);
+    changed_ = error_ == cudaSuccess && previous_ >= 0 && previous_ != device;
+  }
+  ~ScopedDevice() {
+    if (changed_) cudaSetDevice(previous_);
+  }
+  ScopedDevice(const ScopedDevice&) = delete;
+  ScopedDevice& operator=(const ScopedDevice&) = delete;
+  cudaError_t error() const { return error_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t error_ = cudaSuccess;
+  bool changed_ = false;
+};
+
 }  // namespace hvd::runtime::gpu::cuda
 
 // Returns from the enclosing function with a Status naming `call` when it fails.

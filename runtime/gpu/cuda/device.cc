@@ -9,7 +9,9 @@ namespace hvd::runtime::gpu::cuda {
 
 Status CudaDevice::Create(int ordinal, std::unique_ptr<CudaDevice>* out) {
   std::unique_ptr<CudaDevice> d(new CudaDevice(ordinal));
-  HVD_RETURN_IF_ERROR(d->SetDevice());
+  // Possibly on a caller's thread (its first device tensor): its current device is kept.
+  ScopedDevice keep(ordinal);
+  HVD_CUDA_RETURN_IF_ERROR(keep.error(), "cudaSetDevice(" + std::to_string(ordinal) + ")");
   const std::string on = " (device " + std::to_string(ordinal) + ")";
   // Non-blocking: our stream never synchronizes with the legacy default stream, so a caller's
   // work elsewhere never stalls our copies and NCCL calls (nor ours theirs).
@@ -37,6 +39,7 @@ CudaDevice::~CudaDevice() {
     if (b != nullptr) cudaFree(b);
   }
   if (caller_done_ != nullptr) cudaEventDestroy(caller_done_);
+  for (cudaEvent_t e : ready_made_) cudaEventDestroy(e);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   // copier_ frees its tables after this body, with the device still current.
 }
@@ -53,6 +56,48 @@ Status CudaDevice::WaitFor(void* caller_stream) {
   HVD_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream_, caller_done_, 0),
                            "cudaStreamWaitEvent (device " + std::to_string(ordinal_) + ")");
   return Status::OK();
+}
+
+Status CudaDevice::RecordReady(void* caller_stream, void** event) {
+  ScopedDevice keep(ordinal_);
+  HVD_CUDA_RETURN_IF_ERROR(keep.error(), "cudaSetDevice(" + std::to_string(ordinal_) + ")");
+  cudaEvent_t e = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    if (!ready_pool_.empty()) {
+      e = ready_pool_.back();
+      ready_pool_.pop_back();
+    }
+  }
+  if (e == nullptr) {
+    HVD_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                             "cudaEventCreateWithFlags (device " + std::to_string(ordinal_) + ")");
+    std::lock_guard<std::mutex> lock(ready_mu_);
+    ready_made_.push_back(e);
+  }
+  const cudaError_t err = cudaEventRecord(e, static_cast<cudaStream_t>(caller_stream));
+  if (err != cudaSuccess) {
+    ReleaseReady(e);
+    return CudaError(err, "cudaEventRecord on the caller's stream (device " +
+                              std::to_string(ordinal_) +
+                              "; is the stream on this device and still alive?)");
+  }
+  *event = e;
+  return Status::OK();
+}
+
+Status CudaDevice::WaitReady(void* event) {
+  HVD_RETURN_IF_ERROR(SetDevice());
+  // cudaStreamWaitEvent waits for the record made before it: the event may be recorded again
+  // for another operation as soon as this returns.
+  const cudaError_t err = cudaStreamWaitEvent(stream_, static_cast<cudaEvent_t>(event), 0);
+  ReleaseReady(event);
+  return CudaError(err, "cudaStreamWaitEvent (device " + std::to_string(ordinal_) + ")");
+}
+
+void CudaDevice::ReleaseReady(void* event) {
+  std::lock_guard<std::mutex> lock(ready_mu_);
+  ready_pool_.push_back(static_cast<cudaEvent_t>(event));
 }
 
 Status CudaDevice::Synchronize() {

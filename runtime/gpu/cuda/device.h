@@ -5,6 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <mutex>
+#include <vector>
 #include <string>
 
 #include "gpu/cuda/batched_copy.h"
@@ -23,6 +25,9 @@ class CudaDevice final : public Device {
   std::string bus_id() const override { return bus_id_; }
 
   Status WaitFor(void* caller_stream) override;
+  Status RecordReady(void* caller_stream, void** event) override;
+  Status WaitReady(void* event) override;
+  void ReleaseReady(void* event) override;
   Status Synchronize() override;
   Status Query(bool* done) override;
   Status Buffer(int slot, size_t bytes, void** out) override;
@@ -44,6 +49,9 @@ class CudaDevice final : public Device {
   void* buffers_[kSlots] = {};
   size_t buffer_bytes_[kSlots] = {};
   BatchedCopier copier_;
+  std::mutex ready_mu_;                   // RecordReady runs on callers' threads
+  std::vector<cudaEvent_t> ready_pool_;   // guarded by ready_mu_: free events
+  std::vector<cudaEvent_t> ready_made_;   // guarded by ready_mu_: all, destroyed with the device
 };
 
 }  // namespace hvd::runtime::gpu::cuda

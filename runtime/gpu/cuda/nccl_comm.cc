@@ -76,28 +76,6 @@ Status ToNccl(ReduceOp op, DataType dtype, ncclRedOp_t* out) {
   return Unimplemented("NCCL has no " + std::string(ReduceOpName(op)) + " reduction");
 }
 
-// Makes `device` current for a scope and restores the caller's (teardown runs on the caller's
-// thread: hvd::Shutdown, an atexit handler) so that hvd never moves a user's thread to its GPU.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    unloading_ = cudaSetDevice(device) == cudaErrorCudartUnloading;
-    changed_ = previous_ >= 0 && previous_ != device && !unloading_;
-  }
-  ~CurrentDevice() {
-    if (changed_) cudaSetDevice(previous_);
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-  bool unloading() const { return unloading_; }
-
- private:
-  int previous_ = -1;
-  bool unloading_ = false;
-  bool changed_ = false;
-};
-
 class Comm final : public NcclComm {
  public:
   Comm(const NcclApi* api, ncclComm_t comm, int rank, int size, int device)
@@ -108,8 +86,8 @@ class Comm final : public NcclComm {
     if (aborted_) return;
     // At process exit the CUDA runtime may be unloading already (its atexit handler ran before
     // hvd's shutdown): the driver reclaims everything then, and NCCL must not be called.
-    CurrentDevice keep(device_);
-    if (keep.unloading()) return;
+    ScopedDevice keep(device_);
+    if (keep.error() == cudaErrorCudartUnloading) return;
     // Finalize flushes this rank's pending work; it may need peers, so it is bounded, and a
     // communicator that does not finish in time is aborted instead of hanging the process exit.
     ncclResult_t r = api_->CommFinalize(comm_);
@@ -228,8 +206,8 @@ class Comm final : public NcclComm {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) return;
     aborted_ = true;
-    CurrentDevice keep(device_);
-    if (keep.unloading()) return;
+    ScopedDevice keep(device_);
+    if (keep.error() == cudaErrorCudartUnloading) return;
     api_->CommAbort(comm_);
   }
 
