@@ -161,6 +161,7 @@ class AgentImpl : public Agent {
     info.set_pid(static_cast<int>(getpid()));
     info.set_version(HVD_AGENT_VERSION);
     info.set_slots_in_use(workers_.live_count());
+    info.set_incarnation(incarnation_);  // RankEvent.seq restarts with the process
     return info;
   }
 
@@ -240,6 +241,9 @@ class AgentImpl : public Agent {
       next_heartbeat_ = Clock::now();  // at once: running_jobs lets the launcher reconcile
       previous_id = agent_id_;
       if (!ack.agent_id().empty()) agent_id_ = ack.agent_id();
+      // Before the writer sees the stream (under mu_, as its Take is): what the old stream may
+      // have lost goes first.
+      outbox_.Reconnected(ack.acks_rank_events());
       stream_ = std::move(stream);
       // Stop() may have passed the point where it cancels stream_ while this one registered.
       if (writer_stop_) stream_->Cancel();
@@ -280,6 +284,9 @@ class AgentImpl : public Agent {
         case hvd::v1::LauncherMessage::kMasterPort:  // MASTER_PORT before a job (master_port.h)
           outbox_.AddMessage(master_ports_.Answer(msg.master_port()));
           break;
+        case hvd::v1::LauncherMessage::kEventAck:  // applied: no resend needed (outbox.h)
+          outbox_.Ack(msg.event_ack().through_seq());
+          break;
         case hvd::v1::LauncherMessage::kAck: {
           base::MutexLock lock(&mu_);
           policy_.Connected(Ms(msg.ack().lease_ms()));
@@ -318,7 +325,13 @@ class AgentImpl : public Agent {
         // takes a job missing from the list as gone, which must not overtake its exit report.
         std::vector<std::string> running;
         if (heartbeat) running = workers_.RunningJobs();
-        std::vector<hvd::v1::AgentMessage> msgs = outbox_.Take(now, heartbeat);
+        std::vector<hvd::v1::AgentMessage> msgs;
+        {
+          // A Take for a stream already replaced would give the new one's resends to the old.
+          base::MutexLock lock(&mu_);
+          if (stream_ == stream) msgs = outbox_.Take(now, heartbeat);
+          heartbeat &= stream_ == stream;
+        }
         bool ok = true;
         for (size_t i = 0; i < msgs.size() && ok; ++i) {
           if (!stream->Write(msgs[i])) {
@@ -369,6 +382,9 @@ class AgentImpl : public Agent {
   Workers workers_;
   Prober prober_;
   MasterPortPicker master_ports_;
+  // AgentInfo.incarnation: random and odd, so never 0 (which means an agent without seqs).
+  const uint64_t incarnation_ =
+      (uint64_t{std::random_device{}()} << 32 | std::random_device{}()) | 1;
 
   mutable base::Mutex mu_;
   base::CondVar cv_;

@@ -3,13 +3,37 @@
 #include <algorithm>
 
 #include "agent/launcher_client.h"
+#include "base/logging.h"
 
 namespace hvd::agent {
 
-void Outbox::AddEvent(const RankReport& event) {
+namespace {
+// While the launcher acknowledges nothing beyond the bound, one line this often.
+constexpr std::chrono::seconds kTrimLogEvery{30};
+}  // namespace
+
+uint64_t Outbox::AddEvent(const RankReport& event) {
   hvd::v1::AgentMessage m;
   ToProto(event, m.mutable_rank_event());
-  AddMessage(std::move(m));
+  uint64_t seq;
+  {
+    base::MutexLock lock(&mu_);
+    seq = next_seq_++;
+    m.mutable_rank_event()->set_seq(seq);
+    Item item;
+    item.is_event = true;
+    item.added = Clock::now();
+    if (track_acks_) {
+      item.seq = seq;
+      unacked_[seq] = Unacked{std::move(m), /*queued=*/true};
+    } else {
+      item.message = std::move(m);
+    }
+    items_.push_back(std::move(item));
+    ++event_count_;
+  }
+  cv_.NotifyAll();
+  return seq;
 }
 
 void Outbox::AddMessage(hvd::v1::AgentMessage message) {
@@ -67,6 +91,8 @@ bool Outbox::DueLocked(Clock::time_point now) const {
 
 std::vector<hvd::v1::AgentMessage> Outbox::Take(Clock::time_point now, bool all) {
   base::MutexLock lock(&mu_);
+  // Here, not after the last Take: what it returned has been written or put back by now.
+  TrimUnackedLocked();
   std::vector<hvd::v1::AgentMessage> out;
   if (items_.empty() && dropped_.empty()) return out;
   if (!all && !DueLocked(now)) return out;
@@ -97,7 +123,15 @@ std::vector<hvd::v1::AgentMessage> Outbox::Take(Clock::time_point now, bool all)
   dropped_.clear();
   for (Item& item : items_) {
     if (item.is_event) {
-      out.push_back(std::move(item.message));
+      if (item.seq != 0) {  // kept until acked: a copy goes out
+        auto u = unacked_.find(item.seq);
+        if (u == unacked_.end() || !u->second.queued) continue;  // acked meanwhile
+        u->second.queued = false;
+        ++written_unacked_;
+        out.push_back(u->second.message);
+      } else {
+        out.push_back(std::move(item.message));
+      }
       batch = nullptr;  // lines after an event start a new batch, keeping the order
     } else {
       add_line(item.job_id, std::move(item.line));
@@ -108,15 +142,102 @@ std::vector<hvd::v1::AgentMessage> Outbox::Take(Clock::time_point now, bool all)
   return out;
 }
 
+void Outbox::TrimUnackedLocked() {
+  if (written_unacked_ <= limits_.max_unacked_events) return;
+  size_t excess = written_unacked_ - limits_.max_unacked_events;
+  uint64_t exits = 0;
+  // A RANK_RUNNING report matters less than an exit: the heartbeat's running jobs stand for it.
+  for (bool running_only : {true, false}) {
+    for (auto it = unacked_.begin(); it != unacked_.end() && excess > 0;) {
+      const bool running = it->second.message.rank_event().state() == hvd::v1::RANK_RUNNING;
+      if (it->second.queued || (running_only && !running)) {
+        ++it;
+        continue;
+      }
+      (running ? trimmed_running_ : exits) += 1;
+      it = unacked_.erase(it);
+      --excess;
+      --written_unacked_;
+    }
+  }
+  trimmed_exits_ += exits;
+  const auto now = Clock::now();
+  if (exits == 0 && trim_logged_ != Clock::time_point{} && now - trim_logged_ < kTrimLogEvery) {
+    return;
+  }
+  trim_logged_ = now;
+  HVD_LOG(WARNING) << "the launcher has not acknowledged " << written_unacked_
+                   << " rank event(s) written to it (kept at most " << limits_.max_unacked_events
+                   << "); forgot " << trimmed_running_ << " RUNNING and " << trimmed_exits_
+                   << " exit report(s) so far, which are not sent again if the stream breaks "
+                      "before the launcher applied them. The launcher is overloaded or stuck: "
+                      "see its log and /metrics";
+}
+
+void Outbox::PushFrontLocked(Item item) {
+  item.is_event = true;  // due at once, like an event
+  item.added = Clock::now();
+  items_.push_front(std::move(item));
+  ++event_count_;
+}
+
+void Outbox::Reconnected(bool acks) {
+  base::MutexLock lock(&mu_);
+  // Written before anything still queued was taken: they go in front of it, in seq order.
+  for (auto it = unacked_.rbegin(); it != unacked_.rend(); ++it) {
+    if (it->second.queued) continue;
+    it->second.queued = true;
+    Item item;
+    item.seq = it->first;
+    PushFrontLocked(std::move(item));
+  }
+  written_unacked_ = 0;
+  if (!acks) {  // an older launcher: each goes out once more as a plain message, then forgotten
+    for (Item& item : items_) {
+      if (item.seq == 0) continue;
+      auto u = unacked_.find(item.seq);
+      if (u == unacked_.end()) continue;  // acked: removed below
+      item.message = std::move(u->second.message);
+      item.seq = 0;
+    }
+    std::erase_if(items_, [](const Item& i) { return i.seq != 0; });
+    unacked_.clear();
+  }
+  track_acks_ = acks;
+}
+
+void Outbox::Ack(uint64_t through_seq) {
+  base::MutexLock lock(&mu_);
+  // Queued copies of these stay in items_ and are skipped by Take (not found here).
+  while (!unacked_.empty() && unacked_.begin()->first <= through_seq) {
+    if (!unacked_.begin()->second.queued) --written_unacked_;
+    unacked_.erase(unacked_.begin());
+  }
+}
+
+size_t Outbox::unacked() const {
+  base::MutexLock lock(&mu_);
+  return unacked_.size();
+}
+
 void Outbox::PutBack(std::vector<hvd::v1::AgentMessage> messages) {
   base::MutexLock lock(&mu_);
   for (auto it = messages.rbegin(); it != messages.rend(); ++it) {
     Item item;
-    item.is_event = true;  // due at once, like an event
-    item.message = std::move(*it);
-    item.added = Clock::now();
-    items_.push_front(std::move(item));
-    ++event_count_;
+    const uint64_t seq = it->has_rank_event() ? it->rank_event().seq() : 0;
+    auto u = seq != 0 ? unacked_.find(seq) : unacked_.end();
+    if (u != unacked_.end()) {
+      // Queued already: Reconnected ran while the old stream's write failed.
+      if (u->second.queued) continue;
+      u->second.queued = true;
+      --written_unacked_;
+      item.seq = seq;
+    } else if (seq != 0 && track_acks_) {
+      continue;  // acked (or forgotten beyond the bound) meanwhile
+    } else {
+      item.message = std::move(*it);
+    }
+    PushFrontLocked(std::move(item));
   }
 }
 
@@ -145,7 +266,7 @@ void Outbox::Wake() {
 
 bool Outbox::empty() const {
   base::MutexLock lock(&mu_);
-  return items_.empty() && dropped_.empty();
+  return items_.empty() && dropped_.empty() && unacked_.empty();
 }
 
 }  // namespace hvd::agent

@@ -43,6 +43,11 @@ class StreamLink final : public AgentLink {
     m.mutable_master_port()->set_job_id(command.job_id);
     return Enqueue(std::move(m), /*front=*/false);
   }
+  bool SendRankEventAck(uint64_t through_seq) override {
+    v1::LauncherMessage m;
+    m.mutable_event_ack()->set_through_seq(through_seq);
+    return Enqueue(std::move(m), /*front=*/false);
+  }
   void Close() override {
     base::MutexLock lock(&mu_);
     closed_ = true;
@@ -162,11 +167,13 @@ grpc::Status AgentGatewayService::Connect(grpc::ServerContext* context, Stream* 
   ack.mutable_ack()->set_agent_id(id);
   ack.mutable_ack()->set_heartbeat_interval_ms(heartbeat_interval_.count());
   ack.mutable_ack()->set_lease_ms(lease_.count());
+  ack.mutable_ack()->set_acks_rank_events(true);  // AgentInbox::Apply acks what it applied
   link->Ready(std::move(ack));
 
   // From here on this thread only reads, renews the lease and queues: JobManager applies the
   // queue on the inbox's thread (agent_inbox.h says why).
-  std::shared_ptr<AgentInbox::Stream> queue = inbox_.Open(id, link);
+  std::shared_ptr<AgentInbox::Stream> queue =
+      inbox_.Open(id, link, first.register_().incarnation());
   auto post = [&](InboxEntry entry) {
     // A full queue means the launcher is behind, not the agent: it stays alive meanwhile.
     while (!inbox_.Post(queue, entry, std::chrono::steady_clock::now() + lease_ / 4)) {

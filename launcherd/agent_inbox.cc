@@ -1,5 +1,6 @@
 #include "launcherd/agent_inbox.h"
 
+#include <algorithm>
 #include <type_traits>
 #include <vector>
 
@@ -10,11 +11,12 @@ namespace hvd::launcherd {
 
 class AgentInbox::Stream {
  public:
-  Stream(std::string agent_id, std::shared_ptr<AgentLink> link)
-      : agent_id(std::move(agent_id)), link(std::move(link)) {}
+  Stream(std::string agent_id, std::shared_ptr<AgentLink> link, uint64_t incarnation)
+      : agent_id(std::move(agent_id)), link(std::move(link)), incarnation(incarnation) {}
 
   const std::string agent_id;
   const std::shared_ptr<AgentLink> link;  // held: compared with the registry's current link
+  const uint64_t incarnation;             // AgentInfo.incarnation
 
   base::Mutex mu;
   base::CondVar space;  // the applier took the queue
@@ -56,8 +58,9 @@ AgentInbox::~AgentInbox() {
 }
 
 std::shared_ptr<AgentInbox::Stream> AgentInbox::Open(const std::string& agent_id,
-                                                     std::shared_ptr<AgentLink> link) {
-  auto stream = std::make_shared<Stream>(agent_id, std::move(link));
+                                                     std::shared_ptr<AgentLink> link,
+                                                     uint64_t incarnation) {
+  auto stream = std::make_shared<Stream>(agent_id, std::move(link), incarnation);
   base::MutexLock lock(&mu_);
   if (current_.size() >= prune_at_) {  // forget agents' ended streams, amortized O(1) per Open
     for (auto it = current_.begin(); it != current_.end();) {
@@ -155,17 +158,41 @@ void AgentInbox::ApplierLoop() {
 }
 
 void AgentInbox::Apply(Stream& stream, std::deque<InboxEntry> entries) {
+  AppliedSeqs& seqs = applied_seqs_[stream.agent_id];
+  // Another process under the agent's id (restarted with its --state-dir) numbers from 1 again.
+  // Only its current stream decides: a superseded stream's reports are dropped anyway.
+  if (seqs.incarnation != stream.incarnation &&
+      agents_->Link(stream.agent_id).get() == stream.link.get()) {
+    seqs = AppliedSeqs{stream.incarnation, 0};
+  }
+  const bool numbered = stream.incarnation != 0 && seqs.incarnation == stream.incarnation;
+  bool ack = false;  // a numbered event was applied now or before (a resend after a lost ack)
   // Reports go to JobManager in runs, one lock acquisition each; the other entries keep their
   // place between the runs.
   std::vector<AgentReport> run;
+  std::vector<uint64_t> run_seqs;  // per report of `run`: its seq, or 0
+  uint64_t run_through = seqs.through;
   auto flush = [&] {
     if (run.empty()) return;
-    jobs_->OnAgentReports(stream.agent_id, stream.link.get(), std::move(run));
+    const size_t applied =
+        jobs_->OnAgentReports(stream.agent_id, stream.link.get(), std::move(run));
+    // Seqs rise along a stream: the last applied is the highest.
+    for (size_t i = 0; i < applied; ++i) seqs.through = std::max(seqs.through, run_seqs[i]);
+    if (applied < run_seqs.size()) run_through = seqs.through;  // superseded: resent later
     run.clear();
+    run_seqs.clear();
   };
   for (InboxEntry& entry : entries) {
     if (auto* report = std::get_if<AgentReport>(&entry)) {
+      const auto* event = std::get_if<RankEventReport>(report);
+      const uint64_t seq = numbered && event != nullptr ? event->seq : 0;
+      if (seq != 0) {
+        ack = true;
+        if (seq <= run_through) continue;  // applied before: the agent did not hear our ack
+        run_through = seq;
+      }
       run.push_back(std::move(*report));
+      run_seqs.push_back(seq);
       continue;
     }
     flush();
@@ -184,6 +211,19 @@ void AgentInbox::Apply(Stream& stream, std::deque<InboxEntry> entries) {
     }
   }
   flush();
+  if (!ack || seqs.through == 0) return;
+  // One ack per batch, on the agent's newest stream (maybe newer than this one): the agent
+  // forgets what it covers, and sends the rest again on its next stream. Never to another
+  // process under the same id, whose seqs mean other events.
+  std::shared_ptr<Stream> newest;
+  {
+    base::MutexLock lock(&mu_);
+    auto it = current_.find(stream.agent_id);
+    if (it != current_.end()) newest = it->second.lock();
+  }
+  if (newest && newest->incarnation == seqs.incarnation) {
+    newest->link->SendRankEventAck(seqs.through);
+  }
 }
 
 }  // namespace hvd::launcherd

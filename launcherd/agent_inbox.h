@@ -12,6 +12,12 @@
 // turns (a stream with entries waits in a FIFO of ready streams). Consecutive heartbeats still
 // queued collapse into the newest (it says all the older ones did). A stream's queue is bounded:
 // a reader that fills it waits (with a deadline, so that it can renew the lease meanwhile).
+//
+// Rank events (issue 22): after a batch the applier acknowledges, on the agent's current stream,
+// the highest RankEvent.seq applied for that agent (one RankEventAck per batch), and it drops an
+// event whose seq it applied before: an agent sends what was not acknowledged again on its next
+// stream, and the ack may have been lost with the old one. Seqs are per agent process
+// (AgentInfo.incarnation); seq 0 (an older agent) is applied as it comes and never acked.
 #pragma once
 
 #include <atomic>
@@ -57,8 +63,10 @@ class AgentInbox {
   // Where probe reports go (null, the default: dropped); must outlive the inbox.
   void SetNetworkCheck(NetworkCheck* network) { network_.store(network); }
 
-  // A queue for one stream of agent `agent_id`, whose commands go through `link`.
-  std::shared_ptr<Stream> Open(const std::string& agent_id, std::shared_ptr<AgentLink> link);
+  // A queue for one stream of agent `agent_id`, whose commands go through `link`; `incarnation`:
+  // the agent process's AgentInfo.incarnation (0: an agent that does not number its events).
+  std::shared_ptr<Stream> Open(const std::string& agent_id, std::shared_ptr<AgentLink> link,
+                               uint64_t incarnation = 0);
   // Appends `entry` to the stream's queue (it is moved from only on success). False when the
   // queue stayed full until `deadline`. Never waits for JobManager.
   bool Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
@@ -76,6 +84,14 @@ class AgentInbox {
   void ApplierLoop();
   void Apply(Stream& stream, std::deque<InboxEntry> entries);
 
+  // The rank events applied from one agent process: the applier thread's alone (no lock). One
+  // small entry per agent id ever seen (an agent without --state-dir gets a new id per run).
+  struct AppliedSeqs {
+    uint64_t incarnation = 0;
+    uint64_t through = 0;  // every seq <= this was applied
+  };
+  std::map<std::string, AppliedSeqs> applied_seqs_;
+
   const AgentRegistry* const agents_;
   JobManager* const jobs_;
   std::atomic<NetworkCheck*> network_{nullptr};
@@ -84,7 +100,7 @@ class AgentInbox {
   base::CondVar work_cv_;     // ready_ grew or stop_ was set
   base::CondVar applied_cv_;  // applied_ grew
   std::deque<std::shared_ptr<Stream>> ready_ HVD_GUARDED_BY(mu_);
-  // Each agent's newest stream, for Backlog().
+  // Each agent's newest stream, for Backlog() and RankEventAcks.
   std::map<std::string, std::weak_ptr<Stream>> current_ HVD_GUARDED_BY(mu_);
   size_t prune_at_ HVD_GUARDED_BY(mu_) = 64;
   int64_t posted_ HVD_GUARDED_BY(mu_) = 0;

@@ -33,6 +33,9 @@ class AgentLink {
   virtual bool SendProbe(const ProbeCommand& command) { return false; }
   // Asks the agent for MASTER_PORT (master_port.h). Links that cannot carry it refuse it.
   virtual bool SendMasterPort(const MasterPortCommand& command) { return false; }
+  // Tells the agent that its rank events up to `through_seq` were applied (RankEventAck), so it
+  // stops keeping them for a resend. Links that cannot carry it refuse it.
+  virtual bool SendRankEventAck(uint64_t through_seq) { return false; }
   // Ends the stream (another connection took over the agent's id, or the launcher stops).
   virtual void Close() = 0;
 };

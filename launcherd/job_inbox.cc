@@ -7,18 +7,20 @@
 
 namespace hvd::launcherd {
 
-void JobManager::OnAgentReports(const std::string& agent_id, const AgentLink* link,
-                                std::vector<AgentReport> batch) {
+size_t JobManager::OnAgentReports(const std::string& agent_id, const AgentLink* link,
+                                  std::vector<AgentReport> batch) {
   base::MutexLock lock(&mu_);
   // One scheduling pass for the batch, not one per report: a pass walks the pending jobs and the
   // agents' busy slots, and at 1,000 agents with 100 jobs pending one per rank event took all of
   // the launcher's time (issue 22). ScheduleLocked only notes the request while scheduling_ is set.
   scheduling_ = true;
   reschedule_ = false;
-  for (size_t i = 0; i < batch.size(); ++i) {
+  size_t i = 0;
+  for (; i < batch.size(); ++i) {
     // Checked before each report, not once: the agent may re-register on a new stream while this
     // batch is applied (the registry does not take this lock). A superseded stream's reports are
-    // stale: the new stream's first heartbeat says what still runs (OnAgentRegistered).
+    // stale: the agent sends its unacknowledged rank events again on the new stream, then a
+    // heartbeat that says what still runs (OnAgentRegistered).
     if (agents_->Link(agent_id).get() != link) {
       HVD_LOG(DEBUG) << "agent " << agent_id << ": " << batch.size() - i
                      << " report(s) from a superseded stream dropped";
@@ -42,6 +44,7 @@ void JobManager::OnAgentReports(const std::string& agent_id, const AgentLink* li
   }
   scheduling_ = false;
   if (reschedule_) ScheduleLocked();
+  return i;
 }
 
 }  // namespace hvd::launcherd

@@ -132,9 +132,10 @@ class JobManager {
   // What one stream of the agent sent, in order, under one acquisition of the lock (job_inbox.cc):
   // the AgentGateway's applier calls it so that a stream's reader never waits for this lock.
   // Reports from a stream that is no longer the agent's current one (`link` was replaced by a
-  // re-registration, or the stream ended) are dropped.
-  void OnAgentReports(const std::string& agent_id, const AgentLink* link,
-                      std::vector<AgentReport> batch) HVD_EXCLUDES(mu_);
+  // re-registration, or the stream ended) are dropped. Returns how many reports, from the front of
+  // `batch`, were applied (the rest came from a superseded stream).
+  size_t OnAgentReports(const std::string& agent_id, const AgentLink* link,
+                        std::vector<AgentReport> batch) HVD_EXCLUDES(mu_);
   // The agent's stream dropped (it crashed, or its host or the network went): not LOST yet (it may
   // reconnect within the lease), but a failing job with ranks there names "agent on <host> lost"
   // as its cause instead of a rank that died because its peer vanished (job_events.cc).

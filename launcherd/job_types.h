@@ -48,6 +48,7 @@ struct RankEventReport {
   std::string error;
   std::string stderr_tail;
   int64_t time_ms = 0;  // wall clock when the agent saw it; 0: unknown (an older agent)
+  uint64_t seq = 0;     // the agent's number for it (RankEvent.seq); 0: an older agent
 };
 
 // Commands to an agent (hvd.v1.StartRank / StopJob).

@@ -16,6 +16,7 @@ RankEventReport FromProto(const v1::RankEvent& p) {
   e.error = p.error();
   e.stderr_tail = p.stderr_tail();
   e.time_ms = p.time_ms();
+  e.seq = p.seq();
   return e;
 }
 

@@ -45,7 +45,8 @@ bool ProcessAlive(int pid) {
 // The launcher's side of AgentGateway.Connect, recording everything the agent sends.
 class FakeGateway final : public v1::AgentGateway::Service {
  public:
-  explicit FakeGateway(int64_t lease_ms) : lease_ms_(lease_ms) {}
+  // `acks`: says it acknowledges rank events (it sends RankEventAck only when a test does).
+  FakeGateway(int64_t lease_ms, bool acks) : lease_ms_(lease_ms), acks_(acks) {}
 
   grpc::Status Connect(
       grpc::ServerContext* ctx,
@@ -60,6 +61,7 @@ class FakeGateway final : public v1::AgentGateway::Service {
     ack.mutable_ack()->set_agent_id("agent-1");
     ack.mutable_ack()->set_heartbeat_interval_ms(100);
     ack.mutable_ack()->set_lease_ms(lease_ms_);
+    ack.mutable_ack()->set_acks_rank_events(acks_);
     {
       std::lock_guard<std::mutex> lock(mu_);
       registrations_.push_back(first.register_());
@@ -122,13 +124,14 @@ class FakeGateway final : public v1::AgentGateway::Service {
 
  private:
   const int64_t lease_ms_;
+  const bool acks_;
   grpc::ServerReaderWriter<v1::LauncherMessage, v1::AgentMessage>* stream_ = nullptr;
 };
 
 class AgentTest : public ::testing::Test {
  protected:
-  void StartLauncher(int64_t lease_ms, int port = 0) {
-    gateway_ = std::make_unique<FakeGateway>(lease_ms);
+  void StartLauncher(int64_t lease_ms, int port = 0, bool acks = false) {
+    gateway_ = std::make_unique<FakeGateway>(lease_ms, acks);
     grpc::ServerBuilder builder;
     // What the real launcher must allow too: the agent's keepalive pings on a quiet stream.
     builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
@@ -384,6 +387,49 @@ TEST_F(AgentTest, LauncherBackWithinTheLeaseKeepsRanksAndReRegisters) {
     return false;
   }));
   EXPECT_TRUE(ProcessAlive(pid));
+}
+
+// Issue 22: a rank's exit written to a stream that broke before the launcher applied it (this
+// launcher never acks it) is sent again, first and in order, on the next stream; once acked it is
+// not sent again.
+TEST_F(AgentTest, UnackedRankEventsAreResentFirstAfterAReconnect) {
+  StartLauncher(/*lease_ms=*/5000, 0, /*acks=*/true);
+  StartAgent();
+  WaitRegistered();
+  ASSERT_TRUE(gateway_->Send(Start("j6", 0, {"/bin/sh", "-c", "exit 0"})));
+  EXPECT_EQ(gateway_->WaitEvent("j6", 0, v1::RANK_RUNNING).seq(), 1u);
+  EXPECT_EQ(gateway_->WaitEvent("j6", 0, v1::RANK_EXITED).seq(), 2u);
+  const uint64_t incarnation = gateway_->registrations_[0].incarnation();
+  EXPECT_NE(incarnation, 0u);
+  const int port = port_;
+  // Rank events before the first heartbeat of the current stream, by seq.
+  auto resent = [&] {
+    std::vector<uint64_t> seqs;
+    EXPECT_TRUE(gateway_->WaitFor([&] {
+      return std::any_of(gateway_->received_.begin(), gateway_->received_.end(),
+                         [](const v1::AgentMessage& m) { return m.has_heartbeat(); });
+    }));
+    std::lock_guard<std::mutex> lock(gateway_->mu_);
+    for (const auto& m : gateway_->received_) {
+      if (m.has_heartbeat()) break;
+      if (m.has_rank_event()) seqs.push_back(m.rank_event().seq());
+    }
+    return seqs;
+  };
+  StopLauncher();
+  StartLauncher(5000, port, true);
+  WaitRegistered();
+  EXPECT_EQ(gateway_->registrations_[0].incarnation(), incarnation);
+  EXPECT_EQ(resent(), (std::vector<uint64_t>{1, 2}));
+
+  v1::LauncherMessage ack;
+  ack.mutable_event_ack()->set_through_seq(2);
+  ASSERT_TRUE(gateway_->Send(ack));
+  std::this_thread::sleep_for(milliseconds(300));  // the agent reads it
+  StopLauncher();
+  StartLauncher(5000, port, true);
+  WaitRegistered();
+  EXPECT_TRUE(resent().empty());
 }
 
 }  // namespace

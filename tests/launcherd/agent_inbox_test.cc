@@ -64,14 +64,17 @@ class Beater {
 
 // A StreamAgent with its heartbeats; the RegisterAck taken.
 struct BeatingAgent {
-  BeatingAgent(const std::string& address, const std::string& host, int slots)
-      : agent(address, host, slots), beater([this](const v1::AgentMessage& m) {
+  BeatingAgent(const std::string& address, const std::string& host, int slots,
+               const std::string& id = "", uint64_t incarnation = 0)
+      : agent(address, host, slots, testing::kToken, id, incarnation),
+        beater([this](const v1::AgentMessage& m) {
           agent.Send(m);
           return true;
         }) {
     v1::LauncherMessage ack;
     EXPECT_TRUE(agent.Next(&ack, 5s));
     EXPECT_TRUE(ack.has_ack()) << ack.ShortDebugString();
+    EXPECT_TRUE(ack.ack().acks_rank_events());
   }
   StreamAgent agent;
   Beater beater;
@@ -79,6 +82,14 @@ struct BeatingAgent {
 
 class AgentInboxTest : public ::testing::Test {
  protected:
+  // A job of `np` ranks ("./train").
+  Status SubmitJob(std::string* job, int np = 1) {
+    JobSpec spec;
+    spec.argv = {"./train"};
+    spec.np = np;
+    return jobs_->Submit(spec, job);
+  }
+
   AgentInboxTest() : registry_(kLease) {
     JobManagerOptions o;
     o.rendezvous_address = "127.0.0.1:1";
@@ -178,11 +189,8 @@ class AgentInboxTest : public ::testing::Test {
   // A job of `np` ranks on `agent`, its ranks reported RUNNING; its id.
   std::string RunningJob(BeatingAgent& a, int np) {
     StreamAgent& agent = a.agent;
-    JobSpec spec;
-    spec.argv = {"./train"};
-    spec.np = np;
     std::string id;
-    EXPECT_TRUE(jobs_->Submit(spec, &id).ok());
+    EXPECT_TRUE(SubmitJob(&id, np).ok());
     for (int i = 0; i < np; ++i) {
       v1::LauncherMessage m;
       EXPECT_TRUE(agent.Next(&m, 5s));
@@ -293,11 +301,8 @@ TEST_F(AgentInboxTest, ReportsKeepTheirOrder) {
   BeatingAgent a(address_, "order-1", 1);
   StreamAgent& agent = a.agent;
   WaitAgent("order-1");
-  JobSpec spec;
-  spec.argv = {"./train"};
-  spec.np = 1;
   std::string job;
-  ASSERT_TRUE(jobs_->Submit(spec, &job).ok());
+  ASSERT_TRUE(SubmitJob(&job).ok());
   v1::LauncherMessage start;
   ASSERT_TRUE(agent.Next(&start, 5s));
   ASSERT_TRUE(start.has_start());
@@ -330,6 +335,122 @@ TEST_F(AgentInboxTest, ReportsKeepTheirOrder) {
     if (std::find(want.begin(), want.end(), s) != want.end()) got.push_back(s);
   }
   EXPECT_EQ(got, want);
+}
+
+// Numbered rank events (issue 22): acked with the highest seq applied, once per batch.
+v1::AgentMessage SeqEvent(const std::string& job, v1::RankState state, int code, uint64_t seq) {
+  v1::AgentMessage m;
+  m.mutable_rank_event()->set_job_id(job);
+  m.mutable_rank_event()->set_state(state);
+  m.mutable_rank_event()->set_pid(5000);
+  m.mutable_rank_event()->set_exit_code(code);
+  m.mutable_rank_event()->set_seq(seq);
+  return m;
+}
+// Reads RankEventAcks (skipping other commands) until one covers `seq`; its through_seq, or 0.
+uint64_t WaitAck(StreamAgent& agent, uint64_t seq) {
+  v1::LauncherMessage m;
+  uint64_t last = 0;
+  while (agent.Next(&m, 5s)) {
+    if (!m.has_event_ack()) continue;
+    EXPECT_GE(m.event_ack().through_seq(), last) << "acks never go back";
+    last = m.event_ack().through_seq();
+    if (last >= seq) return last;
+  }
+  ADD_FAILURE() << "no RankEventAck through " << seq << " (last " << last << ")";
+  return 0;
+}
+
+// An event whose seq was applied before is dropped (the agent resends what an ack lost with its
+// stream did not cover): here a "resend" of seq 1 that says the rank failed.
+TEST_F(AgentInboxTest, RankEventsAreAckedAndAnAppliedSeqIsNotAppliedAgain) {
+  BeatingAgent a(address_, "seq-1", 1, "", /*incarnation=*/7);
+  WaitAgent("seq-1");
+  std::string job;
+  ASSERT_TRUE(SubmitJob(&job).ok());
+  v1::LauncherMessage start;
+  ASSERT_TRUE(a.agent.Next(&start, 5s));
+  ASSERT_TRUE(start.has_start()) << start.ShortDebugString();
+  a.agent.Send(SeqEvent(job, v1::RANK_RUNNING, 0, 1));
+  a.beater.SetJob(job);
+  WaitJob(job, [](const JobStatus& s) { return s.state == JobState::kRunning; });
+  EXPECT_EQ(WaitAck(a.agent, 1), 1u);
+
+  a.agent.Send(SeqEvent(job, v1::RANK_EXITED, 1, 1));  // seq 1 again: ignored, acked again
+  EXPECT_EQ(WaitAck(a.agent, 1), 1u);
+  ASSERT_TRUE(gateway_->WaitApplied(5s));
+  EXPECT_EQ(Job(job).state, JobState::kRunning) << "a duplicate seq was applied";
+  a.agent.Send(SeqEvent(job, v1::RANK_EXITED, 0, 2));
+  a.beater.SetJob("");
+  EXPECT_EQ(WaitAck(a.agent, 2), 2u);
+  JobStatus st = WaitJob(job, [](const JobStatus& s) { return s.state != JobState::kRunning; });
+  EXPECT_EQ(st.state, JobState::kSucceeded) << st.reason;
+}
+
+// The issue's failure: a rank's exit written to a stream that broke before the launcher applied
+// it. The agent re-registers within its lease and sends its unacknowledged events first; the old
+// stream's copy is dropped (superseded), the resend applied once, and the job succeeds.
+TEST_F(AgentInboxTest, AnExitLostWithABrokenStreamIsResentAndTheJobSucceeds) {
+  auto a = std::make_unique<BeatingAgent>(address_, "seq-2", 1, "", /*incarnation=*/9);
+  const std::string id = WaitAgent("seq-2");
+  std::string job;
+  ASSERT_TRUE(SubmitJob(&job).ok());
+  v1::LauncherMessage start;
+  ASSERT_TRUE(a->agent.Next(&start, 5s));
+  a->agent.Send(SeqEvent(job, v1::RANK_RUNNING, 0, 1));
+  a->beater.SetJob(job);
+  WaitJob(job, [](const JobStatus& s) { return s.state == JobState::kRunning; });
+  WaitAck(a->agent, 1);
+
+  std::thread hold = HoldLock(3 * kLease / 2);
+  a->agent.Send(SeqEvent(job, v1::RANK_EXITED, 0, 2));  // read and queued, not applied
+  std::this_thread::sleep_for(100ms);
+  a.reset();  // the stream breaks
+  for (int i = 0; i < 200 && Agent("seq-2").state == "READY"; ++i) std::this_thread::sleep_for(5ms);
+  StreamAgent fresh(address_, "seq-2", 1, testing::kToken, id, /*incarnation=*/9);
+  v1::LauncherMessage ack;
+  ASSERT_TRUE(fresh.Next(&ack, 5s));
+  ASSERT_EQ(ack.ack().agent_id(), id) << ack.ShortDebugString();
+  fresh.Send(SeqEvent(job, v1::RANK_EXITED, 0, 2));  // unacked: resent first
+  Beater beater([&](const v1::AgentMessage& m) {    // the rank is gone: no job listed
+    fresh.Send(m);
+    return true;
+  });
+  hold.join();
+  JobStatus st = WaitJob(job, [](const JobStatus& s) { return s.state != JobState::kRunning; });
+  EXPECT_EQ(st.state, JobState::kSucceeded) << st.reason;
+  ASSERT_EQ(st.ranks.size(), 1u);
+  EXPECT_EQ(st.ranks[0].state, RankState::kExited);
+  EXPECT_EQ(WaitAck(fresh, 2), 2u);
+  beater.Stop();
+}
+
+// An agent restarted with its --state-dir comes back under its id as another process
+// (AgentInfo.incarnation) and numbers its events from 1 again: they are applied, not taken for
+// the old process's.
+TEST_F(AgentInboxTest, ARestartedAgentProcessNumbersItsEventsFromOneAgain) {
+  auto a = std::make_unique<BeatingAgent>(address_, "seq-3", 1, "", /*incarnation=*/11);
+  const std::string id = WaitAgent("seq-3");
+  std::string job;
+  ASSERT_TRUE(SubmitJob(&job).ok());
+  v1::LauncherMessage start;
+  ASSERT_TRUE(a->agent.Next(&start, 5s));
+  a->agent.Send(SeqEvent(job, v1::RANK_RUNNING, 0, 1));
+  a->agent.Send(SeqEvent(job, v1::RANK_EXITED, 0, 2));
+  EXPECT_EQ(WaitAck(a->agent, 2), 2u);
+  WaitJob(job, [](const JobStatus& s) { return s.state == JobState::kSucceeded; });
+  a.reset();
+  for (int i = 0; i < 200 && Agent("seq-3").state == "READY"; ++i) std::this_thread::sleep_for(5ms);
+
+  BeatingAgent b(address_, "seq-3", 1, id, /*incarnation=*/12);
+  std::string job2;
+  ASSERT_TRUE(SubmitJob(&job2).ok());
+  ASSERT_TRUE(b.agent.Next(&start, 5s));
+  ASSERT_TRUE(start.has_start()) << start.ShortDebugString();
+  b.agent.Send(SeqEvent(job2, v1::RANK_RUNNING, 0, 1));
+  b.beater.SetJob(job2);
+  EXPECT_EQ(WaitAck(b.agent, 1), 1u);
+  WaitJob(job2, [](const JobStatus& s) { return s.state == JobState::kRunning; });
 }
 
 }  // namespace

@@ -52,12 +52,17 @@ inline std::unique_ptr<grpc::ClientContext> Ctx(const std::string& token = kToke
 // An agent as the agent engineer's code behaves on the wire: AgentInfo first, then events.
 class StreamAgent {
  public:
+  // `agent_id`: re-register under it; `incarnation`: AgentInfo.incarnation (0: an agent that
+  // does not number its rank events, so the launcher sends it no RankEventAck).
   StreamAgent(const std::string& address, const std::string& host, int slots,
-              const std::string& token = kToken)
+              const std::string& token = kToken, const std::string& agent_id = "",
+              uint64_t incarnation = 0)
       : stub_(v1::AgentGateway::NewStub(control::NewChannel(address))),
         ctx_(control::NewClientContext(token)) {
     stream_ = stub_->Connect(ctx_.get());
     v1::AgentMessage m;
+    m.mutable_register_()->set_agent_id(agent_id);
+    m.mutable_register_()->set_incarnation(incarnation);
     m.mutable_register_()->set_host(host);
     m.mutable_register_()->set_advertise_addr("127.0.0.1");
     m.mutable_register_()->set_slots(slots);
