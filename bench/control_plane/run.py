@@ -337,7 +337,7 @@ class Bench:
             s = self.swarm_stats(teardown=True)
             if s:
                 self.r["swarm_final"] = {k: s[k] for k in (
-                    "attempts", "failed_attempts", "stream_breaks", "heartbeats", "rank_events",
+                    "attempts", "failed_attempts", "stream_breaks", "heartbeats", "rank_events", "event_acks",
                     "starts", "stops", "lease_kills", "max_write_queue", "timer_max_lag_ms",
                     "errors") if k in s}
         # The launcher first, its agents still connected: SIGTERM must stop it whatever it does.

@@ -62,7 +62,12 @@ SimAgent::SimAgent(SwarmShared* swarm, int index)
       index_(index),
       host_(HostName(swarm->config.host_prefix, index)),
       unreachable_since_(Clock::now()),
-      jitter_(static_cast<uint32_t>(index) * 2654435761u + 1) {}
+      jitter_(static_cast<uint32_t>(index) * 2654435761u + 1),
+      incarnation_((static_cast<uint64_t>(base::WallMs()) << 20) ^ (static_cast<uint64_t>(index) + 1)) {}
+
+void SimAgent::NumberLocked(v1::AgentMessage* m) {
+  if (m->has_rank_event() && m->rank_event().seq() == 0) m->mutable_rank_event()->set_seq(next_seq_++);
+}
 
 SimAgent::~SimAgent() = default;
 
@@ -92,6 +97,7 @@ v1::AgentInfo SimAgent::BuildInfoLocked() const {
   lo->set_loopback(true);
   lo->set_up(true);
   info.set_slots(swarm_->config.slots);
+  info.set_incarnation(incarnation_);
   info.set_gpus(0);
   info.set_pid(static_cast<int>(getpid()));
   info.set_version(HVD_SWARM_VERSION);
@@ -105,6 +111,7 @@ void SimAgent::Kick(const Kicks& kicks) {
 
 void SimAgent::SendLocked(v1::AgentMessage m, bool keep_if_offline, Kicks* kicks) {
   if (m.has_rank_event()) ++swarm_->stats.rank_events;
+  NumberLocked(&m);
   if (stream_ != nullptr && acked_) {
     if (stream_->Enqueue(std::move(m))) kicks->push_back(stream_);
   } else if (keep_if_offline) {
@@ -276,6 +283,9 @@ void SimAgent::OnCommand(AgentStream* s, const v1::LauncherMessage& msg) {
         SendLocked(std::move(m), false, &kicks);
         break;
       }
+      case v1::LauncherMessage::kEventAck:
+        ++swarm_->stats.event_acks;
+        break;
       case v1::LauncherMessage::kAck:
         if (msg.ack().lease_ms() > 0) lease_ = Ms(msg.ack().lease_ms());
         if (msg.ack().heartbeat_interval_ms() > 0 && swarm_->config.heartbeat_ms <= 0) {
@@ -347,6 +357,7 @@ void SimAgent::EndRanksIfLeaseExpiredLocked(Clock::time_point now) {
     v1::AgentMessage m = EventLocked(key, r, v1::RANK_KILLED);
     m.mutable_rank_event()->set_error("ended by the simulated agent " + host_ +
                                       ": launcher unreachable for longer than the lease");
+    NumberLocked(&m);
     pending_.push_back(std::move(m));
     ++swarm_->stats.rank_events;
     ++swarm_->stats.lease_kills;

@@ -56,6 +56,7 @@ struct SwarmStats {
   std::atomic<int64_t> stream_breaks{0};    // registered streams that ended (not at shutdown)
   std::atomic<int64_t> heartbeats{0};
   std::atomic<int64_t> rank_events{0};
+  std::atomic<int64_t> event_acks{0};  // RankEventAck messages (hvd-agent forgets what they cover)
   std::atomic<int64_t> starts{0};  // StartRank commands
   std::atomic<int64_t> stops{0};   // StopJob commands
   std::atomic<int64_t> master_ports{0};
@@ -138,6 +139,7 @@ class SimAgent {
   void Heartbeat(uint64_t gen);
   void RegisterDeadline(uint64_t gen);
   void EndRanksIfLeaseExpiredLocked(Clock::time_point now);
+  void NumberLocked(v1::AgentMessage* m);
   std::shared_ptr<grpc::Channel> NewChannel() const;
   static void Kick(const Kicks& kicks);
 
@@ -158,6 +160,11 @@ class SimAgent {
   std::deque<v1::AgentMessage> pending_;  // guarded by mu_; rank events for the next stream
   std::map<Key, Rank> ranks_;             // guarded by mu_; started, not yet ended
   uint32_t jitter_;                       // guarded by mu_
+  // Rank events are numbered as hvd-agent numbers them (RankEvent.seq, AgentInfo.incarnation), so
+  // the launcher deduplicates and acknowledges them under load; the swarm never resends (a stream
+  // that breaks loses what it carried, as an agent without acknowledgements would).
+  const uint64_t incarnation_;
+  uint64_t next_seq_ = 1;  // guarded by mu_
 };
 
 }  // namespace hvd::bench

@@ -100,6 +100,7 @@ nlohmann::json Swarm::Stats() const {
       {"stream_breaks", s.stream_breaks.load()},
       {"heartbeats", s.heartbeats.load()},
       {"rank_events", s.rank_events.load()},
+      {"event_acks", s.event_acks.load()},
       {"starts", s.starts.load()},
       {"stops", s.stops.load()},
       {"master_ports", s.master_ports.load()},
