@@ -181,6 +181,13 @@ log "machine: $(tr '\n' ' ' <"$WORK/machine.txt" | cut -c1-400)"
 CONFIG_ARGS=(-DHVD_BUILD_CONTROL_PLANE=OFF -DCMAKE_BUILD_TYPE=Release
              -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DHVD_TEST_PYTHON="$(command -v "$PY")")
 [ -n "$NCCL_INC" ] && CONFIG_ARGS+=(-DHVD_NCCL_INCLUDE_DIR="$NCCL_INC")
+# GoogleTest from source where the machine has no package (the GPU machines have none): a copy of
+# Debian's /usr/src/googletest carried as .gtest-src (docs/gpu.md), or HVD_GTEST_SOURCE.
+GTEST_SRC="${HVD_GTEST_SOURCE:-$SRC/.gtest-src}"
+if [ -f "$GTEST_SRC/CMakeLists.txt" ]; then
+  CONFIG_ARGS+=(-DHVD_GTEST_SOURCE_DIR="$GTEST_SRC")
+  log "GoogleTest from source: $GTEST_SRC"
+fi
 [ -x /usr/local/cuda/bin/nvcc ] && CONFIG_ARGS+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 if [ "$REUSE" = 1 ] && [ -f "$BUILD/CMakeCache.txt" ]; then
   # Its cache as it is; regenerated all the same, so that the targets listed below are today's.
