@@ -43,14 +43,6 @@ constexpr int32_t kNcclLoaded = 2;
 // vector loads stay aligned, and 64 is a multiple of every element size.
 constexpr size_t kAlign = 64;
 
-ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
-
-double PostFactor(const Response& r, int contributors) {
-  double f = r.postscale;
-  if (r.reduce_op == ReduceOp::kAverage) f /= std::max(1, contributors);
-  return f;
-}
-
 std::string RankName(const collectives::Comm& comm, int r) {
   return "rank " + std::to_string(comm.JobRank(r));
 }

@@ -44,6 +44,16 @@ struct BatchRef {
   internal::Operation* op;
 };
 
+// The reduction an allreduce runs on the wire (an average is a sum), and the factor applied
+// afterwards (the postscale, divided by the contributors for an average): the host and the GPU
+// paths alike.
+inline ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
+inline double PostFactor(const negotiation::Response& r, int contributors) {
+  double f = r.postscale;
+  if (r.reduce_op == ReduceOp::kAverage) f /= contributors > 1 ? contributors : 1;
+  return f;
+}
+
 struct DeviceExecutorOptions {
   // The job/attempt-scoped store the NCCL unique ids are exchanged through (not owned; null: NCCL
   // is never used and every GPU batch is staged).

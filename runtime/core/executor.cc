@@ -20,16 +20,6 @@ size_t Bytes(const TensorSpec& t) {
   return static_cast<size_t>(t.num_elements()) * DataTypeSize(t.dtype);
 }
 
-// The reduction the collective runs, and the factor applied afterwards.
-ReduceOp WireOp(ReduceOp op) {
-  return op == ReduceOp::kAverage ? ReduceOp::kSum : op;
-}
-double PostFactor(const Response& r, int contributors) {
-  double f = r.postscale;
-  if (r.reduce_op == ReduceOp::kAverage) f /= std::max(1, contributors);
-  return f;
-}
-
 std::string TimelineArgs(const char* algorithm, size_t bytes, size_t fused) {
   return std::string("{\"algorithm\":\"") + algorithm + "\",\"bytes\":" + std::to_string(bytes) +
          ",\"fused_tensors\":" + std::to_string(fused) + "}";
