@@ -473,6 +473,8 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   HVD_LOG(INFO) << "workers start through " << workers.wrapper;
   const std::string host_name = options.host.empty() ? base::LocalHostName() : options.host;
   workers.allow_run_as_root = options.allow_run_as_root;
+  workers.rendezvous_ca_pem = options.tls.ca_pem;
+  workers.rendezvous_crl_pem = options.tls.crl_pem;
   workers.host = host_name;
   std::vector<control::InterfaceSelector> selectors;
   HVD_RETURN_IF_ERROR(ParseAgentSelectors(options.network_interfaces, host_name, &selectors));

@@ -78,6 +78,9 @@ int main(int argc, char** argv) {
   flags.String("--tls-key", &tls_files.key, "PEM private key of --tls-cert (default: $HVD_TLS_KEY)");
   flags.String("--tls-ca", &tls_files.ca,
                "PEM cluster CA that signed the launcher's certificate (default: $HVD_TLS_CA)");
+  flags.String("--tls-crl", &tls_files.crl,
+               "PEM CRL(s) of --tls-ca (ca.crl from scripts/gen-certs.sh): a revoked launcher "
+               "certificate is refused (default: $HVD_TLS_CRL, else no revocation check)");
   flags.Bool("--stop-on-stdin-eof", &stop_on_eof,
              "stop (as on SIGTERM) when stdin closes: for agents started over SSH by hvdrun --ssh");
   flags.String("--state-dir", &options.state_dir,

@@ -87,6 +87,17 @@ void Workers::Spawn(const RankSpec& cmd) {
       (cmd.gpu_isolation || o.env.count("CUDA_VISIBLE_DEVICES") == 0)) {
     o.env["CUDA_VISIBLE_DEVICES"] = gpus;
   }
+  // An hvds:// rendezvous: the rank checks the launcher's certificate against the CA this agent
+  // checks it with (--tls-ca); the job's environment cannot substitute another.
+  if (auto rv = o.env.find("HVD_RENDEZVOUS");
+      rv != o.env.end() && rv->second.rfind("hvds://", 0) == 0) {
+    o.env["HVD_RENDEZVOUS_CA"] = options_.rendezvous_ca_pem;
+    if (options_.rendezvous_crl_pem.empty()) {
+      o.env.erase("HVD_RENDEZVOUS_CRL");
+    } else {
+      o.env["HVD_RENDEZVOUS_CRL"] = options_.rendezvous_crl_pem;
+    }
+  }
   o.working_dir = cmd.working_dir;
   o.wrapper = options_.wrapper;
   o.run_as = cmd.run_as;

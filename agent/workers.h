@@ -41,6 +41,10 @@ struct WorkersOptions {
   // name its refusals name ("": base::LocalHostName()).
   bool allow_run_as_root = false;
   std::string host = "";
+  // --tls-ca's PEM: what ranks check an hvds:// launcher's certificate with (HVD_RENDEZVOUS_CA).
+  std::string rendezvous_ca_pem;
+  // --tls-crl's PEM ("": none): a launcher certificate it revokes is refused (HVD_RENDEZVOUS_CRL).
+  std::string rendezvous_crl_pem;
 };
 
 class Workers {

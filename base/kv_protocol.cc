@@ -21,32 +21,6 @@ std::string Size(uint64_t bytes) {
   return std::to_string(bytes) + " bytes";
 }
 
-// Blocks until `fd` has any of `events` (or an error or hangup, which the next syscall reports),
-// the deadline passes or `cancel_fd` becomes readable.
-Status WaitFd(int fd, short events, Deadline deadline, int cancel_fd, const std::string& peer,
-              const char* what) {
-  for (;;) {
-    int timeout_ms = -1;
-    if (deadline != Deadline::max()) {
-      auto left =
-          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        return DeadlineExceeded(std::string("timed out ") + what + " " + peer);
-      }
-      timeout_ms = static_cast<int>(std::min<int64_t>(left.count(), INT_MAX));
-    }
-    pollfd fds[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
-    int r = poll(fds, cancel_fd >= 0 ? 2 : 1, timeout_ms);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0)
-      return Internal(std::string("poll while ") + what + " " + peer + ": " + ErrnoText(errno));
-    if (cancel_fd >= 0 && fds[1].revents != 0) {
-      return Status(StatusCode::kCancelled, std::string("cancelled while ") + what + " " + peer);
-    }
-    if (fds[0].revents != 0) return Status::OK();
-  }
-}
-
 Status ReadFull(int fd, char* data, size_t n, Deadline deadline, int cancel_fd,
                 const std::string& peer, bool frame_started) {
   size_t done = 0;
@@ -78,6 +52,33 @@ bool Bool(Decoder& d, bool* out) {
 }
 
 }  // namespace
+
+// (kv_protocol.h)
+// Blocks until `fd` has any of `events` (or an error or hangup, which the next syscall reports),
+// the deadline passes or `cancel_fd` becomes readable.
+Status WaitFd(int fd, short events, Deadline deadline, int cancel_fd, const std::string& peer,
+              const char* what) {
+  for (;;) {
+    int timeout_ms = -1;
+    if (deadline != Deadline::max()) {
+      auto left =
+          std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        return DeadlineExceeded(std::string("timed out ") + what + " " + peer);
+      }
+      timeout_ms = static_cast<int>(std::min<int64_t>(left.count(), INT_MAX));
+    }
+    pollfd fds[2] = {{fd, events, 0}, {cancel_fd, POLLIN, 0}};
+    int r = poll(fds, cancel_fd >= 0 ? 2 : 1, timeout_ms);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0)
+      return Internal(std::string("poll while ") + what + " " + peer + ": " + ErrnoText(errno));
+    if (cancel_fd >= 0 && fds[1].revents != 0) {
+      return Status(StatusCode::kCancelled, std::string("cancelled while ") + what + " " + peer);
+    }
+    if (fds[0].revents != 0) return Status::OK();
+  }
+}
 
 std::string OpName(Op op) {
   switch (op) {

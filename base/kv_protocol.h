@@ -107,6 +107,12 @@ Status WriteFrame(int fd, std::string_view payload, Deadline deadline, int cance
 Status ReadFrame(int fd, std::string* payload, Deadline deadline, int cancel_fd,
                  const std::string& peer);
 
+// Blocks until `fd` has any of `events` (or an error or hangup, which the next syscall reports),
+// the deadline passes (DeadlineExceeded "timed out <what> <peer>") or `cancel_fd` becomes
+// readable (Cancelled). For frame I/O over another layer (the runtime's TLS channel).
+Status WaitFd(int fd, short events, Deadline deadline, int cancel_fd, const std::string& peer,
+              const char* what);
+
 // The length in a frame header (4 bytes, little-endian).
 uint32_t FrameLength(const unsigned char header[4]);
 // InvalidArgument for a frame of `n` bytes over `limit`, in the words both sides use.

@@ -157,12 +157,16 @@ void ClusterFlags::Register(control::FlagSet* flags) {
   if (const char* v = std::getenv("HVD_TLS_CA"); v != nullptr) tls.ca = v;
   if (const char* v = std::getenv("HVD_TLS_CERT"); v != nullptr) tls.cert = v;
   if (const char* v = std::getenv("HVD_TLS_KEY"); v != nullptr) tls.key = v;
+  if (const char* v = std::getenv("HVD_TLS_CRL"); v != nullptr) tls.crl = v;
   flags->String("--tls-ca", &tls.ca,
                 "CA certificate (PEM) that signed the launcher's: TLS to a launcher started with "
                 "--tls-cert (default: $HVD_TLS_CA, else plain TCP)");
   flags->String("--tls-cert", &tls.cert,
                 "client certificate (PEM) to present, optional (default: $HVD_TLS_CERT)");
   flags->String("--tls-key", &tls.key, "private key of --tls-cert (default: $HVD_TLS_KEY)");
+  flags->String("--tls-crl", &tls.crl,
+                "CRL(s) (PEM) of --tls-ca: a revoked launcher certificate is refused (default: "
+                "$HVD_TLS_CRL, else no revocation check)");
 }
 
 Status ClusterFlags::Connect(std::unique_ptr<Client>* client) const {

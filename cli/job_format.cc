@@ -144,6 +144,7 @@ std::string JobDetail(const control::JobStatus& st, int64_t now_ms) {
   }
   field("ranks", ranks + (spec.detached ? " (detached)" : ""));
   if (!spec.working_dir.empty()) field("dir", spec.working_dir);
+  if (!spec.run_as.empty()) field("run as", spec.run_as);  // --run-as; else the agent's user
   if (st.submit_time_ms > 0) field("submitted", Since(st.submit_time_ms, now_ms) + " ago");
   if (st.state == control::JobState::kPending) field("waiting", WaitingText(st, now_ms));
   if (st.start_time_ms > 0) {

@@ -29,8 +29,8 @@ constexpr Command kCommands[] = {
 // The flags every command takes (ClusterFlags: where the launcher is and how to talk to it), so
 // they may also come before the command, as in `hvdrun --launcher X --token-file T list`.
 // Each takes a value, as the next argument or after '='.
-constexpr const char* kGlobalFlags[] = {"--launcher", "--token-file", "--timeout",
-                                        "--tls-ca",   "--tls-cert",   "--tls-key"};
+constexpr const char* kGlobalFlags[] = {"--launcher", "--token-file", "--timeout", "--tls-ca",
+                                        "--tls-cert", "--tls-key",    "--tls-crl"};
 
 // How many arguments from argv[i] form one global flag: 0 (not one), 1 ("--flag=value") or 2.
 int GlobalFlagLength(int argc, char** argv, int i) {

@@ -222,7 +222,7 @@ int RunCommand(int argc, char** argv, int first) {
   control::JobSpec spec;
   s = BuildJobSpec(f.job, program, host, local ? ProgramCheck::kAlways : ProgramCheck::kWhenLocal,
                    &spec);
-  if (s.ok()) s = f.ssh.Validate(flags, f.cluster.HasLauncher(), spec);
+  if (s.ok()) s = f.ssh.Validate(flags, f.cluster.HasLauncher(), spec, f.cluster.tls);
   if (s.ok()) s = SetStdinRank(f.stdin_rank, &spec);
   if (!s.ok() && program.empty() && flags.GivenAs("--verbose") == "-v") {
     s = InvalidArgument(s.message() + kVerboseNotVersion);
@@ -282,7 +282,8 @@ int RunCommand(int argc, char** argv, int first) {
     };
     s = SshCluster::Start(f.ssh, spec, say, &ssh);
     if (!s.ok()) return ReportError(s, kExitError);
-    client = std::make_unique<Client>(ssh->address(), ssh->token());
+    client = std::make_unique<Client>(ssh->address(), ssh->token(), std::chrono::seconds(10),
+                                      ssh->tls());
   } else if (local) {
     s = EmbeddedCluster::Start(eo, &cluster);
     if (!s.ok()) return ReportError(s);

@@ -95,6 +95,7 @@ json JobJson(const JobStatus& s, bool full) {
   for (const HostRequest& h : spec.hosts) hosts.push_back({{"host", h.host}, {"slots", h.slots}});
   j["hosts"] = hosts;
   j["working_dir"] = spec.working_dir;
+  j["run_as"] = spec.run_as;  // --run-as; "": the agent's own user
   j["detached"] = spec.detached;
   j["network_interfaces"] = spec.network_interfaces;
   j["kill_grace_ms"] = LimitJson(spec.kill_grace_ms);

@@ -16,6 +16,8 @@
 #include <sstream>
 #include <vector>
 
+#include "control/tls_crl.h"
+
 namespace hvd::control {
 namespace {
 
@@ -96,8 +98,9 @@ Status CheckCa(const TlsFiles& f, const std::string& pem, std::vector<Cert>* cas
 }
 
 Status CheckCertAndKey(const TlsFiles& f, const std::string& cert_pem, const std::string& key_pem,
-                       const std::vector<Cert>& cas) {
-  std::vector<Cert> chain = ParseCerts(cert_pem);
+                       const std::vector<Cert>& cas, std::vector<Cert>* chain_out) {
+  std::vector<Cert>& chain = *chain_out;
+  chain = ParseCerts(cert_pem);
   if (chain.empty()) {
     return InvalidArgument(Named("--tls-cert", f.cert) +
                            ": no PEM certificate in it (expected \"-----BEGIN CERTIFICATE-----\")");
@@ -163,10 +166,11 @@ Status LoadTls(const TlsFiles& files, TlsRole role, TlsConfig* out) {
   HVD_RETURN_IF_ERROR(ReadFile("--tls-ca", files.ca, &cfg.ca_pem));
   std::vector<Cert> cas;
   HVD_RETURN_IF_ERROR(CheckCa(files, cfg.ca_pem, &cas));
+  std::vector<Cert> chain;
   if (!files.cert.empty()) {
     HVD_RETURN_IF_ERROR(ReadFile("--tls-cert", files.cert, &cfg.cert_pem));
     HVD_RETURN_IF_ERROR(ReadFile("--tls-key", files.key, &cfg.key_pem));
-    HVD_RETURN_IF_ERROR(CheckCertAndKey(files, cfg.cert_pem, cfg.key_pem, cas));
+    HVD_RETURN_IF_ERROR(CheckCertAndKey(files, cfg.cert_pem, cfg.key_pem, cas, &chain));
     // As the token file: a key others can read is everyone's.
     struct stat st;
     if (stat(files.key.c_str(), &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
@@ -174,13 +178,23 @@ Status LoadTls(const TlsFiles& files, TlsRole role, TlsConfig* out) {
                              " is accessible by group or others; run: chmod 600 " + files.key);
     }
   }
+  if (!files.crl.empty()) {
+    HVD_RETURN_IF_ERROR(ReadFile("--tls-crl", files.crl, &cfg.crl_pem));
+    std::vector<X509*> ca_ptrs;
+    for (const Cert& c : cas) ca_ptrs.push_back(c.get());
+    HVD_RETURN_IF_ERROR(CheckCrl(files.crl, cfg.crl_pem, files.ca, ca_ptrs, files.cert,
+                                 chain.empty() ? nullptr : chain[0].get()));
+    HVD_RETURN_IF_ERROR(CrlDirectory::Create(cfg.crl_pem, &cfg.crl_dir));
+  }
   *out = std::move(cfg);
   return Status::OK();
 }
 
 void TlsFilesFromEnvironment(TlsFiles* files) {
-  const std::pair<std::string*, const char*> vars[] = {
-      {&files->cert, "HVD_TLS_CERT"}, {&files->key, "HVD_TLS_KEY"}, {&files->ca, "HVD_TLS_CA"}};
+  const std::pair<std::string*, const char*> vars[] = {{&files->cert, "HVD_TLS_CERT"},
+                                                       {&files->key, "HVD_TLS_KEY"},
+                                                       {&files->ca, "HVD_TLS_CA"},
+                                                       {&files->crl, "HVD_TLS_CRL"}};
   for (const auto& [field, name] : vars) {
     const char* v = std::getenv(name);
     if (field->empty() && v != nullptr) *field = v;
@@ -190,6 +204,10 @@ void TlsFilesFromEnvironment(TlsFiles* files) {
 std::string TlsFailureHint(const std::string& message, bool tls) {
   auto has = [&](const char* s) { return message.find(s) != std::string::npos; };
   if (tls) {
+    if (has("alert certificate revoked")) {
+      return "the launcher refused this program's certificate as revoked (the CRL of its "
+             "--tls-crl lists it): this host needs a new certificate (scripts/gen-certs.sh)";
+    }
     if (has("alert unknown ca") || has("alert bad certificate") ||
         has("alert certificate required") || has("alert handshake failure")) {
       return "the launcher refused this program's certificate: --tls-cert must be signed by "
@@ -197,9 +215,11 @@ std::string TlsFailureHint(const std::string& message, bool tls) {
     }
     if (has("certificate verify failed") || has("CERTIFICATE_VERIFY_FAILED")) {
       return "the launcher's certificate did not verify: --tls-ca must be the CA that signed the "
-             "launcher's certificate (ca.crt from scripts/gen-certs.sh)";
+             "launcher's certificate (ca.crt from scripts/gen-certs.sh); with --tls-crl it may "
+             "also be revoked (gRPC then logs \"Certificate verify failed with code 23\" here)";
     }
-    if (has("Peer name") || has("peer name") || has("check_peer")) {
+    if (has("Peer name") || has("peer name") || has("check_peer") ||
+        has("Hostname Verification")) {  // the last: TlsCredentials (--tls-crl)
       return "the launcher's certificate does not name the host in --launcher: use a host name "
              "or address it was issued for (scripts/gen-certs.sh --hosts)";
     }
@@ -213,8 +233,9 @@ std::string TlsFailureHint(const std::string& message, bool tls) {
       // With TLS 1.3 the launcher's refusal of a client certificate comes after the client's
       // side of the handshake: the client sees the connection closed, nothing more.
       return "the launcher closed the TLS connection: if this program presents --tls-cert, it "
-             "must be signed by the CA the launcher was given (its --tls-ca); the launcher's log "
-             "says \"certificate verify failed\" then";
+             "must be signed by the CA the launcher was given (its --tls-ca) and, if the launcher "
+             "has --tls-crl, not revoked; the launcher's log says \"certificate verify failed\" "
+             "then (\"with code 23\": revoked)";
     }
     return "";
   }

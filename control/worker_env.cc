@@ -9,7 +9,7 @@ namespace {
 // MASTER_PORT are not among them: a job that runs its own store elsewhere may name it. hvd's and
 // Horovod's names, then torchrun's.
 // clang-format off
-constexpr std::array<const char*, 27> kReserved = {
+constexpr std::array<const char*, 29> kReserved = {
     "HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK",
     "HVD_LOCAL_SIZE", "HVD_CROSS_RANK", "HVD_CROSS_SIZE",
     "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
@@ -19,6 +19,7 @@ constexpr std::array<const char*, 27> kReserved = {
     "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
     "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
+    "HVD_RENDEZVOUS_CA", "HVD_RENDEZVOUS_CRL",
 };
 // clang-format on
 
@@ -47,7 +48,7 @@ std::map<std::string, std::string> WorkerEnv(const WorkerEnvInput& in) {
     env[std::string("HVD_") + name] = std::to_string(value);
     env[std::string("HOROVOD_") + name] = std::to_string(value);
   }
-  env["HVD_RENDEZVOUS"] = "hvd://" + in.rendezvous_address;
+  env["HVD_RENDEZVOUS"] = (in.rendezvous_tls ? "hvds://" : "hvd://") + in.rendezvous_address;
   env["HVD_JOB_ID"] = in.job_id;
   env["HVD_ATTEMPT"] = std::to_string(in.attempt);
   env["HVD_JOB_SECRET"] = in.job_secret;

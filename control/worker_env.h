@@ -42,6 +42,7 @@ struct WorkerEnvInput {
   RankSlot placement;
   int size = 0;                    // np
   std::string rendezvous_address;  // "host:port" of the launcher's rendezvous TCP endpoint
+  bool rendezvous_tls = false;     // it speaks TLS: HVD_RENDEZVOUS=hvds://... (the agent adds the CA)
   std::string job_id;
   int attempt = 0;
   int max_restarts = 0;

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -19,6 +18,7 @@
 
 #include "control/log_escape.h"
 #include "launcherd/listen_address.h"
+#include "launcherd/tls_context.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -55,38 +55,6 @@ std::string PeerOf(int fd) {
   return std::string(host) + ":" + std::to_string(port);
 }
 
-Status MakeContext(const control::TlsConfig& tls, SSL_CTX** out) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (ctx == nullptr) return Internal("HTTPS: cannot create an OpenSSL context");
-  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-  BIO* certs = BIO_new_mem_buf(tls.cert_pem.data(), static_cast<int>(tls.cert_pem.size()));
-  BIO* key = BIO_new_mem_buf(tls.key_pem.data(), static_cast<int>(tls.key_pem.size()));
-  bool ok = false;
-  if (X509* leaf = PEM_read_bio_X509(certs, nullptr, nullptr, nullptr)) {
-    ok = SSL_CTX_use_certificate(ctx, leaf) == 1;
-    X509_free(leaf);
-    while (X509* extra = PEM_read_bio_X509(certs, nullptr, nullptr, nullptr)) {
-      SSL_CTX_add_extra_chain_cert(ctx, extra);  // takes ownership
-    }
-  }
-  if (EVP_PKEY* k = PEM_read_bio_PrivateKey(key, nullptr, nullptr, nullptr)) {
-    ok = ok && SSL_CTX_use_PrivateKey(ctx, k) == 1;
-    EVP_PKEY_free(k);
-  } else {
-    ok = false;
-  }
-  BIO_free(certs);
-  BIO_free(key);
-  ERR_clear_error();
-  if (!ok) {
-    SSL_CTX_free(ctx);
-    return InvalidArgument("HTTPS: OpenSSL refused --tls-cert/--tls-key");  // LoadTls checked them
-  }
-  *out = ctx;
-  return Status::OK();
-}
-
 class HttpsFrontImpl final : public HttpsFront {
  public:
   explicit HttpsFrontImpl(const HttpsFrontOptions& o) : options_(o) {}
@@ -96,7 +64,7 @@ class HttpsFrontImpl final : public HttpsFront {
   }
 
   Status Init() {
-    HVD_RETURN_IF_ERROR(MakeContext(options_.tls, &ctx_));
+    HVD_RETURN_IF_ERROR(NewServerTlsContext(options_.tls, "HTTPS", &ctx_));
     std::string host;
     int port = 0;
     HVD_RETURN_IF_ERROR_CTX(ParseListenAddress(options_.listen, &host, &port), "--http");
@@ -233,9 +201,8 @@ class HttpsFrontImpl final : public HttpsFront {
         if (r != 1) {
           const int e = SSL_get_error(c.ssl, r);
           if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return true;
-          char why[256] = "the client closed the connection";
-          if (unsigned long err = ERR_get_error()) ERR_error_string_n(err, why, sizeof why);
-          ERR_clear_error();
+          std::string why = TakeOpenSslError();
+          if (why.empty()) why = "the client closed the connection";
           refusals_.Warn(control::PeerHost(c.peer),
                          "HTTPS: handshake with " + c.peer + " failed: " + control::LogEscape(why));
           return false;

@@ -57,7 +57,7 @@ JobManager::JobManager(JobManagerOptions options, AgentRegistry* agents, KvStore
       store_(store),
       table_(options_.job_store, options_.max_finished_jobs),
       scheduler_({options_.rendezvous_address, options_.start_timeout, options_.master_port_timeout,
-                  options_.network},
+                  options_.network, options_.rendezvous_tls},
                  agents),
       supervisor_({options_.start_timeout, options_.client_lease, options_.master_port_timeout}),
       watch_(options_.max_output_lines),

@@ -58,6 +58,7 @@ class NetworkCheck;
 
 struct JobManagerOptions {
   std::string rendezvous_address;  // "host:port" of the runtime's endpoint (HVD_RENDEZVOUS)
+  bool rendezvous_tls = false;     // the endpoint speaks TLS: ranks dial hvds://
   std::chrono::milliseconds kill_grace{5000};
   // How long after a job ended an agent may still list it among its running jobs before the
   // launcher sends StopJob again and stops counting the job's ranks there against its slots.

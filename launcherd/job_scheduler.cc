@@ -206,6 +206,7 @@ bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, 
     in.placement = r.placement;
     in.size = np;
     in.rendezvous_address = options_.rendezvous_address;
+    in.rendezvous_tls = options_.rendezvous_tls;
     in.job_id = job.id();
     in.attempt = job.status.attempt;
     in.job_secret = job.secret;

@@ -40,6 +40,7 @@ struct SchedulerOptions {
   // How long rank 0's agent has to choose MASTER_PORT; 0: none is chosen.
   std::chrono::milliseconds master_port_timeout{0};
   NetworkCheck* network = nullptr;  // null: no network check
+  bool rendezvous_tls = false;      // the endpoint speaks TLS: ranks dial hvds://
 };
 
 class Scheduler {

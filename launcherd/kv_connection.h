@@ -1,6 +1,8 @@
 // One connection of the rendezvous endpoint (kv_server.cc) as state for its event loop: the frame
 // being received, the response being sent, and what the connection is doing. Internal to
-// kv_server.cc; split out to keep the byte-level I/O apart from the protocol.
+// kv_server.cc; split out to keep the byte-level I/O apart from the protocol. With TLS
+// (hvds://) the bytes go through the connection's non-blocking OpenSSL session, whose handshake
+// comes first; the protocol above sees the same bytes either way.
 #pragma once
 
 #include <chrono>
@@ -8,6 +10,8 @@
 #include <list>
 #include <string>
 #include <vector>
+
+typedef struct ssl_st SSL;
 
 namespace hvd::launcherd::kvserver {
 
@@ -22,7 +26,7 @@ enum class ConnState {
 
 struct Conn {
   Conn(uint64_t id, int fd, std::string peer) : id(id), fd(fd), peer(std::move(peer)) {}
-  ~Conn();  // closes fd
+  ~Conn();  // frees ssl, closes fd
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
 
@@ -32,6 +36,9 @@ struct Conn {
   ConnState state = ConnState::kHello;
   std::string secret, prefix;  // once authenticated
   bool refused = false;        // answered at the connection cap; not counted against it
+  SSL* ssl = nullptr;          // TLS session (owned); null: plain TCP
+  bool handshaken = false;     // TLS handshake done (always true without TLS)
+  bool tls_started = false;    // its first byte was seen to begin a TLS handshake
 
   // The frame being received: its header, then its payload, which grows as bytes arrive (never
   // sized from the header alone).
@@ -65,6 +72,23 @@ enum class ReadResult {
   kEof,     // the peer closed its side
   kError,   // *error says why
 };
+
+enum class Handshake {
+  kDone,       // c.handshaken is now true
+  kWantRead,   // waiting for the peer
+  kWantWrite,  // waiting for room in the socket
+  kFailed,     // *error says why
+};
+// Moves the TLS handshake on as far as it goes without blocking.
+// REQUIRES: c.ssl != nullptr and !c.handshaken.
+Handshake HandshakeStep(Conn& c, std::string* error);
+
+// Whether bytes arrived while a request is in flight: 1 (data: a protocol violation), 0 (the peer
+// left or the connection failed), -1 (nothing to judge yet).
+int PeekInFlight(Conn& c);
+
+// Ends the sending side: TLS close_notify (best effort), then shutdown(SHUT_WR).
+void ShutdownWrite(Conn& c);
 
 // Reads the current frame's bytes that have arrived, stopping after the header so the caller can
 // check the length. Never allocates more than has arrived (plus a little slack).

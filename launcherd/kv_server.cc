@@ -27,10 +27,19 @@
 #include "base/mutex.h"
 #include "base/net.h"
 #include "launcherd/kv_server_impl.h"
+#include "launcherd/tls_context.h"
 
 namespace hvd::launcherd::kvserver {
 
 using base::ErrnoText;
+
+KvServerImpl::~KvServerImpl() {
+  Stop();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  if (stop_fd_ >= 0) close(stop_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (ssl_ctx_ != nullptr) SSL_CTX_free(ssl_ctx_);
+}
 
 Status KvServerImpl::Listen(const std::string& listen) {
   base::HostPortRules rules;
@@ -46,6 +55,9 @@ Status KvServerImpl::Listen(const std::string& listen) {
     return InvalidArgument("rendezvous endpoint: " + resolved.message());
   }
 
+  if (options_.tls.enabled()) {
+    HVD_RETURN_IF_ERROR(NewServerTlsContext(options_.tls, "rendezvous endpoint", &ssl_ctx_));
+  }
   // Every connection is a descriptor: make room for the cap if the hard limit allows.
   rlimit nofile{};
   const rlim_t need = options_.max_connections + kMaxRefusing + 256;
@@ -191,6 +203,17 @@ void KvServerImpl::Admit(int fd, const std::string& peer) {
   }
   auto owned = std::make_unique<Conn>(next_id_++, fd, peer);
   Conn& c = *owned;
+  if (ssl_ctx_ != nullptr) {
+    c.ssl = SSL_new(ssl_ctx_);
+    if (c.ssl == nullptr || SSL_set_fd(c.ssl, fd) != 1) {
+      log_tls_.Warn("rendezvous endpoint " + address_ + ": no TLS session for " + peer + ": " +
+                    TakeOpenSslError() + "; closed it");
+      return;  // `owned` closes it
+    }
+    SSL_set_accept_state(c.ssl);
+  } else {
+    c.handshaken = true;
+  }
   conns_.emplace(c.id, std::move(owned));
   epoll_event ev{};
   ev.events = EPOLLIN | EPOLLRDHUP;
@@ -231,8 +254,72 @@ void KvServerImpl::Admit(int fd, const std::string& peer) {
   SetDeadline(c, Clock::now() + options_.hello_timeout);
 }
 
+bool KvServerImpl::StepHandshake(Conn& c, uint32_t* events) {
+  if (*events & EPOLLERR) {
+    Close(c, "connection error");
+    return false;
+  }
+  if (!c.tls_started) {
+    // A rank that dials hvd:// (plain) sends a frame header where a ClientHello begins with a
+    // handshake record (22): tell it, in its own protocol, instead of failing a handshake it
+    // would retry until its timeout.
+    unsigned char first = 0;
+    const ssize_t r = recv(c.fd, &first, 1, MSG_PEEK);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return false;
+    c.tls_started = true;
+    if (r == 1 && first != 22) {
+      SSL_free(c.ssl);
+      c.ssl = nullptr;
+      c.handshaken = true;
+      log_tls_.Warn("rendezvous endpoint " + address_ + ": " + c.peer +
+                    " spoke plain TCP to this TLS endpoint; told it to dial hvds://");
+      {
+        base::MutexLock lock(&stats_mu_);
+        ++stats_.tls_failed;
+      }
+      Reply(c, kv::Op::kHello,
+            FailedPrecondition("this launcher's rendezvous endpoint " + address_ +
+                               " speaks TLS (the launcher has --tls-cert): ranks must dial "
+                               "hvds://" +
+                               address_ + " with HVD_RENDEZVOUS_CA set (hvd-agent sets both)"),
+            /*then_close=*/true);
+      return false;
+    }
+  }
+  std::string error;
+  switch (HandshakeStep(c, &error)) {
+    case Handshake::kWantRead:
+      Arm(c, false);  // a queued refusal waits for the handshake, not for room
+      return false;
+    case Handshake::kWantWrite:
+      Arm(c, true);
+      return false;
+    case Handshake::kFailed:
+      log_tls_.Warn("rendezvous endpoint " + address_ + ": TLS handshake with " + c.peer +
+                    " failed: " + control::LogEscape(error) +
+                    " (ranks dial hvds:// and check this launcher's certificate against "
+                    "HVD_RENDEZVOUS_CA); closed it");
+      {
+        base::MutexLock lock(&stats_mu_);
+        ++stats_.tls_failed;
+      }
+      Close(c, nullptr);
+      return false;
+    case Handshake::kDone:
+      break;
+  }
+  const uint64_t id = c.id;
+  if (!c.out.empty()) Flush(c);  // a refusal queued at the connection cap
+  if (!conns_.count(id)) return false;
+  // Its first request may have come with the handshake's last bytes, already decrypted and
+  // buffered inside OpenSSL where epoll cannot see them: read now.
+  *events |= EPOLLIN;
+  return true;
+}
+
 void KvServerImpl::OnEvent(Conn& c, uint32_t events) {
   const uint64_t id = c.id;  // `c` is gone once Flush or Close closed it
+  if (!c.handshaken && !StepHandshake(c, &events)) return;
   if (c.state == ConnState::kClosing) {
     if ((events & EPOLLOUT) && !c.out.empty()) Flush(c);
     if (!conns_.count(id)) return;
@@ -255,9 +342,8 @@ void KvServerImpl::OnEvent(Conn& c, uint32_t events) {
   if (c.state == ConnState::kWaiting || !c.out.empty()) {
     // A request is in flight: the client reads its answer before it sends again, so input now
     // is its departure (or a protocol violation, which ends it as well).
-    char byte;
-    ssize_t r = recv(c.fd, &byte, 1, MSG_PEEK);
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+    const int r = PeekInFlight(c);
+    if (r < 0) return;
     if (r > 0) {
       log_bad_.Warn("rendezvous endpoint " + address_ + ": " + c.peer +
                     " sent a request before its previous one was answered; closing it");

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "control/tls.h"
 #include "hvd/status.h"
 #include "launcherd/kv_store.h"
 
@@ -39,6 +40,9 @@ struct KvServerOptions {
   // a frame that would pass either is refused (its length is known before any of it is read).
   size_t max_buffered_bytes_per_job = 32u << 20;
   size_t max_buffered_bytes = 256u << 20;
+  // Enabled (the launcher's --tls-cert and --tls-key): every connection is TLS (ranks dial
+  // hvds://), its handshake bounded by hello_timeout; otherwise plain TCP (hvd://).
+  control::TlsConfig tls;
 };
 
 struct KvServerStats {
@@ -50,6 +54,7 @@ struct KvServerStats {
   uint64_t evicted = 0;             // unauthenticated ones closed to make room, since start
   uint64_t closed_idle = 0;         // idle or HELLO timeout, since start
   uint64_t waits_disconnected = 0;  // waits ended because their client left, since start
+  uint64_t tls_failed = 0;          // TLS handshakes that failed or timed out, since start
 };
 
 class KvServer {

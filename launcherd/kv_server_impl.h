@@ -19,6 +19,8 @@
 #include "launcherd/kv_connection.h"
 #include "launcherd/kv_server.h"
 
+typedef struct ssl_ctx_st SSL_CTX;
+
 namespace hvd::launcherd::kvserver {
 
 namespace kv = base::kv;
@@ -79,12 +81,7 @@ class KvServerImpl final : public KvServer {
         resolver_(std::move(resolver)),
         options_(options),
         mailbox_(std::make_shared<Mailbox>()) {}
-  ~KvServerImpl() override {
-    Stop();
-    if (listen_fd_ >= 0) close(listen_fd_);
-    if (stop_fd_ >= 0) close(stop_fd_);
-    if (epoll_fd_ >= 0) close(epoll_fd_);
-  }
+  ~KvServerImpl() override;  // Stop(), then the descriptors and the TLS context
 
   Status Listen(const std::string& listen);
   std::string address() const override { return address_; }
@@ -131,6 +128,8 @@ class KvServerImpl final : public KvServer {
   void Arm(Conn& c, bool want_write);
   void Charge(Conn& c, size_t bytes);
   void Authenticated(Conn& c);
+  // The TLS handshake's next step; false when `c` is closed or must wait for more bytes.
+  bool StepHandshake(Conn& c, uint32_t* events);
   void UpdateStats();
 
   KvStore* const store_;
@@ -138,6 +137,7 @@ class KvServerImpl final : public KvServer {
   const KvServerOptions options_;
   std::shared_ptr<Mailbox> mailbox_;
   int listen_fd_ = -1, stop_fd_ = -1, epoll_fd_ = -1;
+  SSL_CTX* ssl_ctx_ = nullptr;  // options_.tls enabled
   std::string address_;
   std::thread loop_;
   std::once_flag stop_once_;
@@ -152,6 +152,7 @@ class KvServerImpl final : public KvServer {
   Clock::time_point listen_paused_until_;
   KindLog log_refused_{"refused connections"}, log_evicted_{"closed connections"};
   KindLog log_bad_{"malformed requests"}, log_timeout_{"timed-out connections"};
+  KindLog log_tls_{"failed TLS handshakes"};
 
   mutable base::Mutex stats_mu_;
   KvServerStats stats_ HVD_GUARDED_BY(stats_mu_);

@@ -147,12 +147,16 @@ void KvServerImpl::OnTimer(Conn& c, Clock::time_point now) {
       Close(c, nullptr);
       return;
     case ConnState::kHello:
-      log_timeout_.Warn("rendezvous endpoint " + address_ + ": " + c.peer + " sent no " +
-                        (c.header_got ? "whole HELLO" : "HELLO") + " within " +
-                        std::to_string(options_.hello_timeout.count()) + " ms; closing it");
+      log_timeout_.Warn("rendezvous endpoint " + address_ + ": " + c.peer +
+                        (!c.handshaken  ? " did not finish its TLS handshake"
+                         : c.header_got ? " sent no whole HELLO"
+                                        : " sent no HELLO") +
+                        " within " + std::to_string(options_.hello_timeout.count()) +
+                        " ms; closing it");
       {
         base::MutexLock lock(&stats_mu_);
         ++stats_.closed_idle;
+        if (!c.handshaken) ++stats_.tls_failed;
       }
       Close(c, nullptr);
       return;
@@ -210,6 +214,7 @@ void KvServerImpl::Send(Conn& c, std::string frame, bool then_close) {
 }
 
 void KvServerImpl::Flush(Conn& c) {
+  if (!c.handshaken) return;  // StepHandshake flushes once the handshake is done
   std::string error;
   if (!WriteOut(c, &error)) {
     if (!error.empty()) {
@@ -223,7 +228,7 @@ void KvServerImpl::Flush(Conn& c) {
   Charge(c, 0);
   const auto now = Clock::now();
   if (c.state == ConnState::kClosing) {
-    shutdown(c.fd, SHUT_WR);  // the client reads the frame, then EOF; we drain until it closes
+    ShutdownWrite(c);  // the client reads the frame, then EOF; we drain until it closes
     SetDeadline(c, now + kLinger);
   } else if (c.state == ConnState::kReady) {
     SetDeadline(c, now + options_.idle_timeout);

@@ -106,7 +106,9 @@ class LauncherImpl final : public Launcher {
       JobManager* jobs = jobs_ptr_.load();
       return jobs != nullptr && jobs->ResolveSecret(secret, prefix);
     };
-    HVD_RETURN_IF_ERROR_CTX(KvServer::Start(kv_listen, &store_, resolver, &kv_server_),
+    KvServerOptions kv_options;
+    kv_options.tls = options_.tls;  // the rendezvous is TLS whenever gRPC is (docs/security.md)
+    HVD_RETURN_IF_ERROR_CTX(KvServer::Start(kv_listen, &store_, resolver, kv_options, &kv_server_),
                             "rendezvous endpoint (--rendezvous-listen)");
     std::string bound_host;
     HVD_RETURN_IF_ERROR(ParseListenAddress(kv_server_->address(), &bound_host, &kv_port));
@@ -121,6 +123,7 @@ class LauncherImpl final : public Launcher {
     jo.network = network_.get();
     jo.master_port_timeout = no.answer_timeout;  // as for a step of the network probe
     jo.rendezvous_address = rendezvous_address_;
+    jo.rendezvous_tls = options_.tls.enabled();
     jo.kill_grace = options_.kill_grace;
     jo.reconcile_after = options_.kill_grace + 2 * options_.heartbeat_interval + options_.lease;
     jo.start_timeout = options_.start_timeout;

@@ -107,11 +107,14 @@ int main(int argc, char** argv) {
                "always works)");
   hvd::control::TlsFiles tls_files;
   flags.String("--tls-cert", &tls_files.cert,
-               "PEM certificate of this launcher: gRPC and REST over TLS (with --tls-key and "
-               "--tls-ca; scripts/gen-certs.sh makes them; default: plain TCP)");
+               "PEM certificate of this launcher: gRPC, REST and the rendezvous over TLS (with "
+               "--tls-key and --tls-ca; scripts/gen-certs.sh makes them; default: plain TCP)");
   flags.String("--tls-key", &tls_files.key, "PEM private key of --tls-cert");
   flags.String("--tls-ca", &tls_files.ca,
                "PEM cluster CA: agents must present a client certificate it signed");
+  flags.String("--tls-crl", &tls_files.crl,
+               "PEM CRL(s) of --tls-ca (ca.crl from scripts/gen-certs.sh): agents whose "
+               "certificate it revokes are refused (default: no revocation check)");
   flags.Bool("--rest-public", &rest_public,
              "serve /v1/* (argv, working directories, stderr tails) without a token; by default "
              "only /healthz and /metrics are open");

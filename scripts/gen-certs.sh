@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
 # Makes a cluster CA and one certificate per host for hvd's TLS (docs/security.md, "TLS"), with
-# openssl(1) only. For a test or a small cluster; a site with its own PKI issues the same shape:
-# a CA certificate, and per host a certificate whose subjectAltName names the host (DNS name or
-# IP address) and whose extendedKeyUsage allows serverAuth and clientAuth.
+# openssl(1) only, and the CA's certificate revocation list. For a test or a small cluster; a
+# site with its own PKI issues the same shape: a CA certificate, and per host a certificate whose
+# subjectAltName names the host (DNS name or IP address) and whose extendedKeyUsage allows
+# serverAuth and clientAuth.
 #
 #   scripts/gen-certs.sh --out DIR --hosts launcher.example,node1,node2,10.0.0.5 [--days N]
+#   scripts/gen-certs.sh --out DIR --revoke HOST[,HOST...]   revoke those hosts' certificates
+#   scripts/gen-certs.sh --out DIR --crl                     only rewrite DIR/ca.crl (fresh dates)
 #
-# Writes DIR/ca.crt and DIR/ca.key (keep ca.key off the cluster), and DIR/HOST.crt, DIR/HOST.key
-# for each host. Each host certificate also names localhost and 127.0.0.1, so that hvdrun on the
-# launcher's machine may dial it there. Then:
+# Writes DIR/ca.crt and DIR/ca.key (keep ca.key off the cluster), DIR/HOST.crt, DIR/HOST.key for
+# each host, and DIR/ca.crl, the CA's CRL (valid --days, 825 by default; the revocations are kept
+# in DIR/index.txt next to ca.key). Each host certificate also names localhost and 127.0.0.1, so
+# that hvdrun on the launcher's machine may dial it there. Then:
 #   hvd-launcherd --tls-cert DIR/L.crt --tls-key DIR/L.key --tls-ca DIR/ca.crt ...
 #   hvd-agent     --tls-cert DIR/N.crt --tls-key DIR/N.key --tls-ca DIR/ca.crt ...
 #   hvdrun        --tls-ca DIR/ca.crt --launcher L:7070 --token-file ...
+# each with --tls-crl DIR/ca.crl to refuse revoked certificates (copy ca.crl to every host again
+# after --revoke, and restart the processes: they read it at start).
 # An existing ca.crt/ca.key in DIR is reused, so hosts can be added later.
 set -euo pipefail
 
 usage() {
-  sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2
+  # The comment block at the top, up to the first line that is not a comment.
+  awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0" >&2
   exit 2
 }
 
-out="" hosts="" days=825
+out="" hosts="" days=825 revoke="" crl_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out="${2:-}"; shift 2 || usage ;;
@@ -29,12 +36,16 @@ while [ $# -gt 0 ]; do
     --hosts=*) hosts="${1#*=}"; shift ;;
     --days) days="${2:-}"; shift 2 || usage ;;
     --days=*) days="${1#*=}"; shift ;;
+    --revoke) revoke="${2:-}"; shift 2 || usage ;;
+    --revoke=*) revoke="${1#*=}"; shift ;;
+    --crl) crl_only=1; shift ;;
     -h|--help) usage ;;
     *) echo "gen-certs: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 [ -n "$out" ] || { echo "gen-certs: --out DIR is required" >&2; exit 2; }
-[ -n "$hosts" ] || { echo "gen-certs: --hosts NAME[,NAME...] is required" >&2; exit 2; }
+[ -n "$hosts" ] || [ -n "$revoke" ] || [ "$crl_only" = 1 ] ||
+  { echo "gen-certs: --hosts NAME[,NAME...] is required (or --revoke HOST, or --crl)" >&2; exit 2; }
 [[ "$days" =~ ^[0-9]+$ ]] && [ "$days" -gt 0 ] ||
   { echo "gen-certs: --days must be a positive number, got '$days'" >&2; exit 2; }
 command -v openssl >/dev/null ||
@@ -43,6 +54,47 @@ command -v openssl >/dev/null ||
 umask 077  # keys are created 0600
 mkdir -p "$out"
 log() { echo "gen-certs: $*" >&2; }
+
+# openssl ca keeps the revocations in DIR/index.txt; its config is made on the fly.
+ca_cmd() {
+  local cnf
+  cnf="$(mktemp)"
+  printf '%s\n' "[ca]" "default_ca=hvd" "[hvd]" "database=$out/index.txt" \
+    "crlnumber=$out/crlnumber" "default_md=sha256" "unique_subject=no" > "$cnf"
+  [ -f "$out/index.txt" ] || : > "$out/index.txt"
+  [ -f "$out/crlnumber" ] || echo 01 > "$out/crlnumber"
+  local rc=0
+  openssl ca -batch -config "$cnf" -cert "$out/ca.crt" -keyfile "$out/ca.key" "$@" || rc=$?
+  rm -f "$cnf"
+  return $rc
+}
+write_crl() {
+  ca_cmd -gencrl -crldays "$days" -out "$out/ca.crl" 2>/dev/null ||
+    { echo "gen-certs: openssl could not write $out/ca.crl" >&2; exit 1; }
+  chmod 644 "$out/ca.crl"
+}
+
+if [ -n "$revoke" ] || [ "$crl_only" = 1 ]; then
+  [ -f "$out/ca.key" ] && [ -f "$out/ca.crt" ] ||
+    { echo "gen-certs: no CA in $out (ca.crt and ca.key); --out must name the directory that made the certificates" >&2; exit 2; }
+  IFS=',' read -r -a names <<< "$revoke"
+  for host in "${names[@]}"; do
+    [ -n "$host" ] || continue
+    file="$out/${host//:/_}.crt"
+    [ -f "$file" ] || { echo "gen-certs: no certificate $file to revoke" >&2; exit 2; }
+    if ! why="$(ca_cmd -revoke "$file" 2>&1)"; then
+      case "$why" in
+        *"Already revoked"*) log "$file was revoked already" ;;
+        *) echo "gen-certs: openssl could not revoke $file: $why" >&2; exit 1 ;;
+      esac
+    else
+      log "revoked $file ($(openssl x509 -in "$file" -noout -serial))"
+    fi
+  done
+  write_crl
+  log "wrote $out/ca.crl; copy it to every host and restart the hvd processes given --tls-crl"
+  exit 0
+fi
 
 if [ ! -f "$out/ca.key" ] || [ ! -f "$out/ca.crt" ]; then
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
@@ -83,3 +135,5 @@ for host in "${names[@]}"; do
   log "made $out/$file.crt and $out/$file.key for $host ($san)"
 done
 rm -f "$out/ca.srl"
+write_crl
+log "wrote $out/ca.crl (for --tls-crl)"

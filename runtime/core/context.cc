@@ -38,7 +38,8 @@ const Setting<int64_t> kCrossSize("HVD_CROSS_SIZE", "HOROVOD_CROSS_SIZE", -1,
                                   "hosts with a process of this local rank; unset: derived");
 const Setting<std::string> kRendezvous(
     "HVD_RENDEZVOUS", nullptr, "",
-    "where ranks meet: hvd://HOST:PORT (hvdrun and hvd-agent set it) or file:///shared/dir");
+    "where ranks meet: hvd://HOST:PORT or, over TLS, hvds://HOST:PORT (hvdrun and hvd-agent set "
+    "it), or file:///shared/dir");
 const Setting<std::string> kJobId(
     "HVD_JOB_ID", nullptr, "local",
     "job id; scopes rendezvous keys so jobs sharing a store never mix");
@@ -288,7 +289,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   // Under hvd-launcherd, stalls and peer failures are reported to it (stall_reporter.h); a file
   // store has nobody to read them.
   TransportWrap wrap;
-  if (url.rfind("hvd://", 0) == 0) {
+  if (url.rfind("hvd://", 0) == 0 || url.rfind("hvds://", 0) == 0) {
     stall::StallReporter::Options so;
     so.rank = static_cast<int>(rank);
     so.hosts = hosts;

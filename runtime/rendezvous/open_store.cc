@@ -64,7 +64,14 @@ Status OpenFile(const std::string& url, std::string_view rest, std::unique_ptr<S
 // hvd://HOST:PORT, hvd-launcherd's rendezvous endpoint (docs/rendezvous.md).
 Status OpenLauncher(const std::string& url, std::string_view rest, std::unique_ptr<Store>* out) {
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
-  return NewTcpStore(std::string(rest), out);
+  return NewTcpStore(std::string(rest), /*tls=*/false, out);
+}
+
+// hvds://HOST:PORT: the same over TLS (a launcher started with --tls-cert).
+Status OpenLauncherTls(const std::string& url, std::string_view rest,
+                       std::unique_ptr<Store>* out) {
+  while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
+  return NewTcpStore(std::string(rest), /*tls=*/true, out);
 }
 
 struct Scheme {
@@ -75,6 +82,7 @@ struct Scheme {
 constexpr Scheme kSchemes[] = {
     {"file://", &OpenFile},
     {"hvd://", &OpenLauncher},
+    {"hvds://", &OpenLauncherTls},
 };
 
 }  // namespace

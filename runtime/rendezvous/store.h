@@ -65,8 +65,9 @@ Status OpenStore(const std::string& url, std::unique_ptr<Store>* out);
 
 // The hvd:// store (tcp_store.cc): connects to the launcher's endpoint `address` ("HOST:PORT"),
 // retrying until HVD_RENDEZVOUS_TIMEOUT_SECONDS, and authenticates with the job secret (JobSecret
-// below, else HVD_JOB_SECRET). OpenStore("hvd://HOST:PORT") calls it.
-Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out);
+// below, else HVD_JOB_SECRET). OpenStore("hvd://HOST:PORT") calls it; "hvds://HOST:PORT" with
+// `tls`: TLS, the launcher's certificate checked against HVD_RENDEZVOUS_CA (tls_channel.h).
+Status NewTcpStore(const std::string& address, bool tls, std::unique_ptr<Store>* out);
 
 // The job secret an hvd:// store authenticates with when it is not in the environment: from
 // HVD_JOB_SECRET_FD (a descriptor, read with pread from offset 0, as hvd-agent passes it: the

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <thread>
 
 #include "base/errno_text.h"
@@ -26,6 +27,7 @@
 #include "base/settings.h"
 #include "base/thread_annotations.h"
 #include "rendezvous/store.h"
+#include "rendezvous/tls_channel.h"
 
 namespace hvd::runtime::rendezvous {
 namespace {
@@ -40,6 +42,15 @@ const base::Setting<std::string> kJobSecret(
     "HVD_JOB_SECRET", nullptr, "",
     "the job's secret for an hvd:// rendezvous (hvd-agent sets it); grants this job's keys only",
     base::kSecret);
+const base::Setting<std::string> kRendezvousCa(
+    "HVD_RENDEZVOUS_CA", nullptr, "",
+    "hvds:// rendezvous: the CA certificate(s) the launcher's certificate must be signed by, as "
+    "PEM "
+    "text or a file's path (hvd-agent sets it from its --tls-ca)");
+const base::Setting<std::string> kRendezvousCrl(
+    "HVD_RENDEZVOUS_CRL", nullptr, "",
+    "hvds:// rendezvous: certificate revocation list(s), PEM text; a launcher certificate they list "
+    "is refused (hvd-agent sets it from its --tls-crl)");
 const base::Setting<double> kRendezvousTimeout(
     "HVD_RENDEZVOUS_TIMEOUT_SECONDS", nullptr, 30,
     "hvd:// rendezvous: how long a rank retries reaching the launcher, and the longest any store "
@@ -52,16 +63,20 @@ constexpr auto kMaxWait = std::chrono::milliseconds(std::chrono::hours(24 * 7));
 
 class TcpStore final : public Store {
  public:
+  // `tls`: null for hvd:// (plain TCP), the trusted CA for hvds://.
   TcpStore(std::string address, std::string host, int port, std::string secret,
-           std::chrono::milliseconds op_timeout)
+           std::chrono::milliseconds op_timeout, std::shared_ptr<TlsClientContext> tls)
       : address_(std::move(address)),
-        name_("launcher rendezvous at " + address_),
+        name_(std::string(tls ? "launcher rendezvous (TLS) at " : "launcher rendezvous at ") +
+              address_),
+        tls_context_(std::move(tls)),
         host_(std::move(host)),
         port_(port),
         secret_(std::move(secret)),
         op_timeout_(op_timeout) {}
   ~TcpStore() override {
-    if (fd_ >= 0) close(fd_);
+    base::MutexLock lock(&mu_);
+    CloseLocked();
   }
 
   Status Connect(Deadline deadline) {
@@ -150,17 +165,26 @@ class TcpStore final : public Store {
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
       fd_ = fd;
+      if (tls_context_) {
+        s = tls_context_->Connect(fd, host_, address_,
+                                  std::min<Deadline>(deadline, Clock::now() + op_timeout_), &tls_);
+        if (!s.ok()) {
+          fd_ = -1;
+          close(fd);
+          return s.WithContext(name_);
+        }
+      }
       kv::Request r;
       r.op = Op::kHello;
       r.secret = secret_;
       kv::Response resp;
       s = CallLocked(r, std::min<Deadline>(deadline, Clock::now() + op_timeout_), &resp);
       if (s.ok()) return s;
-      fd = fd_;  // CallLocked closed it on an I/O error
-      fd_ = -1;
+      CloseLocked();  // CallLocked closed it already on an I/O error
       lost_.clear();
+      return s;
     }
-    if (fd >= 0) close(fd);
+    close(fd);
     return s;
   }
 
@@ -222,12 +246,11 @@ class TcpStore final : public Store {
     for (int tries = 0;; ++tries) {
       // A launcher that closed this connection while it was idle left its notice unread.
       if (r.op != Op::kHello) s = PendingNoticeLocked(deadline, &notice);
-      if (s.ok() && notice.empty()) s = kv::WriteFrame(fd_, request, deadline, -1, address_);
-      if (s.ok() && notice.empty()) s = kv::ReadFrame(fd_, &payload, deadline, -1, address_);
+      if (s.ok() && notice.empty()) s = WriteFrameLocked(request, deadline);
+      if (s.ok() && notice.empty()) s = ReadFrameLocked(&payload, deadline);
       if (s.ok() && notice.empty() && r.op != Op::kHello) kv::DecodeNotice(payload, &notice);
       if (!s.ok() || notice.empty() || tries > 0) break;
-      close(fd_);
-      fd_ = -1;
+      CloseLocked();
       s = ConnectLocked(std::min<Deadline>(deadline, Clock::now() + op_timeout_));
       if (!s.ok()) {
         lost_ = "reconnecting after the launcher closed the connection (" + notice +
@@ -239,8 +262,7 @@ class TcpStore final : public Store {
     if (s.ok() && !notice.empty()) s = Unavailable("the launcher closed the connection: " + notice);
     if (s.ok()) s = kv::DecodeResponse(r.op, payload, resp);
     if (!s.ok()) {
-      if (fd_ >= 0) close(fd_);
-      fd_ = -1;
+      CloseLocked();
       if (s.code() == StatusCode::kDeadlineExceeded) {
         s = Status(s.code(),
                    "no answer from the launcher within the deadline (" + s.message() + ")");
@@ -254,30 +276,84 @@ class TcpStore final : public Store {
   // Between calls the launcher sends nothing but a notice that it closes the connection: reads it
   // into *notice if it is there. An error means the connection is gone without one.
   Status PendingNoticeLocked(Deadline deadline, std::string* notice) HVD_REQUIRES(mu_) {
-    pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, 0) <= 0) return Status::OK();
+    if (tls_) {
+      if (!tls_->Readable()) return Status::OK();
+    } else {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 0) <= 0) return Status::OK();
+    }
     std::string payload;
-    HVD_RETURN_IF_ERROR(kv::ReadFrame(fd_, &payload, deadline, -1, address_));
+    HVD_RETURN_IF_ERROR(ReadFrameLocked(&payload, deadline));
     if (!kv::DecodeNotice(payload, notice)) {
       return Internal("the launcher sent a message nobody asked for");
     }
     return Status::OK();
   }
 
+  Status WriteFrameLocked(std::string_view payload, Deadline deadline) HVD_REQUIRES(mu_) {
+    if (tls_) return tls_->WriteFrame(payload, deadline);
+    return kv::WriteFrame(fd_, payload, deadline, -1, address_);
+  }
+
+  Status ReadFrameLocked(std::string* payload, Deadline deadline) HVD_REQUIRES(mu_) {
+    if (tls_) return tls_->ReadFrame(payload, deadline);
+    return kv::ReadFrame(fd_, payload, deadline, -1, address_);
+  }
+
+  void CloseLocked() HVD_REQUIRES(mu_) {
+    tls_.reset();  // before its socket
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
   const std::string address_;
   const std::string name_;
+  const std::shared_ptr<TlsClientContext> tls_context_;
   const std::string host_;
   const int port_;
   const std::string secret_;
   const std::chrono::milliseconds op_timeout_;
   base::Mutex mu_;
   int fd_ HVD_GUARDED_BY(mu_) = -1;
-  std::string lost_ HVD_GUARDED_BY(mu_);  // why the connection closed
+  std::unique_ptr<TlsChannel> tls_ HVD_GUARDED_BY(mu_);  // hvds://: the session over fd_
+  std::string lost_ HVD_GUARDED_BY(mu_);                 // why the connection closed
 };
 
 }  // namespace
 
-Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out) {
+// HVD_RENDEZVOUS_CA's certificates: the PEM text itself, or a file's path.
+Status RendezvousCa(std::shared_ptr<TlsClientContext>* out) {
+  std::string value;
+  HVD_RETURN_IF_ERROR(kRendezvousCa.Get(&value));
+  if (value.empty()) {
+    return FailedPrecondition(
+        "HVD_RENDEZVOUS names a TLS endpoint (hvds://) but HVD_RENDEZVOUS_CA is not set: it holds "
+        "the cluster CA (PEM text or a file's path) that signed the launcher's certificate; "
+        "hvd-agent sets it from its --tls-ca");
+  }
+  std::string source = "HVD_RENDEZVOUS_CA";
+  if (value.find("-----BEGIN") == std::string::npos) {
+    const std::string path = value;
+    FILE* f = std::fopen(path.c_str(), "re");
+    if (f == nullptr) {
+      return FailedPrecondition("HVD_RENDEZVOUS_CA=" + path + ": " + ErrnoText(errno) +
+                                " (it holds PEM text or the path of a PEM file)");
+    }
+    value.clear();
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && value.size() < (1u << 20)) {
+      value.append(buf, n);
+    }
+    std::fclose(f);
+    source += "=" + path;
+  }
+  std::string crl;
+  HVD_RETURN_IF_ERROR(kRendezvousCrl.Get(&crl));
+  return TlsClientContext::New(value, source, crl, out);
+}
+
+Status NewTcpStore(const std::string& address, bool tls, std::unique_ptr<Store>* out) {
   base::HostPort hp;
   if (!base::ParseHostPort(address, &hp).ok()) {
     return InvalidArgument("launcher rendezvous address '" + address +
@@ -298,8 +374,11 @@ Status NewTcpStore(const std::string& address, std::unique_ptr<Store>* out) {
                               "carry their job's secret (hvd-agent sets it for the ranks it "
                               "starts; set it yourself when starting ranks by hand)");
   }
+  std::shared_ptr<TlsClientContext> tls_context;
+  if (tls) HVD_RETURN_IF_ERROR(RendezvousCa(&tls_context));
   auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  auto store = std::make_unique<TcpStore>(address, hp.host, hp.port, secret, timeout);
+  auto store = std::make_unique<TcpStore>(address, hp.host, hp.port, secret, timeout,
+                                          std::move(tls_context));
   HVD_RETURN_IF_ERROR(store->Connect(Clock::now() + timeout));
   *out = std::move(store);
   return Status::OK();

@@ -64,7 +64,9 @@ class WorkersTest : public ::testing::Test {
   }
 
   Outbox outbox_;
-  Workers workers_{&outbox_, WorkersOptions{{"3", "5"}, HVD_AGENT_PATH, nullptr, ""}};
+  Workers workers_{&outbox_, WorkersOptions{.gpus = {"3", "5"},
+                                            .wrapper = HVD_AGENT_PATH,
+                                            .rendezvous_ca_pem = "CA-OF-THE-AGENT"}};
   std::vector<v1::AgentMessage> all_;
 };
 
@@ -86,6 +88,22 @@ TEST_F(WorkersTest, IsolatedEachSlotGetsItsGpuOverridingTheJobsValue) {
 
 // The default, as horovodrun and torchrun: every rank sees every GPU of the host (the agent's own
 // CUDA_VISIBLE_DEVICES), so torch.cuda.set_device(hvd.local_rank()) works on every local rank.
+// An hvds:// rank trusts the agent's CA, whatever the job's environment says; hvd:// gets none.
+TEST_F(WorkersTest, TlsRendezvousRanksGetTheAgentsCa) {
+  const char* script = "echo \"ca=${HVD_RENDEZVOUS_CA-unset}\"";
+  RankSpec tls = Cmd("t", 0, 0, {"/bin/sh", "-c", script});
+  tls.env["HVD_RENDEZVOUS"] = "hvds://launcher:7071";
+  tls.env["HVD_RENDEZVOUS_CA"] = "CA-OF-AN-ATTACKER";
+  workers_.StartRank(tls);
+  RankSpec plain = Cmd("p", 0, 1, {"/bin/sh", "-c", script});
+  plain.env["HVD_RENDEZVOUS"] = "hvd://launcher:7071";
+  workers_.StartRank(plain);
+  EXPECT_EQ(WaitEvent("t", 0, v1::RANK_EXITED).exit_code(), 0);
+  EXPECT_EQ(WaitEvent("p", 0, v1::RANK_EXITED).exit_code(), 0);
+  EXPECT_EQ(Lines("t", 0), std::vector<std::string>{"ca=CA-OF-THE-AGENT"});
+  EXPECT_EQ(Lines("p", 0), std::vector<std::string>{"ca=unset"});
+}
+
 TEST_F(WorkersTest, SharedEveryRankSeesTheHostsGpus) {
   const char* before = std::getenv("CUDA_VISIBLE_DEVICES");
   const std::string saved = before != nullptr ? before : "";

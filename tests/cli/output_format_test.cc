@@ -242,6 +242,9 @@ TEST(JobDetail, ShowsRanks) {
   st.network.summary = "using eth0 (10.0.0.0/24) on all 2 hosts";
   EXPECT_HAS(JobDetail(st, 5000), "network:   using eth0 (10.0.0.0/24) on all 2 hosts\n");
   EXPECT_EQ(d.find("attempt"), std::string::npos) << d;  // no restarts asked for
+  EXPECT_EQ(d.find("run as"), std::string::npos) << d;   // no --run-as: the agent's user
+  st.spec.run_as = "alice";
+  EXPECT_HAS(JobDetail(st, 5000), "ranks:     2\nrun as:    alice\n");
 }
 
 TEST(JobDetail, ShowsAttemptsEarlierFailuresAndAStall) {

@@ -1,7 +1,8 @@
 // hvdrun --ssh against real OpenSSH servers, one per namespace host (tests/cluster/test_sshd.h):
 // no agent runs on the hosts; hvdrun starts them over SSH with a generated key and known_hosts,
-// runs the job and stops them. And every way it can fail fails within seconds, naming the host
-// and the step, leaving no agent behind. hvdrun runs with HOME in the test's directory, so the
+// runs the job and stops them; with --ssh-tls-dir over mutual TLS (certificates from
+// scripts/gen-certs.sh). And every way it can fail fails within seconds, naming the host and the
+// step, leaving no agent behind. hvdrun runs with HOME in the test's directory, so the
 // machine's ~/.ssh is never read.
 #include <sys/stat.h>
 
@@ -107,6 +108,15 @@ class SshBootstrap : public NetnsTest {
     return left;
   }
 
+  // scripts/gen-certs.sh --out DIR --hosts HOSTS, in the test's directory.
+  std::string Certs(const std::string& name, const std::string& hosts) {
+    const std::string out = dir_ / name;
+    const std::string cmd = std::string(HVD_SOURCE_DIR) + "/scripts/gen-certs.sh --out " + out +
+                            " --hosts " + hosts + " 2>/dev/null";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    return out;
+  }
+
   std::string user_key_, known_hosts_, agent_;
   std::vector<std::unique_ptr<TestSshd>> sshd_;
 };
@@ -125,6 +135,48 @@ TEST_F(SshBootstrap, StartsAgentsOverSshRunsTheJobAndStopsThem) {
   EXPECT_HAS(r.err, "hvdrun: ssh root@10.77.0.11:2222: hvd-agent exited (0)");
   EXPECT_HAS(r.err, "hvdrun: ssh root@10.77.0.12:2222: hvd-agent exited (0)");
   EXPECT_EQ(RemoteAgents(), std::vector<std::string>{});
+}
+
+// --ssh-tls-dir: the launcher inside hvdrun serves TLS with DIR/10.77.0.1.crt (its address towards
+// the hosts), each agent presents DIR/HOST.crt (and checks DIR/ca.crl); a job runs over it.
+TEST_F(SshBootstrap, WithTlsDirTheAgentsAndTheLauncherUseMutualTls) {
+  Start(2);
+  if (IsSkipped() || HasFatalFailure()) return;
+  const std::string certs = Certs("certs", "10.77.0.1,10.77.0.11,10.77.0.12");
+  clitest::ProcResult r =
+      Run({"-v", "-H", Hosts(2), EXAMPLE_TRAIN_PATH, "--steps", "100"}, {"--ssh-tls-dir", certs});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_HAS(r.out, "[0]<stdout>:trained on 2 ranks");
+  EXPECT_HAS(r.err, "hvdrun: launcher for the ssh agents at 10.77.0.1:");
+  EXPECT_HAS(r.err, " (TLS, agents' files in " + certs + ")");
+  EXPECT_HAS(r.err, "hvdrun: ssh root@10.77.0.12:2222: hvd-agent exited (0)");
+  EXPECT_EQ(RemoteAgents(), std::vector<std::string>{});
+}
+
+// A host whose files are missing: the agent's own message reaches the user, with where
+// --ssh-tls-dir expects them; one for this machine missing is said before any host is contacted.
+TEST_F(SshBootstrap, WithTlsDirMissingFilesAreNamed) {
+  Start(2);
+  if (IsSkipped() || HasFatalFailure()) return;
+  const std::string certs = Certs("certs", "10.77.0.1,10.77.0.11");
+  clitest::ProcResult r = Run({"-H", Hosts(2), "/bin/true"}, {"--ssh-tls-dir", certs});
+  EXPECT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(r.seconds, 15) << r.err;
+  EXPECT_HAS(r.err, "hvdrun: ssh root@10.77.0.12:2222: hvd-agent exited with code 2");
+  EXPECT_HAS(r.err, "hvd-agent: --tls-cert " + certs + "/10.77.0.12.crt");
+  EXPECT_HAS(r.err, "(--ssh-tls-dir: that host needs " + certs + "/10.77.0.12.crt, " + certs +
+                        "/10.77.0.12.key and " + certs + "/ca.crt");
+  EXPECT_EQ(RemoteAgents(), std::vector<std::string>{});
+  const std::string other = Certs("other", "10.77.0.11");
+  r = Run({"-H", Hosts(1), "/bin/true"}, {"--ssh-tls-dir", other, "-v"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_HAS(r.err, "--ssh-tls-dir " + other +
+                        ": no certificate for the launcher on this machine "
+                        "(looked for " +
+                        other + "/10.77.0.1.crt");
+  EXPECT_EQ(r.err.find("connected"), std::string::npos) << r.err;  // no host contacted
 }
 
 TEST_F(SshBootstrap, EachFailureNamesTheHostAndTheStepWithinSeconds) {

@@ -49,6 +49,7 @@ TEST(StatusJson, ZeroValuesArePresentAndIntegersAreNumbers) {
   EXPECT_EQ(j.at("detached"), true);
   EXPECT_EQ(j.at("queue_timeout_ms"), 0);
   EXPECT_TRUE(j.at("kill_grace_ms").is_null());  // unset: the launcher's default
+  EXPECT_EQ(j.at("run_as"), "");                 // no --run-as: the agent's own user
   EXPECT_FALSE(j.contains("env")) << "the environment may hold secrets: " << j.dump();
   EXPECT_EQ(JsonText(j).find("hunter2"), std::string::npos);
 }
@@ -82,6 +83,7 @@ TEST(StatusJson, EveryFieldOfTheFullAndSummaryShapes) {
                                          "queued_since_ms",
                                          "ranks",
                                          "reason",
+                                         "run_as",
                                          "stall",
                                          "stall_since_ms",
                                          "stall_timeout_ms",
@@ -99,6 +101,13 @@ TEST(StatusJson, EveryFieldOfTheFullAndSummaryShapes) {
   const json summary = JobJson(s, false);
   EXPECT_FALSE(summary.contains("ranks"));
   for (const auto& [k, v] : summary.items()) EXPECT_EQ(full.at(k), v) << k;
+}
+
+// hvdrun --run-as USER: whom the ranks run as, for `hvdrun status JOB --json` and REST.
+TEST(StatusJson, RunAs) {
+  JobStatus s = FinishedJob();
+  s.spec.run_as = "alice";
+  EXPECT_EQ(JobJson(s, true).at("run_as"), "alice");
 }
 
 TEST(StatusJson, Agents) {

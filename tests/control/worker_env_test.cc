@@ -50,6 +50,14 @@ TEST(WorkerEnvTest, RendezvousAndIdentity) {
   EXPECT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 0u);  // the agent's to set
 }
 
+TEST(WorkerEnvTest, TlsRendezvousIsHvds) {
+  WorkerEnvInput in = Input();
+  in.rendezvous_tls = true;
+  auto env = WorkerEnv(in);
+  EXPECT_EQ(env["HVD_RENDEZVOUS"], "hvds://10.0.0.5:7071");
+  EXPECT_EQ(env.count("HVD_RENDEZVOUS_CA"), 0u);  // the agent adds its own CA
+}
+
 TEST(WorkerEnvTest, NoAdvertiseAddressLeavesItUnset) {
   WorkerEnvInput in = Input();
   in.advertise_addr.clear();
@@ -160,7 +168,7 @@ TEST(WorkerEnvTest, ValidateRefusesIdentityVariables) {
        {"HVD_RANK", "HOROVOD_SIZE", "HVD_JOB_SECRET", "HVD_RENDEZVOUS", "HVD_JOB_ID", "HVD_ATTEMPT",
         "HOROVOD_CROSS_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
         "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
-        "TORCHELASTIC_RESTART_COUNT"}) {
+        "TORCHELASTIC_RESTART_COUNT", "HVD_RENDEZVOUS_CA", "HVD_RENDEZVOUS_CRL"}) {
     Status s = ValidateJobEnv({{name, "1"}});
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
     EXPECT_NE(s.message().find(name), std::string::npos) << s.message();

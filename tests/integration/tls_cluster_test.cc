@@ -2,7 +2,8 @@
 // from scripts/gen-certs.sh (made once for the binary): hvd-launcherd, an hvd-agent over mutual
 // TLS and hvdrun run a job; REST answers over HTTPS; an agent without a client certificate, or
 // with one from another CA, and hvdrun with the wrong CA or none are refused with messages that
-// say which flag to fix.
+// say which flag to fix. With --tls-crl (TlsCrlClusterTest) an agent whose certificate was
+// revoked (gen-certs.sh --revoke) is refused, and a good one still runs a job.
 #include <httplib.h>
 
 #include <grpcpp/grpcpp.h>
@@ -22,7 +23,8 @@ class TlsClusterTest : public ::testing::Test {
     certs_ = new std::string(mkdtemp(tmpl));
     const std::string gen = std::string(HVD_SOURCE_DIR) + "/scripts/gen-certs.sh";
     const std::string cmd = gen + " --out " + *certs_ +
-                            "/a --hosts 127.0.0.1,node-b 2>/dev/null && " + gen + " --out " +
+                            "/a --hosts 127.0.0.1,node-b,node-r 2>/dev/null && " + gen + " --out " +
+                            *certs_ + "/a --revoke node-r 2>/dev/null && " + gen + " --out " +
                             *certs_ + "/b --hosts node-x 2>/dev/null && cat " + *certs_ +
                             "/a/ca.crt " + *certs_ + "/b/ca.crt > " + *certs_ + "/both.crt";
     ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
@@ -42,11 +44,13 @@ class TlsClusterTest : public ::testing::Test {
     ASSERT_GT(http_port, 0);
     grpc_ = "127.0.0.1:" + std::to_string(grpc_port);
     http_port_ = http_port;
-    launcher_ =
-        Start({HVD_LAUNCHERD_PATH, "--listen", grpc_, "--rendezvous-listen", "127.0.0.1:0",
-               "--http", "127.0.0.1:" + std::to_string(http_port), "--token-file", dir_ / "token",
-               "--kill-grace-ms", "2000", "--heartbeat-interval-ms", "500", "--tls-cert",
-               C("a/127.0.0.1.crt"), "--tls-key", C("a/127.0.0.1.key"), "--tls-ca", C("a/ca.crt")});
+    std::vector<std::string> argv(
+        {HVD_LAUNCHERD_PATH, "--listen", grpc_, "--rendezvous-listen", "127.0.0.1:0", "--http",
+         "127.0.0.1:" + std::to_string(http_port), "--token-file", dir_ / "token",
+         "--kill-grace-ms", "2000", "--heartbeat-interval-ms", "500", "--tls-cert",
+         C("a/127.0.0.1.crt"), "--tls-key", C("a/127.0.0.1.key"), "--tls-ca", C("a/ca.crt")});
+    if (crl_) argv.insert(argv.end(), {"--tls-crl", C("a/ca.crl")});
+    launcher_ = Start(argv);
     const std::string want = "hvd-launcherd: gRPC " + grpc_;
     ASSERT_TRUE(
         WaitFor([&] { return launcher_->Out().find(want) != std::string::npos; }, kStartTimeout))
@@ -71,14 +75,18 @@ class TlsClusterTest : public ::testing::Test {
     return std::make_unique<Proc>(
         argv, dir_.path(),
         std::vector<std::string>{"HVD_IT_MARKER=" + marker_, "HVD_LAUNCHER=", "HVD_TOKEN_FILE=",
-                                 "HVD_TLS_CA=", "HVD_TLS_CERT=", "HVD_TLS_KEY="},
+                                 "HVD_TLS_CA=", "HVD_TLS_CERT=", "HVD_TLS_KEY=", "HVD_TLS_CRL="},
         dir_.path());
   }
 
   std::unique_ptr<Proc> StartAgent(const std::string& host, const std::string& cert,
-                                   const std::string& key, const std::string& ca) {
-    return Start({HVD_AGENT_PATH, "--launcher", grpc_, "--token-file", dir_ / "token", "--slots",
-                  "2", "--host", host, "--tls-cert", cert, "--tls-key", key, "--tls-ca", ca});
+                                   const std::string& key, const std::string& ca,
+                                   const std::vector<std::string>& more = {}) {
+    std::vector<std::string> argv({HVD_AGENT_PATH, "--launcher", grpc_, "--token-file",
+                                   dir_ / "token", "--slots", "2", "--host", host, "--tls-cert",
+                                   cert, "--tls-key", key, "--tls-ca", ca});
+    argv.insert(argv.end(), more.begin(), more.end());
+    return Start(argv);
   }
 
   // GET https://127.0.0.1:port/path, verifying the launcher against the cluster CA.
@@ -104,12 +112,21 @@ class TlsClusterTest : public ::testing::Test {
   }
 
   static std::string* certs_;
+  bool crl_ = false;  // the launcher gets --tls-crl a/ca.crl
   TempDir dir_;
   std::string marker_, token_, grpc_;
   int http_port_ = 0;
   std::unique_ptr<Proc> launcher_, agent_;
 };
 std::string* TlsClusterTest::certs_ = nullptr;
+
+class TlsCrlClusterTest : public TlsClusterTest {
+ protected:
+  void SetUp() override {
+    crl_ = true;
+    TlsClusterTest::SetUp();
+  }
+};
 
 TEST_F(TlsClusterTest, MutualTlsRunsAJobAndRestAnswersOverHttps) {
   httplib::Result health = Https("/healthz", C("a/ca.crt"));
@@ -122,11 +139,16 @@ TEST_F(TlsClusterTest, MutualTlsRunsAJobAndRestAnswersOverHttps) {
       WaitFor([&] { return AgentsJson().find("\"READY\"") != std::string::npos; }, kStartTimeout))
       << AgentsJson() << "\nagent stderr: " << agent_->Err();
 
+  // Real ranks: hvd::Init meets over the TLS rendezvous (hvds://, the agent's CA), then
+  // allreduces.
   ProcResult run = Hvdrun({"--tls-ca", C("a/ca.crt"), "-x", "HVD_IT_MARKER", "-np", "2", "sh", "-c",
-                           "echo rank-$HVD_RANK-over-tls"});
+                           "echo rank-$HVD_RANK-at-${HVD_RENDEZVOUS%%:*}; exec " +
+                               std::string(FAULT_WORKER_PATH) + " --steps 3"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_NE(run.out.find("rank-0-over-tls"), std::string::npos) << run.out << run.err;
-  EXPECT_NE(run.out.find("rank-1-over-tls"), std::string::npos) << run.out << run.err;
+  EXPECT_NE(run.out.find("rank-0-at-hvds"), std::string::npos) << run.out << run.err;
+  EXPECT_NE(run.out.find("rank-1-at-hvds"), std::string::npos) << run.out << run.err;
+  EXPECT_NE(run.out.find("rank 0 done"), std::string::npos) << run.out << run.err;
+  EXPECT_NE(run.out.find("rank 1 done"), std::string::npos) << run.out << run.err;
 
   // The environment variables do what the flags do.
   std::unique_ptr<Proc> list = std::make_unique<Proc>(
@@ -204,6 +226,66 @@ TEST_F(TlsClusterTest, AgentWithoutAClientCertificateIsRefused) {
   EXPECT_EQ(no_cert.exit_code, 2);
   EXPECT_NE(no_cert.err.find("TLS needs --tls-cert and --tls-key"), std::string::npos)
       << no_cert.err;
+}
+
+TEST_F(TlsCrlClusterTest, RevokedAgentIsRefusedAndAGoodOneRunsAJob) {
+  // node-r's certificate was revoked (gen-certs.sh --revoke). Started without the CRL it does not
+  // know that, connects, and the launcher refuses it in the handshake.
+  std::unique_ptr<Proc> revoked =
+      StartAgent("node-r", C("a/node-r.crt"), C("a/node-r.key"), C("a/ca.crt"));
+  // (TLS 1.3: the agent hears the connection closed; 1.2 would bring the "revoked" alert.)
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return revoked->Err().find("the launcher closed the TLS connection") != std::string::npos ||
+               revoked->Err().find("as revoked") != std::string::npos;
+      },
+      seconds(10)))
+      << revoked->Err();
+  EXPECT_TRUE(WaitFor(
+      [&] { return launcher_->Err().find("verify failed with code 23") != std::string::npos; },
+      seconds(5)))
+      << launcher_->Err();
+  EXPECT_NE(launcher_->Err().find("checked against --tls-crl (1 revoked)"), std::string::npos)
+      << launcher_->Err();
+  EXPECT_TRUE(revoked->Err().find("if the launcher has --tls-crl, not revoked") !=
+                  std::string::npos ||
+              revoked->Err().find("as revoked") != std::string::npos)
+      << revoked->Err();
+  revoked->Signal(SIGTERM);
+  EXPECT_FALSE(revoked->Wait(kStopTimeout).timed_out);
+  // Given the CRL, it says so itself before connecting.
+  ProcResult self = StartAgent("node-r", C("a/node-r.crt"), C("a/node-r.key"), C("a/ca.crt"),
+                               {"--tls-crl", C("a/ca.crl")})
+                        ->Wait(kCommandTimeout);
+  EXPECT_EQ(self.exit_code, 2);
+  EXPECT_NE(self.err.find("is revoked by --tls-crl " + C("a/ca.crl")), std::string::npos)
+      << self.err;
+
+  // --tls-crl on every side, certificates not revoked: as without it.
+  agent_ = StartAgent("node-b", C("a/node-b.crt"), C("a/node-b.key"), C("a/ca.crt"),
+                      {"--tls-crl", C("a/ca.crl")});
+  ASSERT_TRUE(
+      WaitFor([&] { return AgentsJson().find("\"READY\"") != std::string::npos; }, kStartTimeout))
+      << AgentsJson() << "\nagent stderr: " << agent_->Err();
+  EXPECT_EQ(AgentsJson().find("node-r"), std::string::npos) << AgentsJson();
+  ProcResult run = Hvdrun({"--tls-ca", C("a/ca.crt"), "--tls-crl", C("a/ca.crl"), "-x",
+                           "HVD_IT_MARKER", "-np", "2", "sh", "-c", "echo rank-$HVD_RANK-crl"});
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_NE(run.out.find("rank-1-crl"), std::string::npos) << run.out << run.err;
+
+  // The AgentGateway still wants a client certificate on these (experimental TLS) credentials.
+  control::TlsConfig no_cert;
+  ASSERT_TRUE(
+      control::LoadTls({"", "", C("a/ca.crt"), C("a/ca.crl")}, control::TlsRole::kClient, &no_cert)
+          .ok());
+  auto stub = v1::AgentGateway::NewStub(control::NewChannel(grpc_, no_cert));
+  auto ctx = control::NewClientContext(token_, seconds(5));
+  auto stream = stub->Connect(ctx.get());
+  stream->WritesDone();
+  v1::LauncherMessage msg;
+  EXPECT_FALSE(stream->Read(&msg));
+  grpc::Status st = stream->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::PERMISSION_DENIED) << st.error_message();
 }
 
 }  // namespace
