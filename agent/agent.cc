@@ -457,6 +457,18 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
     return InvalidArgument("--slots must be at least 1 (or -1: one per GPU), got " +
                            std::to_string(options.slots));
   }
+  // Ranks of a TLS launcher get the CA and CRLs in their environment (HVD_RENDEZVOUS_CA, _CRL):
+  // past Linux's 128 KiB per variable every exec would fail with E2BIG, far from the cause.
+  constexpr size_t kMaxPemInEnv = 96 << 10;
+  for (const auto& [flag, pem] : {std::pair{"--tls-ca", &options.tls.ca_pem},
+                                  std::pair{"--tls-crl", &options.tls.crl_pem}}) {
+    if (pem->size() > kMaxPemInEnv) {
+      return InvalidArgument(std::string(flag) + " holds " + std::to_string(pem->size()) +
+                             " bytes; ranks get it in an environment variable (at most " +
+                             std::to_string(kMaxPemInEnv >> 10) +
+                             " KiB here): give the cluster's CA and its CRL alone, not a bundle");
+    }
+  }
   WorkersOptions workers;
   const GpuInventory gpus = DiscoverGpus();
   HVD_LOG(INFO) << gpus.Describe();

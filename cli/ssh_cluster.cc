@@ -232,7 +232,9 @@ class SshClusterImpl : public SshCluster {
     token_ = control::RandomHex(32);
     launcherd::LauncherOptions lo;
     lo.listen = "0.0.0.0:0";  // the hosts may reach this machine at different addresses
-    lo.advertise_host = f.launcher_host.empty() ? local : f.launcher_host;
+    // Ranks check the hvds:// rendezvous against this name: the one the certificate names.
+    lo.advertise_host = tls.enabled ? tls.launcher_host
+                                    : (f.launcher_host.empty() ? local : f.launcher_host);
     lo.token = token_;
     lo.tls = tls.launcher;
     HVD_RETURN_IF_ERROR_CTX(launcherd::Launcher::Start(lo, &launcher_), "--ssh launcher");
@@ -262,7 +264,8 @@ class SshClusterImpl : public SshCluster {
     }
     for (auto& a : agents_) a->Begin();
     return WaitRegistered(spec, for_agents,
-                          4 * std::chrono::seconds(f.connect_timeout) + kRegisterWait, f.tls_dir);
+                          4 * std::chrono::seconds(f.connect_timeout) + kRegisterWait,
+                          tls.enabled ? f.tls_dir : "", tls.agents_crl);
   }
 
   const control::TlsConfig& tls() const override { return tls_; }
@@ -270,7 +273,7 @@ class SshClusterImpl : public SshCluster {
  private:
   // Until every host's agent is READY, or one failed, or the deadline.
   Status WaitRegistered(const control::JobSpec& spec, const std::string& for_agents,
-                        std::chrono::seconds limit, const std::string& tls_dir) {
+                        std::chrono::seconds limit, const std::string& tls_dir, bool crl) {
     Client client(address_, token_, std::chrono::seconds(5), tls_);
     const auto deadline = Clock::now() + limit;
     while (true) {
@@ -282,8 +285,9 @@ class SshClusterImpl : public SshCluster {
         const std::string base = HostCertBase(tls_dir, spec.hosts[i].host);
         const std::string hint = !tls_dir.empty() && tail.find("--tls-") != std::string::npos
                                      ? "\n(--ssh-tls-dir: that host needs " + base + ".crt, " +
-                                           base + ".key and " + tls_dir +
-                                           "/ca.crt, e.g. from scripts/gen-certs.sh --hosts " +
+                                           base + ".key and " + tls_dir + "/ca.crt" +
+                                           (crl ? " and " + tls_dir + "/ca.crl" : "") +
+                                           ", e.g. from scripts/gen-certs.sh --hosts " +
                                            spec.hosts[i].host + ")"
                                      : "";
         return Unavailable(why + (tail.empty() ? "" : "; its last output:\n" + tail) + hint);

@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -119,6 +121,12 @@ class HttpsFrontImpl final : public HttpsFront {
 
  private:
   void Loop() {
+    // OpenSSL writes with write(2): a client that reset its connection must cost an EPIPE on
+    // this thread, never SIGPIPE for the process.
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
     epoll_event events[64];
     while (!stopping_.load()) {
       const int n = epoll_wait(epoll_fd_, events, 64, kTickMs);
@@ -184,8 +192,8 @@ class HttpsFrontImpl final : public HttpsFront {
     }
     if (victim != nullptr) {
       refusals_.Warn(control::PeerHost(victim->peer), "HTTPS: at the connection cap (" +
-                                               std::to_string(options_.max_connections) +
-                                               "); closed " + victim->peer);
+                                                          std::to_string(options_.max_connections) +
+                                                          "); closed " + victim->peer);
       Release(*victim);
     }
   }
@@ -288,9 +296,9 @@ class HttpsFrontImpl final : public HttpsFront {
     for (auto it = conns_.begin(); it != conns_.end();) {
       Conn& c = *it;
       if (c.client >= 0 && !c.handshaken && now - c.started > options_.handshake_timeout) {
-        refusals_.Warn(control::PeerHost(c.peer), "HTTPS: " + c.peer + " did not finish its handshake in " +
-                                           std::to_string(options_.handshake_timeout.count()) +
-                                           " ms; closed");
+        refusals_.Warn(control::PeerHost(c.peer),
+                       "HTTPS: " + c.peer + " did not finish its handshake in " +
+                           std::to_string(options_.handshake_timeout.count()) + " ms; closed");
         Release(c);
       } else if (c.client >= 0 && now - c.last_activity > options_.idle_timeout) {
         Release(c);

@@ -46,6 +46,7 @@ Io ReadSome(Conn& c, char* dst, size_t room, size_t* got, std::string* error) {
       return Io::kError;
     }
   }
+  ERR_clear_error();  // SSL_get_error reads the queue: only this call's errors may be in it
   errno = 0;
   const int r = SSL_read(c.ssl, dst, static_cast<int>(std::min<size_t>(room, 1 << 30)));
   if (r > 0) {
@@ -54,7 +55,8 @@ Io ReadSome(Conn& c, char* dst, size_t room, size_t* got, std::string* error) {
   }
   const int e = SSL_get_error(c.ssl, r);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return Io::kAgain;
-  if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
+  if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) ||
+      ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
     ERR_clear_error();
     return Io::kEof;
   }
@@ -78,6 +80,7 @@ Io WriteSome(Conn& c, const char* src, size_t n, size_t* sent, std::string* erro
     }
   }
   if (!c.handshaken) return Io::kAgain;  // the reply goes out once the handshake is done
+  ERR_clear_error();
   errno = 0;
   const int w = SSL_write(c.ssl, src, static_cast<int>(std::min<size_t>(n, 1 << 30)));
   if (w > 0) {
@@ -98,6 +101,7 @@ Conn::~Conn() {
 }
 
 Handshake HandshakeStep(Conn& c, std::string* error) {
+  ERR_clear_error();
   errno = 0;
   const int r = SSL_do_handshake(c.ssl);
   if (r == 1) {
@@ -107,9 +111,10 @@ Handshake HandshakeStep(Conn& c, std::string* error) {
   const int e = SSL_get_error(c.ssl, r);
   if (e == SSL_ERROR_WANT_READ) return Handshake::kWantRead;
   if (e == SSL_ERROR_WANT_WRITE) return Handshake::kWantWrite;
-  *error = (e == SSL_ERROR_SYSCALL && errno == 0 && ERR_peek_error() == 0)
-               ? std::string("the peer closed the connection")
-               : SslErrorText(e);
+  const bool closed = (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) ||
+                      e == SSL_ERROR_ZERO_RETURN ||
+                      ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+  *error = closed ? std::string("the peer closed the connection") : SslErrorText(e);
   return Handshake::kFailed;
 }
 
@@ -120,6 +125,7 @@ int PeekInFlight(Conn& c) {
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return -1;
     return r > 0 ? 1 : 0;
   }
+  ERR_clear_error();
   const int r = SSL_peek(c.ssl, &byte, 1);
   if (r > 0) return 1;
   const int e = SSL_get_error(c.ssl, r);

@@ -15,6 +15,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -106,6 +108,12 @@ Status KvServerImpl::Listen(const std::string& listen) {
 }
 
 void KvServerImpl::Loop() {
+  // OpenSSL writes with write(2): a peer that reset its connection must cost an EPIPE on this
+  // thread, never SIGPIPE for the process (hvdrun embeds the launcher).
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
   epoll_event events[256];
   bool listening = true;
   for (;;) {
@@ -309,7 +317,11 @@ bool KvServerImpl::StepHandshake(Conn& c, uint32_t* events) {
       break;
   }
   const uint64_t id = c.id;
-  if (!c.out.empty()) Flush(c);  // a refusal queued at the connection cap
+  if (!c.out.empty()) {
+    Flush(c);  // a refusal queued at the connection cap
+  } else {
+    Arm(c, false);  // a step that wanted room may have left EPOLLOUT armed
+  }
   if (!conns_.count(id)) return false;
   // Its first request may have come with the handshake's last bytes, already decrypted and
   // buffered inside OpenSSL where epoll cannot see them: read now.

@@ -135,6 +135,18 @@ void KvServerImpl::OnTimer(Conn& c, Clock::time_point now) {
     SetDeadline(c, c.deadline);
     return;
   }
+  if (!c.handshaken) {
+    log_timeout_.Warn("rendezvous endpoint " + address_ + ": " + c.peer +
+                      " did not finish its TLS handshake within " +
+                      std::to_string(options_.hello_timeout.count()) + " ms; closing it");
+    {
+      base::MutexLock lock(&stats_mu_);
+      ++stats_.closed_idle;
+      ++stats_.tls_failed;
+    }
+    Close(c, nullptr);
+    return;
+  }
   if (!c.out.empty()) {
     log_timeout_.Warn("rendezvous endpoint " + address_ + ": " + c.peer +
                       " did not read its answer within " +
@@ -156,7 +168,6 @@ void KvServerImpl::OnTimer(Conn& c, Clock::time_point now) {
       {
         base::MutexLock lock(&stats_mu_);
         ++stats_.closed_idle;
-        if (!c.handshaken) ++stats_.tls_failed;
       }
       Close(c, nullptr);
       return;
@@ -209,7 +220,10 @@ void KvServerImpl::Send(Conn& c, std::string frame, bool then_close) {
     }
   }
   Charge(c, c.out.size());
-  SetDeadline(c, Clock::now() + (then_close && c.refused ? kLinger : options_.io_timeout));
+  // A refusal over TLS waits for its handshake first (OnTimer's first case bounds that).
+  SetDeadline(c, Clock::now() + (!c.handshaken             ? options_.hello_timeout
+                                 : then_close && c.refused ? kLinger
+                                                           : options_.io_timeout));
   Flush(c);
 }
 

@@ -1,6 +1,8 @@
 #include "rendezvous/tls_channel.h"
 
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <cerrno>
 #include <climits>
@@ -51,14 +53,67 @@ bool IsCrlError(long verify) {
   }
 }
 
+// Whether an SSL call that returned `code` met the peer's end of the connection: close_notify, a
+// plain EOF (OpenSSL 3 reports it as SSL_R_UNEXPECTED_EOF_WHILE_READING), or a reset. Such a
+// connection may be retried; the error queue is left for SslError.
+bool PeerClosed(int code) {
+  if (code == SSL_ERROR_ZERO_RETURN) return true;
+  if (code == SSL_ERROR_SYSCALL) return ERR_peek_error() == 0;
+  return code == SSL_ERROR_SSL &&
+         ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+}
+
+// OpenSSL writes to the socket with write(2): on a connection the launcher reset, that raises
+// SIGPIPE, which kills a C or C++ rank (Python ignores it; the plain path sends with
+// MSG_NOSIGNAL). Blocked on this thread around each SSL call; one raised meanwhile is taken
+// before the old mask returns. Also clears the thread's OpenSSL error queue, which other users of
+// OpenSSL in the process (PyTorch, Python's ssl) may have left non-empty: SSL_get_error would
+// then report their error for ours.
+class SslCall {
+ public:
+  SslCall() {
+    ERR_clear_error();
+    errno = 0;
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    pending_before_ = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_);
+  }
+  ~SslCall() {
+    const int saved = errno;
+    sigset_t pending;
+    if (!pending_before_ && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1) {
+      const timespec zero{0, 0};
+      sigtimedwait(&pipe_, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    errno = saved;
+  }
+  SslCall(const SslCall&) = delete;
+  SslCall& operator=(const SslCall&) = delete;
+
+ private:
+  sigset_t pipe_, old_;
+  bool pending_before_ = false;
+};
+
 class OpenSslChannel final : public TlsChannel {
  public:
   OpenSslChannel(SSL* ssl, int fd, std::string peer) : ssl_(ssl), fd_(fd), peer_(std::move(peer)) {}
   ~OpenSslChannel() override {
-    SSL_shutdown(ssl_);  // close_notify, best effort: the socket is non-blocking
+    // close_notify, best effort (the socket is non-blocking); never after an error, which
+    // OpenSSL forbids and which would write to a reset connection.
+    if (!broken_) {
+      SslCall call;
+      SSL_shutdown(ssl_);
+    }
     ERR_clear_error();
     SSL_free(ssl_);
   }
+
+  // Whether the connection failed (or never finished its handshake): then no close_notify.
+  void set_broken(bool broken) { broken_ = broken; }
 
   Status WriteFrame(std::string_view payload, kv::Deadline deadline) override {
     if (payload.size() > kv::kMaxFrameBytes) {
@@ -70,14 +125,18 @@ class OpenSslChannel final : public TlsChannel {
     std::memcpy(frame.data() + 4, payload.data(), payload.size());
     size_t done = 0;
     while (done < frame.size()) {
-      errno = 0;
-      const int w = SSL_write(ssl_, frame.data() + done,
-                              static_cast<int>(std::min<size_t>(frame.size() - done, INT_MAX)));
+      int w, e = 0;
+      {
+        SslCall call;
+        w = SSL_write(ssl_, frame.data() + done,
+                      static_cast<int>(std::min<size_t>(frame.size() - done, INT_MAX)));
+        if (w <= 0) e = SSL_get_error(ssl_, w);
+      }
       if (w > 0) {
         done += static_cast<size_t>(w);
         continue;
       }
-      HVD_RETURN_IF_ERROR(Await(SSL_get_error(ssl_, w), deadline, "writing to"));
+      HVD_RETURN_IF_ERROR(Await(e, deadline, "writing to", true));
     }
     return Status::OK();
   }
@@ -96,6 +155,7 @@ class OpenSslChannel final : public TlsChannel {
     pollfd p{fd_, POLLIN, 0};
     if (poll(&p, 1, 0) <= 0) return false;
     char byte;
+    SslCall call;
     const int r = SSL_peek(ssl_, &byte, 1);
     if (r > 0) return true;
     const int e = SSL_get_error(ssl_, r);
@@ -104,31 +164,34 @@ class OpenSslChannel final : public TlsChannel {
   }
 
  private:
-  // After an SSL call returned `code`: waits for what it wants, or the error naming the peer.
-  Status Await(int code, kv::Deadline deadline, const char* what) {
+  // After an SSL call failed with `code`: waits for what it wants, or the error naming the peer.
+  Status Await(int code, kv::Deadline deadline, const char* what, bool frame_started) {
     if (code == SSL_ERROR_WANT_READ) return kv::WaitFd(fd_, POLLIN, deadline, -1, peer_, what);
     if (code == SSL_ERROR_WANT_WRITE) return kv::WaitFd(fd_, POLLOUT, deadline, -1, peer_, what);
+    broken_ = true;
+    if (PeerClosed(code)) {
+      ERR_clear_error();
+      return Unavailable("connection closed by " + peer_ +
+                         (frame_started ? " in the middle of a message" : ""));
+    }
     return Unavailable("TLS " + std::string(what) + " " + peer_ + ": " + SslError(code));
   }
 
   Status ReadFull(char* data, size_t n, kv::Deadline deadline, bool frame_started) {
     size_t done = 0;
     while (done < n) {
-      errno = 0;
-      const int r =
-          SSL_read(ssl_, data + done, static_cast<int>(std::min<size_t>(n - done, INT_MAX)));
+      int r, e = 0;
+      {
+        SslCall call;
+        r = SSL_read(ssl_, data + done, static_cast<int>(std::min<size_t>(n - done, INT_MAX)));
+        if (r <= 0) e = SSL_get_error(ssl_, r);
+      }
       if (r > 0) {
         done += static_cast<size_t>(r);
         frame_started = true;
         continue;
       }
-      const int e = SSL_get_error(ssl_, r);
-      if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && errno == 0)) {
-        ERR_clear_error();
-        return Unavailable("connection closed by " + peer_ +
-                           (frame_started ? " in the middle of a message" : ""));
-      }
-      HVD_RETURN_IF_ERROR(Await(e, deadline, "reading from"));
+      HVD_RETURN_IF_ERROR(Await(e, deadline, "reading from", frame_started));
     }
     return Status::OK();
   }
@@ -136,6 +199,7 @@ class OpenSslChannel final : public TlsChannel {
   SSL* const ssl_;
   const int fd_;
   const std::string peer_;
+  bool broken_ = false;
 };
 
 class OpenSslContext final : public TlsClientContext {
@@ -148,6 +212,7 @@ class OpenSslContext final : public TlsClientContext {
     SSL* ssl = SSL_new(ctx_);
     if (ssl == nullptr) return Internal("TLS to " + peer + ": SSL_new: " + SslError(0));
     auto channel = std::make_unique<OpenSslChannel>(ssl, fd, peer);  // frees ssl on return
+    channel->set_broken(true);                                       // until the handshake is done
     SSL_set_fd(ssl, fd);
     SSL_set_connect_state(ssl);
     X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
@@ -162,16 +227,23 @@ class OpenSslContext final : public TlsClientContext {
       X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
     }
     for (;;) {
-      errno = 0;
-      const int r = SSL_do_handshake(ssl);
+      int r, e = 0;
+      {
+        SslCall call;
+        r = SSL_do_handshake(ssl);
+        if (r != 1) e = SSL_get_error(ssl, r);
+      }
       if (r == 1) break;
-      const int e = SSL_get_error(ssl, r);
       if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
         HVD_RETURN_IF_ERROR(kv::WaitFd(fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline,
                                        -1, peer, "in the TLS handshake with"));
         continue;
       }
       const long verify = SSL_get_verify_result(ssl);
+      if (PeerClosed(e)) {  // closed mid-handshake (at the launcher's cap, say): retried
+        ERR_clear_error();
+        return Unavailable("TLS handshake with " + peer + ": the connection was closed");
+      }
       const bool protocol_error = e == SSL_ERROR_SSL;
       const std::string why = SslError(e);
       if (verify == X509_V_ERR_CERT_REVOKED) {
@@ -201,6 +273,7 @@ class OpenSslContext final : public TlsClientContext {
       }
       return Unavailable("TLS handshake with " + peer + " failed: " + why);
     }
+    channel->set_broken(false);
     *out = std::move(channel);
     return Status::OK();
   }

@@ -308,6 +308,56 @@ TEST_F(KvServerTlsTest, MissingOrEmptyCaIsNamed) {
   EXPECT_TRUE(Contains(s, "holds no PEM certificate")) << s.message();
 }
 
+// A connection closed during the handshake (a launcher restarting, or at its cap) is retried
+// until the rendezvous timeout, as over plain TCP; OpenSSL 3 reports that EOF as a protocol
+// error, which must not read as "does not speak TLS".
+TEST_F(KvServerTlsTest, ConnectionClosedInTheHandshakeIsRetried) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(listen(fd, 16), 0);
+  socklen_t len = sizeof a;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  std::atomic<bool> stop{false};
+  std::atomic<int> accepted{0};
+  std::thread closer([&] {
+    pollfd p{fd, POLLIN, 0};
+    for (int i = 0; i < 400 && !stop; ++i) {
+      if (poll(&p, 1, 10) == 1) {
+        close(accept(fd, nullptr, nullptr));  // reads nothing: the ClientHello meets an EOF
+        ++accepted;
+      }
+    }
+  });
+  setenv("HVD_RENDEZVOUS_TIMEOUT_SECONDS", "1", 1);
+  std::unique_ptr<Store> store;
+  double seconds = 0;
+  Status s = Open("hvds://127.0.0.1:" + std::to_string(ntohs(a.sin_port)), &store, &seconds);
+  stop = true;
+  closer.join();
+  close(fd);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.message();
+  EXPECT_TRUE(Contains(s, "could not connect within")) << s.message();
+  EXPECT_GE(seconds, 0.9);
+  EXPECT_GT(accepted.load(), 1) << "not retried";
+}
+
+// At the connection cap a TLS rank is refused after its handshake, in words it can act on.
+TEST_F(KvServerTlsTest, RefusalAtTheConnectionCapArrivesOverTls) {
+  KvServerOptions options;
+  options.max_connections = 1;
+  StartServer(true, "127.0.0.1:0", options);
+  std::unique_ptr<Store> first, second;
+  double seconds = 0;
+  ASSERT_TRUE(Open("hvds://" + server_->address(), &first, &seconds).ok());
+  setenv("HVD_RENDEZVOUS_TIMEOUT_SECONDS", "1", 1);
+  Status s = Open("hvds://" + server_->address(), &second, &seconds);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s.message();
+  EXPECT_TRUE(Contains(s, "connections open, its limit")) << s.message();
+}
+
 TEST_F(KvServerTlsTest, SilentConnectionIsClosedAtTheHelloDeadline) {
   KvServerOptions options;
   options.hello_timeout = std::chrono::milliseconds(300);
