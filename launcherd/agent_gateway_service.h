@@ -1,11 +1,11 @@
-// hvd.v1.AgentGateway: one long-lived bidirectional stream per agent. Thin: (the token having
-// passed the server's gate, control/token_gate.h) checks the agent's TLS certificate, requires
+// hvd.v1.AgentGateway: one long-lived bidirectional stream per agent, on gRPC's callback API
+// (agent_stream.h: a reactor per stream, no thread per agent). Thin: (the token having passed the
+// server's gate, control/token_gate.h) the stream checks the agent's TLS certificate, requires
 // AgentInfo first, answers RegisterAck, then renews the agent's lease (AgentRegistry::Touch) on
 // each message's arrival and queues the message for JobManager (agent_inbox.h), so that reading
 // never waits for JobManager's lock: a busy launcher delays what agents said, never their
-// liveness. Commands (StartRank, StopJob) reach the stream through an
-// AgentLink whose outbound queue a writer thread drains, because a sync stream allows one Write at
-// a time and JobManager must never block on a slow agent.
+// liveness. Commands (StartRank, StopJob) reach the stream through its StreamLink, whose queue
+// never blocks JobManager on a slow agent. ReadStdin stays a synchronous method.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -19,14 +19,15 @@
 #include "hvd/v1/agent.grpc.pb.h"
 #include "launcherd/agent_inbox.h"
 #include "launcherd/agent_registry.h"
+#include "launcherd/agent_stream.h"
 #include "launcherd/job_manager.h"
 #include "launcherd/network_check.h"
 
 namespace hvd::launcherd {
 
-class StreamLink;
-
-class AgentGatewayService final : public v1::AgentGateway::Service {
+class AgentGatewayService final
+    : public v1::AgentGateway::WithCallbackMethod_Connect<v1::AgentGateway::Service>,
+      private StreamHost {
  public:
   // `agents` and `jobs` must outlive the service.
   AgentGatewayService(AgentRegistry* agents, JobManager* jobs,
@@ -40,9 +41,10 @@ class AgentGatewayService final : public v1::AgentGateway::Service {
   // Where agents' network probe reports go (null: dropped). Set before serving.
   void SetNetworkCheck(NetworkCheck* network) { inbox_.SetNetworkCheck(network); }
 
-  grpc::Status Connect(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::LauncherMessage, v1::AgentMessage>* stream) override;
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::LauncherMessage>* Connect(
+      grpc::CallbackServerContext* context) override {
+    return new AgentStream(this, context);  // deletes itself in OnDone
+  }
   // A rank's standard input (stdin_service.h).
   grpc::Status ReadStdin(grpc::ServerContext* context, const v1::ReadStdinRequest* request,
                          grpc::ServerWriter<v1::StdinData>* writer) override;
@@ -57,6 +59,14 @@ class AgentGatewayService final : public v1::AgentGateway::Service {
   bool WaitApplied(std::chrono::milliseconds timeout) { return inbox_.WaitApplied(timeout); }
 
  private:
+  // StreamHost
+  AgentRegistry* agents() override { return agents_; }
+  AgentInbox* inbox() override { return &inbox_; }
+  std::chrono::milliseconds heartbeat_interval() const override { return heartbeat_interval_; }
+  std::chrono::milliseconds lease() const override { return lease_; }
+  bool AddLink(StreamLink* link) override;
+  void RemoveLink(StreamLink* link) override;
+
   AgentRegistry* const agents_;
   JobManager* const jobs_;
   const std::chrono::milliseconds heartbeat_interval_;
