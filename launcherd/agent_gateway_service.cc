@@ -19,6 +19,26 @@ void AgentGatewayService::RemoveLink(StreamLink* link) {
   links_.erase(link);
 }
 
+void AgentGatewayService::Park(StreamLink* link, const std::string& agent_id) {
+  base::MutexLock lock(&mu_);
+  parked_[link] = agent_id;
+}
+
+void AgentGatewayService::Unpark(StreamLink* link) {
+  base::MutexLock lock(&mu_);
+  parked_.erase(link);
+}
+
+void AgentGatewayService::TouchParked() {
+  std::vector<std::pair<StreamLink*, std::string>> parked;
+  {
+    base::MutexLock lock(&mu_);
+    parked.assign(parked_.begin(), parked_.end());
+  }
+  // A link unparked and freed meanwhile is only compared by address: Touch renews nothing then.
+  for (const auto& [link, id] : parked) agents_->Touch(id, link);
+}
+
 grpc::Status AgentGatewayService::ReadStdin(grpc::ServerContext* context,
                                             const v1::ReadStdinRequest* request,
                                             grpc::ServerWriter<v1::StdinData>* writer) {

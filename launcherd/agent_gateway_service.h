@@ -11,6 +11,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <map>
 #include <set>
 #include <string>
 
@@ -54,6 +55,10 @@ class AgentGatewayService final
   void Drain(std::chrono::milliseconds timeout);
   // Refuses new streams (the launcher stops); existing ones are closed through the registry.
   void Close();
+  // Renews the leases of agents whose streams wait for room in their inbox queue (their
+  // messages are in the socket, unread on purpose). The launcher's sweeper calls it before it
+  // expires leases.
+  void TouchParked();
   // Waits up to `timeout` until what the agents sent so far has reached JobManager; true when it
   // has (tests).
   bool WaitApplied(std::chrono::milliseconds timeout) { return inbox_.WaitApplied(timeout); }
@@ -66,6 +71,8 @@ class AgentGatewayService final
   std::chrono::milliseconds lease() const override { return lease_; }
   bool AddLink(StreamLink* link) override;
   void RemoveLink(StreamLink* link) override;
+  void Park(StreamLink* link, const std::string& agent_id) override;
+  void Unpark(StreamLink* link) override;
 
   AgentRegistry* const agents_;
   JobManager* const jobs_;
@@ -74,6 +81,7 @@ class AgentGatewayService final
 
   base::Mutex mu_;
   std::set<StreamLink*> links_ HVD_GUARDED_BY(mu_);
+  std::map<StreamLink*, std::string> parked_ HVD_GUARDED_BY(mu_);  // link -> agent id
   bool closed_ HVD_GUARDED_BY(mu_) = false;
 
   AgentInbox inbox_;  // its destructor applies what is still queued, then ends its thread

@@ -28,6 +28,7 @@ class AgentInbox::Stream {
   std::chrono::steady_clock::time_point applying_since HVD_GUARDED_BY(mu);
   // In the inbox's ready_ or being applied: then the applier comes back for what is queued.
   bool scheduled HVD_GUARDED_BY(mu) = false;
+  std::function<void()> on_room HVD_GUARDED_BY(mu);  // WhenRoom's, until the queue is taken
 };
 
 namespace {
@@ -41,10 +42,10 @@ bool IsHeartbeat(const InboxEntry& e) {
 
 AgentInbox::AgentInbox(const AgentRegistry* agents, JobManager* jobs)
     : agents_(agents), jobs_(jobs), applier_([this] { ApplierLoop(); }) {
-  jobs_->SetAgentBacklog([this](const std::string& agent_id,
-                                std::chrono::steady_clock::time_point before) {
-    return Backlog(agent_id, before);
-  });
+  jobs_->SetAgentBacklog(
+      [this](const std::string& agent_id, std::chrono::steady_clock::time_point before) {
+        return Backlog(agent_id, before);
+      });
 }
 
 AgentInbox::~AgentInbox() {
@@ -97,9 +98,8 @@ bool AgentInbox::Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
       s.queue.back() = std::move(entry);  // the newer heartbeat says all the older one did
       added = false;
     } else {
-      if (!s.space.WaitUntil(lock, deadline, [&]() HVD_REQUIRES(s.mu) {
-            return s.queue.size() < kMaxQueued;
-          })) {
+      if (!s.space.WaitUntil(lock, deadline,
+                             [&]() HVD_REQUIRES(s.mu) { return s.queue.size() < kMaxQueued; })) {
         return false;
       }
       if (s.queue.empty()) s.queued_since = std::chrono::steady_clock::now();
@@ -118,11 +118,17 @@ bool AgentInbox::Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
   return true;
 }
 
+bool AgentInbox::WhenRoom(const std::shared_ptr<Stream>& stream, std::function<void()> resume) {
+  base::MutexLock lock(&stream->mu);
+  if (stream->queue.size() < kMaxQueued) return false;
+  stream->on_room = std::move(resume);  // a full queue is scheduled: the applier will take it
+  return true;
+}
+
 bool AgentInbox::WaitApplied(std::chrono::milliseconds timeout) {
   base::MutexLock lock(&mu_);
   const int64_t target = posted_;
-  return applied_cv_.WaitFor(lock, timeout,
-                             [&]() HVD_REQUIRES(mu_) { return applied_ >= target; });
+  return applied_cv_.WaitFor(lock, timeout, [&]() HVD_REQUIRES(mu_) { return applied_ >= target; });
 }
 
 void AgentInbox::ApplierLoop() {
@@ -134,13 +140,16 @@ void AgentInbox::ApplierLoop() {
     ready_.pop_front();
     lock.Unlock();
     std::deque<InboxEntry> entries;
+    std::function<void()> resume;
     {
       base::MutexLock s_lock(&stream->mu);
       entries.swap(stream->queue);
       stream->applying = !entries.empty();
       stream->applying_since = stream->queued_since;
       stream->space.NotifyAll();
+      resume.swap(stream->on_room);
     }
+    if (resume) resume();  // its reader posts again (into the emptied queue) and reads on
     const size_t n = entries.size();
     Apply(*stream, std::move(entries));
     bool again = false;

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -71,6 +72,11 @@ class AgentInbox {
   // queue stayed full until `deadline`. Never waits for JobManager.
   bool Post(const std::shared_ptr<Stream>& stream, InboxEntry& entry,
             std::chrono::steady_clock::time_point deadline);
+  // For readers that must not wait (gRPC callback reactions share a few threads among every
+  // agent): when `stream`'s queue is full, `resume` runs once the applier has taken the queue (on
+  // the applier's thread, before it applies it, with no lock held) and the call returns true;
+  // when there is room already, it returns false and `resume` is dropped.
+  bool WhenRoom(const std::shared_ptr<Stream>& stream, std::function<void()> resume);
   // Whether agent `agent_id`'s current stream has an entry that arrived at or before `before` and
   // is not applied yet (queued, or in the batch being applied). JobManager asks it, under its
   // lock, before failing a MASTER_PORT deadline (AgentBacklog in job.h); never waits for it.

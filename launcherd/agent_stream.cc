@@ -78,7 +78,9 @@ const v1::LauncherMessage* StreamLink::NextLocked() {
 }
 
 bool StreamLink::TakeFinishLocked(grpc::Status* status) {
-  if (!finish_wanted_ || finish_called_ || writing_ || stream_ == nullptr) return false;
+  if (!finish_wanted_ || finish_called_ || writing_ || held_ > 0 || stream_ == nullptr) {
+    return false;
+  }
   finish_called_ = true;
   *status = finish_status_;
   return true;
@@ -105,6 +107,26 @@ void StreamLink::End(const grpc::Status& status) {
     if (finish_wanted_) return;
     finish_wanted_ = true;
     finish_status_ = status;
+    now = TakeFinishLocked(&finish);
+    // A write to an agent that stopped reading ends only when the call is cancelled; the write
+    // in flight keeps the reactor alive (OnWriteDone needs mu_), and TryCancel runs no reaction
+    // on this thread.
+    if (writing_ && stream_ != nullptr) stream_->Cancel();
+  }
+  if (now) Start(nullptr, true, finish);
+}
+
+void StreamLink::Hold() {
+  base::MutexLock lock(&mu_);
+  ++held_;
+}
+
+void StreamLink::Release() {
+  grpc::Status finish;
+  bool now = false;
+  {
+    base::MutexLock lock(&mu_);
+    --held_;
     now = TakeFinishLocked(&finish);
   }
   if (now) Start(nullptr, true, finish);
@@ -165,25 +187,61 @@ void AgentStream::Refuse(const grpc::Status& status) {
 
 void AgentStream::OnReadDone(bool ok) {
   if (!ok) {
-    if (!registered_) {
-      Refuse(grpc::Status(grpc::StatusCode::CANCELLED, "the agent closed before registering"));
-      return;
-    }
-    host_->agents()->Disconnected(id_, link_.get());
-    // A job failing now names this agent as its cause (a no-op when a newer stream took over).
-    Post(StreamEnded{});
-    if (linked_) host_->RemoveLink(link_.get());
-    linked_ = false;
-    link_->End(grpc::Status::OK);
-    return;
-  }
-  if (!registered_) {
+    ReadSideEnded();
+  } else if (!registered_) {
     Register();
   } else {
     host_->agents()->Touch(id_, link_.get());
-    Handle(in_);
+    if (std::optional<InboxEntry> entry = Translate(in_)) {
+      Queue(std::move(*entry), Then::kRead);
+    } else {
+      Continue(Then::kRead);
+    }
   }
-  if (registered_ && !link_->Finishing()) StartRead(&in_);
+}
+
+void AgentStream::ReadSideEnded() {
+  if (read_side_ended_) return;
+  read_side_ended_ = true;
+  if (!registered_) {
+    Refuse(grpc::Status(grpc::StatusCode::CANCELLED, "the agent closed before registering"));
+    return;
+  }
+  host_->agents()->Disconnected(id_, link_.get());
+  // A job failing now names this agent as its cause (a no-op when a newer stream took over).
+  Queue(StreamEnded{}, Then::kEnd);
+}
+
+void AgentStream::Queue(InboxEntry entry, Then then) {
+  if (host_->inbox()->Post(queue_, entry, std::chrono::steady_clock::now())) {
+    Continue(then);
+    return;
+  }
+  parked_ = std::move(entry);
+  parked_then_ = then;
+  link_->Hold();
+  host_->Park(link_.get(), id_);
+  if (!host_->inbox()->WhenRoom(queue_, [this] { Resume(); })) Resume();  // room already
+}
+
+void AgentStream::Resume() {
+  host_->Unpark(link_.get());
+  host_->agents()->Touch(id_, link_.get());        // what it sent waited in the socket
+  const std::shared_ptr<StreamLink> link = link_;  // Release may end the reactor
+  Queue(std::move(parked_), parked_then_);
+  link->Release();  // the last use: the reactor may be gone after it
+}
+
+void AgentStream::Continue(Then then) {
+  if (then == Then::kEnd) {
+    if (linked_) host_->RemoveLink(link_.get());
+    linked_ = false;
+    link_->End(grpc::Status::OK);
+  } else if (link_->Finishing()) {
+    ReadSideEnded();  // closed by the launcher: no read is in flight to say so
+  } else {
+    StartRead(&in_);
+  }
 }
 
 void AgentStream::Register() {
@@ -228,50 +286,38 @@ void AgentStream::Register() {
   // inbox's thread (agent_inbox.h says why).
   queue_ = host_->inbox()->Open(id_, link_, in_.register_().incarnation());
   link_->Ready(std::move(ack));
-  Post(StreamRegistered{});
+  Queue(StreamRegistered{}, Then::kRead);
 }
 
-void AgentStream::Handle(v1::AgentMessage& m) {
+std::optional<InboxEntry> AgentStream::Translate(v1::AgentMessage& m) {
   switch (m.msg_case()) {
     case v1::AgentMessage::kHeartbeat:
-      Post(AgentReport(HeartbeatReport{
-          {m.heartbeat().running_jobs().begin(), m.heartbeat().running_jobs().end()}}));
-      break;
+      return AgentReport(HeartbeatReport{
+          {m.heartbeat().running_jobs().begin(), m.heartbeat().running_jobs().end()}});
     case v1::AgentMessage::kRankEvent:
-      Post(AgentReport(FromProto(m.rank_event())));
-      break;
+      return AgentReport(FromProto(m.rank_event()));
     case v1::AgentMessage::kOutput: {
       OutputReport output;
       output.job_id = m.output().job_id();
       output.lines.reserve(m.output().lines_size());
       for (const v1::OutputLine& l : m.output().lines()) output.lines.push_back(FromProto(l));
-      Post(AgentReport(std::move(output)));
-      break;
+      return AgentReport(std::move(output));
     }
     case v1::AgentMessage::kProbeReport:
-      Post(FromProto(m.probe_report()));
-      break;
+      return FromProto(m.probe_report());
     case v1::AgentMessage::kMasterPort:
-      Post(AgentReport(MasterPortAnswer{m.master_port().request_id(), m.master_port().port(),
-                                        m.master_port().error()}));
-      break;
+      return AgentReport(MasterPortAnswer{m.master_port().request_id(), m.master_port().port(),
+                                          m.master_port().error()});
     default:
       HVD_LOG(WARNING) << "agent " << id_ << " sent an unexpected message (case " << m.msg_case()
                        << "); ignored";
-  }
-}
-
-void AgentStream::Post(InboxEntry entry) {
-  // A full queue means the launcher is behind, not the agent: it stays alive meanwhile. This
-  // blocks one of gRPC's callback threads, and only while this agent's 4,096 entries wait.
-  while (
-      !host_->inbox()->Post(queue_, entry, std::chrono::steady_clock::now() + host_->lease() / 4)) {
-    host_->agents()->Touch(id_, link_.get());
+      return std::nullopt;
   }
 }
 
 void AgentStream::OnDone() {
   if (linked_) host_->RemoveLink(link_.get());
+  host_->Unpark(link_.get());
   link_->Detach();
   delete this;
 }

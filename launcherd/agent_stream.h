@@ -10,11 +10,18 @@
 // started from OnWriteDone. The link outlives the reactor (the registry holds it) and refuses
 // commands once the stream is over.
 //
+// Reactions never wait: they run on a few threads gRPC shares among every agent, and one that
+// waited for JobManager would stop every other agent's lease renewal. When the stream's inbox
+// queue is full the message is parked and no read is started (HTTP/2 flow control then holds
+// back that agent alone); the inbox's applier resumes the stream once it has taken the queue, and
+// the launcher's sweeper renews the leases of parked agents meanwhile (TouchParked).
+//
 // Lifetime: gRPC deletes nothing; the reactor deletes itself in OnDone, which comes only after
 // Finish and after every read and write it started has completed. Finish is called once, by
 // whoever ends the stream first (the read side ending, the registry closing the link, a refused
-// registration), and never while a write the link started is in flight: then OnWriteDone calls
-// it. So no StartWrite can reach a deleted reactor.
+// registration), and never while a write the link started is in flight or a message is parked:
+// then OnWriteDone, or the resume, calls it. So nothing reaches a deleted reactor. Closing a
+// stream whose write is stuck (an agent that stopped reading) cancels the call.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -22,6 +29,7 @@
 #include <chrono>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/mutex.h"
@@ -47,6 +55,10 @@ class StreamHost {
   // new streams (the launcher stops).
   virtual bool AddLink(StreamLink* link) = 0;
   virtual void RemoveLink(StreamLink* link) = 0;
+  // A stream parked a message (its inbox queue is full) or resumed: while parked, the agent's
+  // lease is renewed for it (its messages are waiting in the socket, not missing).
+  virtual void Park(StreamLink* link, const std::string& agent_id) = 0;
+  virtual void Unpark(StreamLink* link) = 0;
 };
 
 // The commands side of one stream. Thread-safe; Send* never block.
@@ -66,7 +78,9 @@ class StreamLink final : public AgentLink {
 
   // Queues the RegisterAck ahead of anything queued before it and starts writing.
   void Ready(v1::LauncherMessage ack);
-  // Ends the stream with `status`: Finish now, or once the write in flight is done. Idempotent.
+  // Ends the stream with `status`: Finish now, or once the write in flight is done (cancelling
+  // the call, so that a write to an agent that stopped reading ends) or the parked message is
+  // queued. Idempotent.
   void End(const grpc::Status& status);
   // Whether nothing is left to write (or nothing can be written any more).
   bool Idle();
@@ -75,8 +89,13 @@ class StreamLink final : public AgentLink {
   void OnWriteDone(bool ok);
   // The reactor is being deleted: every later Send* is refused.
   void Detach();
-  // Whether Finish was called (reads must not be started after it).
+  // Whether the stream is ending (reads must not be started any more).
   bool Finishing();
+  // A message is parked: Finish waits for Release.
+  void Hold();
+  // Ends the hold, calling Finish if the stream ended meanwhile (the reactor may then be deleted:
+  // the caller touches nothing of it afterwards).
+  void Release();
 
  private:
   bool Enqueue(v1::LauncherMessage m);
@@ -95,6 +114,7 @@ class StreamLink final : public AgentLink {
   bool writing_ HVD_GUARDED_BY(mu_) = false;  // queue_.front() is in flight
   bool write_failed_ HVD_GUARDED_BY(mu_) = false;
   bool finish_wanted_ HVD_GUARDED_BY(mu_) = false;
+  int held_ HVD_GUARDED_BY(mu_) = 0;  // parked messages not yet queued
   bool finish_called_ HVD_GUARDED_BY(mu_) = false;
   grpc::Status finish_status_ HVD_GUARDED_BY(mu_);
 };
@@ -108,13 +128,26 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::L
   void OnDone() override;
 
  private:
-  friend class StreamLink;  // StartWrite and Finish
+  friend class StreamLink;  // StartWrite, Finish and Cancel
 
+  // What follows once an entry is queued: reading on, or the end of the stream.
+  enum class Then { kRead, kEnd };
+
+  // REQUIRES (all but Resume): on a read reaction, or on the applier's thread in Resume; never
+  // both (a parked stream has no read in flight).
   void Register();
-  void Handle(v1::AgentMessage& m);
-  // Queues for JobManager; waits (renewing the lease) only while the stream's queue is full.
-  void Post(InboxEntry entry);
+  // What JobManager hears of `m`; nothing for a message this launcher does not know.
+  std::optional<InboxEntry> Translate(v1::AgentMessage& m);
+  // Queues `entry` for JobManager without waiting, then does `then`; parks it when the stream's
+  // queue is full (Resume does `then` later).
+  void Queue(InboxEntry entry, Then then);
+  void Continue(Then then);
+  // The read side is over (the agent left, or the stream is ending): the registry and JobManager
+  // hear it, then Finish. Once.
+  void ReadSideEnded();
+  void Resume();  // the applier took the full queue
   void Refuse(const grpc::Status& status);
+  void Cancel() { context_->TryCancel(); }
 
   StreamHost* const host_;
   grpc::CallbackServerContext* const context_;
@@ -122,7 +155,9 @@ class AgentStream final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::L
   v1::AgentMessage in_;  // the read in flight
   std::string id_;       // once registered
   std::shared_ptr<AgentInbox::Stream> queue_;
-  bool registered_ = false, linked_ = false;
+  bool registered_ = false, linked_ = false, read_side_ended_ = false;
+  InboxEntry parked_;  // while the queue is full
+  Then parked_then_ = Then::kRead;
 };
 
 }  // namespace hvd::launcherd

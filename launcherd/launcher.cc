@@ -4,6 +4,7 @@
 #include "launcherd/launcher.h"
 
 #include <grpcpp/grpcpp.h>
+#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -38,6 +39,7 @@ constexpr auto kStopBudget = std::chrono::milliseconds(900);
 // Within it, what is kept for the drain of queued StopJob messages and for in-flight calls.
 constexpr auto kDrainTimeout = std::chrono::milliseconds(250);
 constexpr auto kShutdownGrace = std::chrono::milliseconds(200);
+constexpr auto kTrimAfterQuiet = std::chrono::seconds(1);
 
 std::chrono::milliseconds Left(std::chrono::steady_clock::time_point deadline,
                                std::chrono::milliseconds keep = std::chrono::milliseconds(0)) {
@@ -158,6 +160,9 @@ class LauncherImpl final : public Launcher {
                              &selected_port);
     // Without this a second launcher on the same port would bind too and steal half the calls.
     builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+    // No bandwidth-delay probing: it answers reads with PINGs, a sendmsg and a wakeup per agent
+    // message at a thousand agents, for streams that carry small messages (issue 22).
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
     builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
     builder.RegisterService(launcher_service_.get());
     builder.RegisterService(gateway_service_.get());
@@ -276,14 +281,28 @@ class LauncherImpl final : public Launcher {
   void SweepLoop() {
     const auto period = std::clamp(options_.lease / 10, std::chrono::milliseconds(10),
                                    std::chrono::milliseconds(500));
+    // The job table's version as last seen, when it last changed, and as last trimmed.
+    uint64_t seen = 0, trimmed = 0;
+    auto changed_at = std::chrono::steady_clock::now();
     base::MutexLock lock(&sweep_mu_);
     while (
         !sweep_cv_.WaitFor(lock, period, [&]() HVD_REQUIRES(sweep_mu_) { return sweep_stop_; })) {
       lock.Unlock();
-      for (const AgentInfo& lost : registry_.ExpireLeases(std::chrono::steady_clock::now())) {
-        jobs_->OnAgentLost(lost);
-      }
+      const auto now = std::chrono::steady_clock::now();
+      gateway_service_->TouchParked();
+      for (const AgentInfo& lost : registry_.ExpireLeases(now)) jobs_->OnAgentLost(lost);
       jobs_->Tick();
+      // A big job's transient allocations (its StartRank messages, events, snapshots) stay in
+      // the heap's arenas after they are freed, and count as RSS long after the job ended: give
+      // them back once the table has been quiet for a second (a few ms, once per busy spell).
+      const uint64_t version = jobs_->Snapshot()->version;
+      if (version != seen) {
+        seen = version;
+        changed_at = now;
+      } else if (version != trimmed && now - changed_at >= kTrimAfterQuiet) {
+        malloc_trim(0);
+        trimmed = version;
+      }
       lock.Lock();
     }
   }

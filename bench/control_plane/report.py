@@ -19,7 +19,7 @@ ROWS = [  # (label, key, format, issue 22's goal)
     ("  exits -> end (launcher's end_time)", "big_exit_to_end_launcher_s", "%.2f s", ""),
     ("  final state", "big_state", "%s", "SUCCEEDED"),
     ("  launcher CPU during the job", "launcher_cpu_s_big_job", "%.1f s", ""),
-    ("  launcher RSS after it", "launcher_rss_mib_after_big", "%.1f MiB", ""),
+    ("  launcher RSS 2 s after it", "launcher_rss_mib_after_big", "%.1f MiB", ""),
     ("  growth per rank of the ended job", "rss_kib_per_rank", "%.2f KiB", "<= 1 KiB"),
     ("REST during big job /v1/jobs p50 / p99", None, "big job /v1/jobs", "p99 < 100 ms"),
     ("REST during big job /metrics p50 / p99", None, "big job /metrics", "p99 < 100 ms"),

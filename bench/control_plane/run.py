@@ -295,6 +295,8 @@ class Bench:
             sampler.join(timeout=25)
             self.latency("big job", samples)
             self.r["launcher_cpu_s_big_job"] = proc_cpu_s(self.launcher.pid) - cpu0
+            # What the ended job keeps: the launcher gives freed heap back after 1 s of quiet.
+            time.sleep(2.0)
             self.r["launcher_rss_mib_after_big"] = proc_rss_mib(self.launcher.pid)
             if self.r.get("big_state") and self.r.get("launcher_rss_mib_steady"):
                 self.r["rss_kib_per_rank"] = 1024.0 * (self.r["launcher_rss_mib_after_big"] -
