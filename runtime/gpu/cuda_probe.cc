@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "base/settings.h"
+#include "gpu/dlopen_first.h"
 
 namespace hvd::runtime::gpu {
 namespace {
@@ -34,18 +35,9 @@ Status ProbeCuda(CudaInfo* info) {
   } else {
     candidates = {"libcudart.so.13", "/usr/local/cuda/lib64/libcudart.so.13"};
   }
-  void* lib = nullptr;
   std::string tried;
-  for (const std::string& path : candidates) {
-    // Never closed: CUDA keeps per-process state and threads that outlive any unload.
-    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) {
-      info->library = path;
-      break;
-    }
-    const char* why = dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(why ? why : path.c_str());
-  }
+  // Never closed: CUDA keeps per-process state and threads that outlive any unload.
+  void* lib = DlopenFirst(candidates, &info->library, &tried);
   if (lib == nullptr) {
     return FailedPrecondition("no GPU: the CUDA runtime library could not be loaded (" + tried +
                               "); install CUDA 13 or set HVD_CUDART_LIBRARY");

@@ -17,6 +17,7 @@
 #include "base/logging.h"
 #include "base/settings.h"
 #include "gpu/cuda_probe.h"
+#include "gpu/dlopen_first.h"
 
 namespace hvd::runtime::gpu {
 namespace {
@@ -81,19 +82,10 @@ Loaded Load() {
     if (!dir.empty()) candidates.push_back(dir + "libhvd_cuda.so");
     candidates.push_back("libhvd_cuda.so");
   }
-  void* lib = nullptr;
   std::string loaded_from;
   std::string tried;
-  for (const std::string& path : candidates) {
-    // Never closed: the backend's CUDA streams and NCCL threads live as long as the process.
-    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) {
-      loaded_from = path;
-      break;
-    }
-    const char* why = dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(why ? why : path.c_str());
-  }
+  // Never closed: the backend's CUDA streams and NCCL threads live as long as the process.
+  void* lib = DlopenFirst(candidates, &loaded_from, &tried);
   if (lib == nullptr) {
     r.status = FailedPrecondition(
         "no GPU: hvd's CUDA plugin could not be loaded (" + tried +

@@ -7,6 +7,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "gpu/dlopen_first.h"
+
 namespace hvd::runtime::gpu::cuda {
 
 #ifdef HVD_HAVE_NCCL_H
@@ -26,19 +28,10 @@ Status Load(NcclApi* api) {
   } else {
     candidates = {"libnccl.so.2", "/usr/local/cuda/lib64/libnccl.so.2"};
   }
-  void* lib = nullptr;
   std::string tried;
-  for (const std::string& path : candidates) {
-    // Never closed: NCCL's proxy threads outlive any communicator. A process that already has
-    // NCCL (PyTorch's) gets that same copy back, by its soname.
-    lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (lib != nullptr) {
-      api->library = path;
-      break;
-    }
-    const char* why = dlerror();
-    tried += (tried.empty() ? "" : "; ") + std::string(why ? why : path.c_str());
-  }
+  // Never closed: NCCL's proxy threads outlive any communicator. A process that already has NCCL
+  // (PyTorch's) gets that same copy back, by its soname.
+  void* lib = runtime::gpu::DlopenFirst(candidates, &api->library, &tried);
   if (lib == nullptr) {
     return FailedPrecondition("NCCL could not be loaded (" + tried +
                               "); install NCCL 2 (libnccl.so.2) or set HVD_NCCL_LIBRARY to its "
