@@ -13,6 +13,7 @@
 #include "base/logging.h"
 #include "base/net.h"
 #include "control/flags.h"
+#include "control/grpc_util.h"
 #include "control/tls.h"
 #include "control/token.h"
 
@@ -59,6 +60,7 @@ void ApplyLogLevel(const std::string& level) {
 int main(int argc, char** argv) {
   // A worker wrapper is this binary re-executed by the agent (embedded in hvdrun too).
   hvd::agent::RunWorkerWrapperIfAsked(argc, argv);
+  hvd::control::RateLimitGrpcLogs();
   hvd::agent::AgentOptions options;
   std::string token_file;
   std::string log_level;
@@ -75,7 +77,8 @@ int main(int argc, char** argv) {
   flags.String("--tls-cert", &tls_files.cert,
                "PEM client certificate of this agent, signed by the cluster CA: mutual TLS to a "
                "launcher started with --tls-cert (default: $HVD_TLS_CERT, else plain TCP)");
-  flags.String("--tls-key", &tls_files.key, "PEM private key of --tls-cert (default: $HVD_TLS_KEY)");
+  flags.String("--tls-key", &tls_files.key,
+               "PEM private key of --tls-cert (default: $HVD_TLS_KEY)");
   flags.String("--tls-ca", &tls_files.ca,
                "PEM cluster CA that signed the launcher's certificate (default: $HVD_TLS_CA)");
   flags.String("--tls-crl", &tls_files.crl,

@@ -11,6 +11,7 @@
 #include "agent/worker_wrapper.h"
 #include "base/path_search.h"
 #include "cli/commands.h"
+#include "control/grpc_util.h"
 #include "control/suggest.h"
 
 namespace {
@@ -88,6 +89,7 @@ std::string UnknownSubcommand(const std::string& word) {
 int main(int argc, char** argv) {
   // A worker wrapper is this binary re-executed by the agent (embedded in hvdrun too).
   hvd::agent::RunWorkerWrapperIfAsked(argc, argv);
+  hvd::control::RateLimitGrpcLogs();
   // Global flags, then maybe a command: the command is run with the flags moved after its name
   // (its own parser takes them). Anything else is run mode, which takes them where they are.
   int i = 1;

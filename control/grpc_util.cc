@@ -1,5 +1,7 @@
 #include "control/grpc_util.h"
 
+#include <grpc/support/log.h>
+
 #include "control/log_escape.h"
 #include "control/tls_grpc.h"
 #include "control/token.h"
@@ -17,8 +19,7 @@ std::unique_ptr<grpc::ClientContext> NewClientContext(const std::string& token,
 void LogRefusedCall(const grpc::ServerContextBase& context, const std::string& why) {
   static RateLimitedLog* const refusals = new RateLimitedLog();
   const std::string peer = context.peer();  // "ipv4:10.0.0.5:41234", "ipv6:[::1]:5000"
-  refusals->Warn(PeerHost(peer),
-                 "gRPC: refused a call from " + LogEscape(peer) + ": " + why);
+  refusals->Warn(PeerHost(peer), "gRPC: refused a call from " + LogEscape(peer) + ": " + why);
 }
 
 grpc::Status CheckToken(const grpc::ServerContextBase& context, const std::string& token) {
@@ -128,6 +129,21 @@ grpc::ChannelArguments LauncherChannelArguments() {
 
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsConfig& tls) {
   return grpc::CreateCustomChannel(address, ChannelCredentialsFor(tls), LauncherChannelArguments());
+}
+
+namespace {
+
+void GrpcLogLine(gpr_log_func_args* args) {
+  static RateLimitedLog* const log = new RateLimitedLog();  // never destroyed: gRPC logs late
+  const std::string site =
+      std::string(args->file != nullptr ? args->file : "?") + ":" + std::to_string(args->line);
+  log->Warn(site, "gRPC: " + LogEscape(args->message != nullptr ? args->message : "", 1024));
+}
+
+}  // namespace
+
+void RateLimitGrpcLogs() {
+  gpr_set_log_function(&GrpcLogLine);
 }
 
 }  // namespace hvd::control

@@ -36,6 +36,12 @@ Status FromGrpc(const grpc::Status& s, const std::string& what);
 // within a second.
 grpc::ChannelArguments LauncherChannelArguments();
 
+// Routes gRPC's own log lines through hvd's log: escaped, prefixed "gRPC: ", and at most one per
+// gRPC call site every 10 s with a count of the rest. Without it a refused TLS peer that keeps
+// retrying writes two raw lines a second ("Certificate verify failed with code 23", "Handshake
+// failed ..."). Call once, early in main.
+void RateLimitGrpcLogs();
+
 // A channel to "host:port" with LauncherChannelArguments: plain TCP, or TLS with `tls` (tls.h; the
 // launcher's --tls-* flags). The token authenticates callers either way.
 std::shared_ptr<grpc::Channel> NewChannel(const std::string& address, const TlsConfig& tls = {});

@@ -229,6 +229,14 @@ std::string TlsFailureHint(const std::string& message, bool tls) {
       return "the TLS handshake failed: is the launcher started with --tls-cert? (a launcher "
              "without TLS speaks plain TCP; then drop --tls-ca and the other --tls-* flags)";
     }
+    if (has("no RegisterAck within")) {
+      // An agent reconnecting on a channel whose handshakes the launcher now refuses (restarted
+      // with --tls-crl, or another CA): the call waits for a channel that never becomes ready.
+      return "with TLS this is also what a refused certificate looks like: --tls-cert must be "
+             "signed by the launcher's --tls-ca and, if the launcher has --tls-crl, not revoked "
+             "(the launcher's log then says \"Certificate verify failed\"; \"with code 23\": "
+             "revoked)";
+    }
     if (has("Socket closed") || has("Connection reset") || has("connection reset")) {
       // With TLS 1.3 the launcher's refusal of a client certificate comes after the client's
       // side of the handshake: the client sees the connection closed, nothing more.

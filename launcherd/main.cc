@@ -15,6 +15,7 @@
 
 #include "base/logging.h"
 #include "control/flags.h"
+#include "control/grpc_util.h"
 #include "control/tls.h"
 #include "control/token.h"
 #include "launcherd/launcher.h"
@@ -83,6 +84,7 @@ Status LoadToken(const std::string& flag_path, const std::string& state_dir, std
 }  // namespace
 
 int main(int argc, char** argv) {
+  hvd::control::RateLimitGrpcLogs();
   std::string listen = "0.0.0.0:7070", http, rendezvous_listen, advertise_host, state_dir,
               token_file, log_level, rest_token_file;
   int64_t heartbeat_ms = 1000, lease_ms = 5000, kill_grace_ms = 5000, start_timeout_ms = 30000,
@@ -249,10 +251,12 @@ int main(int argc, char** argv) {
     // A malformed address is a usage error; a port in use is not.
     return s.code() == hvd::StatusCode::kInvalidArgument ? kUsageError : 1;
   }
-  std::cout << "hvd-launcherd: gRPC " << launcher->grpc_address() << ", rendezvous "
-            << launcher->rendezvous_address()
-            << (http.empty() ? "" : ", HTTP " + launcher->http_address()) << ", token "
-            << token_path << std::endl;
+  // With TLS the schemes say so: what an operator checks first after turning it on.
+  const bool tls = options.tls.enabled();
+  std::cout << "hvd-launcherd: gRPC " << launcher->grpc_address() << (tls ? " (TLS)" : "")
+            << ", rendezvous " << (tls ? "hvds://" : "") << launcher->rendezvous_address()
+            << (http.empty() ? "" : (tls ? ", HTTPS " : ", HTTP ") + launcher->http_address())
+            << ", token " << token_path << std::endl;
   // The only caller of Stop(), so once Wait() returns the thread has finished with it.
   std::chrono::steady_clock::time_point signalled;  // written by the stopper, read after join
   std::thread stopper([&launcher, &signalled, signals] {

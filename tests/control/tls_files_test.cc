@@ -358,6 +358,14 @@ TEST(TlsFailureHint, NamesTheFlagAtFault) {
                            true)
                 .find("refused this program's certificate as revoked"),
             std::string::npos);
+  // A running agent whose launcher restarted refusing its certificate waits for a channel that
+  // never becomes ready: the timeout must not read as a wrong address only.
+  EXPECT_NE(TlsFailureHint("launcher at h:1: no RegisterAck within 10000 ms (is that address the "
+                           "launcher's gRPC endpoint?)",
+                           true)
+                .find("not revoked"),
+            std::string::npos);
+  EXPECT_EQ(TlsFailureHint("launcher at h:1: no RegisterAck within 10000 ms", false), "");
   EXPECT_EQ(TlsFailureHint("job not found", true), "");
 }
 

@@ -51,10 +51,12 @@ class TlsClusterTest : public ::testing::Test {
          C("a/127.0.0.1.crt"), "--tls-key", C("a/127.0.0.1.key"), "--tls-ca", C("a/ca.crt")});
     if (crl_) argv.insert(argv.end(), {"--tls-crl", C("a/ca.crl")});
     launcher_ = Start(argv);
-    const std::string want = "hvd-launcherd: gRPC " + grpc_;
+    // Its start line says TLS is on, for gRPC, the rendezvous and REST.
+    const std::string want = "hvd-launcherd: gRPC " + grpc_ + " (TLS), rendezvous hvds://";
     ASSERT_TRUE(
         WaitFor([&] { return launcher_->Out().find(want) != std::string::npos; }, kStartTimeout))
-        << launcher_->Err();
+        << launcher_->Out() << launcher_->Err();
+    ASSERT_NE(launcher_->Out().find(", HTTPS 127.0.0.1:"), std::string::npos) << launcher_->Out();
   }
 
   void TearDown() override {
