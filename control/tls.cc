@@ -223,6 +223,14 @@ std::string TlsFailureHint(const std::string& message, bool tls) {
       return "the launcher's certificate does not name the host in --launcher: use a host name "
              "or address it was issued for (scripts/gen-certs.sh --hosts)";
     }
+    if (has("Handshake read failed")) {
+      // gRPC's summary when either side refused the other's certificate; its own log line (on
+      // this side, "gRPC: Handshake failed ... certificate verify failed") says which.
+      return "the TLS handshake with the launcher failed: --tls-ca must be the CA that signed the "
+             "launcher's certificate, and --tls-cert one signed by the launcher's --tls-ca (and "
+             "not revoked by its --tls-crl); a \"certificate verify failed\" line from gRPC here "
+             "means the former";
+    }
     if (has("wrong version number") || has("packet length too long") ||
         has("Ssl handshake failed") || has("Handshake failed")) {
       // After the checks above: a refused certificate reads "Ssl handshake failed" too.

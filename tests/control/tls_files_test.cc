@@ -366,6 +366,11 @@ TEST(TlsFailureHint, NamesTheFlagAtFault) {
                 .find("not revoked"),
             std::string::npos);
   EXPECT_EQ(TlsFailureHint("launcher at h:1: no RegisterAck within 10000 ms", false), "");
+  EXPECT_NE(TlsFailureHint("failed to connect to all addresses; last error: UNKNOWN: "
+                           "ipv4:127.0.0.1:7070: Handshake read failed",
+                           true)
+                .find("--tls-ca must be the CA that signed the launcher's certificate"),
+            std::string::npos);
   EXPECT_EQ(TlsFailureHint("job not found", true), "");
 }
 
