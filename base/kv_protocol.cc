@@ -249,13 +249,7 @@ Status WriteFrame(int fd, std::string_view payload, Deadline deadline, int cance
                            " bytes exceeds the protocol's limit of " + Size(kMaxFrameBytes) +
                            "; the rendezvous store is for small values (addresses, ids)");
   }
-  std::string frame(4 + payload.size(), '\0');
-  const uint32_t n = static_cast<uint32_t>(payload.size());
-  const unsigned char header[4] = {
-      static_cast<unsigned char>(n), static_cast<unsigned char>(n >> 8),
-      static_cast<unsigned char>(n >> 16), static_cast<unsigned char>(n >> 24)};
-  std::memcpy(frame.data(), header, 4);
-  std::memcpy(frame.data() + 4, payload.data(), payload.size());
+  const std::string frame = EncodeFrame(payload);
   size_t done = 0;
   while (done < frame.size()) {
     ssize_t w = send(fd, frame.data() + done, frame.size() - done, MSG_NOSIGNAL);
@@ -281,6 +275,14 @@ Status ReadFrame(int fd, std::string* payload, Deadline deadline, int cancel_fd,
   if (n > kMaxFrameBytes) return FrameTooBig(n, kMaxFrameBytes, peer);
   payload->resize(n);
   return ReadFull(fd, payload->data(), n, deadline, cancel_fd, peer, true);
+}
+
+std::string EncodeFrame(std::string_view payload) {
+  const uint32_t n = static_cast<uint32_t>(payload.size());
+  std::string frame(4 + payload.size(), '\0');
+  for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>(n >> (8 * i));
+  std::memcpy(frame.data() + 4, payload.data(), payload.size());
+  return frame;
 }
 
 uint32_t FrameLength(const unsigned char header[4]) {

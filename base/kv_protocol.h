@@ -113,6 +113,10 @@ Status ReadFrame(int fd, std::string* payload, Deadline deadline, int cancel_fd,
 Status WaitFd(int fd, short events, Deadline deadline, int cancel_fd, const std::string& peer,
               const char* what);
 
+// `payload` behind its frame header (4 bytes, little-endian length): what goes on the wire.
+// REQUIRES: payload.size() <= kMaxFrameBytes.
+std::string EncodeFrame(std::string_view payload);
+
 // The length in a frame header (4 bytes, little-endian).
 uint32_t FrameLength(const unsigned char header[4]);
 // InvalidArgument for a frame of `n` bytes over `limit`, in the words both sides use.

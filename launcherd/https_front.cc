@@ -4,8 +4,6 @@
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -121,12 +119,7 @@ class HttpsFrontImpl final : public HttpsFront {
 
  private:
   void Loop() {
-    // OpenSSL writes with write(2): a client that reset its connection must cost an EPIPE on
-    // this thread, never SIGPIPE for the process.
-    sigset_t pipe;
-    sigemptyset(&pipe);
-    sigaddset(&pipe, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+    BlockSigpipeOnThisThread();  // TLS writes to a reset client (tls_context.h)
     epoll_event events[64];
     while (!stopping_.load()) {
       const int n = epoll_wait(epoll_fd_, events, 64, kTickMs);

@@ -9,6 +9,7 @@
 #include <cerrno>
 
 #include "base/errno_text.h"
+#include "launcherd/tls_context.h"
 
 namespace hvd::launcherd::kvserver {
 namespace {
@@ -19,15 +20,6 @@ using base::ErrnoText;
 constexpr size_t kChunk = 64 << 10;
 
 enum class Io { kOk, kAgain, kEof, kError };
-
-std::string SslErrorText(int code) {
-  char text[256] = "";
-  if (unsigned long err = ERR_get_error()) ERR_error_string_n(err, text, sizeof text);
-  ERR_clear_error();
-  if (text[0] != '\0') return text;
-  if (code == SSL_ERROR_SYSCALL && errno != 0) return ErrnoText(errno);
-  return "TLS error " + std::to_string(code);
-}
 
 // One recv (or SSL_read) of at most `room` bytes into `dst`.
 Io ReadSome(Conn& c, char* dst, size_t room, size_t* got, std::string* error) {
@@ -55,8 +47,7 @@ Io ReadSome(Conn& c, char* dst, size_t room, size_t* got, std::string* error) {
   }
   const int e = SSL_get_error(c.ssl, r);
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return Io::kAgain;
-  if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) ||
-      ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+  if (SslPeerClosed(e)) {
     ERR_clear_error();
     return Io::kEof;
   }
@@ -111,10 +102,7 @@ Handshake HandshakeStep(Conn& c, std::string* error) {
   const int e = SSL_get_error(c.ssl, r);
   if (e == SSL_ERROR_WANT_READ) return Handshake::kWantRead;
   if (e == SSL_ERROR_WANT_WRITE) return Handshake::kWantWrite;
-  const bool closed = (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) ||
-                      e == SSL_ERROR_ZERO_RETURN ||
-                      ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
-  *error = closed ? std::string("the peer closed the connection") : SslErrorText(e);
+  *error = SslPeerClosed(e) ? std::string("the peer closed the connection") : SslErrorText(e);
   return Handshake::kFailed;
 }
 
@@ -202,16 +190,6 @@ bool Drain(Conn& c) {
     if (io == Io::kOk) continue;
     return io != Io::kAgain;
   }
-}
-
-std::string Frame(const std::string& payload) {
-  const uint32_t n = static_cast<uint32_t>(payload.size());
-  std::string f(4, '\0');
-  f[0] = static_cast<char>(n);
-  f[1] = static_cast<char>(n >> 8);
-  f[2] = static_cast<char>(n >> 16);
-  f[3] = static_cast<char>(n >> 24);
-  return f + payload;
 }
 
 }  // namespace hvd::launcherd::kvserver

@@ -101,7 +101,4 @@ bool WriteOut(Conn& c, std::string* error);
 // Reads and discards what has arrived. True at EOF or error (the connection can be closed).
 bool Drain(Conn& c);
 
-// A frame (header + payload) for c.out.
-std::string Frame(const std::string& payload);
-
 }  // namespace hvd::launcherd::kvserver

@@ -15,8 +15,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <pthread.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -108,12 +106,7 @@ Status KvServerImpl::Listen(const std::string& listen) {
 }
 
 void KvServerImpl::Loop() {
-  // OpenSSL writes with write(2): a peer that reset its connection must cost an EPIPE on this
-  // thread, never SIGPIPE for the process (hvdrun embeds the launcher).
-  sigset_t pipe;
-  sigemptyset(&pipe);
-  sigaddset(&pipe, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+  BlockSigpipeOnThisThread();  // TLS writes to a reset peer (tls_context.h)
   epoll_event events[256];
   bool listening = true;
   for (;;) {

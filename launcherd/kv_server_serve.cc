@@ -195,7 +195,7 @@ void KvServerImpl::OnTimer(Conn& c, Clock::time_point now) {
       // it may send it again on a new connection.
       Charge(c, 0);
       Send(c,
-           Frame(kv::EncodeNotice(
+           kv::EncodeFrame(kv::EncodeNotice(
                c.header_got > 0 ? "a request was not sent whole within " +
                                       std::to_string(options_.io_timeout.count()) + " ms"
                                 : "idle for " + std::to_string(options_.idle_timeout.count()) +
@@ -206,7 +206,7 @@ void KvServerImpl::OnTimer(Conn& c, Clock::time_point now) {
 }
 
 void KvServerImpl::Reply(Conn& c, kv::Op op, const kv::Response& resp, bool then_close) {
-  Send(c, Frame(kv::EncodeResponse(op, resp)), then_close);
+  Send(c, kv::EncodeFrame(kv::EncodeResponse(op, resp)), then_close);
 }
 
 void KvServerImpl::Send(Conn& c, std::string frame, bool then_close) {

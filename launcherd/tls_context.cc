@@ -2,6 +2,12 @@
 
 #include <openssl/err.h>
 #include <openssl/pem.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+
+#include "base/errno_text.h"
 
 namespace hvd::launcherd {
 
@@ -45,6 +51,27 @@ std::string TakeOpenSslError() {
   if (unsigned long err = ERR_get_error()) ERR_error_string_n(err, text, sizeof text);
   ERR_clear_error();
   return text;
+}
+
+std::string SslErrorText(int code) {
+  const int saved = errno;
+  std::string text = TakeOpenSslError();
+  if (!text.empty()) return text;
+  if (code == SSL_ERROR_SYSCALL && saved != 0) return base::ErrnoText(saved);
+  return "TLS error " + std::to_string(code);
+}
+
+bool SslPeerClosed(int code) {
+  if (code == SSL_ERROR_ZERO_RETURN) return true;
+  if (code == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) return true;
+  return ERR_GET_REASON(ERR_peek_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+}
+
+void BlockSigpipeOnThisThread() {
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
 }
 
 }  // namespace hvd::launcherd

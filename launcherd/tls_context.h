@@ -24,4 +24,17 @@ Status NewServerTlsContext(const control::TlsConfig& tls, const std::string& wha
 // line that names why a handshake failed.
 std::string TakeOpenSslError();
 
+// After an SSL call failed with SSL_get_error's `code`: TakeOpenSslError, else errno's text for
+// a failed syscall, else the code.
+std::string SslErrorText(int code);
+
+// Whether that failure is the peer's end of the connection: close_notify, a plain EOF (OpenSSL 3
+// reports it as SSL_R_UNEXPECTED_EOF_WHILE_READING) or a reset. Leaves the error queue as it is.
+bool SslPeerClosed(int code);
+
+// OpenSSL writes with write(2): a peer that reset its connection must cost an EPIPE on the
+// calling thread, never SIGPIPE for the process (hvdrun embeds the launcher). For the threads
+// that run TLS endpoints, at their start.
+void BlockSigpipeOnThisThread();
+
 }  // namespace hvd::launcherd

@@ -119,10 +119,7 @@ class OpenSslChannel final : public TlsChannel {
     if (payload.size() > kv::kMaxFrameBytes) {
       return kv::FrameTooBig(payload.size(), kv::kMaxFrameBytes, "this rank");
     }
-    const uint32_t n = static_cast<uint32_t>(payload.size());
-    std::string frame(4 + payload.size(), '\0');
-    for (int i = 0; i < 4; ++i) frame[i] = static_cast<char>(n >> (8 * i));
-    std::memcpy(frame.data() + 4, payload.data(), payload.size());
+    const std::string frame = kv::EncodeFrame(payload);
     size_t done = 0;
     while (done < frame.size()) {
       int w, e = 0;

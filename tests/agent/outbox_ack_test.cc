@@ -5,19 +5,14 @@
 
 #include "agent/outbox.h"
 #include "control/job_state_proto.h"
+#include "tests/agent/outbox_test_util.h"
 
 namespace hvd::agent {
 namespace {
 
 using Clock = Outbox::Clock;
 
-RankReport Event(int rank, hvd::v1::RankState state) {
-  RankReport e;
-  e.job_id = "j";
-  e.rank = rank;
-  e.state = control::RankStateFromProto(state);
-  return e;
-}
+using outboxtest::Event;
 
 // The seqs of the rank events among `msgs`, in order.
 std::vector<uint64_t> Seqs(const std::vector<hvd::v1::AgentMessage>& msgs) {

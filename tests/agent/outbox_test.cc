@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "control/job_state_proto.h"
+#include "tests/agent/outbox_test_util.h"
 
 namespace hvd::agent {
 namespace {
@@ -11,13 +12,7 @@ namespace {
 using Ms = std::chrono::milliseconds;
 using Clock = Outbox::Clock;
 
-RankReport Event(int rank, hvd::v1::RankState state) {
-  RankReport e;
-  e.job_id = "j";
-  e.rank = rank;
-  e.state = control::RankStateFromProto(state);
-  return e;
-}
+using outboxtest::Event;
 
 TEST(OutboxTest, LinesWaitForTheFlushIntervalThenGoInOneBatchPerJob) {
   Outbox box({256, 1 << 20, Ms(50), 1 << 20});

@@ -46,23 +46,9 @@ using kvtest::Hello;
 using kvtest::PortOf;
 using kvtest::RawConn;
 
-class KvServerTest : public ::testing::Test {
+class KvServerTest : public kvtest::EndpointTest {
  protected:
-  void SetUp() override {
-    setenv("HVD_JOB_SECRET", "secret-1", 1);
-    setenv("HVD_RENDEZVOUS_TIMEOUT_SECONDS", "5", 1);
-    ASSERT_TRUE(KvServer::Start("127.0.0.1:0", &store_, Resolve, &server_).ok());
-    url_ = "hvd://" + server_->address();
-  }
-  void TearDown() override {
-    if (server_) server_->Stop();
-    unsetenv("HVD_JOB_SECRET");
-    unsetenv("HVD_RENDEZVOUS_TIMEOUT_SECONDS");
-  }
-
-  KvStore store_;
-  std::unique_ptr<KvServer> server_;
-  std::string url_;
+  KvServerTest() : EndpointTest("secret-1", Resolve) {}
 };
 
 TEST_F(KvServerTest, RuntimeClientOpsWork) {

@@ -1,4 +1,5 @@
-// Helpers for the rendezvous endpoint's tests (kv_server_test.cc, kv_server_limits_test.cc): a bare
+// Helpers for the rendezvous endpoint's tests (kv_server_test.cc, kv_server_limits_test.cc,
+// nccl_id_rendezvous_test.cc): a fixture with an endpoint the runtime's client reaches, a bare
 // protocol client for what the runtime's client never sends, and small status checks.
 #pragma once
 
@@ -15,10 +16,37 @@
 
 #include "base/kv_protocol.h"
 #include "hvd/status.h"
+#include "launcherd/kv_server.h"
 
 namespace hvd::launcherd::kvtest {
 
 namespace kv = base::kv;
+
+// An endpoint on 127.0.0.1 (url_: "hvd://HOST:PORT") for the runtime's own client, with the
+// environment that client reads set for each test and unset after: HVD_JOB_SECRET = `secret`
+// (which `resolver` must know) and a 5 s rendezvous timeout.
+class EndpointTest : public ::testing::Test {
+ protected:
+  EndpointTest(std::string secret, SecretResolver resolver)
+      : secret_(std::move(secret)), resolver_(std::move(resolver)) {}
+  void SetUp() override {
+    setenv("HVD_JOB_SECRET", secret_.c_str(), 1);
+    setenv("HVD_RENDEZVOUS_TIMEOUT_SECONDS", "5", 1);
+    ASSERT_TRUE(KvServer::Start("127.0.0.1:0", &store_, resolver_, &server_).ok());
+    url_ = "hvd://" + server_->address();
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+    unsetenv("HVD_JOB_SECRET");
+    unsetenv("HVD_RENDEZVOUS_TIMEOUT_SECONDS");
+  }
+
+  const std::string secret_;
+  const SecretResolver resolver_;
+  KvStore store_;
+  std::unique_ptr<KvServer> server_;
+  std::string url_;
+};
 
 inline bool Contains(const Status& s, const std::string& text) {
   return s.message().find(text) != std::string::npos;

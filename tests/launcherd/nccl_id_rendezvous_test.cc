@@ -16,6 +16,7 @@
 #include "gpu/nccl_bootstrap.h"
 #include "launcherd/kv_server.h"
 #include "rendezvous/store.h"
+#include "tests/launcherd/kv_test_util.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -35,19 +36,9 @@ bool Resolve(const std::string& secret, std::string* prefix) {
   return true;
 }
 
-class NcclIdOverTheLauncher : public ::testing::Test {
+class NcclIdOverTheLauncher : public kvtest::EndpointTest {
  protected:
-  void SetUp() override {
-    setenv("HVD_JOB_SECRET", "secret-nccl", 1);
-    setenv("HVD_RENDEZVOUS_TIMEOUT_SECONDS", "5", 1);
-    ASSERT_TRUE(KvServer::Start("127.0.0.1:0", &store_, Resolve, &server_).ok());
-    url_ = "hvd://" + server_->address();
-  }
-  void TearDown() override {
-    if (server_) server_->Stop();
-    unsetenv("HVD_JOB_SECRET");
-    unsetenv("HVD_RENDEZVOUS_TIMEOUT_SECONDS");
-  }
+  NcclIdOverTheLauncher() : EndpointTest("secret-nccl", Resolve) {}
 
   // One rank's exchange over its own connection, in the job's attempt scope as the runtime's.
   Status Rank(const NcclIdExchange& x, const std::string& blob, std::string* id) {
@@ -60,10 +51,6 @@ class NcclIdOverTheLauncher : public ::testing::Test {
     };
     return ExchangeNcclId(*scoped, x, make, nullptr, id);
   }
-
-  KvStore store_;
-  std::unique_ptr<KvServer> server_;
-  std::string url_;
 };
 
 NcclIdExchange Exchange(int rank, int size, uint64_t generation, std::chrono::milliseconds t) {
@@ -85,9 +72,8 @@ TEST_F(NcclIdOverTheLauncher, TheBinaryIdReachesEveryRankIntact) {
   std::vector<Status> results(n);
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r) {
-    ranks.emplace_back([&, r] {
-      results[r] = Rank(Exchange(r, n, 1, std::chrono::seconds(10)), blob, &ids[r]);
-    });
+    ranks.emplace_back(
+        [&, r] { results[r] = Rank(Exchange(r, n, 1, std::chrono::seconds(10)), blob, &ids[r]); });
   }
   for (auto& t : ranks) t.join();
   for (int r = 0; r < n; ++r) {
