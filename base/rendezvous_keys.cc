@@ -48,6 +48,18 @@ std::string IncarnationScope(std::string_view attempt_scope, int incarnation) {
   return std::string(attempt_scope) + "/init/" + std::to_string(incarnation);
 }
 
+std::string ElasticLatestKey() {
+  return "elastic/latest";
+}
+
+std::string ElasticFinishedKey() {
+  return "elastic/finished";
+}
+
+std::string ElasticGenerationKey(int64_t generation) {
+  return "elastic/gen/" + std::to_string(generation);
+}
+
 const char* RankKeyKindName(RankKeyKind kind) {
   switch (kind) {
     case RankKeyKind::kHost:

@@ -9,6 +9,14 @@
 //     abort/<rank>             the rank is about to fail because of a peer
 //     init/<k>/...             the k-th re-Init of the same processes (k >= 1): its own host/
 //                              and transport keys
+//     elastic/latest           an elastic job's newest membership generation ("3"), written by
+//                              the launcher after the generation itself:
+//     elastic/gen/<g>          generation g's worker ids in rank order ("0,1,3"; written once)
+//     elastic/finished         "worker 3 on host-b": a worker finished while others lived
+//     elastic/<g>/init/<k>/... the k-th meeting of generation g (but the first meeting of
+//                              generation 0, which is the attempt's own host/ keys):
+//                              host/ and transport keys, and "decide", "outcome"
+//                              (runtime/core/elastic.h)
 //     nccl/<set>/<gen>/...     the NCCL unique-id exchange of process set <set>'s communicator,
 //                              generation <gen> (runtime/gpu/nccl_bootstrap.h): "id",
 //                              "arrived/<rank>", "abort"
@@ -35,6 +43,14 @@ std::string AttemptScope(std::string_view job_id, int64_t attempt);
 std::string AttemptPrefix(std::string_view job_id, int64_t attempt);
 // The scope of the k-th re-Init (k >= 1) under an attempt's scope: "<scope>/init/<k>".
 std::string IncarnationScope(std::string_view attempt_scope, int incarnation);
+
+// An elastic job's membership, relative to the attempt's scope: "elastic/latest" and
+// "elastic/gen/<g>".
+std::string ElasticLatestKey();
+// "elastic/finished": a worker finished (exit 0) while others lived; its name. The job ends as
+// its workers do: an Init() that would re-form it fails at once instead.
+std::string ElasticFinishedKey();
+std::string ElasticGenerationKey(int64_t generation);
 
 // The keys of one rank under an attempt's scope.
 enum class RankKeyKind { kHost, kStall, kAbort };

@@ -133,6 +133,26 @@ class Follower {
     }
   }
 
+  // The events after the newest one already said (the record keeps the newest 100 only).
+  void SayMembershipEvents(const std::vector<control::MembershipEvent>& events) {
+    size_t from = 0;
+    for (size_t i = events.size(); i-- > 0;) {
+      const control::MembershipEvent& e = events[i];
+      if (e.time_ms < said_event_ms_ || (e.time_ms == said_event_ms_ && e.what == said_event_)) {
+        from = i + 1;
+        break;
+      }
+    }
+    for (size_t i = from; i < events.size(); ++i) {
+      // Generation 0 is the job's start, which needs no line of its own.
+      if (events[i].what.rfind("generation 0:", 0) != 0) {
+        sink_->Message("hvdrun: job " + job_id_ + ": " + events[i].what);
+      }
+      said_event_ms_ = events[i].time_ms;
+      said_event_ = events[i].what;
+    }
+  }
+
   void OnStatus(const control::JobStatus& st) {
     using control::JobState;
     const bool changed = st.state != result_->status.state;
@@ -143,6 +163,8 @@ class Follower {
       sink_->Message(st.stall.empty() ? "hvdrun: job " + job_id_ + " is making progress again"
                                       : "hvdrun: job " + job_id_ + " stalled: " + st.stall);
     }
+    // An elastic job's membership changes too: a worker left, the job goes on smaller.
+    SayMembershipEvents(st.elastic.events);
     // Restarts too: the user sees why the job starts over.
     if (changed && st.state == JobState::kRestarting) {
       sink_->Message("hvdrun: job " + job_id_ + " " + st.reason);
@@ -209,6 +231,8 @@ class Follower {
 
   Client* client_;
   const std::string job_id_;
+  int64_t said_event_ms_ = -1;  // the newest membership event said (SayMembershipEvents)
+  std::string said_event_;
   OutputSink* sink_;
   const FollowOptions o_;
   FollowResult* result_;

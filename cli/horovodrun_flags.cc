@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "cli/config_file.h"
 #include "base/settings.h"
+#include "cli/config_file.h"
 #include "control/host_spec.h"
 
 namespace hvd::cli {
@@ -19,8 +19,10 @@ constexpr const char* kAutotune =
     "hvd has no autotuning (its defaults were measured, docs/performance.md); instead, set "
     "--fusion-threshold-mb and --cycle-time-ms by hand";
 constexpr const char* kElastic =
-    "hvd has no elastic mode: a job runs on a fixed set of -np ranks; instead, --max-restarts N "
-    "runs a failed job again, all ranks (docs/reliability.md)";
+    "hvd's elastic jobs take their workers from the launcher's agents (no discovery script, and a "
+    "host where the job's agent was lost or two of its workers failed is left out for the job's "
+    "life); instead, run an hvd-agent on each host that may join and pass --min-np/--max-np "
+    "(docs/elastic.md)";
 constexpr const char* kTimestamp =
     "hvd's log lines carry no timestamp; instead, --prefix-output-with-timestamp timestamps "
     "every line of the ranks' output";
@@ -101,10 +103,7 @@ void HorovodFlags::Register(control::FlagSet* flags) {
       "--autotune,--autotune-log-file,--autotune-warmup-samples,--autotune-steps-per-sample,"
       "--autotune-bayes-opt-max-samples,--autotune-gaussian-process-noise",
       "", kAutotune);
-  flags->Refused(
-      "--min-np,--min-num-proc,--max-np,--max-num-proc,--elastic-timeout,--reset-limit,"
-      "--blacklist-cooldown-range,--host-discovery-script",
-      "", kElastic);
+  flags->Refused("--blacklist-cooldown-range,--host-discovery-script", "", kElastic);
   flags->Group("");
 }
 

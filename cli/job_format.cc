@@ -160,6 +160,17 @@ std::string JobDetail(const control::JobStatus& st, int64_t now_ms) {
     field(("attempt " + std::to_string(i + 1)).c_str(),
           "failed: " + st.previous_failures[i].message);
   }
+  if (control::IsElastic(spec)) {
+    const control::ElasticStatus& e = st.elastic;
+    std::string workers;
+    for (int w : e.workers) workers += (workers.empty() ? "" : ",") + std::to_string(w);
+    field("elastic", "--min-np " + std::to_string(spec.min_np) + ", --max-np " +
+                         std::to_string(spec.max_np) + "; generation " +
+                         std::to_string(e.generation) + ": workers " + workers);
+    for (const control::MembershipEvent& ev : e.events) {
+      field("membership", Since(ev.time_ms, now_ms) + " ago: " + ev.what);
+    }
+  }
   if (!st.stall.empty()) {
     field("stalled", st.stall + " (since " + Since(st.stall_since_ms, now_ms) + " ago)");
   }

@@ -284,6 +284,7 @@ void JobFlags::Register(control::FlagSet* flags) {
               "device 0); default: every rank sees all of its host's GPUs and picks one, e.g. "
               "torch.cuda.set_device(hvd.local_rank()), as under horovodrun (docs/gpu.md)");
   binding.Register(flags);
+  elastic.Register(flags);
   horovod.Register(flags);  // it adds horovodrun's spellings to the flags above
   RegisterTorchrunFlags(flags, &standalone);
 }
@@ -366,6 +367,10 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
                             /*cluster=*/check == ProgramCheck::kWhenLocal};
   HVD_RETURN_IF_ERROR(ApplyTorchrunShape(shape, &hosts, &np, &np_given));
   const int total = control::TotalSlots(hosts);
+  if (!np_given && f.elastic.Given(f.flag_set)) {
+    np = f.elastic.DefaultNp();
+    np_given = true;
+  }
   if (!np_given) {
     if (hosts.empty()) return InvalidArgument("-np N is required: how many ranks to start");
     np = total;
@@ -448,6 +453,7 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
   HVD_RETURN_IF_ERROR(NetworkInterfacesFlag(f, host, spec));
   if (run_as_given) spec->run_as = f.run_as;
   spec->gpu_isolation = f.gpu_isolation;
+  HVD_RETURN_IF_ERROR(f.elastic.Apply(f.flag_set, spec));
   // The limits the launcher enforces on every spec (argv and -x sizes, host entries...): one
   // validator for both ends (control/spec_limits.h).
   return control::ValidateJobSpec(*spec);
@@ -457,7 +463,7 @@ Status EmbeddedAgentFor(const control::JobSpec& spec, const std::vector<std::str
                         std::string* agent_host, int* slots) {
   if (spec.hosts.empty()) {
     agent_host->clear();
-    *slots = spec.np;
+    *slots = std::max(spec.np, spec.max_np);  // an elastic job grows to --max-np here
     return Status::OK();
   }
   const control::HostRequest* mine = nullptr;

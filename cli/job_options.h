@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/binding_flags.h"
+#include "cli/elastic_flags.h"
 #include "cli/horovodrun_flags.h"
 #include "control/flags.h"
 #include "control/host_spec.h"
@@ -51,6 +52,7 @@ struct JobFlags {
   int64_t max_restarts = 0;
   std::string network_interfaces;  // --network-interface (default $HVD_IFACE)
   HorovodFlags horovod;            // horovodrun's flags (cli/horovodrun_flags.h)
+  ElasticFlags elastic;            // --min-np, --max-np, ... (cli/elastic_flags.h)
   BindingFlags binding;            // --bind-to, --cpu-list, ... (cli/binding_flags.h)
   // torchrun's --nproc-per-node and --nnodes, as given (cli/torchrun_flags.h).
   std::string nproc_per_node;

@@ -36,7 +36,17 @@ struct JobSpec {
   int64_t queue_timeout_ms = 0;    // --queue-timeout; 0: wait for slots as long as it takes
   std::string run_as;              // --run-as: the user the ranks run as; "": the agent's
   bool gpu_isolation = false;      // --gpu-isolation: each rank sees only its slot's GPU
+  // Elastic (--min-np/--max-np, docs/elastic.md): min_np > 0 makes the job elastic; np is then
+  // how many workers it starts with.
+  int min_np = 0;
+  int max_np = 0;
+  int64_t elastic_timeout_ms = 600000;  // --elastic-timeout: below min_np this long fails it
+  int reset_limit = 0;                  // --reset-limit: membership changes allowed; 0: any
 };
+
+inline bool IsElastic(const JobSpec& spec) {
+  return spec.min_np > 0;
+}
 
 struct RankStatus {
   RankSlot placement;
@@ -71,6 +81,23 @@ struct JobFailure {
   std::string message;  // one line: "rank 2 on host-b exited with code 3"
 };
 
+// One change of an elastic job's membership (a new generation, or the job falling below
+// --min-np): when, the generation's workers (ids, in rank order), and what happened.
+struct MembershipEvent {
+  int64_t generation = 0;  // the generation in force after the event
+  int64_t time_ms = 0;
+  std::vector<int> workers;
+  std::string what;  // "worker 3 on host-b left: exited with signal 9 (SIGKILL)"
+};
+
+struct ElasticStatus {
+  int64_t generation = -1;              // the newest published; -1: none yet
+  std::vector<int> workers;             // its workers
+  int resets = 0;                       // generations after the first
+  int64_t below_min_since_ms = 0;       // fewer live workers than --min-np since; 0: not below
+  std::vector<MembershipEvent> events;  // the newest 100
+};
+
 struct JobStatus {
   std::string id;
   JobSpec spec;
@@ -90,6 +117,7 @@ struct JobStatus {
   NetworkReport network;                      // how its hosts reach each other (iface_choice.h)
   // Wall clock when it last entered PENDING: how long it has waited for slots (--queue-timeout).
   int64_t queued_since_ms = 0;
+  ElasticStatus elastic;  // elastic jobs only
 };
 
 inline bool AnyRankLive(const JobStatus& job) {

@@ -86,6 +86,12 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
   p->set_queue_timeout_ms(s.queue_timeout_ms);
   p->set_run_as(s.run_as);
   p->set_gpu_isolation(s.gpu_isolation);
+  if (IsElastic(s)) {
+    p->set_min_np(s.min_np);
+    p->set_max_np(s.max_np);
+    p->set_elastic_timeout_ms(s.elastic_timeout_ms);
+    p->set_reset_limit(s.reset_limit);
+  }
 }
 
 JobSpec FromProto(const v1::JobSpec& p) {
@@ -106,6 +112,10 @@ JobSpec FromProto(const v1::JobSpec& p) {
   s.queue_timeout_ms = p.queue_timeout_ms();
   s.run_as = p.run_as();
   s.gpu_isolation = p.gpu_isolation();
+  s.min_np = p.min_np();
+  s.max_np = p.max_np();
+  if (p.elastic_timeout_ms() > 0) s.elastic_timeout_ms = p.elastic_timeout_ms();
+  s.reset_limit = p.reset_limit();
   return s;
 }
 
@@ -140,6 +150,18 @@ JobStatus FromProto(const v1::JobStatus& p) {
   for (const v1::JobFailure& f : p.previous_failures()) s.previous_failures.push_back(FromProto(f));
   if (p.has_network()) s.network = FromProto(p.network());
   s.queued_since_ms = p.queued_since_ms();
+  if (p.has_elastic()) {
+    const v1::ElasticStatus& e = p.elastic();
+    s.elastic.generation = e.generation();
+    s.elastic.workers.assign(e.workers().begin(), e.workers().end());
+    s.elastic.resets = e.resets();
+    s.elastic.below_min_since_ms = e.below_min_since_ms();
+    for (const v1::MembershipEvent& ep : e.events()) {
+      s.elastic.events.push_back({ep.generation(), ep.time_ms(),
+                                  std::vector<int>(ep.workers().begin(), ep.workers().end()),
+                                  ep.what()});
+    }
+  }
   return s;
 }
 
@@ -164,6 +186,20 @@ void ToProto(const JobStatus& s, v1::JobStatus* p) {
   SetProgressFields(s, p);
   for (const JobFailure& f : s.previous_failures) ToProto(f, p->add_previous_failures());
   ToProto(s.network, p->mutable_network());
+  if (IsElastic(s.spec)) {
+    v1::ElasticStatus* e = p->mutable_elastic();
+    e->set_generation(s.elastic.generation);
+    for (int w : s.elastic.workers) e->add_workers(w);
+    e->set_resets(s.elastic.resets);
+    e->set_below_min_since_ms(s.elastic.below_min_since_ms);
+    for (const MembershipEvent& ev : s.elastic.events) {
+      v1::MembershipEvent* ep = e->add_events();
+      ep->set_generation(ev.generation);
+      ep->set_time_ms(ev.time_ms);
+      for (int w : ev.workers) ep->add_workers(w);
+      ep->set_what(ev.what);
+    }
+  }
 }
 
 void ToSummaryProto(const JobStatus& s, v1::JobStatus* p) {
@@ -187,6 +223,12 @@ void ToSummaryProto(const JobStatus& s, v1::JobStatus* p) {
   spec->set_max_restarts(s.spec.max_restarts);
   spec->set_run_as(s.spec.run_as);
   spec->set_gpu_isolation(s.spec.gpu_isolation);
+  spec->set_min_np(s.spec.min_np);
+  spec->set_max_np(s.spec.max_np);
+  if (IsElastic(s.spec)) {
+    p->mutable_elastic()->set_generation(s.elastic.generation);
+    for (int w : s.elastic.workers) p->mutable_elastic()->add_workers(w);
+  }
   p->set_state(JobStateToProto(s.state));
   p->set_reason(s.reason);
   if (s.has_failure) {

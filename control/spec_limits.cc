@@ -159,6 +159,26 @@ Status ValidateJobSpec(const JobSpec& spec) {
   }
   if (!spec.run_as.empty()) HVD_RETURN_IF_ERROR(CheckUserName(spec.run_as));
   if (spec.stdin_rank != -1) HVD_RETURN_IF_ERROR(CheckStdinRank(spec.stdin_rank, spec.np));
+  return CheckElastic(spec);
+}
+
+Status CheckElastic(const JobSpec& spec) {
+  if (spec.min_np == 0 && spec.max_np == 0) return Status::OK();  // a fixed job
+  const std::string given = "--min-np " + std::to_string(spec.min_np) + ", -np " +
+                            std::to_string(spec.np) + ", --max-np " + std::to_string(spec.max_np);
+  if (spec.min_np < 1 || spec.min_np > spec.np || spec.np > spec.max_np ||
+      spec.max_np > kMaxRanks) {
+    return InvalidArgument("elastic job: need 1 <= --min-np <= -np <= --max-np <= " +
+                           std::to_string(kMaxRanks) + "; got " + given);
+  }
+  if (spec.elastic_timeout_ms < 1 || spec.elastic_timeout_ms > kMaxJobTimeoutMs) {
+    return InvalidArgument("--elastic-timeout must be more than 0 and at most 30 days, not " +
+                           std::to_string(spec.elastic_timeout_ms) + " ms");
+  }
+  if (spec.reset_limit < 0 || spec.reset_limit > 1000000) {
+    return InvalidArgument("--reset-limit must be between 0 (no limit) and 1000000, not " +
+                           std::to_string(spec.reset_limit));
+  }
   return Status::OK();
 }
 

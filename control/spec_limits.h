@@ -55,6 +55,10 @@ std::string ByteSize(size_t bytes);
 // edge's overload (job_model_proto.h).
 Status ValidateJobSpec(const JobSpec& spec);
 
+// An elastic job's numbers (--min-np, -np, --max-np, --elastic-timeout, --reset-limit); OK for a
+// fixed job.
+Status CheckElastic(const JobSpec& spec);
+
 // Two of its checks, for that overload: a job limit `field` (given with hvdrun's `flag`) of
 // 0..kMaxJobTimeoutMs, and --stdin naming a rank below `np`.
 Status CheckJobTimeoutMs(const char* field, const char* flag, int64_t ms);

@@ -73,6 +73,27 @@ json LimitJson(int64_t ms) {
 
 }  // namespace
 
+// An elastic job's numbers and membership (docs/elastic.md); ranks are listed by worker id.
+json ElasticJson(const JobStatus& s) {
+  const ElasticStatus& e = s.elastic;
+  json events = json::array();
+  for (const MembershipEvent& ev : e.events) {
+    events.push_back({{"generation", ev.generation},
+                      {"time_ms", ev.time_ms},
+                      {"workers", json(ev.workers)},
+                      {"what", ev.what}});
+  }
+  return {{"min_np", s.spec.min_np},
+          {"max_np", s.spec.max_np},
+          {"elastic_timeout_ms", s.spec.elastic_timeout_ms},
+          {"reset_limit", s.spec.reset_limit},
+          {"generation", e.generation},
+          {"workers", json(e.workers)},
+          {"resets", e.resets},
+          {"below_min_since_ms", e.below_min_since_ms},
+          {"events", events}};
+}
+
 json JobJson(const JobStatus& s, bool full) {
   const JobSpec& spec = s.spec;
   json j = {{"id", s.id},
@@ -110,6 +131,7 @@ json JobJson(const JobStatus& s, bool full) {
   for (const JobFailure& f : s.previous_failures) previous.push_back(FailureJson(f));
   j["previous_failures"] = previous;
   j["max_restarts"] = spec.max_restarts;
+  if (IsElastic(spec)) j["elastic"] = ElasticJson(s);
   return j;
 }
 

@@ -9,7 +9,7 @@ namespace {
 // MASTER_PORT are not among them: a job that runs its own store elsewhere may name it. hvd's and
 // Horovod's names, then torchrun's.
 // clang-format off
-constexpr std::array<const char*, 29> kReserved = {
+constexpr std::array<const char*, 34> kReserved = {
     "HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK",
     "HVD_LOCAL_SIZE", "HVD_CROSS_RANK", "HVD_CROSS_SIZE",
     "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
@@ -19,7 +19,9 @@ constexpr std::array<const char*, 29> kReserved = {
     "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
     "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE",
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
-    "HVD_RENDEZVOUS_CA", "HVD_RENDEZVOUS_CRL",
+    "HVD_RENDEZVOUS_CA", "HVD_RENDEZVOUS_CRL", "HVD_ELASTIC",
+    "HOROVOD_ELASTIC", "HVD_WORKER_ID", "HVD_ELASTIC_TIMEOUT_SECONDS",
+    "HVD_ELASTIC_RESET_LIMIT",
 };
 // clang-format on
 
@@ -63,6 +65,16 @@ std::map<std::string, std::string> WorkerEnv(const WorkerEnvInput& in) {
     // torch's gloo otherwise resolves the host name, which may name an address the other hosts
     // cannot reach (127.0.1.1 in /etc/hosts, or another interface), and falls back to loopback.
     env["GLOO_SOCKET_IFNAME"] = in.iface;
+  }
+
+  if (in.elastic) {
+    // The runtime joins the launcher's membership by the worker's id (runtime/core/elastic.h);
+    // HVD_RANK and HVD_SIZE above are its first generation's and change as workers come and go.
+    env["HVD_ELASTIC"] = env["HOROVOD_ELASTIC"] = "1";
+    env["HVD_WORKER_ID"] = std::to_string(p.rank);
+    // The runtime's own wait outlasts the launcher's, whose failure names what was lost.
+    env["HVD_ELASTIC_TIMEOUT_SECONDS"] = std::to_string(in.elastic_timeout_ms / 1000 + 10);
+    env["HVD_ELASTIC_RESET_LIMIT"] = std::to_string(in.reset_limit);
   }
 
   // torchrun's (worker_env.h).

@@ -42,7 +42,7 @@ struct WorkerEnvInput {
   RankSlot placement;
   int size = 0;                    // np
   std::string rendezvous_address;  // "host:port" of the launcher's rendezvous TCP endpoint
-  bool rendezvous_tls = false;     // it speaks TLS: HVD_RENDEZVOUS=hvds://... (the agent adds the CA)
+  bool rendezvous_tls = false;  // it speaks TLS: HVD_RENDEZVOUS=hvds://... (the agent adds the CA)
   std::string job_id;
   int attempt = 0;
   int max_restarts = 0;
@@ -55,6 +55,11 @@ struct WorkerEnvInput {
   std::string master_addr;
   int master_port = 0;
   std::map<std::string, std::string> job_env;  // -x NAME=VALUE
+  // An elastic job's worker (--min-np/--max-np): HVD_ELASTIC, HVD_WORKER_ID (its rank here),
+  // HVD_ELASTIC_TIMEOUT_SECONDS, HVD_ELASTIC_RESET_LIMIT.
+  bool elastic = false;
+  int64_t elastic_timeout_ms = 0;
+  int reset_limit = 0;
 };
 
 // Every variable the worker needs, with the job's -x variables on top of the launcher's own

@@ -140,6 +140,13 @@ void Job::NextAttempt(Instant now) {
   cause_secondary_ = false;
   status.queued_since_ms = now.wall_ms;  // --queue-timeout counts each wait for slots afresh
   placing.reset();                       // a placement of the failed attempt is no more
+  status.elastic = control::ElasticStatus();
+  publications_.clear();
+  dropped_slots_.clear();
+  failures_by_host_.clear();
+  excluded_hosts_.clear();
+  elastic_finishing_ = false;
+  finished_by_.clear();
   SetState(JobState::kPending, "attempt " + std::to_string(status.attempt + 1) + " of " +
                                    std::to_string(status.spec.max_restarts + 1) +
                                    ": waiting for placement");
@@ -193,13 +200,15 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
       ++ranks_started;
       // For humans: about 20 steps whatever np is, always ending with N/N.
       const int step = std::max(1, np / 20);
-      if (!was_terminal && (ranks_started == np || ranks_started % step == 0)) {
+      if (!was_terminal && ranks_started <= np &&
+          (ranks_started == np || ranks_started % step == 0)) {
         log.AddProgress("ranks started " + std::to_string(ranks_started) + "/" +
                         std::to_string(np));
       }
     }
     if (ev.pid) r.pid = ev.pid;
-    if (status.state == JobState::kStarting && ranks_started == np) {
+    if (status.state == JobState::kStarting &&
+        (elastic() ? AllLiveRunning() : ranks_started == np)) {
       SetState(JobState::kRunning,
                "all " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " running");
     }
@@ -229,22 +238,37 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
   f.signal = ev.signal;
   f.stderr_tail = ev.stderr_tail;
   if (ev.state == RankState::kExited && ev.exit_code == 0 && ev.signal == 0) {
-    if (AllRanksExitedZero()) {
+    if (elastic()) WorkerFinished(ev.rank, now);
+    if (elastic() ? !AnyRankLive() : AllRanksExitedZero()) {
+      const std::string n =
+          elastic() ? std::to_string(status.elastic.workers.size()) : std::to_string(np);
       End(JobState::kSucceeded,
-          "all " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " exited with code 0", 0,
-          now);
+          elastic() ? "the " + n + " worker" + (n == "1" ? "" : "s") + " of generation " +
+                          std::to_string(status.elastic.generation) + " exited with code 0"
+                    : "all " + n + " rank" + (np == 1 ? "" : "s") + " exited with code 0",
+          0, now);
     }
-  } else if (ev.state == RankState::kExited) {
+    return true;
+  }
+  int code = 0;
+  if (ev.state == RankState::kExited) {
     f.message = control::DescribeRankExit(ev.rank, f.host, ev.exit_code, ev.signal);
-    RankFailed(f, control::ExitCodeFor(ev.exit_code, ev.signal), r.end_time_ms, connected, now);
+    code = control::ExitCodeFor(ev.exit_code, ev.signal);
   } else if (ev.state == RankState::kFailedToStart) {
     f.message = "rank " + std::to_string(ev.rank) + " on " + f.host +
                 " failed to start: " + (ev.error.empty() ? "no reason given" : ev.error);
-    Fail(f, kFailedToStartExitCode, now);
+    code = kFailedToStartExitCode;
   } else {  // kKilled while the job was not being torn down: its agent ended it
     f.message = "rank " + std::to_string(ev.rank) + " on " + f.host + " was killed by its agent" +
                 (ev.error.empty() ? "" : ": " + ev.error);
-    Fail(f, ev.signal ? control::ExitCodeFor(0, ev.signal) : control::kGenericFailureExitCode, now);
+    code = ev.signal ? control::ExitCodeFor(0, ev.signal) : control::kGenericFailureExitCode;
+  }
+  if (elastic()) {
+    WorkerLost(f, code, now);  // the others go on without it
+  } else if (ev.state == RankState::kExited) {
+    RankFailed(f, code, r.end_time_ms, connected, now);
+  } else {
+    Fail(f, code, now);
   }
   return true;
 }

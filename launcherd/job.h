@@ -160,6 +160,40 @@ class Job {
   // The runtime of `rank` reported failing because of a peer (abort/<rank>).
   void NotePeerFailed(int rank) { peer_failed_.insert(rank); }
 
+  // --- Elastic jobs (job_elastic.cc, docs/elastic.md): a worker that fails leaves the job,
+  // which goes on with the others in a new membership generation, as long as at least --min-np
+  // of them live; the runtime's workers read each generation from the rendezvous store.
+  bool elastic() const { return control::IsElastic(status.spec); }
+  // The job's workers were just started: generation 0 is all of them.
+  void ElasticBegin(Instant now);
+  // Worker f.rank failed (exited non-zero, was killed, could not start, lost with its agent:
+  // `agent_lost`, which excludes its host from the job). Its slot is not used again by the job,
+  // nor its host once two of the job's workers failed there (Horovod's blacklist, without a
+  // cool-down). REQUIRES: elastic(), and its RankStatus already shows it ended.
+  void WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost = false);
+  // Growth (job_growth.cc): RUNNING with fewer live workers than --max-np.
+  bool ElasticWantsWorkers() const;
+  // Whether the job may start a worker on this agent's slot (not dropped, host not excluded).
+  bool ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot) const;
+  // Workers `ids` (appended to status.ranks and sent) joined: the next generation has them.
+  void ElasticGrew(const std::vector<int>& ids, Instant now);
+  // A worker exited 0: the job is finishing (job_elastic.cc).
+  void WorkerFinished(int rank, Instant now);
+  // After a launcher restart: the below --min-np clock from the record's wall time.
+  void ElasticRestored(Instant now);
+  // Every live worker is RUNNING (an elastic job is RUNNING then, whatever left on the way).
+  bool AllLiveRunning() const;
+  // Below --min-np for longer than --elastic-timeout: fails the job naming what was lost.
+  bool ElasticDue(Clock::time_point now) const;
+  void ElasticTimeout(Instant now);
+  // Generations to write to the store (base::ElasticGenerationKey), oldest first.
+  struct Publication {
+    int64_t generation = 0;
+    std::vector<int> workers;
+    std::string finished;  // non-empty: base::ElasticFinishedKey's value instead of a generation
+  };
+  std::vector<Publication> TakePublications() { return std::move(publications_); }
+
   // StopJob commands asked for by End/Fail, for the caller to send (it records who got one).
   struct Stop {
     std::string agent_id;
@@ -205,6 +239,8 @@ class Job {
 
  private:
   void Restart(const JobFailure& failure, const control::RestartDecision& d, Instant now);
+  void NewGeneration(std::vector<int> workers, const std::string& what, Instant now);
+  void AddMembershipEvent(const std::string& what, Instant now);
   void QueueStops(const std::string& reason);
   // Stamps the cause just set: when its rank died (0: not a rank's exit) and whether it blamed a
   // peer.
@@ -247,6 +283,15 @@ class Job {
   std::optional<HeldFailure> held_;
   Clock::time_point settle_at_;
   mutable RankTally tally_;
+  std::vector<Publication> publications_;
+  Clock::time_point below_min_since_;  // elastic, below --min-np: since when (steady)
+  std::set<std::pair<std::string, int>> dropped_slots_;  // (agent id, slot) of failed workers
+  std::map<std::string, int> failures_by_host_;
+  std::set<std::string> excluded_hosts_;
+  // A worker exited 0: the training is over, the job ends as its workers do and never grows
+  // again (a new worker would only load the final state and exit).
+  bool elastic_finishing_ = false;
+  std::string finished_by_;  // "worker 3 on host-b": the first to finish while others lived
 };
 
 }  // namespace hvd::launcherd

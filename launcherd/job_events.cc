@@ -2,8 +2,8 @@
 // store tells of the ranks, the supervisor's Tick, and settling a job after it changed: the StopJob
 // commands it asked for, a held cause released, its next attempt, or its end (secret forgotten,
 // keys erased, table pruned). The rules themselves are the Job's (job.h).
-#include "base/rendezvous_keys.h"
 #include "base/logging.h"
+#include "base/rendezvous_keys.h"
 #include "launcherd/job_manager.h"
 
 namespace hvd::launcherd {
@@ -22,7 +22,30 @@ void JobManager::SendStopsLocked(Job& job) {
   }
 }
 
+void JobManager::PublishMembershipLocked(Job& job) {
+  // The generation's workers first: a worker that reads the newest number finds its list.
+  const std::string scope = base::AttemptPrefix(job.id(), job.status.attempt);
+  for (const Job::Publication& p : job.TakePublications()) {
+    if (!p.finished.empty()) {
+      Status s = store_->Set(scope + base::ElasticFinishedKey(), p.finished);
+      if (!s.ok()) HVD_LOG(ERROR) << "job " << job.id() << ": " << s.message();
+      continue;
+    }
+    std::string workers;
+    for (size_t i = 0; i < p.workers.size(); ++i) {
+      workers += (i ? "," : "") + std::to_string(p.workers[i]);
+    }
+    Status s = store_->Set(scope + base::ElasticGenerationKey(p.generation), workers);
+    if (s.ok()) s = store_->Set(scope + base::ElasticLatestKey(), std::to_string(p.generation));
+    if (!s.ok()) {
+      HVD_LOG(ERROR) << "job " << job.id() << ": could not publish elastic generation "
+                     << p.generation << ": " << s.message();
+    }
+  }
+}
+
 void JobManager::SettleLocked(Job& job) {
+  PublishMembershipLocked(job);
   SendStopsLocked(job);
   const Instant now = Instant::Now();
   // A held failure has nothing more to wait for once every rank is gone.
@@ -155,6 +178,11 @@ void JobManager::OnAgentLost(const AgentInfo& agent) {
     f.host = agent.host;
     f.message = cause + " (agent " + agent.id + " stopped sending heartbeats); " + RankList(lost) +
                 " ran there";
+    if (job->elastic()) {  // its workers there leave; the others go on
+      job->WorkerLost(f, control::kGenericFailureExitCode, Instant::Now(), /*agent_lost=*/true);
+      SettleLocked(*job);
+      continue;
+    }
     FailLocked(*job, f, control::kGenericFailureExitCode);
   }
 }
@@ -187,6 +215,8 @@ void JobManager::Tick() {
         break;
     }
   }
+  // An elastic job below --max-np that became RUNNING since (no event schedules then).
+  if (!scheduling_) GrowLocked();
   table_.Flush();  // the changes batched since the last tick, one transaction (job_table.h)
 }
 

@@ -184,6 +184,9 @@ void JobManager::ScheduleLocked() {
     reschedule_ = true;
     return;
   }
+  scheduling_ = true;
+  GrowLocked();
+  scheduling_ = false;
   // No job waits for placement: a pass would walk every live rank (BusySlots) for nothing, and
   // this runs after every rank exit (issue 22). O(jobs).
   if (!table_.AnyPending()) return;
@@ -199,11 +202,26 @@ void JobManager::ScheduleLocked() {
       if (job->state() != JobState::kPending) continue;
       const Scheduler::Outcome outcome = scheduler_.Advance(*job, &view, Instant::Now());
       watch_.Notify(job->id());  // "agents ready n/N" may have been logged
+      if (outcome == Scheduler::Outcome::kStarted) PublishMembershipLocked(*job);
       if (outcome == Scheduler::Outcome::kFailed) SettleLocked(*job);
     }
     if (!reschedule_) break;
   }
   scheduling_ = false;
+}
+
+void JobManager::GrowLocked() {
+  std::vector<JobPtr> growing;
+  for (const JobPtr& job : table_.jobs()) {
+    if (job->ElasticWantsWorkers()) growing.push_back(job);
+  }
+  if (growing.empty()) return;  // the pass below walks every live rank: only when needed
+  Scheduler::Pass view = scheduler_.BeginPass(table_.jobs());
+  for (const JobPtr& job : growing) {
+    if (!scheduler_.Grow(*job, &view, Instant::Now())) continue;
+    PublishMembershipLocked(*job);
+    watch_.Notify(job->id());
+  }
 }
 
 void JobManager::OnMasterPort(const std::string& agent_id, const MasterPortAnswer& answer) {

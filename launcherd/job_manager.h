@@ -203,6 +203,10 @@ class JobManager {
   void FailLocked(Job& job, const JobFailure& failure, int exit_code) HVD_REQUIRES(mu_);
   // Sends the StopJob commands the job asked for; a disconnected agent gets it when it
   // reconnects and lists the job (OnHeartbeat).
+  // Elastic RUNNING jobs below --max-np get workers on free slots (Scheduler::Grow).
+  void GrowLocked() HVD_REQUIRES(mu_);
+  // An elastic job's new generations, into the rendezvous store (job.h TakePublications).
+  void PublishMembershipLocked(Job& job) HVD_REQUIRES(mu_);
   void SendStopsLocked(Job& job) HVD_REQUIRES(mu_);
   // The bodies of OnRankEvent, OnOutput, OnHeartbeat and OnMasterPort, for OnAgentReports.
   void OnRankEventLocked(const std::string& agent_id, const RankEventReport& event)
@@ -237,7 +241,7 @@ class JobManager {
 
   StdinRelay stdin_relay_;  // its own lock; never called with mu_ held
   AgentBacklog backlog_ HVD_GUARDED_BY(mu_);
-  JobSecrets secrets_;      // its own lock, apart from mu_
+  JobSecrets secrets_;  // its own lock, apart from mu_
 
   // Builds a snapshot of the table (skipped when nothing changed) and swaps it in.
   void PublishLocked() const HVD_REQUIRES(mu_);

@@ -41,6 +41,7 @@ Status JobManager::Restore(std::vector<AgentInfo>* expected) {
       a.id = r.placement.agent_id;
       a.host = r.placement.host;
     }
+    job->ElasticRestored(Instant::Now());
     job->finished = job->terminal() && !AnyRankLive(job->status);
     if (!job->finished) {
       ++live_jobs;
@@ -80,7 +81,8 @@ void JobManager::ReconcileUnconfirmedLocked(const std::string& agent_id,
     // The agent is back and does not run the job: its ranks there ended while the launcher was
     // away, and their ends were not among the events the agent kept for it.
     const std::vector<int> lost = job->KillRanksOnAgent(
-        agent_id, "gone from its agent when it came back in touch with the launcher", base::WallMs());
+        agent_id, "gone from its agent when it came back in touch with the launcher",
+        base::WallMs());
     if (lost.empty()) continue;
     JobFailure f;
     f.rank = lost[0];
@@ -88,6 +90,11 @@ void JobManager::ReconcileUnconfirmedLocked(const std::string& agent_id,
     f.message = RankList(lost) + " on " + f.host + " ended while agent " + agent_id +
                 " was out of touch with the launcher (it came back without them and kept no exit "
                 "report: the agent or the launcher restarted)";
+    if (job->elastic()) {  // they leave; the others go on
+      job->WorkerLost(f, control::kGenericFailureExitCode, Instant::Now());
+      SettleLocked(*job);
+      continue;
+    }
     FailLocked(*job, f, control::kGenericFailureExitCode);
   }
 }

@@ -154,6 +154,42 @@ void Scheduler::ReportAgentsReady(Job& job, const std::vector<control::AgentSlot
   job.log.AddProgress(text);
 }
 
+control::WorkerEnvInput Scheduler::EnvInput(
+    const Job& job, const RankStatus& r, const std::string& advertise_addr, int size,
+    const std::map<std::string, std::string>& job_env) const {
+  control::WorkerEnvInput in;
+  in.placement = r.placement;
+  in.size = size;
+  in.rendezvous_address = options_.rendezvous_address;
+  in.rendezvous_tls = options_.rendezvous_tls;
+  in.job_id = job.id();
+  in.attempt = job.status.attempt;
+  in.job_secret = job.secret;
+  in.advertise_addr = advertise_addr;
+  control::ChoiceFor(job.status.network, r.placement.agent_id, &in.advertise_addr, &in.iface);
+  in.job_env = job_env;
+  in.max_restarts = job.status.spec.max_restarts;
+  in.elastic = control::IsElastic(job.status.spec);
+  in.elastic_timeout_ms = job.status.spec.elastic_timeout_ms;
+  in.reset_limit = job.status.spec.reset_limit;
+  return in;
+}
+
+StartRankCommand Scheduler::CommandFor(const Job& job, const RankStatus& r,
+                                       const control::WorkerEnvInput& in) const {
+  StartRankCommand cmd;
+  cmd.job_id = job.id();
+  cmd.attempt = job.status.attempt;
+  cmd.placement = r.placement;
+  cmd.argv = job.status.spec.argv;
+  cmd.env = control::WorkerEnv(in);
+  cmd.working_dir = job.status.spec.working_dir;
+  cmd.forward_stdin = job.status.spec.stdin_rank == r.placement.rank;
+  cmd.run_as = job.status.spec.run_as;
+  cmd.gpu_isolation = job.status.spec.gpu_isolation;
+  return cmd;
+}
+
 bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, Instant now) {
   const control::PlacementResult placement = std::move(job.placing->placement);
   const int master_port = job.placing->master_port.port;
@@ -202,34 +238,14 @@ bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, 
     if (master_addr.empty()) master_addr = zero.host;
   }
   for (RankStatus& r : job.status.ranks) {
-    control::WorkerEnvInput in;
-    in.placement = r.placement;
-    in.size = np;
-    in.rendezvous_address = options_.rendezvous_address;
-    in.rendezvous_tls = options_.rendezvous_tls;
-    in.job_id = job.id();
-    in.attempt = job.status.attempt;
-    in.job_secret = job.secret;
-    in.advertise_addr = agent_by_id.at(r.placement.agent_id)->advertise_addr;
-    control::ChoiceFor(job.status.network, r.placement.agent_id, &in.advertise_addr, &in.iface);
-    in.job_env = job_env;
-    in.max_restarts = job.status.spec.max_restarts;
+    control::WorkerEnvInput in =
+        EnvInput(job, r, agent_by_id.at(r.placement.agent_id)->advertise_addr, np, job_env);
     in.group_rank = group_of[r.placement.rank];
     in.group_world_size = groups;
     in.master_addr = master_addr;
     in.master_port = master_port;
-    StartRankCommand cmd;
-    cmd.job_id = job.id();
-    cmd.attempt = job.status.attempt;
-    cmd.placement = r.placement;
-    cmd.argv = job.status.spec.argv;
-    cmd.env = control::WorkerEnv(in);
-    cmd.working_dir = job.status.spec.working_dir;
-    cmd.forward_stdin = job.status.spec.stdin_rank == r.placement.rank;
-    cmd.run_as = job.status.spec.run_as;
-    cmd.gpu_isolation = job.status.spec.gpu_isolation;
     std::shared_ptr<AgentLink> link = agents_->Link(r.placement.agent_id);
-    if (link && link->SendStartRank(cmd)) {
+    if (link && link->SendStartRank(CommandFor(job, r, in))) {
       r.state = RankState::kStarting;
       continue;
     }
@@ -246,6 +262,7 @@ bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, 
     return false;
   }
   job.RanksReplaced();
+  job.ElasticBegin(now);          // generation 0: every worker just started
   job.Changed(/*marker=*/false);  // its ranks are STARTING now: written at once (job_table.h)
   HVD_LOG(INFO) << "job " << job.id() << ": " << control::LogEscape(job.status.reason, 1024);
   return true;

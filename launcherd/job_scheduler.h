@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "control/placement.h"
+#include "control/worker_env.h"
 #include "launcherd/agent_registry.h"
 #include "launcherd/job.h"
 #include "launcherd/master_port.h"
@@ -99,6 +100,12 @@ class Scheduler {
   Answer OnMasterPort(Job& job, const std::string& agent_id, const MasterPortAnswer& answer,
                       Instant now) const;
 
+  // An elastic RUNNING job below --max-np (job_growth.cc): starts workers on free slots of the
+  // pass's agents that the job may use (its -H hosts and their counts, not a slot where one of
+  // its workers failed, not an excluded host), up to --max-np. True when it started any (the
+  // job has a new generation to publish).
+  bool Grow(Job& job, Pass* pass, Instant now);
+
  private:
   // PlaceStep over the pass's view, with its index and its first-fit results.
   static control::PlacementResult PlaceInPass(const Job& job, Pass* pass);
@@ -110,6 +117,12 @@ class Scheduler {
   void ReportAgentsReady(Job& job, const std::vector<control::AgentSlots>& agents) const;
   // Step 4: StartRank to every agent; false when one could not take it (the job failed).
   bool Start(Job& job, const std::vector<control::AgentSlots>& agents, Instant now);
+  // A rank's environment and its StartRank (Start's and Grow's).
+  control::WorkerEnvInput EnvInput(const Job& job, const RankStatus& r,
+                                   const std::string& advertise_addr, int size,
+                                   const std::map<std::string, std::string>& job_env) const;
+  StartRankCommand CommandFor(const Job& job, const RankStatus& r,
+                              const control::WorkerEnvInput& in) const;
 
   const SchedulerOptions options_;
   AgentRegistry* const agents_;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "base/logging.h"
 #include "base/clock.h"
+#include "base/logging.h"
 #include "control/log_escape.h"
 
 namespace hvd::launcherd {
@@ -36,6 +36,10 @@ Supervisor::Next Supervisor::Check(Job& job, Instant now, const AgentConnected& 
     return CheckMasterPort(job, now, connected, backlog);
   }
   if (state == JobState::kStarting || state == JobState::kRunning) {
+    if (job.ElasticDue(now.steady)) {
+      job.ElasticTimeout(now);
+      return Next::kSettle;
+    }
     bool changed = CheckStartTimeout(job, now);
     if (!job.terminal()) changed |= CheckStallTimeout(job, now);
     return changed ? Next::kSettle : Next::kNothing;
@@ -58,8 +62,9 @@ bool Supervisor::CheckClientLease(Job& job, Instant now) const {
 
 bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
   const auto timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
+  // An elastic job's later generations meet under keys of their own (runtime/core/elastic.h).
   if (timeout.count() <= 0 || job.start_timeout_waived || job.at_rendezvous >= job.status.spec.np ||
-      now.steady - job.attempt_started < timeout) {
+      job.status.elastic.generation > 0 || now.steady - job.attempt_started < timeout) {
     return false;
   }
   if (job.at_rendezvous == 0 && job.status.spec.start_timeout_ms < 0) {
@@ -124,8 +129,7 @@ bool Supervisor::CheckQueueTimeout(Job& job, Instant now) const {
   return true;
 }
 
-Supervisor::Next Supervisor::CheckMasterPort(Job& job, Instant now,
-                                             const AgentConnected& connected,
+Supervisor::Next Supervisor::CheckMasterPort(Job& job, Instant now, const AgentConnected& connected,
                                              const AgentBacklog& backlog) const {
   if (!job.placing) return Next::kNothing;
   Job::MasterPortAsk& ask = job.placing->master_port;

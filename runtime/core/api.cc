@@ -76,14 +76,14 @@ std::shared_ptr<Context> Current() {
 Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
   Status s = error.ok() ? SetDevice(*op) : error;
   if (!s.ok()) {
-    op->Complete(s.WithContext(std::string(OpTypeName(op->request.type)) +
-                                   " '" + op->request.key + "'"));
+    op->Complete(
+        s.WithContext(std::string(OpTypeName(op->request.type)) + " '" + op->request.key + "'"));
     return Handle(op);
   }
   std::shared_ptr<Context> ctx = Current();
   if (!ctx) {
-    op->Complete(FailedPrecondition(std::string(OpTypeName(op->request.type)) +
-                                    " '" + op->request.key +
+    op->Complete(FailedPrecondition(std::string(OpTypeName(op->request.type)) + " '" +
+                                    op->request.key +
                                     "': hvd is not initialized; call hvd::Init() first"));
     return Handle(op);
   }
@@ -163,6 +163,17 @@ Status Shutdown() {
 
 bool IsInitialized() {
   return Current() != nullptr;
+}
+
+bool IsElastic() {
+  runtime::core::ElasticSettings e;
+  return runtime::core::ReadElasticSettings(&e).ok() && e.enabled;
+}
+
+Status ElasticGeneration(ElasticGenerationInfo* info) {
+  auto ctx = Current();
+  if (!ctx) return FailedPrecondition("hvd is not initialized: call hvd::Init() first");
+  return ctx->ElasticGeneration(&info->joined, &info->latest, &info->only_removed);
 }
 
 bool IsHomogeneous() {
@@ -346,8 +357,7 @@ Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vect
         negative |= x < 0;
       }
       if (static_cast<int>(splits.size()) != size || negative || sum != rows) {
-        s = InvalidArgument("splits " + ShapeString(splits) + " must have " +
-                            std::to_string(size) +
+        s = InvalidArgument("splits " + ShapeString(splits) + " must have " + std::to_string(size) +
                             " non-negative entries summing to the first "
                             "dimension " +
                             std::to_string(rows));

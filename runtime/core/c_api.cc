@@ -318,6 +318,21 @@ int hvd_process_set_ids(int* ids, int max) {
   return static_cast<int>(all.size());
 }
 
+int hvd_elastic_enabled(void) {
+  return hvd::IsElastic() ? 1 : 0;
+}
+
+int hvd_elastic_generation(int64_t* joined, int64_t* latest, int* only_removed) {
+  hvd::ElasticGenerationInfo info;
+  const int code = Report(hvd::ElasticGeneration(&info));
+  if (code == 0) {
+    if (joined) *joined = info.joined;
+    if (latest) *latest = info.latest;
+    if (only_removed) *only_removed = info.only_removed ? 1 : 0;
+  }
+  return code;
+}
+
 int hvd_start_timeline(const char* path, int mark_cycles) {
   if (path == nullptr) return Report(hvd::InvalidArgument("hvd_start_timeline: path is NULL"));
   return Report(hvd::StartTimeline(path, mark_cycles != 0));

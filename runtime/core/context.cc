@@ -9,6 +9,7 @@
 #include "base/net.h"
 #include "base/rendezvous_keys.h"
 #include "base/settings.h"
+#include "core/elastic.h"
 #include "core/horovod_env.h"
 #include "core/job_settings.h"
 #include "core/process_set_table.h"
@@ -115,9 +116,39 @@ void LogSettingsFromEnvironment(int64_t rank) {
 
 // Publishes this rank's size, host and job-wide settings (job_settings.h) and collects
 // everybody's, naming the ranks that never arrive and any that disagree.
+// An elastic meeting waits in slices and gives up, as every rank does, when the launcher
+// superseded its generation (elastic.h).
+struct ElasticMeeting {
+  rendezvous::Store* attempt_store = nullptr;
+  int64_t generation = 0;
+  bool superseded = false;  // out
+};
+
+// Waits for `keys` until `timeout`, or, elastic, until the generation formed or was superseded.
+Status WaitForRanks(rendezvous::Store& store, const std::vector<std::string>& keys,
+                    std::chrono::milliseconds timeout, ElasticMeeting* elastic) {
+  if (!elastic) return store.Wait(keys, timeout);
+  constexpr std::chrono::milliseconds kSlice{100};
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    Status s = store.Wait(keys, std::max(std::chrono::milliseconds(1), std::min(kSlice, left)));
+    if (!s.ok() && s.code() != StatusCode::kDeadlineExceeded) return s;
+    bool decided = false, formed = false;
+    HVD_RETURN_IF_ERROR(DecideMeeting(*elastic->attempt_store, store, elastic->generation, s.ok(),
+                                      timeout, &decided, &formed));
+    if (decided) {
+      elastic->superseded = !formed;
+      return Status::OK();
+    }
+    if (left.count() <= 0) return s;
+  }
+}
+
 Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::string& host,
                     const std::string& extra_settings, std::chrono::milliseconds timeout,
-                    std::vector<std::string>* hosts) {
+                    ElasticMeeting* elastic, std::vector<std::string>* hosts) {
   std::string settings;
   HVD_RETURN_IF_ERROR(JobWideSettings(&settings));
   settings += " " + extra_settings;
@@ -126,7 +157,8 @@ Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::str
                           "rendezvous in " + store.Describe());
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back(base::RankKey(base::RankKeyKind::kHost, r));
-  Status s = store.Wait(keys, timeout);
+  Status s = WaitForRanks(store, keys, timeout, elastic);
+  if (s.ok() && elastic && elastic->superseded) return Status::OK();
   if (s.code() == StatusCode::kDeadlineExceeded) {
     std::string missing;
     int n = 0;
@@ -139,10 +171,16 @@ Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::str
     return DeadlineExceeded("rendezvous in " + store.Describe() + ": rank" + (n == 1 ? " " : "s ") +
                             missing + " of " + std::to_string(size) + " did not arrive within " +
                             std::to_string(timeout.count() / 1000) +
-                            " s (HVD_START_TIMEOUT_SECONDS). Are they running, with the same "
-                            "HVD_RENDEZVOUS, HVD_JOB_ID and HVD_SIZE? (This is hvd::Init() call " +
-                            std::to_string(g_incarnation + 1) +
-                            " of this process; ranks meet the others' call of the same number.)");
+                            (elastic ? " s (HVD_ELASTIC_TIMEOUT_SECONDS) in elastic generation " +
+                                           std::to_string(elastic->generation) +
+                                           "; the launcher publishes a new generation when a "
+                                           "worker leaves"
+                                     : " s (HVD_START_TIMEOUT_SECONDS). Are they running, with "
+                                       "the same HVD_RENDEZVOUS, HVD_JOB_ID and HVD_SIZE? (This "
+                                       "is hvd::Init() call " +
+                                           std::to_string(g_incarnation + 1) +
+                                           " of this process; ranks meet the others' call of "
+                                           "the same number.)"));
   }
   HVD_RETURN_IF_ERROR_CTX(s, "rendezvous in " + store.Describe());
   hosts->resize(size);
@@ -167,6 +205,63 @@ Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::str
   return Status::OK();
 }
 
+// HVD_RANK and HVD_SIZE (or `options`'), checked; a single process without them.
+Status ReadRankAndSize(int64_t* rank, int64_t* size) {
+  if (*rank < 0) HVD_RETURN_IF_ERROR(Read(kRank, rank));
+  if (*size < 0) HVD_RETURN_IF_ERROR(Read(kSize, size));
+  if (*size < 0) {
+    HVD_LOG(INFO) << "no HVD_SIZE or HOROVOD_SIZE in the environment: running as a single "
+                     "process (rank 0 of 1); start jobs with hvdrun to run several ranks";
+    *size = 1;
+    if (*rank < 0) *rank = 0;
+  }
+  HVD_RETURN_IF_ERROR(base::CheckRange(kSize.name(), *size, 1, 1 << 20,
+                                       "set the number of ranks, or unset it for a single "
+                                       "process"));
+  if (*rank < 0) {
+    return InvalidArgument("HVD_SIZE=" + std::to_string(*size) +
+                           " is set but HVD_RANK (or HOROVOD_RANK) is not; set both, or start "
+                           "the job with hvdrun");
+  }
+  return base::CheckRange(kRank.name(), *rank, 0, *size - 1, "ranks count from 0 to size-1");
+}
+
+// Process sets: HVD_PROCESS_SETS first, then the caller's; every rank must register the same.
+Status InitProcessSets(const InitOptions& options, int size, std::vector<std::vector<int>>* out) {
+  std::string sets_text;
+  HVD_RETURN_IF_ERROR(Read(kProcessSets, &sets_text));
+  std::vector<std::vector<int>> sets;
+  HVD_RETURN_IF_ERROR(ParseProcessSets(sets_text, &sets));
+  sets.insert(sets.end(), options.process_sets.begin(), options.process_sets.end());
+  for (auto& set : sets) {
+    std::vector<int> sorted;
+    HVD_RETURN_IF_ERROR_CTX(ValidateProcessSetRanks(set, size, &sorted),
+                            "process sets given at init");
+    // A set whose ranks are registered already (the global set's, or an earlier entry's) is that
+    // set, as in Horovod, whose ProcessSet objects find their id by their ranks.
+    if (static_cast<int>(sorted.size()) == size ||
+        std::find(out->begin(), out->end(), sorted) != out->end()) {
+      continue;
+    }
+    out->push_back(std::move(sorted));
+  }
+  return Status::OK();
+}
+
+// HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK, HVD_CROSS_SIZE where the launcher set them.
+Status ReadTopologyOverrides(Topology* t) {
+  int64_t v;
+  HVD_RETURN_IF_ERROR(Read(kLocalRank, &v));
+  if (v >= 0) t->local_rank = static_cast<int>(v);
+  HVD_RETURN_IF_ERROR(Read(kLocalSize, &v));
+  if (v >= 0) t->local_size = static_cast<int>(v);
+  HVD_RETURN_IF_ERROR(Read(kCrossRank, &v));
+  if (v >= 0) t->cross_rank = static_cast<int>(v);
+  HVD_RETURN_IF_ERROR(Read(kCrossSize, &v));
+  if (v >= 0) t->cross_size = static_cast<int>(v);
+  return Status::OK();
+}
+
 }  // namespace
 
 Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out) {
@@ -177,26 +272,20 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
 
 Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out) {
   std::unique_ptr<Context> ctx(new Context());
+  ElasticSettings elastic;
+  HVD_RETURN_IF_ERROR(ReadElasticSettings(&elastic));
   int64_t rank = options.rank, size = options.size;
-  if (rank < 0) HVD_RETURN_IF_ERROR(Read(kRank, &rank));
-  if (size < 0) HVD_RETURN_IF_ERROR(Read(kSize, &size));
-  const bool single = size < 0;
-  if (single) {
-    HVD_LOG(INFO) << "no HVD_SIZE or HOROVOD_SIZE in the environment: running as a single "
-                     "process (rank 0 of 1); start jobs with hvdrun to run several ranks";
+  if (elastic.enabled) {
+    if (rank >= 0 || size >= 0) {
+      return InvalidArgument(
+          "an elastic worker (HVD_ELASTIC=1) takes its rank and size from the "
+          "launcher's membership, not from InitOptions");
+    }
+    rank = 0;  // until the membership says
     size = 1;
-    if (rank < 0) rank = 0;
+  } else {
+    HVD_RETURN_IF_ERROR(ReadRankAndSize(&rank, &size));
   }
-  HVD_RETURN_IF_ERROR(base::CheckRange(kSize.name(), size, 1, 1 << 20,
-                                       "set the number of ranks, or unset it for a single "
-                                       "process"));
-  if (rank < 0) {
-    return InvalidArgument("HVD_SIZE=" + std::to_string(size) +
-                           " is set but HVD_RANK (or HOROVOD_RANK) is not; set both, or start "
-                           "the job with hvdrun");
-  }
-  HVD_RETURN_IF_ERROR(
-      base::CheckRange(kRank.name(), rank, 0, size - 1, "ranks count from 0 to size-1"));
   base::SetLogRank(static_cast<int>(rank));
   LogSettingsFromEnvironment(rank);
   for (const std::string& w : UnimplementedHorovodVariables()) HVD_LOG(WARNING) << w;
@@ -224,10 +313,11 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   std::string url = options.rendezvous;
   if (url.empty()) HVD_RETURN_IF_ERROR(Read(kRendezvous, &url));
   if (url.empty()) {
-    if (size > 1) {
-      return InvalidArgument("HVD_SIZE=" + std::to_string(size) +
-                             " but HVD_RENDEZVOUS is not set: set it to a directory every rank "
-                             "can reach (file:///path/to/dir), or start the job with hvdrun");
+    if (size > 1 || elastic.enabled) {
+      return InvalidArgument(
+          (elastic.enabled ? std::string("HVD_ELASTIC=1") : "HVD_SIZE=" + std::to_string(size)) +
+          " but HVD_RENDEZVOUS is not set: set it to a directory every rank "
+          "can reach (file:///path/to/dir), or start the job with hvdrun");
     }
     ctx->base_store_ = rendezvous::NewMemoryStore();
   } else {
@@ -237,54 +327,65 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   int64_t attempt;
   HVD_RETURN_IF_ERROR(Read(kJobId, &job));
   HVD_RETURN_IF_ERROR(Read(kAttempt, &attempt));
-  // The n-th successful Init() of a process (after n Shutdown()s) meets the other ranks' n-th
-  // under its own keys: otherwise it would read the previous incarnation's host and address
-  // entries (and dial a closed port until HVD_START_TIMEOUT_SECONDS).
-  std::string scope = base::AttemptScope(job, attempt);
-  if (g_incarnation > 0) scope = base::IncarnationScope(scope, g_incarnation);
-  ctx->store_ = rendezvous::NewPrefixStore(scope, ctx->base_store_.get());
-
-  // Process sets: HVD_PROCESS_SETS first, then the caller's; every rank must register the same.
-  std::string sets_text;
-  HVD_RETURN_IF_ERROR(Read(kProcessSets, &sets_text));
-  std::vector<std::vector<int>> sets;
-  HVD_RETURN_IF_ERROR(ParseProcessSets(sets_text, &sets));
-  sets.insert(sets.end(), options.process_sets.begin(), options.process_sets.end());
-  for (auto& set : sets) {
-    std::vector<int> sorted;
-    HVD_RETURN_IF_ERROR_CTX(ValidateProcessSetRanks(set, static_cast<int>(size), &sorted),
-                            "process sets given at init");
-    // A set whose ranks are registered already (the global set's, or an earlier entry's) is that
-    // set, as in Horovod, whose ProcessSet objects find their id by their ranks.
-    if (static_cast<int64_t>(sorted.size()) == size ||
-        std::find(eo.process_sets.begin(), eo.process_sets.end(), sorted) !=
-            eo.process_sets.end()) {
-      continue;
-    }
-    eo.process_sets.push_back(std::move(sorted));
-  }
-  HVD_RETURN_IF_ERROR(Read(kDynamicProcessSets, &eo.dynamic_process_sets));
-  eo.dynamic_process_sets = eo.dynamic_process_sets || options.dynamic_process_sets;
-  const std::string extra = "process_sets=" + FormatProcessSets(eo.process_sets) +
-                            " dynamic_process_sets=" + (eo.dynamic_process_sets ? "1" : "0");
-
+  const std::string attempt_scope = base::AttemptScope(job, attempt);
   std::string host;
   HVD_RETURN_IF_ERROR(Read(kHostname, &host));
   if (host.empty()) host = base::LocalHostName();
+  HVD_RETURN_IF_ERROR(Read(kDynamicProcessSets, &eo.dynamic_process_sets));
+  eo.dynamic_process_sets = eo.dynamic_process_sets || options.dynamic_process_sets;
   std::vector<std::string> hosts;
-  HVD_RETURN_IF_ERROR(MeetEveryone(*ctx->store_, static_cast<int>(rank), static_cast<int>(size),
-                                   host, extra, start_timeout, &hosts));
+  if (elastic.enabled) {
+    ctx->elastic_ = true;
+    ctx->attempt_store_ = rendezvous::NewPrefixStore(attempt_scope, ctx->base_store_.get());
+  }
+  // An elastic worker joins the newest membership naming it, and again when the launcher
+  // supersedes it while the ranks wait for each other (elastic.h); a fixed job meets once.
+  const auto deadline = std::chrono::steady_clock::now() + elastic.timeout;
+  for (;;) {
+    std::string scope = attempt_scope;
+    ElasticMeeting meeting;
+    if (elastic.enabled) {
+      HVD_RETURN_IF_ERROR_CTX(
+          FindMembership(*ctx->attempt_store_, elastic.worker_id, deadline, &ctx->membership_),
+          "elastic worker " + std::to_string(elastic.worker_id));
+      rank = ctx->membership_.rank;
+      size = static_cast<int64_t>(ctx->membership_.workers.size());
+      base::SetLogRank(static_cast<int>(rank));
+      scope = ElasticScope(attempt_scope, ctx->membership_.generation, ctx->membership_.session);
+      meeting.attempt_store = ctx->attempt_store_.get();
+      meeting.generation = ctx->membership_.generation;
+    } else if (g_incarnation > 0) {
+      // The n-th successful Init() of a process (after n Shutdown()s) meets the other ranks' n-th
+      // under its own keys: otherwise it would read the previous incarnation's host and address
+      // entries (and dial a closed port until HVD_START_TIMEOUT_SECONDS).
+      scope = base::IncarnationScope(scope, g_incarnation);
+    }
+    ctx->store_ = rendezvous::NewPrefixStore(scope, ctx->base_store_.get());
+    eo.process_sets.clear();
+    HVD_RETURN_IF_ERROR(InitProcessSets(options, static_cast<int>(size), &eo.process_sets));
+    const std::string extra = "process_sets=" + FormatProcessSets(eo.process_sets) +
+                              " dynamic_process_sets=" + (eo.dynamic_process_sets ? "1" : "0");
+    const auto meet_timeout = elastic.enabled
+                                  ? std::max(std::chrono::milliseconds(1),
+                                             std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                 deadline - std::chrono::steady_clock::now()))
+                                  : start_timeout;
+    HVD_RETURN_IF_ERROR(MeetEveryone(*ctx->store_, static_cast<int>(rank), static_cast<int>(size),
+                                     host, extra, meet_timeout,
+                                     elastic.enabled ? &meeting : nullptr, &hosts));
+    if (!meeting.superseded) break;
+    HVD_LOG(INFO) << "elastic generation " << meeting.generation
+                  << " was superseded while its ranks met; joining the newer one";
+  }
+  if (elastic.enabled) {
+    HVD_LOG(INFO) << "elastic worker " << elastic.worker_id << " joined generation "
+                  << ctx->membership_.generation << " as rank " << rank << " of " << size
+                  << " (workers " << FormatWorkers(ctx->membership_.workers) << ")";
+  }
   ctx->topology_ = ComputeTopology(static_cast<int>(rank), hosts);
-  // Explicit topology from the launcher wins over derivation.
-  int64_t v;
-  HVD_RETURN_IF_ERROR(Read(kLocalRank, &v));
-  if (v >= 0) ctx->topology_.local_rank = static_cast<int>(v);
-  HVD_RETURN_IF_ERROR(Read(kLocalSize, &v));
-  if (v >= 0) ctx->topology_.local_size = static_cast<int>(v);
-  HVD_RETURN_IF_ERROR(Read(kCrossRank, &v));
-  if (v >= 0) ctx->topology_.cross_rank = static_cast<int>(v);
-  HVD_RETURN_IF_ERROR(Read(kCrossSize, &v));
-  if (v >= 0) ctx->topology_.cross_size = static_cast<int>(v);
+  // Explicit topology from the launcher wins over derivation; an elastic worker's changes with
+  // its membership, so it is always derived.
+  if (!elastic.enabled) HVD_RETURN_IF_ERROR(ReadTopologyOverrides(&ctx->topology_));
 
   // Under hvd-launcherd, stalls and peer failures are reported to it (stall_reporter.h); a file
   // store has nobody to read them.
@@ -292,10 +393,12 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   if (url.rfind("hvd://", 0) == 0 || url.rfind("hvds://", 0) == 0) {
     stall::StallReporter::Options so;
     so.rank = static_cast<int>(rank);
+    // The launcher knows an elastic worker by its id, whatever its rank in this generation.
+    if (elastic.enabled) so.worker_ids = ctx->membership_.workers;
     so.hosts = hosts;
     so.check_seconds = eo.stall_check_seconds;
     so.url = url;
-    so.scope = base::AttemptScope(job, attempt);
+    so.scope = attempt_scope;
     ctx->stall_reporter_ = std::make_unique<stall::StallReporter>(so, ctx->base_store_.get());
     eo.stall_reporter = ctx->stall_reporter_.get();
     wrap = [reporter = ctx->stall_reporter_.get()](std::unique_ptr<transport::Transport> t) {
@@ -339,6 +442,22 @@ Status Context::Shutdown() {
     HVD_LOG(WARNING) << s.message();
   }
   return engine_->Stop(std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000)));
+}
+
+Status Context::ElasticGeneration(int64_t* joined, int64_t* latest, bool* only_removed) {
+  if (!elastic_) {
+    return FailedPrecondition(
+        "this is not an elastic job (start it with hvdrun --min-np/--max-np)");
+  }
+  *joined = membership_.generation;
+  HVD_RETURN_IF_ERROR(LatestGeneration(*attempt_store_, std::chrono::steady_clock::now(), latest));
+  *only_removed = false;
+  if (*latest > *joined) {
+    std::vector<int> newer;
+    HVD_RETURN_IF_ERROR(GenerationWorkers(*attempt_store_, *latest, &newer));
+    *only_removed = OnlyRemoved(membership_.workers, newer);
+  }
+  return Status::OK();
 }
 
 Context::~Context() {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "collectives/collectives.h"
+#include "core/elastic.h"
 #include "core/engine.h"
 #include "hvd/hvd.h"
 #include "rendezvous/store.h"
@@ -42,12 +43,19 @@ class Context {
   // Coordinated stop of the engine, then the transport closes.
   Status Shutdown();
 
+  // Elastic jobs (elastic.h): the generation this session joined, the newest one the launcher
+  // published, and whether that one only lost workers. FailedPrecondition in a fixed job.
+  Status ElasticGeneration(int64_t* joined, int64_t* latest, bool* only_removed);
+
  private:
   Context() = default;
   static Status CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out);
 
   Topology topology_;
   std::unique_ptr<rendezvous::Store> base_store_;
+  bool elastic_ = false;
+  std::unique_ptr<rendezvous::Store> attempt_store_;  // elastic: where the membership is
+  Membership membership_;                             // elastic: the one this session joined
   std::unique_ptr<rendezvous::Store> store_;
   std::unique_ptr<stall::StallReporter> stall_reporter_;  // outlives the transport that uses it
   std::unique_ptr<transport::Transport> transport_;

@@ -37,7 +37,6 @@ const std::map<std::string, std::string>& Alternatives() {
       {"HOROVOD_GLOO_TIMEOUT_SECONDS",
        "use HVD_START_TIMEOUT_SECONDS and HVD_PEER_TIMEOUT_SECONDS"},
       {"HOROVOD_STALL_CHECK_DISABLE", "set HVD_STALL_CHECK_TIME_SECONDS=0"},
-      {"HOROVOD_ELASTIC", "hvd does not run elastic jobs through this variable"},
   };
   return m;
 }

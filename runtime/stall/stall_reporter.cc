@@ -13,16 +13,36 @@ constexpr auto kMaxPoll = std::chrono::milliseconds(1000);
 // After a store failure, how long before a fresh connection is tried.
 constexpr auto kReopenAfter = std::chrono::seconds(5);
 
-std::string Ranks(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
+std::string Ranks(const std::vector<int>& ranks, const std::vector<std::string>& hosts,
+                  const std::vector<int>& ids) {
   auto host = [&](int r) {
     return r >= 0 && r < static_cast<int>(hosts.size()) ? hosts[r] : std::string("?");
   };
+  auto id = [&](int r) {
+    return r >= 0 && r < static_cast<int>(ids.size()) ? std::to_string(ids[r]) : std::string("?");
+  };
+  if (!ids.empty()) {  // elastic: "worker 3 (rank 2) on host-b"
+    std::string out;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      out += (i > 0 ? ", " : "") + std::string("worker ") + id(ranks[i]) + " (rank " +
+             std::to_string(ranks[i]) + ") on " + host(ranks[i]);
+    }
+    return out;
+  }
   if (ranks.size() == 1) return "rank " + std::to_string(ranks[0]) + " on " + host(ranks[0]);
   std::string out = "ranks ";
   for (size_t i = 0; i < ranks.size(); ++i) {
     if (i > 0) out += ", ";
     out += std::to_string(ranks[i]) + " (" + host(ranks[i]) + ")";
   }
+  return out;
+}
+
+// Ranks as the launcher knows them: worker ids in an elastic job.
+std::vector<int> ToIds(const std::vector<int>& ranks, const std::vector<int>& ids) {
+  if (ids.empty()) return ranks;
+  std::vector<int> out;
+  for (int r : ranks) out.push_back(r >= 0 && r < static_cast<int>(ids.size()) ? ids[r] : r);
   return out;
 }
 
@@ -97,9 +117,9 @@ StallReporter::Report StallReporter::Compose(Clock::time_point now) {
   if (inspector_stalled_ && !inspector_.missing.empty()) {
     r.kind = 'S';
     r.age_s = std::chrono::duration_cast<std::chrono::seconds>(now - inspector_.first_seen).count();
-    r.blamed = inspector_.missing;
+    r.blamed = ToIds(inspector_.missing, options_.worker_ids);
     const size_t n = inspector_.submitted.size();
-    r.message = Ranks(inspector_.missing, options_.hosts) +
+    r.message = Ranks(inspector_.missing, options_.hosts, options_.worker_ids) +
                 (inspector_.missing.size() == 1 ? " has" : " have") + " not submitted " +
                 inspector_.op + " '" + inspector_.key + "' for " + std::to_string(r.age_s) +
                 " s (" + (n == 1 ? "rank " : "ranks ") + Csv(inspector_.submitted) +
@@ -110,9 +130,10 @@ StallReporter::Report StallReporter::Compose(Clock::time_point now) {
       now - wait_since_ >= std::chrono::duration<double>(options_.check_seconds)) {
     r.kind = 'W';
     r.age_s = std::chrono::duration_cast<std::chrono::seconds>(now - wait_since_).count();
-    r.blamed = wait_peers_;
-    r.message = Ranks({options_.rank}, options_.hosts) + " has waited " + std::to_string(r.age_s) +
-                " s for " + Ranks(wait_peers_, options_.hosts);
+    r.blamed = ToIds(wait_peers_, options_.worker_ids);
+    r.message = Ranks({options_.rank}, options_.hosts, options_.worker_ids) + " has waited " +
+                std::to_string(r.age_s) + " s for " +
+                Ranks(wait_peers_, options_.hosts, options_.worker_ids);
   }
   return r;
 }
@@ -130,7 +151,7 @@ void StallReporter::Loop() {
     if (!peer_failure_.empty() && !peer_failure_written_) {
       const std::string message = peer_failure_;
       lock.Unlock();
-      Write(base::RankKey(base::RankKeyKind::kAbort, options_.rank), message);
+      Write(base::RankKey(base::RankKeyKind::kAbort, KeyId()), message);
       lock.Lock();
       peer_failure_written_ = true;
       cv_.NotifyAll();
@@ -143,7 +164,7 @@ void StallReporter::Loop() {
       written_ = r;
       written_at_ = now;
       lock.Unlock();
-      Write(base::RankKey(base::RankKeyKind::kStall, options_.rank), r.Value());
+      Write(base::RankKey(base::RankKeyKind::kStall, KeyId()), r.Value());
       lock.Lock();
     }
     if (stop_) return;

@@ -45,6 +45,9 @@ class StallReporter {
     double check_seconds = 60;       // <= 0: the reporter reports nothing
     std::string url;                 // HVD_RENDEZVOUS, to reopen the store after a failure
     std::string scope;               // "job/<id>/attempt/<n>"
+    // An elastic job (runtime/core/elastic.h): worker_ids[r] is rank r's worker id. The launcher
+    // knows workers by id, so the keys and the blamed ranks are ids, and messages name both.
+    std::vector<int> worker_ids;
   };
 
   // `store` (the rank's connection to the rendezvous, not owned) must outlive the reporter; it is
@@ -71,6 +74,10 @@ class StallReporter {
   std::string Current();
 
  private:
+  // This rank's key: its worker id in an elastic job, else its rank.
+  int KeyId() const {
+    return options_.worker_ids.empty() ? options_.rank : options_.worker_ids[options_.rank];
+  }
   using Clock = std::chrono::steady_clock;
   struct Report {
     char kind = 0;  // 0: none, 'S': inspector, 'W': wait

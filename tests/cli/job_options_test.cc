@@ -182,6 +182,51 @@ TEST_F(JobOptions, LimitsAndRestarts) {
   EXPECT_HAS(Error({"-np", "1", "--stall-timeout", "-1", "/bin/true"}), "not -1");
 }
 
+TEST_F(JobOptions, ElasticFlags) {
+  control::JobSpec spec;
+  ASSERT_TRUE(Build({"-np", "2", "/bin/true"}, &spec).ok());
+  EXPECT_FALSE(control::IsElastic(spec));
+  EXPECT_EQ(spec.min_np, 0);
+  EXPECT_EQ(spec.max_np, 0);
+  // --min-np alone: the job starts that many workers.
+  ASSERT_TRUE(Build({"--min-np", "3", "/bin/true"}, &spec).ok());
+  EXPECT_TRUE(control::IsElastic(spec));
+  EXPECT_EQ(spec.np, 3);
+  EXPECT_EQ(spec.min_np, 3);
+  EXPECT_EQ(spec.max_np, 3);
+  EXPECT_EQ(spec.elastic_timeout_ms, 600000);  // Horovod's 600 s
+  EXPECT_EQ(spec.reset_limit, 0);
+  // --max-np with --min-np: -np defaults to the most.
+  ASSERT_TRUE(Build({"--min-np", "1", "--max-np", "4", "--elastic-timeout", "2.5", "--reset-limit",
+                     "6", "/bin/true"},
+                    &spec)
+                  .ok());
+  EXPECT_EQ(spec.np, 4);
+  EXPECT_EQ(spec.min_np, 1);
+  EXPECT_EQ(spec.max_np, 4);
+  EXPECT_EQ(spec.elastic_timeout_ms, 2500);
+  EXPECT_EQ(spec.reset_limit, 6);
+  // With -np, the others default to it.
+  ASSERT_TRUE(Build({"-np", "4", "--min-np", "2", "/bin/true"}, &spec).ok());
+  EXPECT_EQ(spec.np, 4);
+  EXPECT_EQ(spec.min_np, 2);
+  EXPECT_EQ(spec.max_np, 4);
+  // horovodrun's spellings.
+  ASSERT_TRUE(Build({"--min-num-proc", "1", "--max-num-proc", "3", "/bin/true"}, &spec).ok());
+  EXPECT_EQ(spec.np, 3);
+  EXPECT_EQ(spec.min_np, 1);
+  EXPECT_EQ(spec.max_np, 3);
+
+  EXPECT_HAS(Error({"-np", "2", "--elastic-timeout", "5", "/bin/true"}),
+             "--elastic-timeout: applies to elastic jobs only");
+  EXPECT_HAS(Error({"-np", "2", "--reset-limit", "1", "/bin/true"}),
+             "--reset-limit: applies to elastic jobs only");
+  EXPECT_HAS(Error({"--min-np", "1", "--elastic-timeout", "0", "/bin/true"}), "--elastic-timeout");
+  EXPECT_HAS(Error({"--min-np", "1", "--reset-limit", "-1", "/bin/true"}), "--reset-limit");
+  EXPECT_HAS(Error({"-np", "2", "--min-np", "3", "/bin/true"}), "--min-np 3, -np 2");
+  EXPECT_HAS(Error({"-np", "4", "--max-np", "2", "/bin/true"}), "--min-np 4, -np 4, --max-np 2");
+}
+
 TEST_F(JobOptions, GpuIsolationIsOptIn) {
   control::JobSpec spec;
   ASSERT_TRUE(Build({"-np", "2", "/bin/true"}, &spec).ok());

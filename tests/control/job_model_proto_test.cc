@@ -64,6 +64,57 @@ TEST(JobModelProto, AJobStatusRoundTripsWhole) {
   EXPECT_FALSE(FromProto(v1::JobStatus()).spec.gpu_isolation);
 }
 
+TEST(JobModelProto, AnElasticJobKeepsItsSpecAndMembership) {
+  JobStatus s = FullJob();
+  s.spec.min_np = 1;
+  s.spec.max_np = 2;
+  s.spec.elastic_timeout_ms = 1500;
+  s.spec.reset_limit = 7;
+  s.elastic.generation = 2;
+  s.elastic.workers = {0, 3};
+  s.elastic.resets = 2;
+  s.elastic.below_min_since_ms = 1700000000003;
+  s.elastic.events.push_back({0, 1700000000004, {0, 1, 3}, "generation 0: 3 workers"});
+  s.elastic.events.push_back({2, 1700000000005, {0, 3}, "generation 2: worker 1 left"});
+  v1::JobStatus p;
+  ToProto(s, &p);
+  const JobStatus back = FromProto(p);
+  EXPECT_EQ(back.spec.min_np, 1);
+  EXPECT_EQ(back.spec.max_np, 2);
+  EXPECT_EQ(back.spec.elastic_timeout_ms, 1500);
+  EXPECT_EQ(back.spec.reset_limit, 7);
+  EXPECT_TRUE(IsElastic(back.spec));
+  EXPECT_EQ(back.elastic.generation, 2);
+  EXPECT_EQ(back.elastic.workers, (std::vector<int>{0, 3}));
+  EXPECT_EQ(back.elastic.resets, 2);
+  EXPECT_EQ(back.elastic.below_min_since_ms, 1700000000003);
+  ASSERT_EQ(back.elastic.events.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back.elastic.events[i].generation, s.elastic.events[i].generation);
+    EXPECT_EQ(back.elastic.events[i].time_ms, s.elastic.events[i].time_ms);
+    EXPECT_EQ(back.elastic.events[i].workers, s.elastic.events[i].workers);
+    EXPECT_EQ(back.elastic.events[i].what, s.elastic.events[i].what);
+  }
+  // A summary keeps the numbers and the membership, not the events.
+  v1::JobStatus sp;
+  ToSummaryProto(s, &sp);
+  const JobStatus summary = FromProto(sp);
+  EXPECT_EQ(summary.spec.min_np, 1);
+  EXPECT_EQ(summary.spec.max_np, 2);
+  EXPECT_EQ(summary.elastic.generation, 2);
+  EXPECT_EQ(summary.elastic.workers, (std::vector<int>{0, 3}));
+  EXPECT_TRUE(summary.elastic.events.empty());
+
+  // A fixed job: no elastic fields on the wire, the defaults read back.
+  v1::JobStatus fp;
+  ToProto(FullJob(), &fp);
+  EXPECT_FALSE(fp.has_elastic());
+  const JobStatus fixed = FromProto(fp);
+  EXPECT_FALSE(IsElastic(fixed.spec));
+  EXPECT_EQ(fixed.spec.elastic_timeout_ms, 600000);
+  EXPECT_EQ(fixed.elastic.generation, -1);
+}
+
 TEST(JobModelProto, EventsAndAgentsKeepEveryField) {
   JobEvent e;
   e.kind = JobEvent::Kind::kOutput;

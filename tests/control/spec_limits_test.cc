@@ -131,6 +131,66 @@ TEST(SpecLimits, RefusesEachBadField) {
   }
 }
 
+TEST(SpecLimits, ElasticNumbersAreChecked) {
+  JobSpec fixed;
+  fixed.argv = {"/bin/true"};
+  fixed.np = 4;
+  EXPECT_TRUE(CheckElastic(fixed).ok());  // not elastic: nothing to check
+  fixed.reset_limit = 5;                  // ignored without --min-np
+  EXPECT_TRUE(CheckElastic(fixed).ok());
+
+  auto spec = [](int min_np, int np, int max_np) {
+    JobSpec s;
+    s.argv = {"/bin/true"};
+    s.np = np;
+    s.min_np = min_np;
+    s.max_np = max_np;
+    return s;
+  };
+  EXPECT_TRUE(CheckElastic(spec(1, 4, 4)).ok());
+  EXPECT_TRUE(CheckElastic(spec(4, 4, 4)).ok());
+  EXPECT_TRUE(CheckElastic(spec(2, 4, 8)).ok());  // room to grow as slots appear
+  EXPECT_TRUE(ValidateJobSpec(spec(2, 4, 4)).ok());
+  struct Case {
+    const char* what;
+    JobSpec s;
+    const char* says;
+  };
+  JobSpec timeout0 = spec(2, 4, 4);
+  timeout0.elastic_timeout_ms = 0;
+  JobSpec timeout_long = spec(2, 4, 4);
+  timeout_long.elastic_timeout_ms = kMaxJobTimeoutMs + 1;
+  JobSpec resets = spec(2, 4, 4);
+  resets.reset_limit = -1;
+  JobSpec resets_many = spec(2, 4, 4);
+  resets_many.reset_limit = 1000001;
+  const Case cases[] = {
+      {"min above np", spec(5, 4, 4), "got --min-np 5, -np 4, --max-np 4"},
+      {"np above max", spec(2, 4, 3), "1 <= --min-np <= -np <= --max-np"},
+      {"max without min", spec(0, 4, 4), "got --min-np 0"},
+      {"negative min", spec(-1, 4, 4), "--min-np -1"},
+      {"max over the rank limit", spec(1, 4, kMaxRanks + 1), "1048576"},
+      {"timeout 0", timeout0, "--elastic-timeout"},
+      {"timeout over 30 days", timeout_long, "--elastic-timeout"},
+      {"negative reset limit", resets, "--reset-limit"},
+      {"reset limit huge", resets_many, "--reset-limit"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    const Status st = CheckElastic(c.s);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(Refusal(st).find(c.says), std::string::npos) << st.message();
+    EXPECT_FALSE(ValidateJobSpec(c.s).ok()) << "ValidateJobSpec runs CheckElastic";
+  }
+  // The same at the wire edge.
+  v1::JobSpec p = Spec();
+  p.set_min_np(2);
+  p.set_max_np(4);
+  EXPECT_TRUE(ValidateJobSpec(p).ok());
+  p.set_max_np(3);
+  EXPECT_NE(Refusal(ValidateJobSpec(p)).find("elastic job"), std::string::npos);
+}
+
 TEST(SpecLimits, RegistrationWithHugeSlotCountIsRefused) {
   v1::AgentInfo a = Agent();
   EXPECT_TRUE(ValidateAgentInfo(a).ok());

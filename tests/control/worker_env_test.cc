@@ -181,5 +181,32 @@ TEST(WorkerEnvTest, ValidateRefusesIdentityVariables) {
   EXPECT_EQ(ValidateJobEnv({{"A=B", "x"}}).code(), StatusCode::kInvalidArgument);
 }
 
+TEST(WorkerEnvTest, ElasticWorkersGetTheirIdAndTheJobsElasticSettings) {
+  WorkerEnvInput in = Input();
+  auto fixed = WorkerEnv(in);
+  for (const char* name : {"HVD_ELASTIC", "HOROVOD_ELASTIC", "HVD_WORKER_ID",
+                           "HVD_ELASTIC_TIMEOUT_SECONDS", "HVD_ELASTIC_RESET_LIMIT"}) {
+    EXPECT_EQ(fixed.count(name), 0u) << name << " in a fixed job's worker";
+  }
+  in.elastic = true;
+  in.elastic_timeout_ms = 1500;
+  in.reset_limit = 3;
+  auto env = WorkerEnv(in);
+  EXPECT_EQ(env["HVD_ELASTIC"], "1");
+  EXPECT_EQ(env["HOROVOD_ELASTIC"], "1");
+  EXPECT_EQ(env["HVD_WORKER_ID"], "5");  // its rank in generation 0, its id for good
+  EXPECT_EQ(env["HVD_RANK"], "5");
+  // 10 s past the launcher's, whose failure names what was lost.
+  EXPECT_DOUBLE_EQ(std::stod(env.at("HVD_ELASTIC_TIMEOUT_SECONDS")), 11);
+  EXPECT_EQ(env["HVD_ELASTIC_RESET_LIMIT"], "3");
+  // The job's -x cannot pose as the launcher's.
+  for (const char* name : {"HVD_WORKER_ID", "HVD_ELASTIC", "HOROVOD_ELASTIC",
+                           "HVD_ELASTIC_TIMEOUT_SECONDS", "HVD_ELASTIC_RESET_LIMIT"}) {
+    Status s = ValidateJobEnv({{name, "0"}});
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(s.message().find(name), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace hvd::control

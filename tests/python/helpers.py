@@ -20,3 +20,17 @@ def assert_equal(actual, expected, msg=""):
         msg, list(actual.shape), list(expected.shape))
     assert torch.equal(as_exact(actual), as_exact(expected)), "%s:\n%s\nexpected\n%s" % (
         msg, actual, expected)
+
+
+# A small model and optimizer for the elastic state tests (seeded: equal on every rank).
+def make_model(seed):
+    torch.manual_seed(seed)
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    return model, optimizer
+
+
+def train_step(model, optimizer, scale=1.0):
+    optimizer.zero_grad()
+    (model(torch.ones(4, 3)) * scale).sum().backward()
+    optimizer.step()

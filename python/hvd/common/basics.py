@@ -126,6 +126,12 @@ _PROTOTYPES = {
     "hvd_handle_output_shape_at": (_c_int, [_handle, _c_int, _c_i64_p, _c_int]),
     "hvd_handle_output_splits": (_c_int, [_handle, _c_int, _c_i64_p, _c_int]),
 }
+# Declared when the library has them; a library without them loads, and what needs them says so
+# (elastic_enabled(): "rebuild").
+_OPTIONAL_PROTOTYPES = {
+    "hvd_elastic_enabled": (_c_int, []),
+    "hvd_elastic_generation": (_c_int, [_c_i64_p, _c_i64_p, _c_int_p]),
+}
 
 
 def _library_candidates():
@@ -155,6 +161,12 @@ def _load_library():
                 "it (cmake --build build --target hvd_python) or point %s at a current libhvd.so"
                 % (path, ABI_VERSION, ", ".join(missing[:4]), LIBRARY_ENV))
         for name, (restype, argtypes) in _PROTOTYPES.items():
+            fn = getattr(lib, name)
+            fn.restype = restype
+            fn.argtypes = argtypes
+        for name, (restype, argtypes) in _OPTIONAL_PROTOTYPES.items():
+            if not hasattr(lib, name):
+                continue
             fn = getattr(lib, name)
             fn.restype = restype
             fn.argtypes = argtypes
@@ -386,6 +398,34 @@ def stop_timeline():
     code = lib.hvd_stop_timeline()
     if code != 0:
         raise ValueError(last_error())
+
+
+# ---- elastic mode (used by hvd.common.elastic) ---------------------------------------------------
+
+def _elastic_fn(name):
+    if not hasattr(lib, name):
+        raise RuntimeError(
+            "hvd: this libhvd.so (%s) has no elastic support (it lacks %s); rebuild it "
+            "(cmake --build build --target hvd_python) or point %s at a current libhvd.so"
+            % (library_path, name, LIBRARY_ENV))
+    return getattr(lib, name)
+
+
+def elastic_enabled():
+    """True when this process is a worker of an elastic job (HVD_ELASTIC=1, set by
+    hvdrun --min-np/--max-np). RuntimeError ("rebuild") when libhvd.so predates elastic mode."""
+    return bool(_elastic_fn("hvd_elastic_enabled")())
+
+
+def elastic_generation():
+    """(joined, latest, only_removed): the membership generation this session joined, the newest
+    one the launcher published (latest >= joined), and whether the newest only lost workers
+    compared with this session's. RuntimeError when not initialized or not an elastic job."""
+    fn = _elastic_fn("hvd_elastic_generation")
+    joined, latest, only_removed = ctypes.c_int64(0), ctypes.c_int64(0), ctypes.c_int(0)
+    check(fn(ctypes.byref(joined), ctypes.byref(latest), ctypes.byref(only_removed)),
+          "hvd elastic generation")
+    return joined.value, latest.value, bool(only_removed.value)
 
 
 # ---- process sets (used by hvd.common.process_sets) ---------------------------------------------

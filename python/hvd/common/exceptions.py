@@ -26,8 +26,11 @@ class HorovodInternalError(RuntimeError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """The set of hosts changed (Horovod's elastic mode). hvd has no elastic mode and never
-    raises it; it exists so that code catching it keeps working."""
+    """The job's membership changed (elastic mode: hvdrun --min-np/--max-np). Raised on every
+    rank by State.commit()/check_host_updates() when the launcher has published a membership
+    newer than the one this session joined; hvd.elastic.run then resets and goes on.
+    `skip_sync` is true when the new membership only lost workers (the survivors hold the same
+    state, so it need not be broadcast again)."""
 
     def __init__(self, skip_sync=False):
         super().__init__("hosts updated")

@@ -39,3 +39,4 @@ from hvd.torch.mpi_ops import ProcessSet, global_process_set, add_process_set, r
 from hvd.torch.mpi_ops import Average, Sum, Adasum, Min, Max, Product
 from hvd.torch.optimizer import DistributedOptimizer
 from hvd.torch.sync_batch_norm import SyncBatchNorm
+from hvd.torch import elastic  # hvd.elastic.run, TorchState, ElasticSampler (after the above)

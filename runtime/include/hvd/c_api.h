@@ -119,12 +119,11 @@ HVD_C_EXPORT hvd_handle* hvd_enqueue_allgather(const char* name, const hvd_tenso
 HVD_C_EXPORT hvd_handle* hvd_enqueue_grouped_allgather(const char* name, int n,
                                                        const hvd_tensor* inputs, int process_set);
 /* root: a job rank, member of the process set. */
-HVD_C_EXPORT hvd_handle* hvd_enqueue_broadcast(const char* name, const hvd_tensor* tensor,
-                                               int root, int process_set);
+HVD_C_EXPORT hvd_handle* hvd_enqueue_broadcast(const char* name, const hvd_tensor* tensor, int root,
+                                               int process_set);
 /* splits: nsplits (= the set's size) entries, or NULL to divide the first dimension evenly. */
 HVD_C_EXPORT hvd_handle* hvd_enqueue_alltoall(const char* name, const hvd_tensor* input,
-                                              const int64_t* splits, int nsplits,
-                                              int process_set);
+                                              const int64_t* splits, int nsplits, int process_set);
 /* op: HVD_SUM or HVD_AVERAGE. */
 HVD_C_EXPORT hvd_handle* hvd_enqueue_reducescatter(const char* name, const hvd_tensor* input,
                                                    hvd_reduce_op_t op, double prescale,
@@ -163,6 +162,13 @@ HVD_C_EXPORT int hvd_process_set_included(int id);
 HVD_C_EXPORT int hvd_process_set_ranks(int id, int* ranks, int max);
 /* Writes up to max ids (increasing); returns how many sets exist. */
 HVD_C_EXPORT int hvd_process_set_ids(int* ids, int max);
+
+/* Elastic jobs (hvdrun --min-np/--max-np). 1 when this process is an elastic worker. */
+HVD_C_EXPORT int hvd_elastic_enabled(void);
+/* The membership generation this session joined (0 first) and the newest one the launcher
+ * published (latest >= joined); *only_removed = 1 when the newest only lost workers compared with
+ * this session's. FAILED_PRECONDITION when not initialized or not elastic. */
+HVD_C_EXPORT int hvd_elastic_generation(int64_t* joined, int64_t* latest, int* only_removed);
 
 /* Timeline (written by rank 0). */
 HVD_C_EXPORT int hvd_start_timeline(const char* path, int mark_cycles);

@@ -76,6 +76,23 @@ HVD_EXPORT int CrossSize();  // number of hosts with a process of this local ran
 // Whether every host runs the same number of ranks (false before Init()).
 HVD_EXPORT bool IsHomogeneous();
 
+// ---- Elastic jobs (hvdrun --min-np/--max-np; docs/elastic.md) ------------------------------
+// An elastic worker's Init() joins the newest membership the launcher published (its rank and
+// size come from it, not from HVD_RANK/HVD_SIZE). When a worker leaves, the others' pending
+// operations fail (Aborted or Unavailable); Shutdown() and Init() again join the new membership
+// in place, and the program restores its state. When workers join, ElasticGeneration() shows a
+// newer generation than the one joined: Shutdown() and Init() at a point every rank agrees on.
+
+// Whether this process is an elastic worker (HVD_ELASTIC=1); known before Init().
+HVD_EXPORT bool IsElastic();
+struct ElasticGenerationInfo {
+  int64_t joined = 0;         // the generation this session joined
+  int64_t latest = 0;         // the newest published (>= joined)
+  bool only_removed = false;  // the newest only lost workers (no state sync needed)
+};
+// FailedPrecondition when not initialized or not elastic.
+HVD_EXPORT Status ElasticGeneration(ElasticGenerationInfo* info);
+
 // ---- Process sets (Horovod 0.23+) ----------------------------------------------------------
 // A process set is a subset of the job's ranks that runs collectives among themselves; every
 // operation takes one (the global set, id 0, is every rank). Only the set's members negotiate and

@@ -3,8 +3,8 @@ process set objects)."""
 import sys
 
 import hvd.common as _impl
-from hvd.common import basics, exceptions, process_sets, util  # noqa: F401
+from hvd.common import basics, elastic, exceptions, process_sets, util  # noqa: F401
 
-for _sub in ("basics", "exceptions", "process_sets", "util"):
+for _sub in ("basics", "elastic", "exceptions", "process_sets", "util"):
     sys.modules[__name__ + "." + _sub] = getattr(_impl, _sub)
 sys.modules[__name__] = _impl

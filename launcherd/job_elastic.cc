@@ -1,0 +1,176 @@
+// Job: the rules of an elastic job (hvdrun --min-np/--max-np; docs/elastic.md). A worker is a
+// RankStatus whose index is its id for the job's whole life; a generation is the list of live
+// workers in id order, published through the rendezvous store, where every worker's runtime
+// finds its rank (runtime/core/elastic.h). A worker that fails leaves: the others re-form in a
+// new generation as long as --min-np of them live; below that the job waits --elastic-timeout
+// and fails naming what it lost.
+#include <algorithm>
+
+#include "base/logging.h"
+#include "control/log_escape.h"
+#include "launcherd/job.h"
+
+namespace hvd::launcherd {
+namespace {
+
+// A job's record keeps the newest events only, so that a job whose workers come and go for
+// weeks stays a small record.
+constexpr size_t kMaxEvents = 100;
+
+std::string Seconds(int64_t ms) {
+  return std::to_string(ms / 1000) + (ms % 1000 ? "." + std::to_string(ms % 1000 / 100) : "") +
+         " s";
+}
+
+}  // namespace
+
+void Job::AddMembershipEvent(const std::string& what, Instant now) {
+  auto& e = status.elastic;
+  e.events.push_back({e.generation, now.wall_ms, e.workers, what});
+  if (e.events.size() > kMaxEvents) e.events.erase(e.events.begin());
+  log.AddProgress(what);
+  HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(what, 1024);
+}
+
+void Job::NewGeneration(std::vector<int> workers, const std::string& what, Instant now) {
+  auto& e = status.elastic;
+  ++e.generation;
+  if (e.generation > 0) ++e.resets;
+  e.workers = std::move(workers);
+  e.below_min_since_ms = 0;
+  publications_.push_back({e.generation, e.workers});
+  AddMembershipEvent(what, now);
+  Changed(/*marker=*/true);
+}
+
+void Job::ElasticBegin(Instant now) {
+  if (!elastic()) return;
+  status.elastic = control::ElasticStatus();
+  publications_.clear();
+  elastic_finishing_ = false;
+  finished_by_.clear();
+  std::vector<int> all;
+  for (const RankStatus& r : status.ranks) all.push_back(r.placement.rank);
+  const int n = static_cast<int>(all.size());
+  NewGeneration(std::move(all),
+                "generation 0: " + std::to_string(n) + " worker" + (n == 1 ? "" : "s") +
+                    " (--min-np " + std::to_string(status.spec.min_np) + ", --max-np " +
+                    std::to_string(status.spec.max_np) + ")",
+                now);
+}
+
+bool Job::AllLiveRunning() const {
+  for (const RankStatus& r : status.ranks) {
+    if (r.state == RankState::kStarting || r.state == RankState::kPending) return false;
+  }
+  return true;
+}
+
+void Job::ElasticRestored(Instant now) {
+  const int64_t since = status.elastic.below_min_since_ms;
+  if (since == 0) return;
+  below_min_since_ =
+      now.steady - std::chrono::milliseconds(std::max<int64_t>(0, now.wall_ms - since));
+}
+
+void Job::WorkerFinished(int rank, Instant now) {
+  if (elastic_finishing_ || terminal() || !AnyRankLive()) {
+    elastic_finishing_ = true;
+    return;
+  }
+  // The others are told (base::ElasticFinishedKey): one whose collective fails because this
+  // worker left must not wait for it in hvd.init() until --elastic-timeout; it fails at once.
+  elastic_finishing_ = true;
+  finished_by_ = "worker " + std::to_string(rank) + " on " + status.ranks[rank].placement.host;
+  publications_.push_back({0, {}, finished_by_});
+  // Progress, not a membership event: it changes nobody's rank and is how every job ends.
+  log.AddProgress(finished_by_ + " finished (exit 0): the job ends as its other workers do");
+  Changed(/*marker=*/false);
+}
+
+void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost) {
+  if (terminal() || status.state == JobState::kRestarting) return;
+  if (elastic_finishing_) {  // no new membership once a worker finished: a failure now is final
+    JobFailure g = f;
+    if (!finished_by_.empty()) g.message += " (after " + finished_by_ + " finished with exit 0)";
+    Fail(g, exit_code, now);
+    return;
+  }
+  if (f.rank >= 0 && f.rank < static_cast<int>(status.ranks.size())) {
+    const control::RankSlot& p = status.ranks[f.rank].placement;
+    dropped_slots_.insert({p.agent_id, p.slot});
+    if (agent_lost || ++failures_by_host_[p.host] >= 2) excluded_hosts_.insert(p.host);
+  }
+  std::vector<int> live;
+  for (const RankStatus& r : status.ranks) {
+    if (RankLive(r.state)) live.push_back(r.placement.rank);
+  }
+  // "rank 3 on host-b exited with code 1" says it as "worker 3 on host-b exited with code 1".
+  const std::string who = "worker " + std::to_string(f.rank) + " on " + f.host;
+  const std::string as_rank = "rank " + std::to_string(f.rank) + " on " + f.host + " ";
+  const std::string left = f.message.rfind(as_rank, 0) == 0
+                               ? who + " " + f.message.substr(as_rank.size())
+                               : who + " left: " + f.message;
+  const int min_np = status.spec.min_np;
+  if (live.empty()) {
+    JobFailure last = f;
+    last.message = "every worker of the elastic job is gone; the last, " + left;
+    Fail(last, exit_code, now);
+    return;
+  }
+  if (static_cast<int>(live.size()) < min_np) {
+    auto& e = status.elastic;
+    if (e.below_min_since_ms == 0) {
+      e.below_min_since_ms = now.wall_ms;
+      below_min_since_ = now.steady;
+    }
+    AddMembershipEvent(left + "; " + std::to_string(live.size()) + " worker" +
+                           (live.size() == 1 ? "" : "s") + " left, fewer than --min-np " +
+                           std::to_string(min_np) + ": waiting up to --elastic-timeout " +
+                           Seconds(status.spec.elastic_timeout_ms) + " for more",
+                       now);
+    Changed(/*marker=*/true);
+    return;
+  }
+  const int limit = status.spec.reset_limit;
+  if (limit > 0 && status.elastic.resets >= limit) {
+    JobFailure g = f;
+    g.message = left + "; the job already changed membership " + std::to_string(limit) + " time" +
+                (limit == 1 ? "" : "s") + " (--reset-limit " + std::to_string(limit) + ")";
+    Fail(g, exit_code, now);
+    return;
+  }
+  const size_t n = live.size();
+  if (status.state == JobState::kStarting && AllLiveRunning()) {
+    SetState(JobState::kRunning, "all " + std::to_string(n) + " live workers running");
+  }
+  NewGeneration(std::move(live),
+                "generation " + std::to_string(status.elastic.generation + 1) + ": " + left + "; " +
+                    std::to_string(n) + (n == 1 ? " worker goes on" : " workers go on"),
+                now);
+}
+
+bool Job::ElasticDue(Clock::time_point now) const {
+  return elastic() && !terminal() && status.elastic.below_min_since_ms != 0 &&
+         now - below_min_since_ >= std::chrono::milliseconds(status.spec.elastic_timeout_ms);
+}
+
+void Job::ElasticTimeout(Instant now) {
+  JobFailure f;
+  const auto& events = status.elastic.events;
+  // The losses since the job was last at --min-np or more, oldest first.
+  std::string lost;
+  int n = 0;
+  for (auto it = events.rbegin(); it != events.rend() && n < 8; ++it, ++n) {
+    if (it->what.rfind("generation ", 0) == 0) break;
+    lost = it->what.substr(0, it->what.find("; ")) + (lost.empty() ? "" : "; " + lost);
+  }
+  int live = 0;
+  for (const RankStatus& r : status.ranks) live += RankLive(r.state);
+  f.message = "fewer than --min-np " + std::to_string(status.spec.min_np) + " workers (" +
+              std::to_string(live) + " live) for " + Seconds(status.spec.elastic_timeout_ms) +
+              " (--elastic-timeout): " + lost;
+  Fail(f, control::kGenericFailureExitCode, now);
+}
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,207 @@
+#include "core/elastic.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "base/logging.h"
+#include "base/rendezvous_keys.h"
+#include "base/settings.h"
+
+namespace hvd::runtime::core {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const base::Setting<bool> kElastic(
+    "HVD_ELASTIC", "HOROVOD_ELASTIC", false,
+    "this worker belongs to an elastic job (hvdrun --min-np/--max-np sets it): Init() joins the "
+    "newest membership the launcher published instead of reading HVD_RANK and HVD_SIZE");
+const base::Setting<int64_t> kWorkerId("HVD_WORKER_ID", nullptr, -1,
+                                       "an elastic worker's stable id (the launcher sets it)",
+                                       {-1, 1 << 20});
+const base::Setting<double> kElasticTimeout(
+    "HVD_ELASTIC_TIMEOUT_SECONDS", nullptr, 600,
+    "how long an elastic worker's Init() waits for a membership that names it and for its "
+    "members to arrive (hvdrun --elastic-timeout)",
+    {0.1, 86400});
+
+// Sessions this process started in each generation (Init() calls are serialized by hvd::Init).
+std::map<int64_t, int>& SessionsByGeneration() {
+  static auto* m = new std::map<int64_t, int>();
+  return *m;
+}
+
+std::chrono::milliseconds Left(Clock::time_point deadline) {
+  return std::max(std::chrono::milliseconds(1),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+}
+
+}  // namespace
+
+Status ReadElasticSettings(ElasticSettings* out) {
+  HVD_RETURN_IF_ERROR(kElastic.Get(&out->enabled));
+  int64_t id = -1;
+  HVD_RETURN_IF_ERROR(kWorkerId.Get(&id));
+  out->worker_id = static_cast<int>(id);
+  double s = 600;
+  HVD_RETURN_IF_ERROR(kElasticTimeout.Get(&s));
+  out->timeout = std::chrono::milliseconds(static_cast<int64_t>(s * 1000));
+  if (out->enabled && out->worker_id < 0) {
+    return InvalidArgument(
+        "HVD_ELASTIC=1 but HVD_WORKER_ID is not set: elastic workers are started by hvdrun "
+        "--min-np/--max-np (or hvd-launcherd), which gives each its id; unset HVD_ELASTIC (and "
+        "HOROVOD_ELASTIC) to run a fixed job");
+  }
+  return Status::OK();
+}
+
+Status ParseWorkers(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  size_t at = 0;
+  while (at <= text.size() && !text.empty()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
+      return InvalidArgument("elastic membership \"" + text.substr(0, 200) +
+                             "\" is not a list of worker ids (a launcher of another version?)");
+    }
+    out->push_back(static_cast<int>(v));
+    at = comma + 1;
+  }
+  if (out->empty()) return InvalidArgument("elastic membership is empty");
+  return Status::OK();
+}
+
+std::string FormatWorkers(const std::vector<int>& workers) {
+  std::string s;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(workers[i]);
+  }
+  return s;
+}
+
+Status LatestGeneration(rendezvous::Store& attempt_store, Clock::time_point deadline,
+                        int64_t* generation) {
+  const std::string key = base::ElasticLatestKey();
+  Status s = attempt_store.Wait({key}, Left(deadline));
+  if (s.code() == StatusCode::kDeadlineExceeded) {
+    return DeadlineExceeded("no elastic membership in " + attempt_store.Describe() + " (key " +
+                            key +
+                            "): the launcher publishes one when it starts the job's workers; is "
+                            "this worker's HVD_RENDEZVOUS its launcher's?");
+  }
+  HVD_RETURN_IF_ERROR(s);
+  std::string v;
+  HVD_RETURN_IF_ERROR(attempt_store.Get(key, &v));
+  char* end = nullptr;
+  const long long g = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || g < 0) {
+    return InvalidArgument("elastic generation \"" + v.substr(0, 40) + "\" is not a number");
+  }
+  *generation = g;
+  return Status::OK();
+}
+
+Status GenerationWorkers(rendezvous::Store& attempt_store, int64_t g, std::vector<int>* workers) {
+  std::string v;
+  HVD_RETURN_IF_ERROR(attempt_store.Get(base::ElasticGenerationKey(g), &v));
+  return ParseWorkers(v, workers);
+}
+
+Status CheckNotFinished(rendezvous::Store& attempt_store) {
+  std::string who;
+  Status s = attempt_store.Get(base::ElasticFinishedKey(), &who);
+  if (s.code() == StatusCode::kNotFound) return Status::OK();
+  HVD_RETURN_IF_ERROR(s);
+  return FailedPrecondition(who.substr(0, 200) +
+                            " finished training (exited 0) while this worker was still at it: "
+                            "the elastic job ends as its workers do, and is not re-formed");
+}
+
+Status FindMembership(rendezvous::Store& attempt_store, int worker_id, Clock::time_point deadline,
+                      Membership* out) {
+  HVD_RETURN_IF_ERROR(CheckNotFinished(attempt_store));
+  int64_t g = 0;
+  HVD_RETURN_IF_ERROR(LatestGeneration(attempt_store, deadline, &g));
+  std::vector<int> workers;
+  for (;;) {
+    Status s = GenerationWorkers(attempt_store, g, &workers);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) return s;
+    auto it = std::find(workers.begin(), workers.end(), worker_id);
+    if (s.ok() && it != workers.end()) {
+      out->generation = g;
+      out->workers = workers;
+      out->rank = static_cast<int>(it - workers.begin());
+      out->session = SessionsByGeneration()[g]++;
+      return Status::OK();
+    }
+    // Left out of g: the launcher counts this worker as gone, or g+1 names it (a restarted
+    // worker racing the launcher's publication). Wait for the next generation.
+    s = attempt_store.Wait({base::ElasticGenerationKey(g + 1)}, Left(deadline));
+    if (s.code() == StatusCode::kDeadlineExceeded) {
+      return DeadlineExceeded("elastic generation " + std::to_string(g) + " (workers " +
+                              FormatWorkers(workers) + ") does not include worker " +
+                              std::to_string(worker_id) +
+                              " and no newer one came within HVD_ELASTIC_TIMEOUT_SECONDS: the "
+                              "launcher counts this worker as gone (see the job's events in "
+                              "`hvdrun status`)");
+    }
+    HVD_RETURN_IF_ERROR(s);
+    ++g;
+  }
+}
+
+std::string ElasticScope(const std::string& attempt_scope, int64_t g, int session) {
+  if (g == 0 && session == 0) return attempt_scope;
+  return attempt_scope + "/elastic/" + std::to_string(g) + "/init/" + std::to_string(session);
+}
+
+Status DecideMeeting(rendezvous::Store& attempt_store, rendezvous::Store& meeting_store, int64_t g,
+                     bool complete, std::chrono::milliseconds timeout, bool* decided,
+                     bool* formed) {
+  *decided = false;
+  if (!complete) {
+    HVD_RETURN_IF_ERROR(CheckNotFinished(attempt_store));
+    std::string v;
+    Status s = attempt_store.Get(base::ElasticGenerationKey(g + 1), &v);
+    if (s.code() == StatusCode::kNotFound) return Status::OK();
+    HVD_RETURN_IF_ERROR(s);
+  }
+  int64_t n = 0;
+  HVD_RETURN_IF_ERROR(meeting_store.Add("decide", 1, &n));
+  if (n == 1) HVD_RETURN_IF_ERROR(meeting_store.Set("outcome", complete ? "formed" : "superseded"));
+  // The decider writes the outcome right after taking the counter; if it died in between, the
+  // meeting cannot form (it is a member): count it as superseded, and look for the generation
+  // the launcher publishes without it.
+  constexpr std::chrono::milliseconds kOutcomeWait{10000};
+  Status s = meeting_store.Wait({"outcome"}, std::min(timeout, kOutcomeWait));
+  if (s.code() == StatusCode::kDeadlineExceeded) {
+    HVD_LOG(WARNING) << "elastic generation " << g
+                     << ": the rank that decided whether it formed wrote no outcome within "
+                     << kOutcomeWait.count() / 1000 << " s (it died in between); meeting again";
+    *decided = true;
+    *formed = false;
+    return Status::OK();
+  }
+  HVD_RETURN_IF_ERROR(s);
+  std::string outcome;
+  HVD_RETURN_IF_ERROR(meeting_store.Get("outcome", &outcome));
+  *decided = true;
+  *formed = outcome == "formed";
+  return Status::OK();
+}
+
+bool OnlyRemoved(const std::vector<int>& current, const std::vector<int>& newer) {
+  const std::set<int> had(current.begin(), current.end());
+  for (int w : newer) {
+    if (!had.count(w)) return false;
+  }
+  return newer.size() < current.size();
+}
+
+}  // namespace hvd::runtime::core

@@ -1,0 +1,108 @@
+// Elastic jobs across agents (docs/elastic.md), with hvd-launcherd and hvd-agents as separate
+// processes on 127.0.0.1 (cluster_harness.h) and the Horovod elastic script of the hvdrun tests
+// (tests/cli/elastic_program.py): the agents are the discovery. An agent that registers mid-job
+// gets workers up to --max-np, which join with the state of rank 0 while the others move at their
+// next commit; an agent killed with kill -9 takes its workers with it and the others go on. The
+// final model is checked exactly, the membership events through REST, and nothing survives.
+// Skips when /usr/bin/python3 has no torch.
+#include "cluster_harness.h"
+
+#ifndef HVD_PYTHON_DIR
+#error "HVD_PYTHON_DIR must name build/python (tests/CMakeLists.txt)"
+#endif
+
+namespace hvd::integrationtest {
+namespace {
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kProgram = std::string(HVD_SOURCE_DIR) + "/tests/cli/elastic_program.py";
+
+class ElasticCluster : public ClusterHarness {
+ protected:
+  Config Configure() override {
+    Config c;
+    c.hosts = {"node-a"};  // node-b joins mid-job (Grow) or is there from the start (Shrink)
+    return c;
+  }
+  void SetUp() override {
+    ProcResult r =
+        clitest::RunProcess({kPython, "-c", "import torch"}, dir_.path(), std::chrono::seconds(30));
+    if (r.exit_code != 0) GTEST_SKIP() << kPython << " cannot import torch: " << r.err;
+    ClusterHarness::SetUp();
+  }
+  void AddAgent(const std::string& host) {
+    config_.hosts.push_back(host);
+    agents_.resize(config_.hosts.size());
+    StartAgent(config_.hosts.size() - 1);
+    ASSERT_NO_FATAL_FAILURE(WaitAgentsReady());
+  }
+  std::vector<std::string> Job(const std::vector<std::string>& flags,
+                               const std::vector<std::string>& program_args) {
+    std::vector<std::string> args = {"-x", std::string("PYTHONPATH=") + HVD_PYTHON_DIR};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.push_back(kPython);
+    args.push_back(kProgram);
+    args.insert(args.end(), program_args.begin(), program_args.end());
+    return Hvdrun("", args, true);
+  }
+};
+
+TEST_F(ElasticCluster, AnAgentThatRegistersMidJobGetsWorkersUpToMaxNp) {
+  // 2 workers on node-a; the job may grow to 4.
+  std::unique_ptr<Proc> run = Start(Job({"-np", "2", "--min-np", "1", "--max-np", "4"},
+                                        {"--steps", "60", "--step-sleep", "0.1"}));
+  // Training is under way on node-a (a step printed nothing; wait for the job to run).
+  const std::string id = NewJob({});
+  ASSERT_FALSE(id.empty());
+  WaitJob(id, [](const json& j) { return j["state"] == "RUNNING"; });
+  std::this_thread::sleep_for(seconds(2));
+  ASSERT_NO_FATAL_FAILURE(AddAgent("node-b"));
+  ProcResult r = run->Wait(seconds(60));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.err, " joined; 4 workers (--max-np 4)");
+  // Workers 0 and 1 moved at the commit of step k: weight = 2*k + 4*(60-k) everywhere.
+  const std::string marker = "[0]<stdout>:worker 0 reset: rank 0/4 at step ";
+  const size_t at = r.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.out << r.err;
+  const int k = std::atoi(r.out.c_str() + at + marker.size());
+  EXPECT_GT(k, 0);
+  const std::string weight = "weight " + std::to_string(2 * k + 4 * (60 - k)) + " steps 60";
+  for (int w = 0; w < 4; ++w) {
+    const std::string me = std::to_string(w);
+    EXPECT_HAS(r.out, "[" + me + "]<stdout>:worker " + me + " final: rank " + me + "/4 " + weight);
+  }
+  const json j = Get("/v1/jobs/" + id);
+  ASSERT_TRUE(j.contains("elastic")) << j.dump(2);
+  EXPECT_EQ(j["elastic"]["generation"], 1);
+  EXPECT_EQ(j["elastic"]["workers"], json({0, 1, 2, 3}));
+  EXPECT_EQ(WorkersLeft(), std::vector<std::string>{});
+}
+
+TEST_F(ElasticCluster, KillingAnAgentTakesItsWorkersAndTheOthersGoOn) {
+  ASSERT_NO_FATAL_FAILURE(AddAgent("node-b"));
+  std::unique_ptr<Proc> run = Start(Job({"-np", "4", "--min-np", "2", "-H", "node-a:2,node-b:2"},
+                                        {"--steps", "60", "--step-sleep", "0.1"}));
+  const std::string id = NewJob({});
+  ASSERT_FALSE(id.empty());
+  WaitJob(id, [](const json& j) { return j["state"] == "RUNNING"; });
+  std::this_thread::sleep_for(seconds(2));
+  kill(agents_[1]->pid(), SIGKILL);  // node-b and its workers 2 and 3
+  agents_[1]->Wait(seconds(5));
+  ProcResult r = run->Wait(seconds(90));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.err, "agent on node-b lost");
+  const std::string marker = "[0]<stdout>:worker 0 reset: rank 0/2 at step ";
+  const size_t at = r.out.find(marker);
+  ASSERT_NE(at, std::string::npos) << r.out << r.err;
+  const int k = std::atoi(r.out.c_str() + at + marker.size());
+  const std::string weight = "weight " + std::to_string(4 * k + 2 * (60 - k)) + " steps 60";
+  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 " + weight);
+  EXPECT_HAS(r.out, "[1]<stdout>:worker 1 final: rank 1/2 " + weight);
+  agents_[1].reset();  // already dead: the teardown stops only the live ones
+  EXPECT_EQ(WorkersLeft(), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace hvd::integrationtest

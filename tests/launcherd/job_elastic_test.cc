@@ -1,0 +1,318 @@
+// Job's elastic rules (launcherd/job_elastic.cc, docs/elastic.md) without a manager: generations
+// published as workers leave, the job going on while --min-np live, the wait below --min-np and
+// its timeout, --reset-limit, the end of an elastic job; a fixed job untouched by any of it.
+#include "launcherd/job.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_clock.h"
+#include "testutil/expect.h"
+
+namespace hvd::launcherd {
+namespace {
+
+using namespace std::chrono_literals;
+
+using testing::At;
+using testing::kT0;
+
+const AgentConnected kAllConnected = [](const std::string&) { return true; };
+
+// An elastic job of `np` workers RUNNING (0..np/2-1 on agent "a", host h-a; the others on "b",
+// host h-b), generation 0 begun at kT0; its publications and log so far taken.
+std::unique_ptr<Job> ElasticJob(int np, int min_np, int64_t timeout_ms = 600000,
+                                int reset_limit = 0) {
+  auto job = testing::JobWithRanks(np, RankState::kRunning);
+  job->status.spec.min_np = min_np;
+  job->status.spec.max_np = np;
+  job->status.spec.elastic_timeout_ms = timeout_ms;
+  job->status.spec.reset_limit = reset_limit;
+  EXPECT_TRUE(job->elastic());
+  job->ElasticBegin(kT0);
+  EXPECT_TRUE(job->SetState(JobState::kRunning, "running"));
+  return job;
+}
+
+// What the agent of `rank` reports when it ends.
+RankEventReport Ended(int rank, RankState state, int exit_code = 0, int signal = 0,
+                      std::string error = "") {
+  RankEventReport ev;
+  ev.job_id = "j1";
+  ev.rank = rank;
+  ev.state = state;
+  ev.exit_code = exit_code;
+  ev.signal = signal;
+  ev.error = std::move(error);
+  return ev;
+}
+
+void Report(Job& job, const RankEventReport& ev, Instant now) {
+  const std::string agent = job.status.ranks.at(ev.rank).placement.agent_id;
+  EXPECT_TRUE(job.OnRankEvent(ev, agent, kAllConnected, now));
+}
+
+TEST(JobElasticTest, GenerationZeroIsEveryWorker) {
+  auto job = ElasticJob(4, 2);
+  EXPECT_EQ(job->status.elastic.generation, 0);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(job->status.elastic.resets, 0);
+  EXPECT_EQ(job->status.elastic.below_min_since_ms, 0);
+  std::vector<Job::Publication> pubs = job->TakePublications();
+  ASSERT_EQ(pubs.size(), 1u);
+  EXPECT_EQ(pubs[0].generation, 0);
+  EXPECT_EQ(pubs[0].workers, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(job->TakePublications().empty());  // taken once
+  ASSERT_EQ(job->status.elastic.events.size(), 1u);
+  const control::MembershipEvent& e = job->status.elastic.events[0];
+  EXPECT_EQ(e.generation, 0);
+  EXPECT_EQ(e.time_ms, kT0.wall_ms);
+  EXPECT_EQ(e.workers, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(e.what, "generation 0: 4 workers (--min-np 2, --max-np 4)");
+}
+
+TEST(JobElasticTest, AFixedJobBeginsNoGeneration) {
+  auto job = testing::JobWithRanks(2, RankState::kRunning);
+  EXPECT_FALSE(job->elastic());
+  job->ElasticBegin(kT0);
+  EXPECT_EQ(job->status.elastic.generation, -1);
+  EXPECT_TRUE(job->TakePublications().empty());
+  EXPECT_TRUE(job->status.elastic.events.empty());
+}
+
+TEST(JobElasticTest, AWorkerExitingNonZeroLeavesAndTheOthersGoOn) {
+  auto job = ElasticJob(4, 2);
+  job->TakePublications();
+  Report(*job, Ended(1, RankState::kExited, 3), At(5ms));
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_FALSE(job->status.has_failure);
+  EXPECT_TRUE(job->TakeStops().empty());  // nobody is stopped
+  EXPECT_EQ(job->status.elastic.generation, 1);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(job->status.elastic.resets, 1);
+  std::vector<Job::Publication> pubs = job->TakePublications();
+  ASSERT_EQ(pubs.size(), 1u);
+  EXPECT_EQ(pubs[0].generation, 1);
+  EXPECT_EQ(pubs[0].workers, (std::vector<int>{0, 2, 3}));
+  ASSERT_EQ(job->status.elastic.events.size(), 2u);
+  const control::MembershipEvent& e = job->status.elastic.events[1];
+  EXPECT_EQ(e.generation, 1);
+  EXPECT_EQ(e.time_ms, kT0.wall_ms + 5);
+  EXPECT_EQ(e.workers, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(e.what, "generation 1: worker 1 on h-a exited with code 3; 3 workers go on");
+  EXPECT_EQ(job->status.ranks[1].state, RankState::kExited);  // the record keeps the worker
+}
+
+TEST(JobElasticTest, EveryWayOfLeavingMakesAGeneration) {
+  struct Case {
+    const char* what;
+    RankEventReport ev;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"signal", Ended(3, RankState::kExited, 0, 9),
+       "generation 1: worker 3 on h-b was killed by SIGKILL (signal 9); 3 workers go on"},
+      {"killed by its agent", Ended(3, RankState::kKilled, 0, 0, "out of memory"),
+       "generation 1: worker 3 on h-b was killed by its agent: out of memory; 3 workers go on"},
+      {"failed to start", Ended(3, RankState::kFailedToStart, 0, 0, "no such file"),
+       "generation 1: worker 3 on h-b failed to start: no such file; 3 workers go on"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto job = ElasticJob(4, 2);
+    job->TakePublications();
+    Report(*job, c.ev, At(1ms));
+    EXPECT_EQ(job->state(), JobState::kRunning);
+    EXPECT_TRUE(job->TakeStops().empty());
+    EXPECT_EQ(job->status.elastic.generation, 1);
+    EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1, 2}));
+    EXPECT_EQ(job->TakePublications().size(), 1u);
+    EXPECT_EQ(job->status.elastic.events.back().what, c.says);
+  }
+}
+
+TEST(JobElasticTest, ALostAgentTakesItsWorkersInOneGeneration) {
+  // As JobManager::OnAgentLost: the agent's ranks marked killed, then one loss for them all.
+  auto job = ElasticJob(4, 2);
+  job->TakePublications();
+  EXPECT_EQ(job->KillRanksOnAgent("b", "agent on h-b lost", kT0.wall_ms), (std::vector<int>{2, 3}));
+  JobFailure f;
+  f.rank = 2;
+  f.host = "h-b";
+  f.message = "agent on h-b lost (agent b stopped sending heartbeats); ranks 2, 3 ran there";
+  job->WorkerLost(f, control::kGenericFailureExitCode, At(2ms));
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_TRUE(job->TakeStops().empty());
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1}));
+  std::vector<Job::Publication> pubs = job->TakePublications();
+  ASSERT_EQ(pubs.size(), 1u);
+  EXPECT_EQ(pubs[0].generation, 1);
+  EXPECT_HAS(job->status.elastic.events.back().what, "worker 2 on h-b left: agent on h-b lost");
+  EXPECT_HAS(job->status.elastic.events.back().what, "2 workers go on");
+}
+
+TEST(JobElasticTest, TwoLossesMakeTwoGenerations) {
+  auto job = ElasticJob(4, 2);
+  job->TakePublications();
+  Report(*job, Ended(0, RankState::kExited, 1), At(1ms));
+  Report(*job, Ended(3, RankState::kExited, 2), At(2ms));
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_EQ(job->status.elastic.generation, 2);
+  EXPECT_EQ(job->status.elastic.resets, 2);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{1, 2}));
+  std::vector<Job::Publication> pubs = job->TakePublications();
+  ASSERT_EQ(pubs.size(), 2u);  // oldest first, each written in turn
+  EXPECT_EQ(pubs[0].generation, 1);
+  EXPECT_EQ(pubs[0].workers, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(pubs[1].generation, 2);
+  EXPECT_EQ(pubs[1].workers, (std::vector<int>{1, 2}));
+  ASSERT_EQ(job->status.elastic.events.size(), 3u);
+  EXPECT_EQ(job->status.elastic.events[2].what,
+            "generation 2: worker 3 on h-b exited with code 2; 2 workers go on");
+  // A late or repeated report of a worker already gone changes nothing.
+  EXPECT_FALSE(job->OnRankEvent(Ended(0, RankState::kExited, 1), "a", kAllConnected, At(3ms)));
+  EXPECT_TRUE(job->TakePublications().empty());
+}
+
+TEST(JobElasticTest, BelowMinNpWaitsThenFailsNamingTheLostWorkers) {
+  auto job = ElasticJob(4, 3, /*timeout_ms=*/1500);
+  job->TakePublications();
+  Report(*job, Ended(1, RankState::kExited, 1), At(1ms));  // 3 left: generation 1
+  ASSERT_EQ(job->TakePublications().size(), 1u);
+  Report(*job, Ended(2, RankState::kExited, 0, 9), At(10ms));  // 2 left, below --min-np 3
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_TRUE(job->TakePublications().empty());  // no generation of fewer than --min-np
+  EXPECT_TRUE(job->TakeStops().empty());
+  EXPECT_EQ(job->status.elastic.generation, 1);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 2, 3}));
+  EXPECT_EQ(job->status.elastic.below_min_since_ms, kT0.wall_ms + 10);
+  EXPECT_EQ(job->status.elastic.events.back().what,
+            "worker 2 on h-b was killed by SIGKILL (signal 9); 2 workers left, fewer than "
+            "--min-np 3: waiting up to --elastic-timeout 1.5 s for more");
+  // A third loss does not restart the clock.
+  Report(*job, Ended(0, RankState::kExited, 4), At(500ms));
+  EXPECT_EQ(job->status.elastic.below_min_since_ms, kT0.wall_ms + 10);
+  EXPECT_TRUE(job->TakePublications().empty());
+
+  EXPECT_FALSE(job->ElasticDue(At(1509ms).steady));
+  EXPECT_TRUE(job->ElasticDue(At(1510ms).steady));
+  job->ElasticTimeout(At(1510ms));
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.exit_code, control::kGenericFailureExitCode);
+  EXPECT_EQ(job->status.reason,
+            "fewer than --min-np 3 workers (1 live) for 1.5 s (--elastic-timeout): worker 2 on "
+            "h-b was killed by SIGKILL (signal 9); worker 0 on h-a exited with code 4");
+  EXPECT_EQ(job->status.reason.find("worker 1"), std::string::npos)
+      << "worker 1's loss made a generation of --min-np: not part of the shortfall";
+  EXPECT_EQ(job->TakeStops().size(), 1u);            // worker 3's agent, b
+  EXPECT_FALSE(job->ElasticDue(At(5000ms).steady));  // ended
+}
+
+TEST(JobElasticTest, NotBelowMinNpIsNeverDue) {
+  auto job = ElasticJob(4, 2, /*timeout_ms=*/1000);
+  EXPECT_FALSE(job->ElasticDue(At(1h).steady));
+  Report(*job, Ended(1, RankState::kExited, 1), At(1ms));
+  EXPECT_FALSE(job->ElasticDue(At(1h).steady));
+}
+
+TEST(JobElasticTest, LiveWorkersExitingZeroSucceed) {
+  auto job = ElasticJob(4, 2);
+  Report(*job, Ended(2, RankState::kExited, 1), At(1ms));
+  for (int r : {0, 1}) {
+    Report(*job, Ended(r, RankState::kExited), At(2ms));
+    EXPECT_EQ(job->state(), JobState::kRunning) << "worker 3 still runs";
+  }
+  Report(*job, Ended(3, RankState::kExited), At(3ms));
+  EXPECT_EQ(job->state(), JobState::kSucceeded);
+  EXPECT_EQ(job->status.exit_code, 0);
+  EXPECT_EQ(job->status.reason, "the 3 workers of generation 1 exited with code 0");
+  EXPECT_TRUE(job->TakeStops().empty());
+}
+
+TEST(JobElasticTest, TheLastLiveWorkerFailingFailsTheJob) {
+  auto job = ElasticJob(2, 1);
+  Report(*job, Ended(0, RankState::kExited, 1), At(1ms));  // 1 left: generation 1
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{1}));
+  EXPECT_HAS(job->status.elastic.events.back().what,
+             "generation 1: worker 0 on h-a exited with code 1; 1 worker ");
+  job->TakePublications();
+  Report(*job, Ended(1, RankState::kExited, 7), At(2ms));
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.exit_code, 7);
+  EXPECT_EQ(job->status.failure.rank, 1);
+  EXPECT_EQ(job->status.reason,
+            "every worker of the elastic job is gone; the last, worker 1 on h-b exited with code "
+            "7");
+  EXPECT_TRUE(job->TakePublications().empty());
+}
+
+TEST(JobElasticTest, ResetLimitFailsTheChangeOverIt) {
+  auto job = ElasticJob(4, 1, 600000, /*reset_limit=*/1);
+  Report(*job, Ended(0, RankState::kExited, 1), At(1ms));
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_EQ(job->status.elastic.resets, 1);
+  job->TakePublications();
+  Report(*job, Ended(3, RankState::kExited, 5), At(2ms));
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.exit_code, 5);
+  EXPECT_EQ(job->status.reason,
+            "worker 3 on h-b exited with code 5; the job already changed membership 1 time "
+            "(--reset-limit 1)");
+  EXPECT_TRUE(job->TakePublications().empty());
+  EXPECT_EQ(job->TakeStops().size(), 2u);  // workers 1 (a) and 2 (b) still live
+}
+
+TEST(JobElasticTest, ANewAttemptForgetsTheMembership) {
+  JobRules rules;
+  rules.restart.base_delay = 0ms;
+  auto job = testing::JobWithRanks(2, RankState::kRunning, rules, /*max_restarts=*/1);
+  job->status.spec.min_np = 2;
+  job->status.spec.max_np = 2;
+  job->ElasticBegin(kT0);
+  job->SetState(JobState::kRunning, "running");
+  Report(*job, Ended(0, RankState::kExited, 1), At(1ms));  // below --min-np 2
+  ASSERT_TRUE(job->ElasticDue(At(600001ms).steady));
+  job->ElasticTimeout(At(600001ms));
+  EXPECT_EQ(job->state(), JobState::kRestarting);
+  job->KillRanksOnAgent("b", "stopped", kT0.wall_ms);
+  ASSERT_TRUE(job->RestartDue(At(600002ms).steady));
+  job->NextAttempt(At(600002ms));
+  EXPECT_EQ(job->status.elastic.generation, -1);
+  EXPECT_TRUE(job->status.elastic.events.empty());
+  EXPECT_EQ(job->status.elastic.below_min_since_ms, 0);
+  EXPECT_TRUE(job->TakePublications().empty());  // the old attempt's are not written
+  EXPECT_FALSE(job->ElasticDue(At(2h).steady));
+}
+
+TEST(JobElasticTest, AFixedJobStillFailsOnAnyFailure) {
+  auto job = testing::JobWithRanks(4, RankState::kRunning);
+  ASSERT_TRUE(job->SetState(JobState::kRunning, "running"));
+  job->ElasticBegin(kT0);
+  Report(*job, Ended(1, RankState::kExited, 3), At(1ms));
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.reason, "rank 1 on h-a exited with code 3");
+  EXPECT_EQ(job->TakeStops().size(), 2u);
+  EXPECT_TRUE(job->TakePublications().empty());
+  EXPECT_EQ(job->status.elastic.generation, -1);
+
+  auto killed = testing::JobWithRanks(2, RankState::kRunning);
+  ASSERT_TRUE(killed->SetState(JobState::kRunning, "running"));
+  Report(*killed, Ended(0, RankState::kKilled, 0, 0, "oom"), At(1ms));
+  EXPECT_EQ(killed->state(), JobState::kFailed);
+  EXPECT_EQ(killed->status.reason, "rank 0 on h-a was killed by its agent: oom");
+
+  // A fixed job succeeds only when every rank exited 0, not when the live ones did.
+  auto ok = testing::JobWithRanks(2, RankState::kRunning);
+  ASSERT_TRUE(ok->SetState(JobState::kRunning, "running"));
+  Report(*ok, Ended(0, RankState::kExited), At(1ms));
+  Report(*ok, Ended(1, RankState::kExited), At(2ms));
+  EXPECT_EQ(ok->state(), JobState::kSucceeded);
+  EXPECT_EQ(ok->status.reason, "all 2 ranks exited with code 0");
+}
+
+}  // namespace
+}  // namespace hvd::launcherd
