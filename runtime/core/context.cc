@@ -128,12 +128,16 @@ struct ElasticMeeting {
 Status WaitForRanks(rendezvous::Store& store, const std::vector<std::string>& keys,
                     std::chrono::milliseconds timeout, ElasticMeeting* elastic) {
   if (!elastic) return store.Wait(keys, timeout);
-  constexpr std::chrono::milliseconds kSlice{100};
+  // Short slices first: a survivor that re-joins before the launcher published the generation
+  // without the dead worker (a few ms later) moves on at once; then up to 100 ms, so that a long
+  // wait (for workers that move at their next commit) costs the launcher 10 requests a second.
+  std::chrono::milliseconds slice{5};
+  constexpr std::chrono::milliseconds kMaxSlice{100};
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
+  for (;; slice = std::min(slice * 2, kMaxSlice)) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    Status s = store.Wait(keys, std::max(std::chrono::milliseconds(1), std::min(kSlice, left)));
+    Status s = store.Wait(keys, std::max(std::chrono::milliseconds(1), std::min(slice, left)));
     if (!s.ok() && s.code() != StatusCode::kDeadlineExceeded) return s;
     bool decided = false, formed = false;
     HVD_RETURN_IF_ERROR(DecideMeeting(*elastic->attempt_store, store, elastic->generation, s.ok(),

@@ -149,6 +149,24 @@ TEST_F(HvdrunElastic, AHostWhoseWorkersKeepFailingIsLeftOut) {
   EXPECT_HAS(r.out, "[1]<stdout>:worker 1 final: rank 1/2 ");
 }
 
+// The same loop in C++ (examples/elastic_train.cc): Shutdown and Init re-form the job, the state
+// goes back to the last commit and is broadcast; every rank ends with rank 0's converged model.
+TEST_F(HvdrunElastic, TheCppLoopSurvivesAKilledWorker) {
+  ProcResult r =
+      RunProcess({HVDRUN_PATH, "-np", "4", "--min-np", "2", ELASTIC_TRAIN_PATH, "--steps", "150",
+                  "--die-worker", "2", "--die-at-step", "23"},
+                 dir_.path(), kJobTimeout, {"HVD_LAUNCHER=", "HVD_TOKEN_FILE="}, dir_.path());
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out, "[2]<stdout>:worker 2 dies at step 23");
+  EXPECT_HAS(r.out, "re-forms: ");
+  for (const char* w : {"0", "1", "3"}) {
+    EXPECT_HAS(r.out, std::string("<stdout>:worker ") + w + " final: rank ");
+  }
+  EXPECT_HAS(r.out, "/3 step 150 drift 0 error ");
+  EXPECT_HAS(r.err, "generation 1: worker 2 on ");
+}
+
 TEST_F(HvdrunElastic, BadNumbersAreRefusedBeforeAnythingStarts) {
   ProcResult r = Hvdrun({"-np", "4", "--min-np", "5"}, {});
   EXPECT_EQ(r.exit_code, 2) << r.err;
