@@ -97,6 +97,20 @@ Status Client::Cancel(const std::string& job_id, const std::string& reason,
   return Status::OK();
 }
 
+Status Client::UpdateJobHosts(const std::string& job_id,
+                              const std::vector<control::HostSlots>& hosts) {
+  auto ctx = control::NewClientContext(token_, timeout_);
+  v1::UpdateJobHostsRequest req;
+  req.set_job_id(job_id);
+  for (const control::HostSlots& h : hosts) {
+    v1::HostSlots* p = req.add_hosts();
+    p->set_host(h.host);
+    p->set_slots(h.slots);
+  }
+  v1::UpdateJobHostsResponse resp;
+  return FromGrpc(stub_->UpdateJobHosts(ctx.get(), req, &resp), "UpdateJobHosts");
+}
+
 Status Client::ListAgents(std::vector<control::AgentInfo>* agents) {
   auto ctx = control::NewClientContext(token_, timeout_);
   v1::ListAgentsResponse resp;

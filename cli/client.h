@@ -14,6 +14,7 @@
 
 #include "base/mutex.h"
 #include "control/flags.h"
+#include "control/host_spec.h"
 #include "control/job_model.h"
 #include "control/tls.h"
 #include "hvd/status.h"
@@ -26,8 +27,7 @@ class Client {
   // Does not dial yet: the first call does, and fails fast when nothing listens there.
   // `tls` enabled: TLS to the launcher (control/tls.h), else plain TCP.
   Client(std::string address, std::string token,
-         std::chrono::milliseconds timeout = std::chrono::seconds(10),
-         control::TlsConfig tls = {});
+         std::chrono::milliseconds timeout = std::chrono::seconds(10), control::TlsConfig tls = {});
 
   const std::string& address() const { return address_; }
   const std::string& token() const { return token_; }  // for calls of their own (stdin_forward.h)
@@ -41,6 +41,8 @@ class Client {
   Status Cancel(const std::string& job_id, const std::string& reason, control::JobState* state,
                 int signal = 0);
   Status ListAgents(std::vector<control::AgentInfo>* agents);
+  // An elastic job's hosts from --host-discovery-script (Launcher.UpdateJobHosts).
+  Status UpdateJobHosts(const std::string& job_id, const std::vector<control::HostSlots>& hosts);
 
   // Streams the job's events from `from_seq` to `on_event` until the stream ends (the job ended,
   // or without `follow` the output so far was sent). OK when the launcher closed the stream

@@ -16,13 +16,19 @@ void ElasticFlags::Register(control::FlagSet* flags) {
   flags->Double("--elastic-timeout", &elastic_timeout,
                 "elastic job: seconds it may run below --min-np workers before it fails "
                 "(default 600)");
+  flags->String("--host-discovery-script", &discovery_script,
+                "elastic job: a command printing the hosts it may use, one HOST:SLOTS (or HOST) "
+                "per line; run before the job starts (its -H) and every second while hvdrun "
+                "follows it: new hosts' agents get workers up to --max-np (docs/elastic.md)");
   flags->Int("--reset-limit", &reset_limit,
              "elastic job: how many times its membership may change before it fails (default "
              "0: no limit)");
 }
 
 bool ElasticFlags::Given(const control::FlagSet* flags) const {
-  return flags != nullptr && (flags->Given("--min-np") || flags->Given("--max-np"));
+  // As horovodrun: a discovery script makes the job elastic too.
+  return flags != nullptr && (flags->Given("--min-np") || flags->Given("--max-np") ||
+                              flags->Given("--host-discovery-script"));
 }
 
 Status ElasticFlags::Apply(const control::FlagSet* flags, control::JobSpec* spec) const {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "control/flags.h"
 #include "control/job_model.h"
@@ -17,9 +18,10 @@ struct ElasticFlags {
   int64_t max_np = 0;
   double elastic_timeout = 600;  // seconds, Horovod's default
   int64_t reset_limit = 0;
+  std::string discovery_script;  // --host-discovery-script (cli/host_discovery.h)
 
   void Register(control::FlagSet* flags);
-  // Whether --min-np or --max-np was given.
+  // Whether --min-np, --max-np or --host-discovery-script was given (horovodrun's elastic mode).
   bool Given(const control::FlagSet* flags) const;
   // -np when it was not given: --max-np, else --min-np.
   int64_t DefaultNp() const { return max_np > 0 ? max_np : min_np; }

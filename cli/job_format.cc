@@ -83,6 +83,13 @@ std::string FailureLines(const control::JobStatus& status, const std::string& pr
   return out;
 }
 
+// -np, or an elastic job's current workers and its range: "3 (2..4)".
+std::string NpText(const control::JobStatus& st) {
+  if (!control::IsElastic(st.spec) || st.elastic.generation < 0) return std::to_string(st.spec.np);
+  return std::to_string(st.elastic.workers.size()) + " (" + std::to_string(st.spec.min_np) + ".." +
+         std::to_string(st.spec.max_np) + ")";
+}
+
 }  // namespace
 
 std::string WaitingText(const control::JobStatus& st, int64_t now_ms) {
@@ -134,7 +141,7 @@ std::string JobDetail(const control::JobStatus& st, int64_t now_ms) {
   std::string cmd;
   for (const std::string& a : spec.argv) cmd += (cmd.empty() ? "" : " ") + a;
   field("command", cmd);
-  std::string ranks = std::to_string(spec.np);
+  std::string ranks = NpText(st);
   if (!spec.hosts.empty()) {
     std::string hosts;
     for (const control::HostRequest& h : spec.hosts) {
@@ -193,7 +200,7 @@ std::string JobTable(const std::vector<control::JobStatus>& jobs, int64_t now_ms
   for (const control::JobStatus& st : jobs) {
     const int64_t end = st.end_time_ms > 0 ? st.end_time_ms : now_ms;
     rows.push_back({st.id, st.spec.name.empty() ? "-" : st.spec.name, JobStateText(st.state),
-                    std::to_string(st.spec.np), Since(st.submit_time_ms, now_ms) + " ago",
+                    NpText(st), Since(st.submit_time_ms, now_ms) + " ago",
                     Since(st.start_time_ms, end),
                     control::IsTerminal(st.state) ? std::to_string(JobExitCode(st)) : "-"});
   }

@@ -15,6 +15,7 @@
 
 #include "base/net.h"
 #include "base/path_search.h"
+#include "cli/host_discovery.h"
 #include "cli/timeline_path.h"
 #include "cli/torchrun_flags.h"
 #include "control/netif.h"
@@ -72,12 +73,17 @@ Status ReadFile(const std::string& path, std::string* content) {
 }
 
 Status ParseHosts(const JobFlags& f, std::vector<control::HostSlots>* hosts) {
-  if (!f.hosts.empty() && !f.hostfile.empty()) {
-    return InvalidArgument("-H and --hostfile both name hosts; pass only one of them");
+  const std::string& script = f.elastic.discovery_script;
+  if (int n = !f.hosts.empty() + !f.hostfile.empty() + !script.empty(); n > 1) {
+    return InvalidArgument(
+        "-H, --hostfile and --host-discovery-script all name hosts; pass only one of them");
   }
   int slots = 1;  // of a host listed without a count: horovodrun's --slots-per-host
-  HVD_RETURN_IF_ERROR(
-      SlotsPerHost(f.horovod, f.flag_set, !f.hosts.empty() || !f.hostfile.empty(), &slots));
+  HVD_RETURN_IF_ERROR(SlotsPerHost(
+      f.horovod, f.flag_set, !f.hosts.empty() || !f.hostfile.empty() || !script.empty(), &slots));
+  if (!script.empty()) {  // its first answer is the job's host list (host_discovery.h)
+    return RunDiscoveryScript(script, std::chrono::seconds(10), slots, hosts);
+  }
   if (!f.hosts.empty()) return control::ParseHostList(f.hosts, hosts, slots).WithContext("-H");
   if (!f.hostfile.empty()) {
     std::string content;
@@ -367,7 +373,7 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
                             /*cluster=*/check == ProgramCheck::kWhenLocal};
   HVD_RETURN_IF_ERROR(ApplyTorchrunShape(shape, &hosts, &np, &np_given));
   const int total = control::TotalSlots(hosts);
-  if (!np_given && f.elastic.Given(f.flag_set)) {
+  if (!np_given && f.elastic.Given(f.flag_set) && f.elastic.DefaultNp() > 0) {
     np = f.elastic.DefaultNp();
     np_given = true;
   }
@@ -481,7 +487,8 @@ Status EmbeddedAgentFor(const control::JobSpec& spec, const std::vector<std::str
     mine = &h;
   }
   *agent_host = mine->host;
-  *slots = mine->slots;
+  // An elastic job may grow here up to --max-np (a discovery script may raise the count later).
+  *slots = std::max(mine->slots, spec.max_np);
   return Status::OK();
 }
 

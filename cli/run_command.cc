@@ -21,6 +21,7 @@
 #include "cli/follow.h"
 #include "cli/forward_env.h"
 #include "cli/horovodrun_flags.h"
+#include "cli/host_discovery.h"
 #include "cli/job_format.h"
 #include "cli/job_options.h"
 #include "cli/output.h"
@@ -315,6 +316,24 @@ int RunCommand(int argc, char** argv, int first) {
         [&](const std::string& m) { sink->Message("hvdrun: " + m); }, client->tls());
   }
 
+  // --host-discovery-script: asked again every second while the job runs (host_discovery.h).
+  std::unique_ptr<HostDiscovery> discovery;
+  if (!f.job.elastic.discovery_script.empty()) {
+    HostDiscovery::Options o;
+    o.command = f.job.elastic.discovery_script;
+    std::vector<control::HostSlots> initial;
+    for (const control::HostRequest& h : spec.hosts) initial.push_back({h.host, h.slots});
+    if (flags.Given("--slots-per-host")) {
+      o.default_slots = static_cast<int>(f.job.horovod.slots_per_host);
+    }
+    discovery = std::make_unique<HostDiscovery>(
+        o, initial,
+        [&client, job_id](const std::vector<control::HostSlots>& hosts) {
+          return client->UpdateJobHosts(job_id, hosts);
+        },
+        [&sink](const std::string& m) { sink->Message("hvdrun: " + m); });
+  }
+
   FollowOptions fo;
   fo.verbose = f.verbose;
   fo.attach = true;
@@ -322,6 +341,7 @@ int RunCommand(int argc, char** argv, int first) {
   FollowResult result;
   s = FollowJob(client.get(), job_id, sink.get(), fo, &result);
   canceller.Done();
+  if (discovery) discovery->Stop();
   if (input) input->Stop();  // the job is over: no more reading (a rank that never read included)
 
   int code = kExitError;

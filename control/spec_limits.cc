@@ -162,6 +162,10 @@ Status ValidateJobSpec(const JobSpec& spec) {
   return CheckElastic(spec);
 }
 
+Status CheckHostList(const JobSpec& spec) {
+  return CheckHosts(spec);
+}
+
 Status CheckElastic(const JobSpec& spec) {
   if (spec.min_np == 0 && spec.max_np == 0) return Status::OK();  // a fixed job
   const std::string given = "--min-np " + std::to_string(spec.min_np) + ", -np " +

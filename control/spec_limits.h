@@ -55,6 +55,10 @@ std::string ByteSize(size_t bytes);
 // edge's overload (job_model_proto.h).
 Status ValidateJobSpec(const JobSpec& spec);
 
+// The host list alone (ValidateJobSpec's check of -H): host names, slots, no host twice, at
+// least np slots in all.
+Status CheckHostList(const JobSpec& spec);
+
 // An elastic job's numbers (--min-np, -np, --max-np, --elastic-timeout, --reset-limit); OK for a
 // fixed job.
 Status CheckElastic(const JobSpec& spec);

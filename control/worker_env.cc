@@ -38,8 +38,9 @@ const std::map<std::string, std::string>& WorkerDefaults() {
 std::map<std::string, std::string> WorkerEnv(const WorkerEnvInput& in) {
   std::map<std::string, std::string> env = WorkerDefaults();
   const RankSlot& p = in.placement;
+  const int rank = in.elastic_rank >= 0 ? in.elastic_rank : p.rank;
   const std::pair<const char*, int> numbers[] = {
-      {"RANK", p.rank},
+      {"RANK", rank},
       {"SIZE", in.size},
       {"LOCAL_RANK", p.local_rank},
       {"LOCAL_SIZE", p.local_size},
@@ -78,7 +79,7 @@ std::map<std::string, std::string> WorkerEnv(const WorkerEnvInput& in) {
   }
 
   // torchrun's (worker_env.h).
-  env["RANK"] = env["ROLE_RANK"] = std::to_string(p.rank);
+  env["RANK"] = env["ROLE_RANK"] = std::to_string(rank);
   env["WORLD_SIZE"] = env["ROLE_WORLD_SIZE"] = std::to_string(in.size);
   env["LOCAL_RANK"] = std::to_string(p.local_rank);
   env["LOCAL_WORLD_SIZE"] = std::to_string(p.local_size);

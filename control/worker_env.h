@@ -60,6 +60,9 @@ struct WorkerEnvInput {
   bool elastic = false;
   int64_t elastic_timeout_ms = 0;
   int reset_limit = 0;
+  // A worker added to a running elastic job: its rank in the generation it joins (HVD_RANK,
+  // RANK); -1: placement.rank, which is also its worker id.
+  int elastic_rank = -1;
 };
 
 // Every variable the worker needs, with the job's -x variables on top of the launcher's own

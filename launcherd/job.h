@@ -239,7 +239,9 @@ class Job {
 
  private:
   void Restart(const JobFailure& failure, const control::RestartDecision& d, Instant now);
-  void NewGeneration(std::vector<int> workers, const std::string& what, Instant now);
+  // `reset`: running workers must re-form for it (counted against --reset-limit).
+  void NewGeneration(std::vector<int> workers, const std::string& what, Instant now,
+                     bool reset = true);
   void AddMembershipEvent(const std::string& what, Instant now);
   void QueueStops(const std::string& reason);
   // Stamps the cause just set: when its rank died (0: not a rank's exit) and whether it blamed a

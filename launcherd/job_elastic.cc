@@ -32,10 +32,11 @@ void Job::AddMembershipEvent(const std::string& what, Instant now) {
   HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(what, 1024);
 }
 
-void Job::NewGeneration(std::vector<int> workers, const std::string& what, Instant now) {
+void Job::NewGeneration(std::vector<int> workers, const std::string& what, Instant now,
+                        bool reset) {
   auto& e = status.elastic;
   ++e.generation;
-  if (e.generation > 0) ++e.resets;
+  if (e.generation > 0 && reset) ++e.resets;
   e.workers = std::move(workers);
   e.below_min_since_ms = 0;
   publications_.push_back({e.generation, e.workers});
@@ -67,10 +68,25 @@ bool Job::AllLiveRunning() const {
 }
 
 void Job::ElasticRestored(Instant now) {
+  if (!elastic()) return;
   const int64_t since = status.elastic.below_min_since_ms;
-  if (since == 0) return;
-  below_min_since_ =
-      now.steady - std::chrono::milliseconds(std::max<int64_t>(0, now.wall_ms - since));
+  if (since != 0) {
+    below_min_since_ =
+        now.steady - std::chrono::milliseconds(std::max<int64_t>(0, now.wall_ms - since));
+  }
+  // What the record implies of the rules kept in memory: failed workers' slots and hosts, and
+  // whether a worker already finished.
+  for (const RankStatus& r : status.ranks) {
+    const control::RankSlot& p = r.placement;
+    if (r.state == RankState::kExited && r.exit_code == 0 && r.signal == 0) {
+      elastic_finishing_ = true;
+      if (finished_by_.empty()) finished_by_ = "worker " + std::to_string(p.rank) + " on " + p.host;
+    } else if (control::RankEnded(r.state)) {
+      dropped_slots_.insert({p.agent_id, p.slot});
+      const bool agent_lost = r.error.find("agent on ") != std::string::npos;
+      if (agent_lost || ++failures_by_host_[p.host] >= 2) excluded_hosts_.insert(p.host);
+    }
+  }
 }
 
 void Job::WorkerFinished(int rank, Instant now) {
@@ -90,10 +106,21 @@ void Job::WorkerFinished(int rank, Instant now) {
 
 void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost) {
   if (terminal() || status.state == JobState::kRestarting) return;
-  if (elastic_finishing_) {  // no new membership once a worker finished: a failure now is final
-    JobFailure g = f;
-    if (!finished_by_.empty()) g.message += " (after " + finished_by_ + " finished with exit 0)";
-    Fail(g, exit_code, now);
+  if (elastic_finishing_) {
+    // Horovod's rule: once a worker finished, the job has succeeded; the others end as they do
+    // (one still waiting to re-form gets "the job is ending" from hvd.init()). Said, not fatal.
+    const std::string what = "worker " + std::to_string(f.rank) + " on " + f.host +
+                             " ended after " + (finished_by_.empty() ? "a worker" : finished_by_) +
+                             " finished: " + f.message;
+    log.AddProgress(what);
+    HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(what, 1024);
+    if (!AnyRankLive()) {
+      End(JobState::kSucceeded,
+          (finished_by_.empty() ? std::string("a worker") : finished_by_) +
+              " finished training (exit 0); the last of the others: " + what,
+          0, now);
+    }
+    Changed(/*marker=*/false);
     return;
   }
   if (f.rank >= 0 && f.rank < static_cast<int>(status.ranks.size())) {

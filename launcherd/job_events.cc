@@ -216,7 +216,7 @@ void JobManager::Tick() {
     }
   }
   // An elastic job below --max-np that became RUNNING since (no event schedules then).
-  if (!scheduling_) GrowLocked();
+  GrowLocked(/*force=*/true);
   table_.Flush();  // the changes batched since the last tick, one transaction (job_table.h)
 }
 

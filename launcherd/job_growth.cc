@@ -39,11 +39,14 @@ void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
     Changed(/*marker=*/true);
     return;
   }
+  // Before every first worker met, nobody re-forms: they meet in this generation directly, as
+  // if the job had started with these workers (not a reset, as under Horovod).
+  const bool reset = at_rendezvous >= status.spec.np;
   NewGeneration(std::move(live),
                 "generation " + std::to_string(status.elastic.generation + 1) + ": worker" +
                     (ids.size() == 1 ? " " : "s ") + who + " joined; " + std::to_string(n) +
                     " workers (--max-np " + std::to_string(status.spec.max_np) + ")",
-                now);
+                now, reset);
 }
 
 bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
@@ -67,35 +70,48 @@ bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
     }
     return 0;
   };
-  std::vector<int> added;
-  std::map<std::string, std::string> job_env = spec.env;
+  // The free slots it may take, first: the workers' environment describes the grown job.
+  struct Pick {
+    control::AgentSlots* agent;
+    int slot;
+  };
+  std::vector<Pick> picks;
+  std::map<std::string, int> on_host = live_on_host;
   for (control::AgentSlots& a : pass->agents) {
     if (want <= 0) break;
     int may = std::min(want, allowance(a));
-    std::set<int>& busy = pass->busy[a.id];
+    const std::set<int>& busy = pass->busy[a.id];
     for (int slot = 0; slot < a.slots && may > 0; ++slot) {
       if (busy.count(slot) || !job.ElasticSlotUsable(a.id, a.host, slot)) continue;
-      RankStatus r;
-      r.placement.rank = static_cast<int>(job.status.ranks.size());
-      r.placement.agent_id = a.id;
-      r.placement.host = a.host;
-      r.placement.slot = slot;
-      // Local and cross numbers are the runtime's to derive in an elastic job (they change).
-      r.placement.local_size = 1;
-      r.placement.cross_size = 1;
-      std::shared_ptr<AgentLink> link = agents_->Link(a.id);
-      const control::WorkerEnvInput in =
-          EnvInput(job, r, a.advertise_addr, live + static_cast<int>(added.size()) + 1, job_env);
-      if (!link || !link->SendStartRank(CommandFor(job, r, in))) break;  // its stream ended
-      r.state = RankState::kStarting;
-      job.status.ranks.push_back(r);
-      busy.insert(slot);
-      a.busy.insert(slot);
-      ++live_on_host[a.host];
-      added.push_back(r.placement.rank);
+      picks.push_back({&a, slot});
+      ++on_host[a.host];
       --may;
       --want;
     }
+  }
+  const int size = live + static_cast<int>(picks.size());
+  const std::map<std::string, std::string> job_env = JobEnv(job);
+  std::vector<int> added;
+  std::map<std::string, int> next_local = live_on_host;
+  for (const Pick& p : picks) {
+    control::AgentSlots& a = *p.agent;
+    RankStatus r;
+    r.placement.rank = static_cast<int>(job.status.ranks.size());  // its worker id
+    r.placement.agent_id = a.id;
+    r.placement.host = a.host;
+    r.placement.slot = p.slot;
+    r.placement.local_rank = next_local[a.host]++;
+    r.placement.local_size = on_host[a.host];
+    r.placement.cross_size = 1;
+    control::WorkerEnvInput in = EnvInput(job, r, a.advertise_addr, size, job_env);
+    in.elastic_rank = live + static_cast<int>(added.size());  // its rank in the new generation
+    std::shared_ptr<AgentLink> link = agents_->Link(a.id);
+    if (!link || !link->SendStartRank(CommandFor(job, r, in))) break;  // its stream ended
+    r.state = RankState::kStarting;
+    job.status.ranks.push_back(r);
+    pass->busy[a.id].insert(p.slot);
+    a.busy.insert(p.slot);
+    added.push_back(r.placement.rank);
   }
   if (added.empty()) return false;
   job.ElasticGrew(added, now);  // logs the event

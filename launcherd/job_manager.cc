@@ -7,6 +7,7 @@
 
 #include "base/logging.h"
 #include "control/log_escape.h"
+#include "control/spec_limits.h"
 #include "control/token.h"
 #include "control/worker_env.h"
 
@@ -147,6 +148,32 @@ void JobManager::ListPage(const std::string& after_id, int64_t after_submit_ms,
   }
 }
 
+Status JobManager::UpdateHosts(const std::string& id,
+                               const std::vector<control::HostRequest>& hosts) {
+  control::JobSpec check;
+  check.np = 1;  // the list may shrink below the job's size: its workers there go on
+  check.hosts = hosts;
+  if (hosts.empty()) return InvalidArgument("the discovery script's host list is empty");
+  HVD_RETURN_IF_ERROR_CTX(control::CheckHostList(check), "--host-discovery-script");
+  base::MutexLock lock(&mu_);
+  JobPtr job = table_.Find(id);
+  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
+  if (!job->elastic()) {
+    return FailedPrecondition("job " + id + " is not elastic: its hosts are fixed");
+  }
+  if (job->terminal()) return FailedPrecondition("job " + id + " has ended");
+  std::string text;
+  for (const control::HostRequest& h : hosts) {
+    text += (text.empty() ? "" : ",") + h.host + ":" + std::to_string(h.slots);
+  }
+  job->status.spec.hosts = hosts;
+  job->log.AddProgress("hosts from --host-discovery-script: " + text);
+  job->Changed(/*marker=*/false);
+  watch_.Notify(id);
+  ScheduleLocked();  // grows onto new hosts
+  return Status::OK();
+}
+
 Status JobManager::Cancel(const std::string& id, const std::string& reason, JobState* state,
                           int signal) {
   base::MutexLock lock(&mu_);
@@ -184,12 +211,12 @@ void JobManager::ScheduleLocked() {
     reschedule_ = true;
     return;
   }
-  scheduling_ = true;
-  GrowLocked();
-  scheduling_ = false;
   // No job waits for placement: a pass would walk every live rank (BusySlots) for nothing, and
   // this runs after every rank exit (issue 22). O(jobs).
-  if (!table_.AnyPending()) return;
+  if (!table_.AnyPending()) {
+    GrowLocked(/*force=*/false);  // elastic jobs take free slots only when nobody queues
+    return;
+  }
   scheduling_ = true;
   for (int pass = 0; pass < 8 && !shutdown_; ++pass) {
     reschedule_ = false;
@@ -208,20 +235,30 @@ void JobManager::ScheduleLocked() {
     if (!reschedule_) break;
   }
   scheduling_ = false;
+  GrowLocked(/*force=*/false);  // what the queue left
 }
 
-void JobManager::GrowLocked() {
+void JobManager::GrowLocked(bool force) {
+  // Jobs waiting in the queue come first (submit order): growth takes what they leave.
+  if (scheduling_ || table_.AnyPending()) return;
+  // A pass walks every live rank (BusySlots, issue 22): at most one per 50 ms from the events
+  // that schedule (after a big job, one per agent report), the supervisor's tick catches up.
+  const auto now = std::chrono::steady_clock::now();
+  if (!force && now - last_growth_pass_ < std::chrono::milliseconds(50)) return;
   std::vector<JobPtr> growing;
   for (const JobPtr& job : table_.jobs()) {
     if (job->ElasticWantsWorkers()) growing.push_back(job);
   }
   if (growing.empty()) return;  // the pass below walks every live rank: only when needed
+  last_growth_pass_ = now;
+  scheduling_ = true;
   Scheduler::Pass view = scheduler_.BeginPass(table_.jobs());
   for (const JobPtr& job : growing) {
     if (!scheduler_.Grow(*job, &view, Instant::Now())) continue;
     PublishMembershipLocked(*job);
     watch_.Notify(job->id());
   }
+  scheduling_ = false;
 }
 
 void JobManager::OnMasterPort(const std::string& agent_id, const MasterPortAnswer& answer) {

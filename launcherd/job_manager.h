@@ -110,6 +110,12 @@ class JobManager {
   Status Cancel(const std::string& id, const std::string& reason, JobState* state, int signal = 0)
       HVD_EXCLUDES(mu_);
 
+  // An elastic job's hosts from hvdrun's --host-discovery-script: checked as -H is, then the
+  // job's host list (Scheduler::Grow starts workers on new ones). NotFound, or
+  // FailedPrecondition for a fixed or ended job.
+  Status UpdateHosts(const std::string& id, const std::vector<control::HostRequest>& hosts)
+      HVD_EXCLUDES(mu_);
+
   // WatchJob's source. With from_seq 0: the job's history in the order it happened (a status
   // snapshot at submission and at each state or reason change, progress messages, output lines).
   // With from_seq > 0 (resuming a broken watch): the current status, then the output from
@@ -204,7 +210,8 @@ class JobManager {
   // Sends the StopJob commands the job asked for; a disconnected agent gets it when it
   // reconnects and lists the job (OnHeartbeat).
   // Elastic RUNNING jobs below --max-np get workers on free slots (Scheduler::Grow).
-  void GrowLocked() HVD_REQUIRES(mu_);
+  // `force`: the supervisor's tick, not rate limited.
+  void GrowLocked(bool force) HVD_REQUIRES(mu_);
   // An elastic job's new generations, into the rendezvous store (job.h TakePublications).
   void PublishMembershipLocked(Job& job) HVD_REQUIRES(mu_);
   void SendStopsLocked(Job& job) HVD_REQUIRES(mu_);
@@ -237,6 +244,7 @@ class JobManager {
   JobWatch watch_ HVD_GUARDED_BY(mu_);
   bool shutdown_ HVD_GUARDED_BY(mu_) = false;
   bool scheduling_ HVD_GUARDED_BY(mu_) = false;  // ScheduleLocked is on the stack
+  std::chrono::steady_clock::time_point last_growth_pass_ HVD_GUARDED_BY(mu_);
   bool reschedule_ HVD_GUARDED_BY(mu_) = false;  // ... and something it depends on changed
 
   StdinRelay stdin_relay_;  // its own lock; never called with mu_ held

@@ -154,6 +154,17 @@ void Scheduler::ReportAgentsReady(Job& job, const std::vector<control::AgentSlot
   job.log.AddProgress(text);
 }
 
+std::map<std::string, std::string> Scheduler::JobEnv(const Job& job) const {
+  // The runtime's own wait at start-up outlasts the launcher's, whose message names hosts and
+  // reasons; with no launcher limit the runtime's default stands.
+  std::map<std::string, std::string> job_env = job.status.spec.env;
+  const auto start_timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
+  if (start_timeout.count() > 0 && !job_env.count("HVD_START_TIMEOUT_SECONDS")) {
+    job_env["HVD_START_TIMEOUT_SECONDS"] = std::to_string(start_timeout.count() / 1000 + 10);
+  }
+  return job_env;
+}
+
 control::WorkerEnvInput Scheduler::EnvInput(
     const Job& job, const RankStatus& r, const std::string& advertise_addr, int size,
     const std::map<std::string, std::string>& job_env) const {
@@ -210,13 +221,7 @@ bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, 
   job.at_rendezvous = 0;
   job.start_timeout_waived = false;
   const int np = job.status.spec.np;
-  // The runtime's own wait at start-up outlasts the launcher's, whose message names hosts and
-  // reasons; with no launcher limit the runtime's default stands.
-  std::map<std::string, std::string> job_env = job.status.spec.env;
-  const auto start_timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
-  if (start_timeout.count() > 0 && !job_env.count("HVD_START_TIMEOUT_SECONDS")) {
-    job_env["HVD_START_TIMEOUT_SECONDS"] = std::to_string(start_timeout.count() / 1000 + 10);
-  }
+  const std::map<std::string, std::string> job_env = JobEnv(job);
   job.SetState(JobState::kStarting,
                "starting " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " on " +
                    std::to_string(used.size()) + " agent" + (used.size() == 1 ? "" : "s"));

@@ -117,6 +117,8 @@ class Scheduler {
   void ReportAgentsReady(Job& job, const std::vector<control::AgentSlots>& agents) const;
   // Step 4: StartRank to every agent; false when one could not take it (the job failed).
   bool Start(Job& job, const std::vector<control::AgentSlots>& agents, Instant now);
+  // The job's -x variables with what the launcher adds for every rank (Start's and Grow's).
+  std::map<std::string, std::string> JobEnv(const Job& job) const;
   // A rank's environment and its StartRank (Start's and Grow's).
   control::WorkerEnvInput EnvInput(const Job& job, const RankStatus& r,
                                    const std::string& advertise_addr, int size,

@@ -130,6 +130,14 @@ grpc::Status LauncherService::CancelJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status LauncherService::UpdateJobHosts(grpc::ServerContext* context,
+                                             const v1::UpdateJobHostsRequest* request,
+                                             v1::UpdateJobHostsResponse* response) {
+  std::vector<control::HostRequest> hosts;
+  for (const v1::HostSlots& h : request->hosts()) hosts.push_back({h.host(), h.slots()});
+  return control::ToGrpc(jobs_->UpdateHosts(request->job_id(), hosts));
+}
+
 grpc::Status LauncherService::WatchJob(grpc::ServerContext* context,
                                        const v1::WatchJobRequest* request,
                                        grpc::ServerWriter<v1::JobEvent>* writer) {

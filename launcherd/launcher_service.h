@@ -26,6 +26,9 @@ class LauncherService final : public v1::Launcher::Service {
                         v1::ListJobsResponse* response) override;
   grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                          v1::CancelJobResponse* response) override;
+  grpc::Status UpdateJobHosts(grpc::ServerContext* context,
+                              const v1::UpdateJobHostsRequest* request,
+                              v1::UpdateJobHostsResponse* response) override;
   // Streams the current status, the output from from_seq, then (with follow) new output, progress
   // and status changes until the job has finished; the last event is the final JobStatus. Holds a
   // gRPC thread for the watch's life.

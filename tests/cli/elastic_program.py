@@ -26,6 +26,8 @@ p.add_argument("--die-code", type=int, default=-9, help="exit code, or -9 for ki
 p.add_argument("--step-sleep", type=float, default=0.01)
 p.add_argument("--fail-workers-from", type=int, default=-1,
                help="workers with this id or higher exit 3 at once (a host whose workers fail)")
+p.add_argument("--post-sleep", type=float, default=0,
+               help="seconds between the end of training and the exit (evaluation, saving)")
 p.add_argument("--report-first", action="store_true",
                help="print when this process's first allreduce completed")
 args = p.parse_args()
@@ -80,4 +82,5 @@ def train(state):
 train(state)
 print("worker %d final: rank %d/%d weight %g steps %d" %
       (worker, hvd.rank(), hvd.size(), model.weight.item(), state.step), flush=True)
+time.sleep(args.post_sleep)
 hvd.shutdown()

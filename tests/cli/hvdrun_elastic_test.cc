@@ -6,6 +6,9 @@
 // --reset-limit bounds the changes. Nothing the job started outlives it (Leftovers). Skips when
 // /usr/bin/python3 has no torch.
 #include <gtest/gtest.h>
+#include <stdio.h>
+
+#include <thread>
 
 #include "testutil/expect.h"
 
@@ -165,6 +168,48 @@ TEST_F(HvdrunElastic, TheCppLoopSurvivesAKilledWorker) {
   }
   EXPECT_HAS(r.out, "/3 step 150 drift 0 error ");
   EXPECT_HAS(r.err, "generation 1: worker 2 on ");
+}
+
+// horovodrun's --host-discovery-script: its first answer is the job's hosts; a later answer with
+// more slots grows the job; an answer that is not host lines is reported once and changes
+// nothing.
+TEST_F(HvdrunElastic, DiscoveryScriptGrowsTheJobAndGarbageDoesNotDisturbIt) {
+  const std::string hosts = dir_ / "hosts";
+  WriteFile(hosts, "localhost:2\n");
+  std::thread changer([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(4));
+    WriteFile(hosts + ".new", "localhost:3\n");
+    rename((hosts + ".new").c_str(), hosts.c_str());
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    WriteFile(hosts + ".new", "localhost:3\n%%not a host\n");
+    rename((hosts + ".new").c_str(), hosts.c_str());
+  });
+  ProcResult r = Hvdrun(
+      {"-np", "2", "--min-np", "1", "--max-np", "3", "--host-discovery-script", "cat " + hosts},
+      {"--steps", "200", "--step-sleep", "0.05"});
+  changer.join();
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.err, "generation 1: worker 2 on localhost joined; 3 workers (--max-np 3)");
+  EXPECT_HAS(r.err, "printed '%%not a host' on line 2");
+  EXPECT_HAS(r.err, "the job keeps the hosts it has");
+  for (int w = 0; w < 3; ++w) {
+    const std::string me = std::to_string(w);
+    EXPECT_HAS(r.out, "[" + me + "]<stdout>:worker " + me + " final: rank " + me + "/3 ");
+  }
+}
+
+TEST_F(HvdrunElastic, ADiscoveryScriptPrintingGarbageAtStartIsRefused) {
+  const std::string script = dir_ / "discover.sh";
+  WriteFile(script, "#!/bin/sh\necho 'node-a:two'\n", 0755);
+  ProcResult r = Hvdrun({"-np", "2", "--min-np", "1", "--host-discovery-script", script}, {});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_HAS(r.err, "printed 'node-a:two' on line 1");
+  EXPECT_HAS(r.err, "one host per line, as HOST:SLOTS or HOST");
+  WriteFile(script, "#!/bin/sh\necho broken >&2\nexit 4\n", 0755);
+  r = Hvdrun({"-np", "2", "--min-np", "1", "--host-discovery-script", script}, {});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_HAS(r.err, "failed (exit code 4): broken");
 }
 
 TEST_F(HvdrunElastic, BadNumbersAreRefusedBeforeAnythingStarts) {

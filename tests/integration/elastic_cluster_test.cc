@@ -79,6 +79,31 @@ TEST_F(ElasticCluster, AnAgentThatRegistersMidJobGetsWorkersUpToMaxNp) {
   EXPECT_EQ(WorkersLeft(), std::vector<std::string>{});
 }
 
+// An agent that registers after the workers' last commit (they evaluate or save before they
+// exit) gets workers that can never meet the others: the first worker to finish ends the job's
+// membership, the new ones are told so by hvd.init() and end, and the job still succeeds.
+TEST_F(ElasticCluster, WorkersAddedAfterTheLastCommitDoNotFailAFinishedJob) {
+  std::unique_ptr<Proc> run =
+      Start(Job({"-np", "2", "--min-np", "1", "--max-np", "4"},
+                {"--steps", "20", "--step-sleep", "0.05", "--post-sleep", "6"}));
+  const std::string id = NewJob({});
+  ASSERT_FALSE(id.empty());
+  const auto trained = Clock::now() + seconds(30);
+  while (run->Out().find("final: rank 1/2") == std::string::npos && Clock::now() < trained) {
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  ASSERT_NE(run->Out().find("final: rank 1/2"), std::string::npos) << run->Out() << run->Err();
+  ASSERT_NO_FATAL_FAILURE(AddAgent("node-b"));  // the workers are in their post-training sleep
+  ProcResult r = run->Wait(seconds(60));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 weight 40 steps 20");
+  EXPECT_HAS(r.err, " joined; 4 workers (--max-np 4)");  // it did grow, after training
+  const json j = Get("/v1/jobs/" + id);
+  EXPECT_EQ(j["state"], "SUCCEEDED") << j.dump(2);
+  EXPECT_EQ(WorkersLeft(), std::vector<std::string>{});
+}
+
 TEST_F(ElasticCluster, KillingAnAgentTakesItsWorkersAndTheOthersGoOn) {
   ASSERT_NO_FATAL_FAILURE(AddAgent("node-b"));
   std::unique_ptr<Proc> run = Start(Job({"-np", "4", "--min-np", "2", "-H", "node-a:2,node-b:2"},

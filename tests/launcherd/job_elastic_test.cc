@@ -232,6 +232,48 @@ TEST(JobElasticTest, LiveWorkersExitingZeroSucceed) {
   EXPECT_TRUE(job->TakeStops().empty());
 }
 
+// Horovod's rule: once a worker finished, the others' failures (one that could not re-form
+// without it) end the job as it is: succeeded, and the finished key is published once.
+TEST(JobElasticTest, AfterAWorkerFinishedFailuresNoLongerFailTheJob) {
+  auto job = ElasticJob(3, 1);
+  job->TakePublications();
+  Report(*job, Ended(0, RankState::kExited), At(1ms));
+  std::vector<Job::Publication> pubs = job->TakePublications();
+  ASSERT_EQ(pubs.size(), 1u);
+  EXPECT_EQ(pubs[0].finished, "worker 0 on h-a");
+  Report(*job, Ended(1, RankState::kExited, 1), At(2ms));
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_EQ(job->status.elastic.generation, 0) << "no membership change once finishing";
+  EXPECT_TRUE(job->TakePublications().empty());
+  EXPECT_FALSE(job->ElasticWantsWorkers()) << "a finishing job never grows";
+  Report(*job, Ended(2, RankState::kExited, 1), At(3ms));
+  EXPECT_EQ(job->state(), JobState::kSucceeded);
+  EXPECT_EQ(job->status.exit_code, 0);
+  EXPECT_HAS(job->status.reason, "worker 0 on h-a finished training (exit 0)");
+}
+
+// A launcher restart rebuilds what the record implies: finishing, dropped slots, excluded hosts.
+TEST(JobElasticTest, ARestoredJobKnowsWhatItsRecordImplies) {
+  auto job = ElasticJob(4, 1);
+  job->status.spec.max_np = 8;
+  for (int r : {2, 3}) {  // two failures on h-b: the host is out
+    job->status.ranks[r].state = RankState::kExited;
+    job->status.ranks[r].exit_code = 1;
+  }
+  job->RanksReplaced();
+  job->ElasticRestored(At(1ms));
+  const control::RankSlot& b = job->status.ranks[2].placement;
+  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, b.slot));
+  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, 99)) << "h-b is excluded";
+  const control::RankSlot& a = job->status.ranks[0].placement;
+  EXPECT_TRUE(job->ElasticSlotUsable(a.agent_id, a.host, 99));
+  EXPECT_TRUE(job->ElasticWantsWorkers());
+  job->status.ranks[1].state = RankState::kExited;  // worker 1 had finished
+  job->RanksReplaced();
+  job->ElasticRestored(At(2ms));
+  EXPECT_FALSE(job->ElasticWantsWorkers());
+}
+
 TEST(JobElasticTest, TheLastLiveWorkerFailingFailsTheJob) {
   auto job = ElasticJob(2, 1);
   Report(*job, Ended(0, RankState::kExited, 1), At(1ms));  // 1 left: generation 1

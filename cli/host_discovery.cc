@@ -1,0 +1,182 @@
+#include "cli/host_discovery.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "control/log_escape.h"
+
+namespace hvd::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Output beyond this is not host lines: a script gone wrong.
+constexpr size_t kMaxOutputBytes = 1 << 20;
+
+std::string Shown(const std::string& command) {
+  return control::LogEscape(command, 200);
+}
+
+// Reads both pipes until they close, the deadline passes or too much came.
+void ReadUntil(int out_fd, int err_fd, Clock::time_point deadline, std::string* out,
+               std::string* err, bool* timed_out) {
+  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+  std::string* into[2] = {out, err};
+  int open = 2;
+  char buf[4096];
+  while (open > 0) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left.count() <= 0 || out->size() + err->size() > kMaxOutputBytes) {
+      *timed_out = left.count() <= 0;
+      return;
+    }
+    if (poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) return;
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      const ssize_t n = read(fds[i].fd, buf, sizeof buf);
+      if (n > 0) {
+        into[i]->append(buf, static_cast<size_t>(n));
+      } else if (n == 0 || errno != EINTR) {
+        fds[i].fd = -1;
+        --open;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds timeout,
+                          int default_slots, std::vector<control::HostSlots>* hosts) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return Internal(std::string("pipe: ") + std::strerror(errno));
+  }
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);  // its own group: a timeout kills whatever it started too
+    dup2(out[1], STDOUT_FILENO);
+    dup2(err[1], STDERR_FILENO);
+    const int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, STDIN_FILENO);
+    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(out[1]);
+  close(err[1]);
+  if (pid < 0) {
+    close(out[0]);
+    close(err[0]);
+    return Internal(std::string("fork: ") + std::strerror(errno));
+  }
+  std::string text, errors;
+  bool timed_out = false;
+  ReadUntil(out[0], err[0], Clock::now() + timeout, &text, &errors, &timed_out);
+  close(out[0]);
+  close(err[0]);
+  kill(-pid, SIGKILL);  // done or not: nothing it started outlives the run
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  const std::string what = "--host-discovery-script '" + Shown(command) + "'";
+  if (timed_out) {
+    return Unavailable(what + " did not finish within " + std::to_string(timeout.count() / 1000) +
+                       " s");
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return Unavailable(what + " failed (" +
+                       (WIFEXITED(status)
+                            ? "exit code " + std::to_string(WEXITSTATUS(status))
+                            : "killed by signal " + std::to_string(WTERMSIG(status))) +
+                       ")" + (errors.empty() ? "" : ": " + control::LogEscape(errors, 300)));
+  }
+  hosts->clear();
+  size_t start = 0;
+  for (int line = 1; start < text.size(); ++line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string l = text.substr(start, end - start);
+    start = end + 1;
+    while (!l.empty() && (l.back() == '\r' || l.back() == ' ' || l.back() == '\t')) l.pop_back();
+    while (!l.empty() && (l.front() == ' ' || l.front() == '\t')) l.erase(0, 1);
+    if (l.empty()) continue;
+    std::vector<control::HostSlots> one;
+    Status s = control::ParseHostList(l, &one, default_slots);
+    if (!s.ok() || one.size() != 1) {
+      return InvalidArgument(what + " printed '" + control::LogEscape(l, 120) + "' on line " +
+                             std::to_string(line) + ": " +
+                             (s.ok() ? "one host per line" : s.message()) +
+                             "; it must print one host per line, as HOST:SLOTS or HOST");
+    }
+    for (const control::HostSlots& h : *hosts) {
+      if (h.host == one[0].host) {
+        return InvalidArgument(what + " printed host " + h.host +
+                               " twice; print each host once with all its slots");
+      }
+    }
+    hosts->push_back(one[0]);
+  }
+  if (hosts->empty()) return InvalidArgument(what + " printed no host");
+  return Status::OK();
+}
+
+HostDiscovery::HostDiscovery(Options options, std::vector<control::HostSlots> initial,
+                             std::function<Status(const std::vector<control::HostSlots>&)> update,
+                             std::function<void(const std::string&)> say)
+    : options_(std::move(options)),
+      current_(std::move(initial)),
+      update_(std::move(update)),
+      say_(std::move(say)),
+      thread_([this] { Loop(); }) {}
+
+HostDiscovery::~HostDiscovery() {
+  Stop();
+}
+
+void HostDiscovery::Stop() {
+  {
+    base::MutexLock lock(&mu_);
+    stop_ = true;
+    cv_.NotifyAll();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void HostDiscovery::Loop() {
+  std::string last_problem;
+  for (;;) {
+    {
+      base::MutexLock lock(&mu_);
+      if (cv_.WaitFor(lock, options_.interval, [&]() HVD_REQUIRES(mu_) { return stop_; })) return;
+    }
+    std::vector<control::HostSlots> hosts;
+    Status s =
+        RunDiscoveryScript(options_.command, options_.timeout, options_.default_slots, &hosts);
+    if (s.ok() && hosts != current_) {
+      s = update_(hosts);
+      if (s.ok()) {
+        current_ = hosts;
+        last_problem.clear();
+        continue;
+      }
+    }
+    if (s.ok()) {
+      last_problem.clear();
+    } else if (s.message() != last_problem) {  // once per distinct problem, not every second
+      last_problem = s.message();
+      say_(s.message() + "; the job keeps the hosts it has");
+    }
+  }
+}
+
+}  // namespace hvd::cli
