@@ -86,7 +86,7 @@ struct JobFailure {
 struct MembershipEvent {
   int64_t generation = 0;  // the generation in force after the event
   int64_t time_ms = 0;
-  std::vector<int> workers;
+  std::vector<int> workers;  // empty when the generation has more than 64
   std::string what;  // "worker 3 on host-b left: exited with signal 9 (SIGKILL)"
 };
 

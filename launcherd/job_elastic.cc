@@ -16,6 +16,7 @@ namespace {
 // A job's record keeps the newest events only, so that a job whose workers come and go for
 // weeks stays a small record.
 constexpr size_t kMaxEvents = 100;
+constexpr size_t kMaxEventWorkers = 64;
 
 std::string Seconds(int64_t ms) {
   return std::to_string(ms / 1000) + (ms % 1000 ? "." + std::to_string(ms % 1000 / 100) : "") +
@@ -26,7 +27,11 @@ std::string Seconds(int64_t ms) {
 
 void Job::AddMembershipEvent(const std::string& what, Instant now) {
   auto& e = status.elastic;
-  e.events.push_back({e.generation, now.wall_ms, e.workers, what});
+  // A big job's events name the workers in `what` only: a hundred copies of a thousand ids
+  // would make the record (rewritten on every change) and its REST answer large.
+  e.events.push_back({e.generation, now.wall_ms,
+                      e.workers.size() <= kMaxEventWorkers ? e.workers : std::vector<int>(),
+                      what});
   if (e.events.size() > kMaxEvents) e.events.erase(e.events.begin());
   log.AddProgress(what);
   HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(what, 1024);
