@@ -147,6 +147,7 @@ void Job::NextAttempt(Instant now) {
   excluded_hosts_.clear();
   elastic_finishing_ = false;
   finished_by_.clear();
+  first_loss_.clear();
   SetState(JobState::kPending, "attempt " + std::to_string(status.attempt + 1) + " of " +
                                    std::to_string(status.spec.max_restarts + 1) +
                                    ": waiting for placement");

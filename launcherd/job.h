@@ -170,7 +170,9 @@ class Job {
   // `agent_lost`, which excludes its host from the job). Its slot is not used again by the job,
   // nor its host once two of the job's workers failed there (Horovod's blacklist, without a
   // cool-down). REQUIRES: elastic(), and its RankStatus already shows it ended.
-  void WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost = false);
+  // `also`: every worker that left with it (an agent's), f.rank first.
+  void WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost = false,
+                  const std::vector<int>& also = {});
   // Growth (job_growth.cc): RUNNING with fewer live workers than --max-np.
   bool ElasticWantsWorkers() const;
   // Whether the job may start a worker on this agent's slot (not dropped, host not excluded).
@@ -294,6 +296,8 @@ class Job {
   // again (a new worker would only load the final state and exit).
   bool elastic_finishing_ = false;
   std::string finished_by_;  // "worker 3 on host-b": the first to finish while others lived
+  std::string first_loss_;   // the first worker that left, as said
+  Clock::time_point last_loss_at_;
 };
 
 }  // namespace hvd::launcherd

@@ -30,8 +30,7 @@ void Job::AddMembershipEvent(const std::string& what, Instant now) {
   // A big job's events name the workers in `what` only: a hundred copies of a thousand ids
   // would make the record (rewritten on every change) and its REST answer large.
   e.events.push_back({e.generation, now.wall_ms,
-                      e.workers.size() <= kMaxEventWorkers ? e.workers : std::vector<int>(),
-                      what});
+                      e.workers.size() <= kMaxEventWorkers ? e.workers : std::vector<int>(), what});
   if (e.events.size() > kMaxEvents) e.events.erase(e.events.begin());
   log.AddProgress(what);
   HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(what, 1024);
@@ -109,16 +108,17 @@ void Job::WorkerFinished(int rank, Instant now) {
   Changed(/*marker=*/false);
 }
 
-void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost) {
+void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost,
+                     const std::vector<int>& also) {
   if (terminal() || status.state == JobState::kRestarting) return;
   if (elastic_finishing_) {
     // Horovod's rule: once a worker finished, the job has succeeded; the others end as they do
-    // (one still waiting to re-form gets "the job is ending" from hvd.init()). Said, not fatal.
+    // (one still waiting to re-form gets "the job is ending" from hvd.init()). Said, as the
+    // user must hear that training stopped early there, but not fatal.
     const std::string what = "worker " + std::to_string(f.rank) + " on " + f.host +
                              " ended after " + (finished_by_.empty() ? "a worker" : finished_by_) +
                              " finished: " + f.message;
-    log.AddProgress(what);
-    HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(what, 1024);
+    AddMembershipEvent(what, now);
     if (!AnyRankLive()) {
       End(JobState::kSucceeded,
           (finished_by_.empty() ? std::string("a worker") : finished_by_) +
@@ -138,15 +138,22 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
     if (RankLive(r.state)) live.push_back(r.placement.rank);
   }
   // "rank 3 on host-b exited with code 1" says it as "worker 3 on host-b exited with code 1".
-  const std::string who = "worker " + std::to_string(f.rank) + " on " + f.host;
+  const std::string who = also.size() > 1 ? "workers " + RankList(also, false) + " on " + f.host
+                                          : "worker " + std::to_string(f.rank) + " on " + f.host;
   const std::string as_rank = "rank " + std::to_string(f.rank) + " on " + f.host + " ";
   const std::string left = f.message.rfind(as_rank, 0) == 0
                                ? who + " " + f.message.substr(as_rank.size())
                                : who + " left: " + f.message;
+  if (first_loss_.empty()) first_loss_ = left;
   const int min_np = status.spec.min_np;
   if (live.empty()) {
     JobFailure last = f;
-    last.message = "every worker of the elastic job is gone; the last, " + left;
+    last.message =
+        "every worker of the elastic job is gone" +
+        (first_loss_ == left ? "; the last, " + left
+                             : " (the first to go: " + first_loss_ + "); the last, " + left +
+                                   " (a program must catch the failure and "
+                                   "re-form, as hvd.elastic.run does)");
     Fail(last, exit_code, now);
     return;
   }
@@ -164,8 +171,13 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
     Changed(/*marker=*/true);
     return;
   }
+  // Losses within a second of each other are one change for --reset-limit (a host's agent
+  // stopping reports its workers one by one), as Horovod counts one reset per re-form.
+  const bool counts = status.elastic.generation <= 0 ||
+                      now.steady - last_loss_at_ > std::chrono::milliseconds(1000);
+  last_loss_at_ = now.steady;
   const int limit = status.spec.reset_limit;
-  if (limit > 0 && status.elastic.resets >= limit) {
+  if (limit > 0 && counts && status.elastic.resets >= limit) {
     JobFailure g = f;
     g.message = left + "; the job already changed membership " + std::to_string(limit) + " time" +
                 (limit == 1 ? "" : "s") + " (--reset-limit " + std::to_string(limit) + ")";
@@ -179,7 +191,7 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
   NewGeneration(std::move(live),
                 "generation " + std::to_string(status.elastic.generation + 1) + ": " + left + "; " +
                     std::to_string(n) + (n == 1 ? " worker goes on" : " workers go on"),
-                now);
+                now, counts);
 }
 
 bool Job::ElasticDue(Clock::time_point now) const {

@@ -176,10 +176,11 @@ void JobManager::OnAgentLost(const AgentInfo& agent) {
     JobFailure f;
     f.rank = lost[0];
     f.host = agent.host;
-    f.message = cause + " (agent " + agent.id + " stopped sending heartbeats); " + RankList(lost) +
-                " ran there";
+    f.message = cause + " (agent " + agent.id + " stopped sending heartbeats)" +
+                (job->elastic() ? "" : "; " + RankList(lost) + " ran there");
     if (job->elastic()) {  // its workers there leave; the others go on
-      job->WorkerLost(f, control::kGenericFailureExitCode, Instant::Now(), /*agent_lost=*/true);
+      job->WorkerLost(f, control::kGenericFailureExitCode, Instant::Now(), /*agent_lost=*/true,
+                      lost);
       SettleLocked(*job);
       continue;
     }

@@ -340,6 +340,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   std::vector<std::string> hosts;
   if (elastic.enabled) {
     ctx->elastic_ = true;
+    eo.elastic = true;
     ctx->attempt_store_ = rendezvous::NewPrefixStore(attempt_scope, ctx->base_store_.get());
   }
   // An elastic worker joins the newest membership naming it, and again when the launcher

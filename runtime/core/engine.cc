@@ -217,7 +217,12 @@ bool Engine::Round() {
   bool stop = false;
   Status s = RunRound(&stop);
   if (!s.ok()) {
-    HVD_LOG(ERROR) << s.ToString();
+    if (options_.elastic) {
+      HVD_LOG(WARNING) << s.ToString()
+                       << " (elastic job: a worker left or failed; this one re-forms without it)";
+    } else {
+      HVD_LOG(ERROR) << s.ToString();
+    }
     comm_.transport->Abort(s.message());
     // Before user code hears of it: this rank fails because of a peer (launcherd names the rank
     // that failed first as the job's cause, not this one).

@@ -41,8 +41,8 @@
 #include <vector>
 
 #include "base/mutex.h"
-#include "collectives/collectives.h"
 #include "base/thread_annotations.h"
+#include "collectives/collectives.h"
 #include "core/device_executor.h"
 #include "core/executor.h"
 #include "core/operation.h"
@@ -55,6 +55,9 @@ namespace hvd::runtime::core {
 
 struct EngineOptions {
   std::chrono::microseconds cycle_time{1000};
+  // An elastic worker: a peer leaving is how the job shrinks, not an error of this rank (the
+  // failure is logged as a warning that says so; the program re-forms).
+  bool elastic = false;
   fusion::FusionLimits fusion;  // the defaults of the fusion settings (fusion/fusion_settings.h)
   uint32_t cache_capacity = negotiation::kDefaultCacheCapacity;
   double stall_check_seconds = 60;

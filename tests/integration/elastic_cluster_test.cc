@@ -36,6 +36,14 @@ class ElasticCluster : public ClusterHarness {
     StartAgent(config_.hosts.size() - 1);
     ASSERT_NO_FATAL_FAILURE(WaitAgentsReady());
   }
+  // Waits (bounded) until `text` is in the job's output: the workers train.
+  void WaitOutput(Proc* run, const std::string& text) {
+    const auto deadline = Clock::now() + seconds(40);
+    while (run->Out().find(text) == std::string::npos && Clock::now() < deadline) {
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    ASSERT_NE(run->Out().find(text), std::string::npos) << run->Out() << run->Err();
+  }
   std::vector<std::string> Job(const std::vector<std::string>& flags,
                                const std::vector<std::string>& program_args) {
     std::vector<std::string> args = {"-x", std::string("PYTHONPATH=") + HVD_PYTHON_DIR};
@@ -49,13 +57,14 @@ class ElasticCluster : public ClusterHarness {
 
 TEST_F(ElasticCluster, AnAgentThatRegistersMidJobGetsWorkersUpToMaxNp) {
   // 2 workers on node-a; the job may grow to 4.
-  std::unique_ptr<Proc> run = Start(Job({"-np", "2", "--min-np", "1", "--max-np", "4"},
-                                        {"--steps", "60", "--step-sleep", "0.1"}));
-  // Training is under way on node-a (a step printed nothing; wait for the job to run).
+  std::unique_ptr<Proc> run =
+      Start(Job({"-np", "2", "--min-np", "1", "--max-np", "4"},
+                {"--steps", "60", "--step-sleep", "0.1", "--report-first"}));
   const std::string id = NewJob({});
   ASSERT_FALSE(id.empty());
-  WaitJob(id, [](const json& j) { return j["state"] == "RUNNING"; });
-  std::this_thread::sleep_for(seconds(2));
+  // Training is under way on node-a: both workers completed an allreduce.
+  ASSERT_NO_FATAL_FAILURE(WaitOutput(run.get(), "worker 0 first allreduce"));
+  ASSERT_NO_FATAL_FAILURE(WaitOutput(run.get(), "worker 1 first allreduce"));
   ASSERT_NO_FATAL_FAILURE(AddAgent("node-b"));
   ProcResult r = run->Wait(seconds(60));
   ASSERT_FALSE(r.timed_out) << r.err;
@@ -106,12 +115,14 @@ TEST_F(ElasticCluster, WorkersAddedAfterTheLastCommitDoNotFailAFinishedJob) {
 
 TEST_F(ElasticCluster, KillingAnAgentTakesItsWorkersAndTheOthersGoOn) {
   ASSERT_NO_FATAL_FAILURE(AddAgent("node-b"));
-  std::unique_ptr<Proc> run = Start(Job({"-np", "4", "--min-np", "2", "-H", "node-a:2,node-b:2"},
-                                        {"--steps", "60", "--step-sleep", "0.1"}));
+  std::unique_ptr<Proc> run =
+      Start(Job({"-np", "4", "--min-np", "2", "-H", "node-a:2,node-b:2"},
+                {"--steps", "60", "--step-sleep", "0.1", "--report-first"}));
   const std::string id = NewJob({});
   ASSERT_FALSE(id.empty());
-  WaitJob(id, [](const json& j) { return j["state"] == "RUNNING"; });
-  std::this_thread::sleep_for(seconds(2));
+  for (const char* w : {"0", "1", "2", "3"}) {  // every worker trains before node-b goes
+    ASSERT_NO_FATAL_FAILURE(WaitOutput(run.get(), std::string("worker ") + w + " first allreduce"));
+  }
   kill(agents_[1]->pid(), SIGKILL);  // node-b and its workers 2 and 3
   agents_[1]->Wait(seconds(5));
   ProcResult r = run->Wait(seconds(90));

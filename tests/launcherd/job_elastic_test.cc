@@ -158,7 +158,7 @@ TEST(JobElasticTest, TwoLossesMakeTwoGenerations) {
   auto job = ElasticJob(4, 2);
   job->TakePublications();
   Report(*job, Ended(0, RankState::kExited, 1), At(1ms));
-  Report(*job, Ended(3, RankState::kExited, 2), At(2ms));
+  Report(*job, Ended(3, RankState::kExited, 2), At(2s));
   EXPECT_EQ(job->state(), JobState::kRunning);
   EXPECT_EQ(job->status.elastic.generation, 2);
   EXPECT_EQ(job->status.elastic.resets, 2);
@@ -173,8 +173,22 @@ TEST(JobElasticTest, TwoLossesMakeTwoGenerations) {
   EXPECT_EQ(job->status.elastic.events[2].what,
             "generation 2: worker 3 on h-b exited with code 2; 2 workers go on");
   // A late or repeated report of a worker already gone changes nothing.
-  EXPECT_FALSE(job->OnRankEvent(Ended(0, RankState::kExited, 1), "a", kAllConnected, At(3ms)));
+  EXPECT_FALSE(job->OnRankEvent(Ended(0, RankState::kExited, 1), "a", kAllConnected, At(3s)));
   EXPECT_TRUE(job->TakePublications().empty());
+}
+
+// A host's agent stopping reports its workers one by one: losses within a second are one change
+// for --reset-limit (each still publishes its generation).
+TEST(JobElasticTest, LossesWithinASecondAreOneChangeForTheResetLimit) {
+  auto job = ElasticJob(4, 1, 600000, /*reset_limit=*/1);
+  Report(*job, Ended(2, RankState::kKilled, 0, 9), At(1ms));
+  Report(*job, Ended(3, RankState::kKilled, 0, 9), At(4ms));
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_EQ(job->status.elastic.generation, 2);
+  EXPECT_EQ(job->status.elastic.resets, 1);
+  Report(*job, Ended(1, RankState::kExited, 3), At(3s));  // a change of its own: one too many
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_HAS(job->status.reason, "(--reset-limit 1)");
 }
 
 TEST(JobElasticTest, BelowMinNpWaitsThenFailsNamingTheLostWorkers) {
@@ -286,9 +300,11 @@ TEST(JobElasticTest, TheLastLiveWorkerFailingFailsTheJob) {
   EXPECT_EQ(job->state(), JobState::kFailed);
   EXPECT_EQ(job->status.exit_code, 7);
   EXPECT_EQ(job->status.failure.rank, 1);
+  // The first loss is named too: a program that does not re-form loses them all at once.
   EXPECT_EQ(job->status.reason,
-            "every worker of the elastic job is gone; the last, worker 1 on h-b exited with code "
-            "7");
+            "every worker of the elastic job is gone (the first to go: worker 0 on h-a exited "
+            "with code 1); the last, worker 1 on h-b exited with code 7 (a program must catch the "
+            "failure and re-form, as hvd.elastic.run does)");
   EXPECT_TRUE(job->TakePublications().empty());
 }
 
@@ -298,7 +314,7 @@ TEST(JobElasticTest, ResetLimitFailsTheChangeOverIt) {
   EXPECT_EQ(job->state(), JobState::kRunning);
   EXPECT_EQ(job->status.elastic.resets, 1);
   job->TakePublications();
-  Report(*job, Ended(3, RankState::kExited, 5), At(2ms));
+  Report(*job, Ended(3, RankState::kExited, 5), At(2s));
   EXPECT_EQ(job->state(), JobState::kFailed);
   EXPECT_EQ(job->status.exit_code, 5);
   EXPECT_EQ(job->status.reason,

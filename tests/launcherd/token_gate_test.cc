@@ -98,6 +98,15 @@ class TokenGateTest : public ::testing::Test {
       v1::CancelJobResponse resp;
       return launcher_stub_->CancelJob(ctx, req, &resp);
     };
+    calls["Launcher.UpdateJobHosts"] = [this](grpc::ClientContext* ctx) {
+      v1::UpdateJobHostsRequest req;
+      req.set_job_id(job_id_);
+      v1::HostSlots* h = req.add_hosts();
+      h->set_host("node-a");
+      h->set_slots(2);
+      v1::UpdateJobHostsResponse resp;
+      return launcher_stub_->UpdateJobHosts(ctx, req, &resp);
+    };
     calls["Launcher.WatchJob"] = [this](grpc::ClientContext* ctx) {
       v1::WatchJobRequest req;
       req.set_job_id(job_id_);
