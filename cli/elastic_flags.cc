@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "base/settings.h"
 #include "control/spec_limits.h"
 
 namespace hvd::cli {
@@ -20,6 +21,10 @@ void ElasticFlags::Register(control::FlagSet* flags) {
                 "elastic job: a command printing the hosts it may use, one HOST:SLOTS (or HOST) "
                 "per line; run before the job starts (its -H) and every second while hvdrun "
                 "follows it: new hosts' agents get workers up to --max-np (docs/elastic.md)");
+  flags->Pair("--blacklist-cooldown-range", &cooldown_range,
+              "elastic job: seconds MIN MAX a host stays left out after its agent was lost or "
+              "two of the job's workers failed there: MIN, doubling each time, up to MAX "
+              "(default: for the job's life)");
   flags->Int("--reset-limit", &reset_limit,
              "elastic job: how many times its membership may change before it fails (default "
              "0: no limit)");
@@ -33,7 +38,7 @@ bool ElasticFlags::Given(const control::FlagSet* flags) const {
 
 Status ElasticFlags::Apply(const control::FlagSet* flags, control::JobSpec* spec) const {
   if (!Given(flags)) {
-    for (const char* f : {"--elastic-timeout", "--reset-limit"}) {
+    for (const char* f : {"--elastic-timeout", "--reset-limit", "--blacklist-cooldown-range"}) {
       if (flags != nullptr && flags->Given(f)) {
         return InvalidArgument(std::string(f) +
                                ": applies to elastic jobs only; instead, give --min-np N (and "
@@ -57,6 +62,21 @@ Status ElasticFlags::Apply(const control::FlagSet* flags, control::JobSpec* spec
     return InvalidArgument("--reset-limit must be between 0 (no limit) and 1000000");
   }
   spec->reset_limit = static_cast<int>(reset_limit);
+  if (!cooldown_range.empty()) {
+    double lo = -1, hi = -1;
+    const size_t comma = cooldown_range.find(',');
+    if (comma == std::string::npos ||
+        !base::ParseDouble(cooldown_range.substr(0, comma), &lo).ok() ||
+        !base::ParseDouble(cooldown_range.substr(comma + 1), &hi).ok() || !(lo > 0) ||
+        !(hi >= lo) || hi > 30 * 86400) {
+      return InvalidArgument(
+          "--blacklist-cooldown-range: give two numbers of seconds MIN MAX with "
+          "0 < MIN <= MAX (e.g. --blacklist-cooldown-range 10 100), not '" +
+          cooldown_range + "'");
+    }
+    spec->cooldown_min_ms = std::llround(lo * 1000);
+    spec->cooldown_max_ms = std::llround(hi * 1000);
+  }
   return control::CheckElastic(*spec);
 }
 

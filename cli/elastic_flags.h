@@ -19,6 +19,7 @@ struct ElasticFlags {
   double elastic_timeout = 600;  // seconds, Horovod's default
   int64_t reset_limit = 0;
   std::string discovery_script;  // --host-discovery-script (cli/host_discovery.h)
+  std::string cooldown_range;    // --blacklist-cooldown-range MIN MAX, as "MIN,MAX"
 
   void Register(control::FlagSet* flags);
   // Whether --min-np, --max-np or --host-discovery-script was given (horovodrun's elastic mode).

@@ -18,10 +18,6 @@ constexpr const char* kGroup =
 constexpr const char* kAutotune =
     "hvd has no autotuning (its defaults were measured, docs/performance.md); instead, set "
     "--fusion-threshold-mb and --cycle-time-ms by hand";
-constexpr const char* kElastic =
-    "hvd has no blacklist cool-down: a host where an elastic job's agent was lost or two of its "
-    "workers failed is left out for the job's life; instead, a --host-discovery-script decides "
-    "which hosts the job may use (docs/elastic.md)";
 constexpr const char* kTimestamp =
     "hvd's log lines carry no timestamp; instead, --prefix-output-with-timestamp timestamps "
     "every line of the ranks' output";
@@ -102,7 +98,6 @@ void HorovodFlags::Register(control::FlagSet* flags) {
       "--autotune,--autotune-log-file,--autotune-warmup-samples,--autotune-steps-per-sample,"
       "--autotune-bayes-opt-max-samples,--autotune-gaussian-process-noise",
       "", kAutotune);
-  flags->Refused("--blacklist-cooldown-range", "", kElastic);
   flags->Group("");
 }
 

@@ -37,6 +37,10 @@ void FlagSet::StringList(const char* n, std::string* t, const char* h) {
   Add(n, Kind::kList, t, h);
 }
 
+void FlagSet::Pair(const char* n, std::string* t, const char* h) {
+  Add(n, Kind::kPair, t, h);
+}
+
 void FlagSet::Refused(const char* names, const char* value, const char* message) {
   Add(names, Kind::kRefused, nullptr, message);
   flags_.back().metavar = value;
@@ -95,6 +99,7 @@ Status FlagSet::Set(Flag& f, const std::string& name, const std::string& value) 
   switch (f.kind) {
     case Kind::kString:
     case Kind::kConfig:
+    case Kind::kPair:
       *static_cast<std::string*>(f.target) = value;
       return Status::OK();
     case Kind::kList: {
@@ -159,6 +164,12 @@ Status FlagSet::Parse(int argc, char** argv, int first, bool stop_at_positional,
     if (f->kind == Kind::kRefused) return Set(*f, name, value);
     if (f->kind == Kind::kBool && !has_value) {
       value = "true";
+    } else if (f->kind == Kind::kPair && !has_value) {
+      if (i + 2 >= argc) {
+        return InvalidArgument(program_ + ": flag " + name + " needs two values (" + f->help + ")");
+      }
+      value = std::string(argv[i + 1]) + "," + argv[i + 2];
+      i += 2;
     } else if (!has_value) {
       if (i + 1 >= argc) {
         return InvalidArgument(program_ + ": flag " + name + " needs a value (" + f->help + ")");
@@ -225,6 +236,7 @@ std::string FlagSet::Usage(const std::string& synopsis) const {
       const std::string arg = f.kind == Kind::kBool     ? ""
                               : f.kind == Kind::kInt    ? " N"
                               : f.kind == Kind::kDouble ? " X"
+                              : f.kind == Kind::kPair   ? " A B"
                               : f.kind == Kind::kRefused
                                   ? (f.metavar.empty() ? "" : " " + f.metavar)
                                   : " VALUE";

@@ -31,6 +31,9 @@ class FlagSet {
   // A string that may be given several times: the values are joined with ',' in order
   // ("--network-interface a --network-interface b,c" is "a,b,c").
   void StringList(const char* names, std::string* target, const char* help);
+  // Two values, as argparse's nargs=2 ("--blacklist-cooldown-range 10 100", or "=10,100"):
+  // *target gets them joined with ','.
+  void Pair(const char* names, std::string* target, const char* help);
   // A flag this program does not have: giving it is an error "NAME: <message>", where the message
   // says what to do instead. `value` is the metavariable --help shows ("" for a switch).
   void Refused(const char* names, const char* value, const char* message);
@@ -72,7 +75,7 @@ class FlagSet {
   std::string Usage(const std::string& synopsis) const;
 
  private:
-  enum class Kind { kString, kInt, kDouble, kBool, kRepeated, kList, kRefused, kConfig };
+  enum class Kind { kString, kInt, kDouble, kBool, kRepeated, kList, kPair, kRefused, kConfig };
   struct Flag {
     std::vector<std::string> names;
     Kind kind;

@@ -42,6 +42,10 @@ struct JobSpec {
   int max_np = 0;
   int64_t elastic_timeout_ms = 600000;  // --elastic-timeout: below min_np this long fails it
   int reset_limit = 0;                  // --reset-limit: membership changes allowed; 0: any
+  // --blacklist-cooldown-range MIN MAX: an excluded host comes back after MIN s, doubling per
+  // exclusion up to MAX; 0: excluded for the job's life.
+  int64_t cooldown_min_ms = 0;
+  int64_t cooldown_max_ms = 0;
 };
 
 inline bool IsElastic(const JobSpec& spec) {
@@ -87,7 +91,7 @@ struct MembershipEvent {
   int64_t generation = 0;  // the generation in force after the event
   int64_t time_ms = 0;
   std::vector<int> workers;  // empty when the generation has more than 64
-  std::string what;  // "worker 3 on host-b left: exited with signal 9 (SIGKILL)"
+  std::string what;          // "worker 3 on host-b left: exited with signal 9 (SIGKILL)"
 };
 
 struct ElasticStatus {

@@ -91,6 +91,8 @@ void ToProto(const JobSpec& s, v1::JobSpec* p) {
     p->set_max_np(s.max_np);
     p->set_elastic_timeout_ms(s.elastic_timeout_ms);
     p->set_reset_limit(s.reset_limit);
+    p->set_cooldown_min_ms(s.cooldown_min_ms);
+    p->set_cooldown_max_ms(s.cooldown_max_ms);
   }
 }
 
@@ -116,6 +118,8 @@ JobSpec FromProto(const v1::JobSpec& p) {
   s.max_np = p.max_np();
   if (p.elastic_timeout_ms() > 0) s.elastic_timeout_ms = p.elastic_timeout_ms();
   s.reset_limit = p.reset_limit();
+  s.cooldown_min_ms = p.cooldown_min_ms();
+  s.cooldown_max_ms = p.cooldown_max_ms();
   return s;
 }
 

@@ -179,6 +179,16 @@ Status CheckElastic(const JobSpec& spec) {
     return InvalidArgument("--elastic-timeout must be more than 0 and at most 30 days, not " +
                            std::to_string(spec.elastic_timeout_ms) + " ms");
   }
+  if (spec.cooldown_min_ms != 0 || spec.cooldown_max_ms != 0) {
+    if (spec.cooldown_min_ms < 1 || spec.cooldown_min_ms > spec.cooldown_max_ms ||
+        spec.cooldown_max_ms > kMaxJobTimeoutMs) {
+      return InvalidArgument(
+          "--blacklist-cooldown-range MIN MAX needs 0 < MIN <= MAX <= 2592000 "
+          "seconds, not " +
+          std::to_string(spec.cooldown_min_ms / 1000) + " " +
+          std::to_string(spec.cooldown_max_ms / 1000));
+    }
+  }
   if (spec.reset_limit < 0 || spec.reset_limit > 1000000) {
     return InvalidArgument("--reset-limit must be between 0 (no limit) and 1000000, not " +
                            std::to_string(spec.reset_limit));

@@ -145,6 +145,7 @@ void Job::NextAttempt(Instant now) {
   dropped_slots_.clear();
   failures_by_host_.clear();
   excluded_hosts_.clear();
+  exclusions_.clear();
   elastic_finishing_ = false;
   finished_by_.clear();
   first_loss_.clear();

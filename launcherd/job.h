@@ -176,7 +176,8 @@ class Job {
   // Growth (job_growth.cc): RUNNING with fewer live workers than --max-np.
   bool ElasticWantsWorkers() const;
   // Whether the job may start a worker on this agent's slot (not dropped, host not excluded).
-  bool ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot) const;
+  bool ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot,
+                         Clock::time_point now) const;
   // Workers `ids` (appended to status.ranks and sent) joined: the next generation has them.
   void ElasticGrew(const std::vector<int>& ids, Instant now);
   // A worker exited 0: the job is finishing (job_elastic.cc).
@@ -291,7 +292,10 @@ class Job {
   Clock::time_point below_min_since_;  // elastic, below --min-np: since when (steady)
   std::set<std::pair<std::string, int>> dropped_slots_;  // (agent id, slot) of failed workers
   std::map<std::string, int> failures_by_host_;
-  std::set<std::string> excluded_hosts_;
+  // Excluded host -> until when (max: the job's life); how often it was excluded.
+  std::map<std::string, Clock::time_point> excluded_hosts_;
+  std::map<std::string, int> exclusions_;
+  void ExcludeHost(const std::string& host, Clock::time_point now);
   // A worker exited 0: the training is over, the job ends as its workers do and never grows
   // again (a new worker would only load the final state and exit).
   bool elastic_finishing_ = false;

@@ -88,7 +88,10 @@ void Job::ElasticRestored(Instant now) {
     } else if (control::RankEnded(r.state)) {
       dropped_slots_.insert({p.agent_id, p.slot});
       const bool agent_lost = r.error.find("agent on ") != std::string::npos;
-      if (agent_lost || ++failures_by_host_[p.host] >= 2) excluded_hosts_.insert(p.host);
+      if (agent_lost || ++failures_by_host_[p.host] >= 2) {
+        failures_by_host_[p.host] = 0;  // counted afresh when it comes back
+        ExcludeHost(p.host, now.steady);
+      }
     }
   }
 }
@@ -131,7 +134,10 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
   if (f.rank >= 0 && f.rank < static_cast<int>(status.ranks.size())) {
     const control::RankSlot& p = status.ranks[f.rank].placement;
     dropped_slots_.insert({p.agent_id, p.slot});
-    if (agent_lost || ++failures_by_host_[p.host] >= 2) excluded_hosts_.insert(p.host);
+    if (agent_lost || ++failures_by_host_[p.host] >= 2) {
+      failures_by_host_[p.host] = 0;  // counted afresh when it comes back
+      ExcludeHost(p.host, now.steady);
+    }
   }
   std::vector<int> live;
   for (const RankStatus& r : status.ranks) {

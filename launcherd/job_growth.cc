@@ -14,8 +14,27 @@ bool Job::ElasticWantsWorkers() const {
   return Tally().live < status.spec.max_np;
 }
 
-bool Job::ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot) const {
-  return !excluded_hosts_.count(host) && !dropped_slots_.count({agent_id, slot});
+bool Job::ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot,
+                            Clock::time_point now) const {
+  auto it = excluded_hosts_.find(host);
+  if (it != excluded_hosts_.end() && now < it->second) return false;
+  return !dropped_slots_.count({agent_id, slot});
+}
+
+void Job::ExcludeHost(const std::string& host, Clock::time_point now) {
+  const int n = ++exclusions_[host];
+  const auto& spec = status.spec;
+  if (spec.cooldown_min_ms <= 0) {  // Horovod's default: for the job's life
+    excluded_hosts_[host] = Clock::time_point::max();
+    return;
+  }
+  // --blacklist-cooldown-range: MIN, doubling with each exclusion of the host, up to MAX.
+  int64_t ms = spec.cooldown_min_ms;
+  for (int i = 1; i < n && ms < spec.cooldown_max_ms; ++i) ms *= 2;
+  ms = std::min(ms, spec.cooldown_max_ms);
+  excluded_hosts_[host] = now + std::chrono::milliseconds(ms);
+  log.AddProgress(host + " is left out of the job for " + std::to_string(ms / 1000) +
+                  " s (--blacklist-cooldown-range)");
 }
 
 void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
@@ -82,7 +101,7 @@ bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
     int may = std::min(want, allowance(a));
     const std::set<int>& busy = pass->busy[a.id];
     for (int slot = 0; slot < a.slots && may > 0; ++slot) {
-      if (busy.count(slot) || !job.ElasticSlotUsable(a.id, a.host, slot)) continue;
+      if (busy.count(slot) || !job.ElasticSlotUsable(a.id, a.host, slot, now.steady)) continue;
       picks.push_back({&a, slot});
       ++on_host[a.host];
       --may;

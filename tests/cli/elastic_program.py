@@ -20,7 +20,8 @@ import hvd.torch as hvd
 
 p = argparse.ArgumentParser()
 p.add_argument("--steps", type=int, default=20)
-p.add_argument("--die-worker", type=int, action="append", default=[])
+p.add_argument("--die-worker", action="append", default=[],
+               help="ID (dies at --die-at-step) or ID@STEP; repeatable")
 p.add_argument("--die-at-step", type=int, default=5)
 p.add_argument("--die-code", type=int, default=-9, help="exit code, or -9 for kill -9")
 p.add_argument("--step-sleep", type=float, default=0.01)
@@ -33,6 +34,10 @@ p.add_argument("--report-first", action="store_true",
 args = p.parse_args()
 
 worker = int(os.environ.get("HVD_WORKER_ID", "-1"))
+dies_at = {}  # worker id -> the step it dies at
+for d in args.die_worker:
+    w, _, step = d.partition("@")
+    dies_at[int(w)] = int(step) if step else args.die_at_step
 if 0 <= args.fail_workers_from <= worker:
     print("worker %d fails at start" % worker, flush=True)
     sys.exit(3)
@@ -58,7 +63,7 @@ state.register_reset_callbacks([on_reset])
 @hvd.elastic.run
 def train(state):
     while state.step < args.steps:
-        if worker in args.die_worker and state.step == args.die_at_step:
+        if dies_at.get(worker) == state.step:
             print("worker %d dies at step %d at %.6f" % (worker, state.step, time.time()),
                   flush=True)
             if args.die_code == -9:

@@ -150,8 +150,8 @@ TEST_F(HorovodrunFlags, ConflictsAndBadValuesNameTheFlags) {
 }
 
 TEST_F(HorovodrunFlags, RefusedFlagsSayWhatInstead) {
-  for (const char* flag : {"--autotune", "--blacklist-cooldown-range", "--jsrun", "--mpi-args",
-                           "--num-nccl-streams", "--log-with-timestamp"}) {
+  for (const char* flag :
+       {"--autotune", "--jsrun", "--mpi-args", "--num-nccl-streams", "--log-with-timestamp"}) {
     const std::string m = Error({flag, "x"});
     EXPECT_HAS(m, std::string("hvdrun: ") + flag + ": ");
     EXPECT_HAS(m, "; instead, ");

@@ -206,6 +206,18 @@ TEST_F(JobOptions, ElasticFlags) {
   EXPECT_EQ(spec.max_np, 4);
   EXPECT_EQ(spec.elastic_timeout_ms, 2500);
   EXPECT_EQ(spec.reset_limit, 6);
+  // horovodrun's --blacklist-cooldown-range MIN MAX (two arguments).
+  ASSERT_TRUE(
+      Build({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "10", "100", "/bin/true"},
+            &spec)
+          .ok());
+  EXPECT_EQ(spec.cooldown_min_ms, 10000);
+  EXPECT_EQ(spec.cooldown_max_ms, 100000);
+  EXPECT_HAS(
+      Build({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "100", "10", "/bin/true"},
+            &spec)
+          .message(),
+      "0 < MIN <= MAX");
   // With -np, the others default to it.
   ASSERT_TRUE(Build({"-np", "4", "--min-np", "2", "/bin/true"}, &spec).ok());
   EXPECT_EQ(spec.np, 4);

@@ -56,6 +56,27 @@ TEST(FlagSet, StringListJoinsRepeatedValues) {
   EXPECT_EQ(nics, "eth0,eth1,ib0");  // the default is replaced, later values appended
 }
 
+TEST(FlagSet, PairTakesTwoValues) {
+  FlagSet flags("tool");
+  std::string range;
+  flags.Pair("--range", &range, "MIN MAX");
+  std::vector<std::string> rest;
+  std::vector<std::string> args = {"tool", "--range", "10", "100", "prog"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  ASSERT_TRUE(flags.Parse(static_cast<int>(argv.size()), argv.data(), 1, true, &rest).ok());
+  EXPECT_EQ(range, "10,100");
+  EXPECT_EQ(rest, std::vector<std::string>{"prog"});
+  FlagSet again("tool");
+  again.Pair("--range", &range, "MIN MAX");
+  std::vector<std::string> short_args = {"tool", "--range", "10"};
+  std::vector<char*> argv2;
+  for (std::string& a : short_args) argv2.push_back(a.data());
+  Status s = again.Parse(static_cast<int>(argv2.size()), argv2.data(), 1, true, &rest);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("flag --range needs two values"), std::string::npos) << s.message();
+}
+
 TEST(FlagSet, GroupsAreListedAfterTheUngroupedFlags) {
   FlagSet flags("prog");
   bool a = false, b = false, c = false;

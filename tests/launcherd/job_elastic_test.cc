@@ -277,15 +277,42 @@ TEST(JobElasticTest, ARestoredJobKnowsWhatItsRecordImplies) {
   job->RanksReplaced();
   job->ElasticRestored(At(1ms));
   const control::RankSlot& b = job->status.ranks[2].placement;
-  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, b.slot));
-  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, 99)) << "h-b is excluded";
+  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, b.slot, At(3ms).steady));
+  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, 99, At(3ms).steady)) << "h-b is out";
   const control::RankSlot& a = job->status.ranks[0].placement;
-  EXPECT_TRUE(job->ElasticSlotUsable(a.agent_id, a.host, 99));
+  EXPECT_TRUE(job->ElasticSlotUsable(a.agent_id, a.host, 99, At(3ms).steady));
   EXPECT_TRUE(job->ElasticWantsWorkers());
   job->status.ranks[1].state = RankState::kExited;  // worker 1 had finished
   job->RanksReplaced();
   job->ElasticRestored(At(2ms));
   EXPECT_FALSE(job->ElasticWantsWorkers());
+}
+
+// --blacklist-cooldown-range 1 3: a host left out comes back after 1 s, then 2 s, then 3 s (the
+// cap); its failed workers' slots stay dropped. Without the flag it is out for the job's life.
+TEST(JobElasticTest, AnExcludedHostComesBackAfterItsCoolDown) {
+  auto job = ElasticJob(6, 1);
+  job->status.spec.max_np = 12;
+  job->status.spec.cooldown_min_ms = 1000;
+  job->status.spec.cooldown_max_ms = 3000;
+  const control::RankSlot b = job->status.ranks[3].placement;  // 3, 4, 5 run on h-b
+  Report(*job, Ended(3, RankState::kExited, 1), At(1ms));
+  Report(*job, Ended(4, RankState::kExited, 1), At(2ms));  // the second failure there
+  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, 99, At(999ms).steady));
+  EXPECT_TRUE(job->ElasticSlotUsable(b.agent_id, b.host, 99, At(1002ms).steady));
+  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, b.slot, At(5s).steady))
+      << "a failed worker's slot stays dropped";
+  Report(*job, Ended(5, RankState::kKilled, 0, 9), At(10s));  // two more: out again, for 2 s
+  EXPECT_TRUE(job->ElasticSlotUsable(b.agent_id, b.host, 99, At(10s).steady)) << "one failure";
+  job->status.ranks.push_back(job->status.ranks[0]);  // a worker grown onto h-b fails too
+  job->status.ranks.back().placement = b;
+  job->status.ranks.back().placement.rank = 6;
+  job->status.ranks.back().placement.slot = 7;
+  job->status.ranks.back().state = RankState::kRunning;
+  job->RanksReplaced();
+  Report(*job, Ended(6, RankState::kExited, 1), At(11s));
+  EXPECT_FALSE(job->ElasticSlotUsable(b.agent_id, b.host, 99, At(12900ms).steady));
+  EXPECT_TRUE(job->ElasticSlotUsable(b.agent_id, b.host, 99, At(13002ms).steady));
 }
 
 TEST(JobElasticTest, TheLastLiveWorkerFailingFailsTheJob) {
