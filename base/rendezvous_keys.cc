@@ -1,5 +1,6 @@
 #include "base/rendezvous_keys.h"
 
+#include <cstdlib>
 #include <vector>
 
 namespace hvd::base {
@@ -50,6 +51,35 @@ std::string IncarnationScope(std::string_view attempt_scope, int incarnation) {
 
 std::string ElasticLatestKey() {
   return "elastic/latest";
+}
+
+Status ParseElasticWorkers(const std::string& text, std::vector<int>* out) {
+  out->clear();
+  size_t at = 0;
+  while (at <= text.size() && !text.empty()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(at, comma - at);
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
+      return InvalidArgument("elastic membership \"" + text.substr(0, 200) +
+                             "\" is not a list of worker ids (a launcher of another version?)");
+    }
+    out->push_back(static_cast<int>(v));
+    at = comma + 1;
+  }
+  if (out->empty()) return InvalidArgument("elastic membership is empty");
+  return Status::OK();
+}
+
+std::string FormatElasticWorkers(const std::vector<int>& workers) {
+  std::string s;
+  for (size_t i = 0; i < workers.size(); ++i) {
+    if (i) s += ',';
+    s += std::to_string(workers[i]);
+  }
+  return s;
 }
 
 std::string ElasticFinishedKey() {

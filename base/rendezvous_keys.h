@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "hvd/status.h"
 
@@ -51,6 +52,10 @@ std::string ElasticLatestKey();
 // its workers do: an Init() that would re-form it fails at once instead.
 std::string ElasticFinishedKey();
 std::string ElasticGenerationKey(int64_t generation);
+// ElasticGenerationKey's value: worker ids "3,0,5" <-> {3, 0, 5}. InvalidArgument naming the text
+// when it is not a list of ids.
+Status ParseElasticWorkers(const std::string& text, std::vector<int>* out);
+std::string FormatElasticWorkers(const std::vector<int>& workers);
 
 // The keys of one rank under an attempt's scope.
 enum class RankKeyKind { kHost, kStall, kAbort };

@@ -246,6 +246,8 @@ class Job {
   void NewGeneration(std::vector<int> workers, const std::string& what, Instant now,
                      bool reset = true);
   void AddMembershipEvent(const std::string& what, Instant now);
+  // The ids of the workers that may still run (STARTING or RUNNING), in id order.
+  std::vector<int> LiveWorkers() const;
   void QueueStops(const std::string& reason);
   // Stamps the cause just set: when its rank died (0: not a rank's exit) and whether it blamed a
   // peer.

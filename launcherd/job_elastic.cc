@@ -64,6 +64,14 @@ void Job::ElasticBegin(Instant now) {
                 now);
 }
 
+std::vector<int> Job::LiveWorkers() const {
+  std::vector<int> live;
+  for (const RankStatus& r : status.ranks) {
+    if (RankLive(r.state)) live.push_back(r.placement.rank);
+  }
+  return live;
+}
+
 bool Job::AllLiveRunning() const {
   for (const RankStatus& r : status.ranks) {
     if (r.state == RankState::kStarting || r.state == RankState::kPending) return false;
@@ -139,10 +147,7 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
       ExcludeHost(p.host, now.steady);
     }
   }
-  std::vector<int> live;
-  for (const RankStatus& r : status.ranks) {
-    if (RankLive(r.state)) live.push_back(r.placement.rank);
-  }
+  std::vector<int> live = LiveWorkers();
   // "rank 3 on host-b exited with code 1" says it as "worker 3 on host-b exited with code 1".
   const std::string who = also.size() > 1 ? "workers " + RankList(also, false) + " on " + f.host
                                           : "worker " + std::to_string(f.rank) + " on " + f.host;

@@ -31,11 +31,8 @@ void JobManager::PublishMembershipLocked(Job& job) {
       if (!s.ok()) HVD_LOG(ERROR) << "job " << job.id() << ": " << s.message();
       continue;
     }
-    std::string workers;
-    for (size_t i = 0; i < p.workers.size(); ++i) {
-      workers += (i ? "," : "") + std::to_string(p.workers[i]);
-    }
-    Status s = store_->Set(scope + base::ElasticGenerationKey(p.generation), workers);
+    Status s = store_->Set(scope + base::ElasticGenerationKey(p.generation),
+                           base::FormatElasticWorkers(p.workers));
     if (s.ok()) s = store_->Set(scope + base::ElasticLatestKey(), std::to_string(p.generation));
     if (!s.ok()) {
       HVD_LOG(ERROR) << "job " << job.id() << ": could not publish elastic generation "

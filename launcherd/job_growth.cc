@@ -39,10 +39,7 @@ void Job::ExcludeHost(const std::string& host, Clock::time_point now) {
 
 void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
   RanksReplaced();
-  std::vector<int> live;
-  for (const RankStatus& r : status.ranks) {
-    if (RankLive(r.state)) live.push_back(r.placement.rank);
-  }
+  std::vector<int> live = LiveWorkers();
   std::string who;
   for (size_t i = 0; i < ids.size() && i < 8; ++i) {
     const RankStatus& r = status.ranks[ids[i]];

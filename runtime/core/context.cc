@@ -385,7 +385,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   if (elastic.enabled) {
     HVD_LOG(INFO) << "elastic worker " << elastic.worker_id << " joined generation "
                   << ctx->membership_.generation << " as rank " << rank << " of " << size
-                  << " (workers " << FormatWorkers(ctx->membership_.workers) << ")";
+                  << " (workers " << base::FormatElasticWorkers(ctx->membership_.workers) << ")";
   }
   ctx->topology_ = ComputeTopology(static_cast<int>(rank), hosts);
   // Explicit topology from the launcher wins over derivation; an elastic worker's changes with

@@ -56,35 +56,6 @@ Status ReadElasticSettings(ElasticSettings* out) {
   return Status::OK();
 }
 
-Status ParseWorkers(const std::string& text, std::vector<int>* out) {
-  out->clear();
-  size_t at = 0;
-  while (at <= text.size() && !text.empty()) {
-    size_t comma = text.find(',', at);
-    if (comma == std::string::npos) comma = text.size();
-    const std::string item = text.substr(at, comma - at);
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 0 || v > (1 << 20)) {
-      return InvalidArgument("elastic membership \"" + text.substr(0, 200) +
-                             "\" is not a list of worker ids (a launcher of another version?)");
-    }
-    out->push_back(static_cast<int>(v));
-    at = comma + 1;
-  }
-  if (out->empty()) return InvalidArgument("elastic membership is empty");
-  return Status::OK();
-}
-
-std::string FormatWorkers(const std::vector<int>& workers) {
-  std::string s;
-  for (size_t i = 0; i < workers.size(); ++i) {
-    if (i) s += ',';
-    s += std::to_string(workers[i]);
-  }
-  return s;
-}
-
 Status LatestGeneration(rendezvous::Store& attempt_store, Clock::time_point deadline,
                         int64_t* generation) {
   const std::string key = base::ElasticLatestKey();
@@ -110,7 +81,7 @@ Status LatestGeneration(rendezvous::Store& attempt_store, Clock::time_point dead
 Status GenerationWorkers(rendezvous::Store& attempt_store, int64_t g, std::vector<int>* workers) {
   std::string v;
   HVD_RETURN_IF_ERROR(attempt_store.Get(base::ElasticGenerationKey(g), &v));
-  return ParseWorkers(v, workers);
+  return base::ParseElasticWorkers(v, workers);
 }
 
 Status CheckNotFinished(rendezvous::Store& attempt_store) {
@@ -145,7 +116,7 @@ Status FindMembership(rendezvous::Store& attempt_store, int worker_id, Clock::ti
     s = attempt_store.Wait({base::ElasticGenerationKey(g + 1)}, Left(deadline));
     if (s.code() == StatusCode::kDeadlineExceeded) {
       return DeadlineExceeded("elastic generation " + std::to_string(g) + " (workers " +
-                              FormatWorkers(workers) + ") does not include worker " +
+                              base::FormatElasticWorkers(workers) + ") does not include worker " +
                               std::to_string(worker_id) +
                               " and no newer one came within HVD_ELASTIC_TIMEOUT_SECONDS: the "
                               "launcher counts this worker as gone (see the job's events in "

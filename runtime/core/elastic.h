@@ -49,10 +49,6 @@ struct Membership {
 // (base::ElasticFinishedKey): the job is ending, a failed collective is not re-formed.
 Status CheckNotFinished(rendezvous::Store& attempt_store);
 
-// "3,0,5" <-> {3, 0, 5}. InvalidArgument naming the text when it is not a list of ids.
-Status ParseWorkers(const std::string& text, std::vector<int>* out);
-std::string FormatWorkers(const std::vector<int>& workers);
-
 // The newest generation the launcher published in `attempt_store` (the job attempt's scope):
 // waits for the first one until `deadline`. NotFound-free: DeadlineExceeded naming the key.
 Status LatestGeneration(rendezvous::Store& attempt_store,

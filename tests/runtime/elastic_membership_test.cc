@@ -39,22 +39,22 @@ struct AttemptStore {
 
 TEST(ElasticMembershipTest, WorkersParseAndFormat) {
   std::vector<int> w;
-  ASSERT_TRUE(ParseWorkers("3,0,5", &w).ok());
+  ASSERT_TRUE(base::ParseElasticWorkers("3,0,5", &w).ok());
   EXPECT_EQ(w, (std::vector<int>{3, 0, 5}));
-  EXPECT_EQ(FormatWorkers(w), "3,0,5");
-  ASSERT_TRUE(ParseWorkers("7", &w).ok());
+  EXPECT_EQ(base::FormatElasticWorkers(w), "3,0,5");
+  ASSERT_TRUE(base::ParseElasticWorkers("7", &w).ok());
   EXPECT_EQ(w, (std::vector<int>{7}));
-  ASSERT_TRUE(ParseWorkers("1048576", &w).ok());
-  EXPECT_EQ(FormatWorkers({}), "");
-  EXPECT_EQ(FormatWorkers({0, 12}), "0,12");
+  ASSERT_TRUE(base::ParseElasticWorkers("1048576", &w).ok());
+  EXPECT_EQ(base::FormatElasticWorkers({}), "");
+  EXPECT_EQ(base::FormatElasticWorkers({0, 12}), "0,12");
   for (const char* bad : {"", ",", "1,", ",1", "1,,2", "a", "1,b", "-1", "1.5", "1048577",
                           "99999999999999999999", "1;2"}) {
     SCOPED_TRACE(bad);
-    Status s = ParseWorkers(bad, &w);
+    Status s = base::ParseElasticWorkers(bad, &w);
     ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
     if (*bad) EXPECT_HAS(s.message(), std::string("\"") + bad + "\"");
   }
-  EXPECT_HAS(ParseWorkers("", &w).message(), "empty");
+  EXPECT_HAS(base::ParseElasticWorkers("", &w).message(), "empty");
 }
 
 TEST(ElasticMembershipTest, FindMembershipFindsTheWorkersRank) {
