@@ -33,6 +33,7 @@
 #include "allreduce_loop.h"
 #include "bench_util.h"
 #include "collectives/collectives.h"
+#include "core/context.h"
 #include "hvd/hvd.h"
 #include "hvd/status.h"
 #include "hvd/types.h"
@@ -55,7 +56,8 @@ struct Options : LoopOptions {
   bool direct_given = false;
   size_t chunk = 256 << 10;
   bool api = false;
-  bool ref = true;               // measure the single-process memory references
+  bool stats = false;  // --stats 1: each rank prints its engine's round counts (with --api 1)
+  bool ref = true;     // measure the single-process memory references
   std::vector<int> process_set;  // --process-set: empty runs on the global set
   bool others_busy = false;      // --others busy: the complement runs the loop as a set too
 };
@@ -75,6 +77,8 @@ struct Options : LoopOptions {
                "  --ref 0       skip the memcpy/reduce2t references (printed as 0)\n"
                "  --api 1       through hvd::Init/hvd::Allreduce (the full runtime path); the\n"
                "                transport then follows HVD_SHM like any job's\n"
+               "  --stats 1     with --api 1: each rank prints its engine's rounds (and how\n"
+               "                many ran on the caller's thread) to stderr\n"
                "  --process-set R,R,...  with --api 1: run on a process set of these ranks\n"
                "  --others idle|busy     the ranks outside it idle (default) or run the same\n"
                "                         loop on a set of their own at the same time\n"
@@ -124,6 +128,9 @@ Options ParseArgs(int argc, char** argv) {
                    } else if (flag == "--api") {
                      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
                      o.api = n == 1;
+                   } else if (flag == "--stats") {
+                     if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
+                     o.stats = n == 1;
                    } else if (flag == "--process-set") {
                      o.process_set.clear();
                      std::string text = v;
@@ -252,7 +259,17 @@ Status RunApi(const Options& o, const RankEnv& env, const std::vector<Ref>& refs
     path.barrier = [set] { return hvd::Barrier(set); };
     // Only set 1's first rank prints (a busy second set measures the same thing, unprinted).
     path.prints = set != 2;
+    const auto before = runtime::core::CurrentEngineStats();
     s = RunSizes(path, o, refs, wrong);
+    const auto after = runtime::core::CurrentEngineStats();
+    if (o.stats) {
+      // Where the rounds ran: how many hand-offs to the background thread the loop paid for.
+      std::fprintf(stderr,
+                   "# rank %d engine: %llu rounds (%llu on the caller's thread), %llu set cycles\n",
+                   Rank(), static_cast<unsigned long long>(after.cycles - before.cycles),
+                   static_cast<unsigned long long>(after.caller_rounds - before.caller_rounds),
+                   static_cast<unsigned long long>(after.set_cycles - before.set_cycles));
+    }
   }
   // Ranks outside the set(s) wait here, idle, until the loop is over.
   if (s.ok()) s = hvd::Barrier();

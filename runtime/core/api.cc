@@ -27,6 +27,7 @@ std::shared_ptr<Context> g_ctx HVD_GUARDED_BY(g_mu);
 base::Mutex g_noname_mu;
 std::map<int, uint64_t> g_noname HVD_GUARDED_BY(g_noname_mu);  // per process set
 bool g_atexit_registered = false;
+thread_local bool t_caller_waits = false;  // inside a CallerWaits scope
 
 // Unnamed operations are numbered per process set: every member submits the same unnamed
 // operations of that set in the same order, but ranks outside it do not, so one counter for
@@ -87,8 +88,15 @@ Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
                                     "': hvd is not initialized; call hvd::Init() first"));
     return Handle(op);
   }
-  ctx->engine().Enqueue(op);
+  ctx->engine().Enqueue(op, t_caller_waits);
   return Handle(op);
+}
+
+CallerWaits::CallerWaits() : was_(t_caller_waits) {
+  t_caller_waits = true;
+}
+CallerWaits::~CallerWaits() {
+  t_caller_waits = was_;
 }
 
 std::shared_ptr<Operation> NewOp(OpType type, std::string key, Callback cb, int process_set) {
@@ -211,6 +219,7 @@ Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& 
 Status Allreduce(std::string_view name, const Tensor& input, const Tensor& output,
                  const AllreduceOptions& options) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Allreduce"));
+  internal::CallerWaits waits;
   return AllreduceAsync(name, input, output, options).Wait();
 }
 
@@ -239,6 +248,7 @@ Handle GroupedAllreduceAsync(std::string_view group_name, const std::vector<Tens
 Status GroupedAllreduce(std::string_view group_name, const std::vector<Tensor>& inputs,
                         const std::vector<Tensor>& outputs, const AllreduceOptions& options) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::GroupedAllreduce"));
+  internal::CallerWaits waits;
   return GroupedAllreduceAsync(group_name, inputs, outputs, options).Wait();
 }
 
@@ -326,6 +336,7 @@ Handle BroadcastBytesAsync(std::string_view name, const void* data, size_t n, in
 
 Status Broadcast(std::string_view name, const Tensor& tensor, int root, int process_set) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Broadcast"));
+  internal::CallerWaits waits;
   return BroadcastAsync(name, tensor, root, {}, process_set).Wait();
 }
 
@@ -414,6 +425,7 @@ Handle BarrierAsync(int process_set, Callback cb) {
 
 Status Barrier(int process_set) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Barrier"));
+  internal::CallerWaits waits;
   return BarrierAsync(process_set).Wait();
 }
 
@@ -423,6 +435,7 @@ Handle JoinAsync(int process_set, Callback cb) {
 
 Status Join(int* last_joined_rank, int process_set) {
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Join"));
+  internal::CallerWaits waits;
   Handle h = JoinAsync(process_set);
   Status s = h.Wait();
   if (s.ok() && last_joined_rank != nullptr) *last_joined_rank = h.last_joined_rank();

@@ -19,11 +19,25 @@ std::shared_ptr<runtime::core::Context> Current();
 Status NotFromCallback(const char* fn);
 
 // A new operation of `type` named `key` for `process_set`.
-std::shared_ptr<Operation> NewOp(runtime::negotiation::OpType type, std::string key,
-                                 Callback cb, int process_set = kGlobalProcessSet);
+std::shared_ptr<Operation> NewOp(runtime::negotiation::OpType type, std::string key, Callback cb,
+                                 int process_set = kGlobalProcessSet);
 
 // Submits `op` to the current engine, or completes it at once with `error` (or with "not
-// initialized").
+// initialized"). Inside a CallerWaits scope the engine may run the operation on this thread
+// (HVD_RUN_ON_CALLER), so that it is complete on return.
 Handle Submit(std::shared_ptr<Operation> op, const Status& error = Status::OK());
+
+// Around a submission the calling thread waits for at once (the synchronous calls): the engine
+// may then run it on this thread instead of handing it to the background thread and back.
+class CallerWaits {
+ public:
+  CallerWaits();
+  ~CallerWaits();
+  CallerWaits(const CallerWaits&) = delete;
+  CallerWaits& operator=(const CallerWaits&) = delete;
+
+ private:
+  const bool was_;
+};
 
 }  // namespace hvd::internal

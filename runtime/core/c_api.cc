@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/api_internal.h"
 #include "core/operation.h"
 #include "hvd/hvd.h"
 
@@ -187,6 +188,13 @@ hvd_handle* hvd_enqueue_allreduce(const char* name, const hvd_tensor* input,
   if (!BadShape(1, output).empty()) return Failed("allreduce: output " + BadShape(1, output));
   return Wrap(hvd::AllreduceAsync(NameOr(name), FromC(input), FromC(output),
                                   Reduce(op, prescale, postscale, process_set)));
+}
+
+hvd_handle* hvd_run_allreduce(const char* name, const hvd_tensor* input, const hvd_tensor* output,
+                              hvd_reduce_op_t op, double prescale, double postscale,
+                              int process_set) {
+  hvd::internal::CallerWaits waits;
+  return hvd_enqueue_allreduce(name, input, output, op, prescale, postscale, process_set);
 }
 
 hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n, const hvd_tensor* inputs,

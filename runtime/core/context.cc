@@ -67,6 +67,11 @@ const Setting<double> kNcclTimeout("HVD_NCCL_TIMEOUT_SECONDS", nullptr, 60,
 // The engine (the fusion settings are fusion/fusion_settings.cc's).
 const Setting<double> kCycleTime("HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", 1.0,
                                  "milliseconds between negotiation cycles", {0, 60000});
+const Setting<bool> kRunOnCaller("HVD_RUN_ON_CALLER", nullptr, true,
+                                 "the thread waiting for a synchronous operation on host "
+                                 "memory runs the negotiation rounds and collectives itself "
+                                 "instead of handing them to the background thread and back "
+                                 "(0: always the background thread)");
 const Setting<int64_t> kCacheCapacity("HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY",
                                       negotiation::kDefaultCacheCapacity,
                                       "response cache entries; 0 disables the cache",
@@ -299,6 +304,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   int64_t cache_capacity;
   std::string timeline_path;
   HVD_RETURN_IF_ERROR(Read(kCycleTime, &cycle_ms));
+  HVD_RETURN_IF_ERROR(Read(kRunOnCaller, &eo.run_on_caller));
   HVD_RETURN_IF_ERROR(fusion::ReadFusionLimits(&eo.fusion));
   HVD_RETURN_IF_ERROR(Read(kCacheCapacity, &cache_capacity));
   HVD_RETURN_IF_ERROR(Read(kStallCheck, &eo.stall_check_seconds));

@@ -16,16 +16,6 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kPeerShutdown = "another rank shut hvd down while this rank still used it";
 
-namespace {
-
-std::string RanksText(const std::vector<int>& ranks) {
-  std::string s = "[";
-  for (size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
-  return s + "]";
-}
-
-}  // namespace
-
 Engine::Engine(collectives::Comm comm, EngineOptions options,
                std::unique_ptr<timeline::Timeline> timeline)
     : comm_(comm),
@@ -42,32 +32,6 @@ Engine::Engine(collectives::Comm comm, EngineOptions options,
   }
 }
 
-std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& members) {
-  SetRunnerOptions o;
-  o.cache_capacity = options_.cache_capacity;
-  o.stall_check_seconds = options_.stall_check_seconds;
-  o.stall_shutdown_seconds = options_.stall_shutdown_seconds;
-  auto finish = [this](internal::Operation* op, const Status& s) { Finish(op, s); };
-  auto apply = [this](const negotiation::Response& r, internal::Operation* op) {
-    return ApplySetChange(r, op);
-  };
-  if (id == 0) {
-    std::vector<int> all;
-    sets_.Get(0, &all);
-    return std::make_unique<SetRunner>(0, all, comm_, nullptr, o, &executor_, timeline_.get(),
-                                       &stats_mu_, &stats_, finish, apply);
-  }
-  for (int r : members) {
-    o.host_members += std::binary_search(options_.host_ranks.begin(), options_.host_ranks.end(), r);
-  }
-  // A view of the job's transport: the set reuses the links already open between its members.
-  std::unique_ptr<transport::Transport> view = transport::NewGroupView(comm_.transport, members);
-  collectives::Comm comm = comm_.Over(view.get());
-  comm.job_ranks = std::make_shared<const std::vector<int>>(members);
-  return std::make_unique<SetRunner>(id, members, comm, std::move(view), o, &executor_,
-                                     timeline_.get(), &stats_mu_, &stats_, finish, apply);
-}
-
 Engine::~Engine() {
   Stop(std::chrono::milliseconds(0));
 }
@@ -79,7 +43,7 @@ void Engine::Start() {
   });
 }
 
-void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
+void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits) {
   Status reject;
   bool report_peer = false;
   const std::string& key = op->request.key;
@@ -122,10 +86,37 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op) {
           "; names must be unique among pending operations (wait for the "
           "first one, or rename)");
     } else {
+      for (const Tensor& t : op->inputs) device_ops_ = device_ops_ || t.device >= 0;
       queue_.push_back(op);
-      if (idle_) wake_cv_.NotifyOne();
-      return;
+      bool run = false;
+      // Operations of process sets stay with the background thread for now: its rounds stay in
+      // a busy set between global rounds (RunSet), which a caller's rounds would not.
+      if (caller_waits && options_.run_on_caller && set == 0) {
+        // While another thread holds the token (usually the background thread finishing the
+        // round that completed this caller's previous operation), wait for it rather than leave
+        // this operation to that thread: otherwise the background thread, finding it queued,
+        // would run every later round too and each operation would cost its two hand-offs.
+        ++callers_waiting_;
+        // A driver waiting for a process set's work (TakeSetWork) leaves the set for this.
+        if (idle_ && driver_ != Driver::kNone) wake_cv_.NotifyAll();
+        while (!ended_ && !op->done() && !CallerMayRun() && driver_ != Driver::kNone) {
+          caller_cv_.Wait(lock);
+        }
+        --callers_waiting_;
+        run = !op->done() && CallerMayRun();
+      }
+      if (!run) {
+        // NotifyAll: the driver may be waiting for set work too (TakeSetWork).
+        if (idle_ || loop_wants_token_) wake_cv_.NotifyAll();
+        return;
+      }
+      driver_ = Driver::kCaller;
+      idle_ = false;
     }
+  }
+  if (reject.ok()) {
+    RunForCaller(op.get());
+    return;
   }
   // Before user code hears of it: this operation fails because another rank shut hvd down.
   if (report_peer) options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
@@ -136,7 +127,7 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
   {
     base::MutexLock lock(&mu_);
     stop_requested_ = true;
-    wake_cv_.NotifyOne();
+    wake_cv_.NotifyAll();
     if (!thread_.joinable()) return final_status_;
     if (!stopped_cv_.WaitFor(lock, grace, [&]() HVD_REQUIRES(mu_) { return stopped_; })) {
       // Peers did not take part in an orderly stop (dead or stuck): break the links.
@@ -152,51 +143,120 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
 
 void Engine::Loop() {
   internal::MarkBackgroundThread();
-  round_start_ = Clock::now();
-  while (Round()) {
-    // The next tick counts from this round's start, not from the previous tick: rounds woken
-    // early by submissions must not push the tick ever further ahead (a busy rank with a request
-    // still pending would then sleep for seconds while the others wait for it).
-    const auto next = round_start_ + options_.cycle_time;
-    auto now = Clock::now();
-    if (options_.stall_reporter != nullptr && now >= next_stall_report_) {
-      // The oldest stall any coordinator on this rank knows of: the global set's on rank 0, and
-      // each process set's on its first member (reports are per rank: "stall/<rank>").
-      next_stall_report_ = now + std::chrono::milliseconds(250);
-      stall::PendingKey oldest, candidate;
-      bool stalled = false;
-      for (const auto& [id, runner] : runners_) {
-        if (runner->OldestStall(now, &candidate) &&
-            (!stalled || candidate.first_seen < oldest.first_seen)) {
-          oldest = std::move(candidate);
-          stalled = true;
-        }
-      }
-      // Also on ranks that coordinate nothing (now): a set whose coordinator was here may have
-      // been removed with a stall reported, which must not stand for the rest of the job.
-      options_.stall_reporter->SetInspectorReport(stalled, oldest);
-    }
-    bool idle = true;
-    for (const auto& [id, runner] : runners_) idle = idle && runner->idle();
-    base::MutexLock lock(&mu_);
-    idle_ = idle;
-    if (next < now || (!took_new_work_ && others_took_new_work_)) {
-      // A long round (big collective) does not owe sleep to later ones. A rank that was given
-      // nothing new while others were goes straight to the next round and waits there for them:
-      // they keep the cadence (rounds start when the last rank arrives), and it does not make a
-      // busy process set wait a tick per operation for ranks outside it.
-    } else {
-      wake_cv_.WaitUntil(lock, next, [&]() HVD_REQUIRES(mu_) {
-        return stop_requested_ || (idle_ && !queue_.empty());
-      });
-    }
-    idle_ = false;
-    round_start_ = Clock::now();
-  }
-  if (timeline_) timeline_->Close();
   base::MutexLock lock(&mu_);
+  next_round_ = Clock::now();  // the first round at once
+  while (true) {
+    // Until the token is free and a round is due. A caller may run rounds meanwhile (it takes
+    // the token without waking this thread): the schedule is then re-read from its last round.
+    while (!ended_) {
+      // A caller waiting for the token takes the round it would run (Enqueue).
+      auto caller_takes = [&]()
+                              HVD_REQUIRES(mu_) { return callers_waiting_ > 0 && CallerMayRun(); };
+      auto mine = [&]() HVD_REQUIRES(mu_) {
+        return driver_ == Driver::kNone && !caller_takes() && RoundDue(Clock::now());
+      };
+      if (mine()) break;
+      if (caller_takes()) caller_cv_.NotifyAll();
+      if (caller_takes() || (driver_ != Driver::kNone && Clock::now() >= next_round_)) {
+        // The tick passed during another thread's round (or a caller is about to take one):
+        // wake once when the token comes back, and look again. (Not until the token is free: a
+        // caller that takes it again at once would then wake this thread at every operation.)
+        loop_wants_token_ = true;
+        wake_cv_.Wait(lock);
+        loop_wants_token_ = false;
+        continue;
+      }
+      // Until the tick, or a submission to an idle engine, a stop, or a caller's release with a
+      // round due. A caller running rounds meanwhile moves the tick on, without waking this
+      // thread (it would preempt the caller at every operation): it finds that out at the old
+      // tick and sleeps again.
+      wake_cv_.WaitUntil(lock, next_round_, [&]() HVD_REQUIRES(mu_) { return ended_ || mine(); });
+    }
+    if (ended_) break;
+    driver_ = Driver::kBackground;
+    idle_ = false;
+    lock.Unlock();
+    const bool more = DriveRound();
+    lock.Lock();
+    driver_ = Driver::kNone;
+    if (!more) ended_ = true;
+    if (callers_waiting_ > 0) caller_cv_.NotifyAll();
+  }
+  lock.Unlock();
+  if (timeline_) timeline_->Close();
+  lock.Lock();
   stopped_ = true;
   stopped_cv_.NotifyAll();
+}
+
+bool Engine::RoundDue(Clock::time_point now) const {
+  // A long round (big collective) does not owe sleep to later ones. A rank that was given nothing
+  // new while others were goes straight to the next round and waits there for them (skip_wait_):
+  // they keep the cadence (rounds start when the last rank arrives), and it does not make a busy
+  // process set wait a tick per operation for ranks outside it. An idle engine starts a round
+  // for a submission at once.
+  return stop_requested_ || skip_wait_ || now >= next_round_ || (idle_ && !queue_.empty());
+}
+
+bool Engine::CallerMayRun() const {
+  return options_.run_on_caller && driver_ == Driver::kNone && !ended_ && !stop_requested_ &&
+         !device_ops_;
+}
+
+void Engine::RunForCaller(internal::Operation* op) {
+  bool more = true;
+  {
+    internal::ScopedBackgroundThread as_background;
+    caller_op_ = op;
+    while (more && !op->done()) {
+      {
+        base::MutexLock lock(&stats_mu_);
+        ++stats_.caller_rounds;
+      }
+      more = DriveRound();
+    }
+    caller_op_ = nullptr;
+  }
+  base::MutexLock lock(&mu_);
+  driver_ = Driver::kNone;
+  if (!more) ended_ = true;
+  // The background thread sleeps until the tick it last saw, never later than the next one; it
+  // is woken only when it waits for the token, must stop, or has a round due at once.
+  if (loop_wants_token_ || ended_ || RoundDue(Clock::now())) wake_cv_.NotifyAll();
+  if (callers_waiting_ > 0) caller_cv_.NotifyAll();
+}
+
+bool Engine::DriveRound() {
+  round_start_ = Clock::now();
+  if (!Round()) return false;
+  const auto now = Clock::now();
+  if (options_.stall_reporter != nullptr && now >= next_stall_report_) {
+    // The oldest stall any coordinator on this rank knows of: the global set's on rank 0, and
+    // each process set's on its first member (reports are per rank: "stall/<rank>").
+    next_stall_report_ = now + std::chrono::milliseconds(250);
+    stall::PendingKey oldest, candidate;
+    bool stalled = false;
+    for (const auto& [id, runner] : runners_) {
+      if (runner->OldestStall(now, &candidate) &&
+          (!stalled || candidate.first_seen < oldest.first_seen)) {
+        oldest = std::move(candidate);
+        stalled = true;
+      }
+    }
+    // Also on ranks that coordinate nothing (now): a set whose coordinator was here may have
+    // been removed with a stall reported, which must not stand for the rest of the job.
+    options_.stall_reporter->SetInspectorReport(stalled, oldest);
+  }
+  bool idle = true;
+  for (const auto& [id, runner] : runners_) idle = idle && runner->idle();
+  base::MutexLock lock(&mu_);
+  idle_ = idle;
+  // The next tick counts from this round's start, not from the previous tick: rounds woken early
+  // by submissions must not push the tick ever further ahead (a busy rank with a request still
+  // pending would then sleep for seconds while the others wait for it).
+  next_round_ = round_start_ + options_.cycle_time;
+  skip_wait_ = !took_new_work_ && others_took_new_work_;
+  return true;
 }
 
 EngineStats Engine::stats() const {
@@ -289,6 +349,8 @@ void Engine::Finish(internal::Operation* op, const Status& status) {
     in_flight_.erase({op->request.process_set, op->request.key});
   }
   op->Complete(status);
+  base::MutexLock lock(&mu_);
+  if (callers_waiting_ > 0) caller_cv_.NotifyAll();  // one may wait for this operation
 }
 
 Status Engine::RunRound(bool* stop) {
@@ -346,93 +408,6 @@ Status Engine::RunRound(bool* stop) {
     if (it == runners_.end()) continue;
     HVD_RETURN_IF_ERROR_CTX(RunSet(it->second.get()), "process set " + std::to_string(id));
   }
-  return Status::OK();
-}
-
-Status Engine::RunSet(SetRunner* runner) {
-  // A tick from the end of the global cycle, not from the round's start: a global cycle that
-  // waited long for another set's members must not leave this set one cycle per round.
-  const auto tick = sets_start_ + options_.cycle_time;
-  bool stay = Clock::now() < tick && TakeSetWork(runner, Clock::time_point::min());
-  while (true) {
-    uint64_t agreed = 0;
-    HVD_RETURN_IF_ERROR(runner->Cycle(stay ? kStayInSet : 0, &agreed));
-    if (!(agreed & kStayInSet)) return Status::OK();
-    {
-      base::MutexLock lock(&stats_mu_);
-      ++stats_.set_cycles;
-    }
-    // Every member runs another cycle. This rank joins it as soon as it has something for the
-    // set, or at its tick with nothing (saying it leaves after that cycle).
-    stay = TakeSetWork(runner, tick) && Clock::now() < tick;
-  }
-}
-
-bool Engine::TakeSetWork(SetRunner* runner, Clock::time_point until) {
-  std::vector<std::shared_ptr<internal::Operation>> mine;
-  bool stay = true;
-  {
-    base::MutexLock lock(&mu_);
-    auto take = [&]() HVD_REQUIRES(mu_) {
-      size_t kept = 0;
-      for (auto& op : queue_) {
-        if (op->request.process_set == runner->id()) {
-          mine.push_back(std::move(op));
-        } else {
-          queue_[kept++] = std::move(op);
-        }
-      }
-      queue_.resize(kept);
-    };
-    take();
-    if (mine.empty() && queue_.empty() && runner->idle() && !stop_requested_) {
-      // As the loop between rounds does when idle: a submission ends the wait at once.
-      idle_ = true;
-      wake_cv_.WaitUntil(lock, until,
-                         [&]() HVD_REQUIRES(mu_) { return stop_requested_ || !queue_.empty(); });
-      idle_ = false;
-      take();
-    }
-    stay = !stop_requested_ && queue_.empty();
-  }
-  if (!mine.empty()) took_set_work_ = true;
-  for (auto& op : mine) runner->Add(std::move(op));
-  return stay;
-}
-
-Status Engine::ApplySetChange(const negotiation::Response& r, internal::Operation* op) {
-  if (r.type == OpType::kAddProcessSet) {
-    std::vector<int> ranks(r.splits.begin(), r.splits.end()), sorted;
-    HVD_RETURN_IF_ERROR(ValidateProcessSetRanks(ranks, comm_.size(), &sorted));
-    const int existing = sets_.Find(sorted);
-    if (existing >= 0) {
-      return AlreadyExists("a process set with ranks " + RanksText(sorted) +
-                           " already exists (id " + std::to_string(existing) + ")");
-    }
-    const int id = sets_.Add(sorted);
-    if (std::binary_search(sorted.begin(), sorted.end(), comm_.rank())) {
-      runners_[id] = NewRunner(id, sorted);
-    }
-    if (op != nullptr) op->result_id = id;
-    HVD_LOG(INFO) << "process set " << id << " added: ranks " << RanksText(sorted);
-    return Status::OK();
-  }
-  const int id = r.root;
-  if (id == 0) {
-    return InvalidArgument("the global process set (id 0) cannot be removed");
-  }
-  if (!sets_.Remove(id)) {
-    return NotFound("process set " + std::to_string(id) +
-                    " does not exist (registered: " + sets_.DescribeIds() + ")");
-  }
-  auto it = runners_.find(id);
-  if (it != runners_.end()) {
-    it->second->FailAll(Aborted("process set " + std::to_string(id) +
-                                " was removed while this operation was pending"));
-    runners_.erase(it);
-  }
-  executor_.ForgetSet(id);
-  HVD_LOG(INFO) << "process set " << id << " removed";
   return Status::OK();
 }
 

@@ -27,6 +27,25 @@
 // end by each member's tick whatever other sets do, so sets that overlap only delay each other
 // (members take their sets in increasing id), never wait on each other in a circle.
 //
+// Who runs a round: the background thread, or the caller's own thread. Handing a synchronous
+// operation (hvd::Allreduce, hvd_run_allreduce) to the background thread costs two thread
+// hand-offs, the submission waking it and the completion waking the caller; on a host with a
+// core per rank or fewer each is a context switch of a few microseconds, more than a small
+// collective takes. So (HVD_RUN_ON_CALLER) the thread that submits a synchronous host operation
+// runs rounds itself until it completes: whoever holds the round token (driver_) runs rounds,
+// one at a time, so every rank still runs its rounds in one sequence and the lockstep above is
+// unchanged; which thread runs a given round is invisible to the other ranks. A caller that
+// finds the token held waits for it (or for its operation to complete); the background thread
+// hands it over at the end of its round rather than take the caller's operation itself, which
+// would keep every later round on the background thread. A waiting caller also makes its rounds
+// follow one another at once instead of at ticks: its peers' rounds pace them (a peer submitting
+// the same operation a moment later must not cost a tick). The background thread runs rounds
+// when no caller does: ticks, asynchronous submissions (their cadence is what lets tensors fuse),
+// stop. It is never woken per operation: a caller's rounds move the tick on, which the
+// background thread finds at the old tick, sleeping again. Once a device operation was submitted,
+// every round runs on the background thread (a round may set CUDA's current device, which is per
+// thread: a caller's must not change under it).
+//
 // A transport failure fails every pending operation with the error (naming the peer) and stops
 // the engine; later submissions fail at once with the same error.
 #pragma once
@@ -58,6 +77,8 @@ struct EngineOptions {
   // An elastic worker: a peer leaving is how the job shrinks, not an error of this rank (the
   // failure is logged as a warning that says so; the program re-forms).
   bool elastic = false;
+  // A synchronous host operation's rounds run on the caller's thread (above).
+  bool run_on_caller = true;
   fusion::FusionLimits fusion;  // the defaults of the fusion settings (fusion/fusion_settings.h)
   uint32_t cache_capacity = negotiation::kDefaultCacheCapacity;
   double stall_check_seconds = 60;
@@ -80,6 +101,7 @@ struct EngineOptions {
 struct EngineStats {
   uint64_t cycles = 0;                 // rounds of the background loop (global set's cycles)
   uint64_t set_cycles = 0;             // cycles of process sets run between global rounds
+  uint64_t caller_rounds = 0;          // rounds run on a caller's thread (HVD_RUN_ON_CALLER)
   uint64_t slow_path_cycles = 0;       // cycles that gathered requests through a set's root
   uint64_t cache_hits = 0;             // keys run from the response cache
   uint64_t negotiated = 0;             // keys run from coordinator responses
@@ -90,6 +112,8 @@ struct EngineStats {
 
 class Engine {
  public:
+  using Clock = std::chrono::steady_clock;
+
   // `comm.transport` must outlive the engine. `timeline` may be null.
   Engine(collectives::Comm comm, EngineOptions options,
          std::unique_ptr<timeline::Timeline> timeline);
@@ -101,8 +125,10 @@ class Engine {
 
   // Thread-safe. Fails the operation at once when its process set does not exist or does not
   // include this rank, when its key is already in flight in that set on this rank, or when the
-  // engine has stopped.
-  void Enqueue(std::shared_ptr<internal::Operation> op);
+  // engine has stopped. With `caller_waits` (the caller waits for `op` right after this returns)
+  // the caller's thread may run rounds here until `op` completes (above), or wait here for it;
+  // `op` may then be complete on return.
+  void Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits = false);
 
   // Asks every rank to stop (they stop together at the next round), waits up to `grace` for
   // that, then aborts the transport. Pending operations fail with Aborted. Idempotent.
@@ -114,7 +140,19 @@ class Engine {
   timeline::Timeline* timeline() const { return timeline_.get(); }
 
  private:
+  enum class Driver { kNone, kBackground, kCaller };
+
   void Loop();
+  // Whether the next round should start now rather than at the tick.
+  bool RoundDue(Clock::time_point now) const HVD_REQUIRES(mu_);
+  // Whether a caller may take the token for a round now (above).
+  bool CallerMayRun() const HVD_REQUIRES(mu_);
+  // On the caller's thread, holding the token: rounds until `op` completes (or the engine ends);
+  // then gives the token back.
+  void RunForCaller(internal::Operation* op);
+  // REQUIRES: the token. One round and what follows it (stall report, the next round's schedule);
+  // false when the engine must stop.
+  bool DriveRound();
   // One round; false when the engine must stop.
   bool Round();
   Status RunRound(bool* stop);
@@ -148,8 +186,20 @@ class Engine {
   // nothing pending), a submission wakes it at once instead of at the next HVD_CYCLE_TIME tick:
   // a lone synchronous operation then costs a negotiation, not up to a whole cycle time. Busy,
   // the engine keeps its cadence, which is what lets tensors of one backward pass fuse.
+  // Also where the background thread waits for the token.
   base::CondVar wake_cv_;
   bool idle_ HVD_GUARDED_BY(mu_) = false;
+  Driver driver_ HVD_GUARDED_BY(mu_) = Driver::kNone;  // who holds the round token
+  bool loop_wants_token_ HVD_GUARDED_BY(mu_) = false;  // the background thread waits for it
+  // Callers of synchronous operations waiting (on caller_cv_) for the token or for their
+  // operation: woken when the token is given back or an operation completes.
+  int callers_waiting_ HVD_GUARDED_BY(mu_) = 0;
+  base::CondVar caller_cv_;
+  bool ended_ HVD_GUARDED_BY(mu_) = false;  // a round stopped the engine (failure or agreed stop)
+  bool device_ops_ HVD_GUARDED_BY(mu_) = false;  // a device operation was submitted
+  // The next round's schedule, from the last round: its tick, and whether it is due at once.
+  Clock::time_point next_round_ HVD_GUARDED_BY(mu_){};
+  bool skip_wait_ HVD_GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<internal::Operation>> queue_ HVD_GUARDED_BY(mu_);
   std::set<std::pair<int, std::string>> in_flight_ HVD_GUARDED_BY(mu_);  // (set, key)
   bool stop_requested_ HVD_GUARDED_BY(mu_) = false;
@@ -157,16 +207,18 @@ class Engine {
   bool stopped_by_peer_ HVD_GUARDED_BY(mu_) = false;  // another rank's Shutdown stopped this engine
   Status final_status_ HVD_GUARDED_BY(mu_);
 
-  // Background thread only (and the constructor).
+  // The token's holder only (the background thread or a caller, one at a time; handed over
+  // under mu_), and the constructor.
+  internal::Operation* caller_op_ = nullptr;  // the operation of the caller holding the token
   std::map<int, std::unique_ptr<SetRunner>> runners_;  // the sets this rank belongs to
-  std::chrono::steady_clock::time_point round_start_;  // the current round's
-  std::chrono::steady_clock::time_point sets_start_;   // ... end of its global cycle
+  Clock::time_point round_start_;                      // the current round's
+  Clock::time_point sets_start_;                       // ... end of its global cycle
   bool sent_stop_ = false;                             // this round's global flags asked to stop
-  bool took_new_work_ = false;  // the last round took submissions on this rank
-  bool took_set_work_ = false;  // ... a set took some between its own cycles
-  std::chrono::steady_clock::duration last_global_cycle_{};  // how long it took
-  bool others_took_new_work_ = false;  // ... on some rank (the global flags said so)
-  std::chrono::steady_clock::time_point next_stall_report_;
+  bool took_new_work_ = false;           // the last round took submissions on this rank
+  bool took_set_work_ = false;           // ... a set took some between its own cycles
+  Clock::duration last_global_cycle_{};  // how long it took
+  bool others_took_new_work_ = false;    // ... on some rank (the global flags said so)
+  Clock::time_point next_stall_report_;
   std::thread thread_;
   mutable base::Mutex stats_mu_;
   EngineStats stats_ HVD_GUARDED_BY(stats_mu_);

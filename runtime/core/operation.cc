@@ -14,6 +14,13 @@ bool OnBackgroundThread() {
   return t_background;
 }
 
+ScopedBackgroundThread::ScopedBackgroundThread() : was_(t_background) {
+  t_background = true;
+}
+ScopedBackgroundThread::~ScopedBackgroundThread() {
+  t_background = was_;
+}
+
 Operation::~Operation() {
   for (const ReadyEvent& r : ready) {
     if (r.event != nullptr) r.device->ReleaseReady(r.event);

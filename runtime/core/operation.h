@@ -10,8 +10,8 @@
 #include "base/mutex.h"
 #include "base/thread_annotations.h"
 #include "gpu/gpu_backend.h"
-#include "negotiation/message.h"
 #include "hvd/hvd.h"
+#include "negotiation/message.h"
 
 namespace hvd::internal {
 
@@ -19,6 +19,19 @@ namespace hvd::internal {
 // callback) fail at once instead of waiting for that very thread.
 void MarkBackgroundThread();
 bool OnBackgroundThread();
+
+// A caller's thread running the engine's rounds (HVD_RUN_ON_CALLER) counts as the background
+// thread meanwhile: callbacks it runs must not block either.
+class ScopedBackgroundThread {
+ public:
+  ScopedBackgroundThread();
+  ~ScopedBackgroundThread();
+  ScopedBackgroundThread(const ScopedBackgroundThread&) = delete;
+  ScopedBackgroundThread& operator=(const ScopedBackgroundThread&) = delete;
+
+ private:
+  const bool was_;
+};
 
 class Operation {
  public:

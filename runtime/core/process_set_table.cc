@@ -111,9 +111,21 @@ std::string FormatProcessSets(const std::vector<std::vector<int>>& sets) {
     std::vector<int> sorted = set;
     std::sort(sorted.begin(), sorted.end());
     if (!s.empty()) s += ';';
-    for (size_t i = 0; i < sorted.size(); ++i) s += (i ? "," : "") + std::to_string(sorted[i]);
+    for (size_t i = 0; i < sorted.size(); ++i) {
+      if (i > 0) s += ',';
+      s += std::to_string(sorted[i]);
+    }
   }
   return s;
+}
+
+std::string RanksText(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(ranks[i]);
+  }
+  return s + "]";
 }
 
 }  // namespace hvd::runtime::core

@@ -52,5 +52,7 @@ Status ValidateProcessSetRanks(const std::vector<int>& ranks, int size, std::vec
 Status ParseProcessSets(const std::string& text, std::vector<std::vector<int>>* out);
 // The canonical text of `sets` (sorted ranks), as ParseProcessSets reads it.
 std::string FormatProcessSets(const std::vector<std::vector<int>>& sets);
+// "[0, 2, 3]", for messages.
+std::string RanksText(const std::vector<int>& ranks);
 
 }  // namespace hvd::runtime::core

@@ -1,7 +1,8 @@
 // The negotiation's own small collectives, run by the background thread every cycle over the
 // same transport as the data (all ranks run them in the same order, so they cannot interleave
 // with data on a link):
-//   - AndAllreduce: the cache bit vector and flags (one small message per rank per cycle);
+//   - AndAllreduce: the cache bit vector and flags (one small message from each rank to every
+//     other per cycle up to kDirectAndMaxRanks ranks, else through rank 0);
 //   - GatherToRoot / BroadcastFromRoot: the slow path's request lists to rank 0 and its response
 //     list back. Messages are framed as a u64 length followed by the bytes.
 // Rank 0 gathers and answers directly: the vectors are a few hundred bytes, so the two hops of a
@@ -16,6 +17,10 @@
 #include "hvd/status.h"
 
 namespace hvd::runtime::negotiation {
+
+// Up to this many ranks AndAllreduce exchanges directly (every rank with every other, one
+// message latency); above it, through rank 0 (two latencies, 2(N-1) messages in all).
+constexpr int kDirectAndMaxRanks = 8;
 
 // Bitwise AND of `bits` across ranks, in place. REQUIRES: same length on every rank.
 Status AndAllreduce(const collectives::Comm& comm, std::vector<uint64_t>* bits);

@@ -128,6 +128,18 @@ static int AbiVersion2(void) {
   CHECK(out[0] == 1.5f && out[3] == 6.0f && in[3] == 4.0f, "scaled allreduce: %f %f",
         (double)out[0], (double)out[3]);
 
+  /* The synchronous entry: the same result, and the handle is waited for and released alike. */
+  out[0] = out[3] = 0;
+  CHECK(WaitOk(h = hvd_run_allreduce("ar.f32.run", &tin, &tout, HVD_SUM, 3.0, 0.5, 0),
+               "hvd_run_allreduce") == 0,
+        "hvd_run_allreduce");
+  hvd_release(h);
+  CHECK(out[0] == 1.5f && out[3] == 6.0f, "hvd_run_allreduce: %f %f", (double)out[0],
+        (double)out[3]);
+  CHECK(ExpectFails(hvd_run_allreduce("ar.null", NULL, &tout, HVD_SUM, 1.0, 1.0, 0),
+                    "hvd_run_allreduce(NULL)", "input or output is NULL") == 0,
+        "hvd_run_allreduce with a NULL input");
+
   /* int16 max: the input is kept, the output gets it. */
   int16_t i16[3] = {-7, 300, 32767}, o16[3] = {0, 0, 0};
   int64_t shape3[1] = {3};

@@ -91,6 +91,8 @@ _PROTOTYPES = {
     "hvd_last_error": (_c_char_p, []),
     "hvd_enqueue_allreduce": (_handle, [_c_char_p, _tensor_p, _tensor_p, _c_int, _c_double,
                                         _c_double, _c_int]),
+    "hvd_run_allreduce": (_handle, [_c_char_p, _tensor_p, _tensor_p, _c_int, _c_double,
+                                    _c_double, _c_int]),
     "hvd_enqueue_grouped_allreduce": (_handle, [_c_char_p, _c_int, _tensor_p, _tensor_p, _c_int,
                                                 _c_double, _c_double, _c_int]),
     "hvd_enqueue_allgather": (_handle, [_c_char_p, _tensor_p, _c_int]),

@@ -16,6 +16,7 @@ from hvd.torch.compression import Compression
 
 _lib = _b.lib
 _enqueue_allreduce = _lib.hvd_enqueue_allreduce
+_run_allreduce = _lib.hvd_run_allreduce  # for a caller that waits at once: may run on its thread
 Average = _b.Average
 
 _HVD_OPS = _b.HVD_OPS
@@ -51,8 +52,10 @@ def compressed_group(tensors, compression, what, differentiable, plain):
 # ---- allreduce ----------------------------------------------------------------------------------
 
 def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_factor,
-               process_set):
+               process_set, sync=False):
     """Enqueues an allreduce of `tensor` (into a new tensor, or in place); (ptr, keep, finish).
+    `sync`: the caller waits for it at once (_h.run), so the runtime may run it on this thread
+    (hvd_run_allreduce) instead of handing it to its background thread and back.
     Every synchronous allreduce and every gradient takes this path, so the common case (the
     global set, an op given, a contiguous host tensor) is written out here: each Python call
     costs about half a microsecond of the operation's latency, and each torch operation several
@@ -76,8 +79,8 @@ def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_fa
         out = torch.empty_like(src)  # contiguous, as src (a dense tensor's strides are kept)
         d, out_d = _h.desc(src, dtype, device), _h.desc(out, dtype, device)
         keep, finish = (out, src), _first
-    ptr = _enqueue_allreduce(_h.op_name("allreduce", name), d, out_d, c_op, prescale_factor,
-                             postscale_factor, ps_id)
+    ptr = (_run_allreduce if sync else _enqueue_allreduce)(
+        _h.op_name("allreduce", name), d, out_d, c_op, prescale_factor, postscale_factor, ps_id)
     return ptr, keep, finish
 
 
@@ -115,7 +118,7 @@ class HorovodAllreduce(torch.autograd.Function):
         ctx.postscale_factor = postscale_factor
         ctx.process_set = process_set
         return _h.run(*_allreduce(tensor, False, name, op, average, prescale_factor,
-                                  postscale_factor, process_set))
+                                  postscale_factor, process_set, sync=True))
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -137,7 +140,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
                                          postscale_factor, process_set)
     else:
         reduced = _h.run(*_allreduce(compressed, False, name, op, average, prescale_factor,
-                                     postscale_factor, process_set))
+                                     postscale_factor, process_set, sync=True))
     return reduced if plain else compression.decompress(reduced, ctx)
 
 
@@ -145,7 +148,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` in place and returns it."""
     return _h.run(*_allreduce(tensor, True, name, op, average, prescale_factor, postscale_factor,
-                              process_set))
+                              process_set, sync=True))
 
 
 # ---- grouped allreduce --------------------------------------------------------------------------

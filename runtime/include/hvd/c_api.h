@@ -109,6 +109,13 @@ HVD_C_EXPORT int hvd_init_with_process_sets(const int* ranks, const int* set_siz
 HVD_C_EXPORT hvd_handle* hvd_enqueue_allreduce(const char* name, const hvd_tensor* input,
                                                const hvd_tensor* output, hvd_reduce_op_t op,
                                                double prescale, double postscale, int process_set);
+/* hvd_enqueue_allreduce for a caller that waits for the result at once (a synchronous
+ * allreduce): when the runtime is idle the operation runs on the calling thread
+ * (HVD_RUN_ON_CALLER), without handing it to the background thread and back, and is then
+ * complete on return. Wait for and release the handle as for hvd_enqueue_allreduce. */
+HVD_C_EXPORT hvd_handle* hvd_run_allreduce(const char* name, const hvd_tensor* input,
+                                           const hvd_tensor* output, hvd_reduce_op_t op,
+                                           double prescale, double postscale, int process_set);
 HVD_C_EXPORT hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n,
                                                        const hvd_tensor* inputs,
                                                        const hvd_tensor* outputs,
