@@ -89,16 +89,12 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits)
       for (const Tensor& t : op->inputs) device_ops_ = device_ops_ || t.device >= 0;
       queue_.push_back(op);
       bool run = false;
-      // Operations of process sets stay with the background thread for now: its rounds stay in
-      // a busy set between global rounds (RunSet), which a caller's rounds would not.
-      if (caller_waits && options_.run_on_caller && set == 0) {
+      if (caller_waits && options_.run_on_caller) {
         // While another thread holds the token (usually the background thread finishing the
         // round that completed this caller's previous operation), wait for it rather than leave
         // this operation to that thread: otherwise the background thread, finding it queued,
         // would run every later round too and each operation would cost its two hand-offs.
         ++callers_waiting_;
-        // A driver waiting for a process set's work (TakeSetWork) leaves the set for this.
-        if (idle_ && driver_ != Driver::kNone) wake_cv_.NotifyAll();
         while (!ended_ && !op->done() && !CallerMayRun() && driver_ != Driver::kNone) {
           caller_cv_.Wait(lock);
         }
@@ -106,8 +102,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits)
         run = !op->done() && CallerMayRun();
       }
       if (!run) {
-        // NotifyAll: the driver may be waiting for set work too (TakeSetWork).
-        if (idle_ || loop_wants_token_) wake_cv_.NotifyAll();
+        if (loop_wants_token_ || RoundDue(Clock::now())) wake_cv_.NotifyAll();
         return;
       }
       driver_ = Driver::kCaller;
@@ -157,7 +152,7 @@ void Engine::Loop() {
       };
       if (mine()) break;
       if (caller_takes()) caller_cv_.NotifyAll();
-      if (caller_takes() || (driver_ != Driver::kNone && Clock::now() >= next_round_)) {
+      if (caller_takes() || (driver_ != Driver::kNone && Clock::now() >= NextWake())) {
         // The tick passed during another thread's round (or a caller is about to take one):
         // wake once when the token comes back, and look again. (Not until the token is free: a
         // caller that takes it again at once would then wake this thread at every operation.)
@@ -170,7 +165,7 @@ void Engine::Loop() {
       // round due. A caller running rounds meanwhile moves the tick on, without waking this
       // thread (it would preempt the caller at every operation): it finds that out at the old
       // tick and sleeps again.
-      wake_cv_.WaitUntil(lock, next_round_, [&]() HVD_REQUIRES(mu_) { return ended_ || mine(); });
+      wake_cv_.WaitUntil(lock, NextWake(), [&]() HVD_REQUIRES(mu_) { return ended_ || mine(); });
     }
     if (ended_) break;
     driver_ = Driver::kBackground;
@@ -190,12 +185,19 @@ void Engine::Loop() {
 }
 
 bool Engine::RoundDue(Clock::time_point now) const {
+  // Staying in a set (RunSets): its next cycle as soon as this rank has something (for that set,
+  // or another: then it says it leaves), the set still has work pending, or at the tick.
+  if (staying_ >= 0) return stop_requested_ || !queue_.empty() || stay_busy_ || now >= stay_until_;
   // A long round (big collective) does not owe sleep to later ones. A rank that was given nothing
   // new while others were goes straight to the next round and waits there for them (skip_wait_):
   // they keep the cadence (rounds start when the last rank arrives), and it does not make a busy
   // process set wait a tick per operation for ranks outside it. An idle engine starts a round
   // for a submission at once.
   return stop_requested_ || skip_wait_ || now >= next_round_ || (idle_ && !queue_.empty());
+}
+
+Engine::Clock::time_point Engine::NextWake() const {
+  return staying_ >= 0 ? stay_until_ : next_round_;
 }
 
 bool Engine::CallerMayRun() const {
@@ -227,7 +229,7 @@ void Engine::RunForCaller(internal::Operation* op) {
 }
 
 bool Engine::DriveRound() {
-  round_start_ = Clock::now();
+  if (stay_set_ < 0) round_start_ = Clock::now();  // a global round (else a set's next cycle)
   if (!Round()) return false;
   const auto now = Clock::now();
   if (options_.stall_reporter != nullptr && now >= next_stall_report_) {
@@ -249,8 +251,12 @@ bool Engine::DriveRound() {
   }
   bool idle = true;
   for (const auto& [id, runner] : runners_) idle = idle && runner->idle();
+  const auto staying = runners_.find(stay_set_);
   base::MutexLock lock(&mu_);
   idle_ = idle;
+  staying_ = stay_set_;
+  stay_until_ = stay_tick_;
+  stay_busy_ = staying != runners_.end() && !staying->second->idle();
   // The next tick counts from this round's start, not from the previous tick: rounds woken early
   // by submissions must not push the tick ever further ahead (a busy rank with a request still
   // pending would then sleep for seconds while the others wait for it).
@@ -269,11 +275,13 @@ EngineStats Engine::stats() const {
 }
 
 bool Engine::Round() {
-  {
-    base::MutexLock lock(&stats_mu_);
-    ++stats_.cycles;
+  if (stay_set_ < 0) {
+    {
+      base::MutexLock lock(&stats_mu_);
+      ++stats_.cycles;
+    }
+    if (timeline_) timeline_->MarkCycle();
   }
-  if (timeline_) timeline_->MarkCycle();
   bool stop = false;
   Status s = RunRound(&stop);
   if (!s.ok()) {
@@ -354,6 +362,17 @@ void Engine::Finish(internal::Operation* op, const Status& status) {
 }
 
 Status Engine::RunRound(bool* stop) {
+  if (stay_set_ >= 0) {
+    // Every member of the set agreed to run another cycle of it (RunSets).
+    const int id = stay_set_;
+    auto it = runners_.find(id);
+    if (it == runners_.end()) {
+      stay_set_ = -1;  // cannot happen: sets change only in global cycles
+    } else {
+      HVD_RETURN_IF_ERROR_CTX(StayCycle(it->second.get()), "process set " + std::to_string(id));
+    }
+    return stay_set_ >= 0 ? Status::OK() : RunSets();
+  }
   bool stopping;
   std::vector<std::shared_ptr<internal::Operation>> ops;
   {
@@ -399,16 +418,11 @@ Status Engine::RunRound(bool* stop) {
   others_took_new_work_ = !(agreed & kNoNewWork);
   // The global set's cycle may have added or removed sets: every rank sees the same change in
   // this round, so every member runs the new set's first cycle now.
-  std::vector<int> ids;
+  round_sets_.clear();
   for (const auto& [id, runner] : runners_) {
-    if (id != 0) ids.push_back(id);
+    if (id != 0) round_sets_.push_back(id);
   }
-  for (int id : ids) {
-    auto it = runners_.find(id);
-    if (it == runners_.end()) continue;
-    HVD_RETURN_IF_ERROR_CTX(RunSet(it->second.get()), "process set " + std::to_string(id));
-  }
-  return Status::OK();
+  return RunSets();
 }
 
 }  // namespace hvd::runtime::core

@@ -25,7 +25,11 @@
 // per tick (stop, set changes, the global set's work). Every member runs the same number of cycles
 // of the set (they agreed on each), so the lockstep above still holds; and a set's extra cycles
 // end by each member's tick whatever other sets do, so sets that overlap only delay each other
-// (members take their sets in increasing id), never wait on each other in a circle.
+// (members take their sets in increasing id), never wait on each other in a circle. A round is
+// therefore made of steps: the global cycle and each set's first cycle, then (once a set's members
+// agree to stay) one step per further cycle of that set, taken as each comes due (a submission,
+// work pending in the set, or the tick), then the round's remaining sets. Between steps no thread
+// holds the token, so the caller of a synchronous operation on the set can run its cycle.
 //
 // Who runs a round: the background thread, or the caller's own thread. Handing a synchronous
 // operation (hvd::Allreduce, hvd_run_allreduce) to the background thread costs two thread
@@ -156,12 +160,19 @@ class Engine {
   // One round; false when the engine must stop.
   bool Round();
   Status RunRound(bool* stop);
-  // A set's cycles in this round: one, then more while every member says "stay" (above).
-  Status RunSet(SetRunner* runner);
-  // Between two cycles of `runner`'s set: moves the set's submissions into it, waiting for one
-  // (up to `until`) when the set has nothing pending. Returns whether this rank may stay in the
-  // set for another cycle: not when a stop was requested or another set has submissions queued.
-  bool TakeSetWork(SetRunner* runner, std::chrono::steady_clock::time_point until);
+  // The round's remaining sets (round_sets_), each one's first cycle, until the members of one
+  // agree to stay in it (stay_set_): its further cycles are then the next steps (StayCycle).
+  Status RunSets();
+  Status FirstSetCycle(SetRunner* runner);
+  Status StayCycle(SetRunner* runner);
+  // Whether a caller running rounds waits for an operation outside set `set`.
+  bool CallerWaitsElsewhere(int set) const;
+  // Before a cycle of `runner`'s set: moves the set's submissions into it. Returns whether this
+  // rank may stay in the set for another cycle: not when a stop was requested or another set has
+  // submissions queued.
+  bool TakeSetWork(SetRunner* runner);
+  // When the background thread looks again without being woken: the tick, or the stay's.
+  Clock::time_point NextWake() const HVD_REQUIRES(mu_);
   // Makes the runner for a set this rank belongs to.
   std::unique_ptr<SetRunner> NewRunner(int id, const std::vector<int>& members);
   Status ApplySetChange(const negotiation::Response& r, internal::Operation* op);
@@ -200,6 +211,11 @@ class Engine {
   // The next round's schedule, from the last round: its tick, and whether it is due at once.
   Clock::time_point next_round_ HVD_GUARDED_BY(mu_){};
   bool skip_wait_ HVD_GUARDED_BY(mu_) = false;
+  // ... or, staying in a set (stay_set_ as of the last step): until when, and whether the set has
+  // work pending (its next cycle is then due at once).
+  int staying_ HVD_GUARDED_BY(mu_) = -1;
+  Clock::time_point stay_until_ HVD_GUARDED_BY(mu_){};
+  bool stay_busy_ HVD_GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<internal::Operation>> queue_ HVD_GUARDED_BY(mu_);
   std::set<std::pair<int, std::string>> in_flight_ HVD_GUARDED_BY(mu_);  // (set, key)
   bool stop_requested_ HVD_GUARDED_BY(mu_) = false;
@@ -213,9 +229,12 @@ class Engine {
   std::map<int, std::unique_ptr<SetRunner>> runners_;  // the sets this rank belongs to
   Clock::time_point round_start_;                      // the current round's
   Clock::time_point sets_start_;                       // ... end of its global cycle
-  bool sent_stop_ = false;                             // this round's global flags asked to stop
-  bool took_new_work_ = false;           // the last round took submissions on this rank
-  bool took_set_work_ = false;           // ... a set took some between its own cycles
+  std::vector<int> round_sets_;  // the sets whose first cycle of this round is still to come
+  int stay_set_ = -1;            // the set whose members agreed to run another cycle, or -1
+  Clock::time_point stay_tick_;  // ... until when this rank says it stays
+  bool sent_stop_ = false;       // this round's global flags asked to stop
+  bool took_new_work_ = false;   // the last round took submissions on this rank
+  bool took_set_work_ = false;   // ... a set took some between its own cycles
   Clock::duration last_global_cycle_{};  // how long it took
   bool others_took_new_work_ = false;    // ... on some rank (the global flags said so)
   Clock::time_point next_stall_report_;

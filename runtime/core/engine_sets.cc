@@ -38,56 +38,69 @@ std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& mem
                                      timeline_.get(), &stats_mu_, &stats_, finish, apply);
 }
 
-Status Engine::RunSet(SetRunner* runner) {
+Status Engine::RunSets() {
+  while (!round_sets_.empty()) {
+    const int id = round_sets_.front();
+    round_sets_.erase(round_sets_.begin());
+    auto it = runners_.find(id);
+    if (it == runners_.end()) continue;
+    HVD_RETURN_IF_ERROR_CTX(FirstSetCycle(it->second.get()), "process set " + std::to_string(id));
+    // Every member stays in the set: its next cycles are the next steps (RunRound), run by the
+    // caller waiting for one of its operations or by the background thread, as they come due
+    // (RoundDue); the round's later sets follow once the members leave.
+    if (stay_set_ >= 0) return Status::OK();
+  }
+  return Status::OK();
+}
+
+Status Engine::FirstSetCycle(SetRunner* runner) {
   // A tick from the end of the global cycle, not from the round's start: a global cycle that
   // waited long for another set's members must not leave this set one cycle per round.
   const auto tick = sets_start_ + options_.cycle_time;
-  // A caller running rounds for its own operation leaves the set once that completed: it would
-  // otherwise wait here for work that only it could submit.
-  auto caller_done = [this] { return caller_op_ != nullptr && caller_op_->done(); };
-  bool stay =
-      Clock::now() < tick && !caller_done() && TakeSetWork(runner, Clock::time_point::min());
-  while (true) {
-    uint64_t agreed = 0;
-    HVD_RETURN_IF_ERROR(runner->Cycle(stay ? kStayInSet : 0, &agreed));
-    if (!(agreed & kStayInSet)) return Status::OK();
-    {
-      base::MutexLock lock(&stats_mu_);
-      ++stats_.set_cycles;
-    }
-    // Every member runs another cycle. This rank joins it as soon as it has something for the
-    // set, or at its tick with nothing (saying it leaves after that cycle).
-    const bool done = caller_done();
-    stay =
-        TakeSetWork(runner, done ? Clock::time_point::min() : tick) && !done && Clock::now() < tick;
+  const bool stay =
+      Clock::now() < tick && TakeSetWork(runner) && !CallerWaitsElsewhere(runner->id());
+  uint64_t agreed = 0;
+  HVD_RETURN_IF_ERROR(runner->Cycle(stay ? kStayInSet : 0, &agreed));
+  if (agreed & kStayInSet) {
+    stay_set_ = runner->id();
+    stay_tick_ = tick;
   }
+  return Status::OK();
 }
 
-bool Engine::TakeSetWork(SetRunner* runner, Clock::time_point until) {
+Status Engine::StayCycle(SetRunner* runner) {
+  {
+    base::MutexLock lock(&stats_mu_);
+    ++stats_.set_cycles;
+  }
+  // This rank says it stays until its tick, unless it has a stop request or a submission for
+  // another set (or a caller waits for an operation elsewhere), so that those are not held up.
+  const bool stay =
+      TakeSetWork(runner) && Clock::now() < stay_tick_ && !CallerWaitsElsewhere(runner->id());
+  uint64_t agreed = 0;
+  HVD_RETURN_IF_ERROR(runner->Cycle(stay ? kStayInSet : 0, &agreed));
+  if (!(agreed & kStayInSet)) stay_set_ = -1;
+  return Status::OK();
+}
+
+bool Engine::CallerWaitsElsewhere(int set) const {
+  return caller_op_ != nullptr && !caller_op_->done() && caller_op_->request.process_set != set;
+}
+
+bool Engine::TakeSetWork(SetRunner* runner) {
   std::vector<std::shared_ptr<internal::Operation>> mine;
   bool stay = true;
   {
     base::MutexLock lock(&mu_);
-    auto take = [&]() HVD_REQUIRES(mu_) {
-      size_t kept = 0;
-      for (auto& op : queue_) {
-        if (op->request.process_set == runner->id()) {
-          mine.push_back(std::move(op));
-        } else {
-          queue_[kept++] = std::move(op);
-        }
+    size_t kept = 0;
+    for (auto& op : queue_) {
+      if (op->request.process_set == runner->id()) {
+        mine.push_back(std::move(op));
+      } else {
+        queue_[kept++] = std::move(op);
       }
-      queue_.resize(kept);
-    };
-    take();
-    if (mine.empty() && queue_.empty() && runner->idle() && !stop_requested_) {
-      // As the loop between rounds does when idle: a submission ends the wait at once.
-      idle_ = true;
-      wake_cv_.WaitUntil(lock, until,
-                         [&]() HVD_REQUIRES(mu_) { return stop_requested_ || !queue_.empty(); });
-      idle_ = false;
-      take();
     }
+    queue_.resize(kept);
     stay = !stop_requested_ && queue_.empty();
   }
   if (!mine.empty()) took_set_work_ = true;
