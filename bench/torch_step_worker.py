@@ -2,10 +2,10 @@
 """One rank of a bench/torch_step_bench.py run (started by it, never by hand):
 
     torch_step_worker.py hvd|ddp|none|latency [--model large|small] [--batch N] [--seconds S]
-                         [--module hvd.torch]
+                         [--module hvd.torch] [--lat-bytes 4096]
 
-hvd, ddp, none: timed training steps (see torch_step_bench.py's docstring); latency: the 4 KiB
-synchronous hvd.allreduce loop. Rank 0 prints RESULT lines for the launcher.
+hvd, ddp, none: timed training steps (see torch_step_bench.py's docstring); latency: the
+synchronous hvd.allreduce loop on a float32 tensor of --lat-bytes (4 KiB). Rank 0 prints RESULT lines for the launcher.
 """
 import argparse
 import math
@@ -16,6 +16,12 @@ import time
 MODELS = {"large": (1024, 1536, 1024, 10), "small": (64, 256, 256, 10)}
 WARMUP_STEPS = 5
 LAT_WARMUP, LAT_ITERS = 5, 1000
+
+
+def lat_iters(nbytes):
+    """Timed operations for the latency part at `nbytes`: LAT_ITERS up to 64 KiB, then about
+    256 MiB of traffic (at least 10)."""
+    return LAT_ITERS if nbytes <= 65536 else max(10, min(LAT_ITERS, (256 << 20) // nbytes))
 
 
 def build_model(torch, dims):
@@ -156,17 +162,19 @@ def worker_latency(comm, args):
     import torch
 
     hvd = comm.hvd
+    iters = lat_iters(args.lat_bytes)
     for name, call in (("allreduce", hvd.allreduce), ("allreduce_", hvd.allreduce_)):
-        t = torch.zeros(1024)  # 4 KiB; zeros stay zeros under Sum
+        t = torch.zeros(args.lat_bytes // 4)  # float32 zeros stay zeros under Sum
         for _ in range(LAT_WARMUP):
-            call(t, name="bench.lat4k", op=hvd.Sum)
+            call(t, name=f"bench.lat{args.lat_bytes}", op=hvd.Sum)
         comm.barrier()
         t0 = time.perf_counter()
-        for _ in range(LAT_ITERS):
-            call(t, name="bench.lat4k", op=hvd.Sum)
+        for _ in range(iters):
+            call(t, name=f"bench.lat{args.lat_bytes}", op=hvd.Sum)
         s = comm.max(time.perf_counter() - t0)
         if comm.rank == 0:
-            print(f"RESULT impl=py-{name} np={comm.size} us={s / LAT_ITERS * 1e6:.3f}", flush=True)
+            print(f"RESULT impl=py-{name} np={comm.size} bytes={args.lat_bytes} "
+                  f"us={s / iters * 1e6:.3f}", flush=True)
 
 
 def worker_main(args):
@@ -189,6 +197,7 @@ def main():
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--module", default="hvd.torch")
+    p.add_argument("--lat-bytes", type=int, default=4096, help="latency: the tensor's bytes")
     return worker_main(p.parse_args())
 
 

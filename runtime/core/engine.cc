@@ -86,15 +86,19 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits)
           "; names must be unique among pending operations (wait for the "
           "first one, or rename)");
     } else {
-      for (const Tensor& t : op->inputs) device_ops_ = device_ops_ || t.device >= 0;
+      const bool device = op->on_device();
+      device_ops_ = device_ops_ || device;
       queue_.push_back(op);
       bool run = false;
-      if (caller_waits && options_.run_on_caller) {
+      // Not from a thread running rounds (a callback submitting from a caller's round): it would
+      // wait here for the token it holds.
+      if (caller_waits && options_.run_on_caller && !device && !internal::OnBackgroundThread()) {
         // While another thread holds the token (usually the background thread finishing the
         // round that completed this caller's previous operation), wait for it rather than leave
         // this operation to that thread: otherwise the background thread, finding it queued,
         // would run every later round too and each operation would cost its two hand-offs.
         ++callers_waiting_;
+        if (driver_ == Driver::kCaller) caller_cv_.NotifyAll();  // one pacing its rounds takes it
         while (!ended_ && !op->done() && !CallerMayRun() && driver_ != Driver::kNone) {
           caller_cv_.Wait(lock);
         }
@@ -102,7 +106,13 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits)
         run = !op->done() && CallerMayRun();
       }
       if (!run) {
-        if (loop_wants_token_ || RoundDue(Clock::now())) wake_cv_.NotifyAll();
+        // A caller running rounds takes this in its next one, or hands it on when it gives the
+        // token back (RunForCaller): the background thread is not woken for it.
+        if (driver_ == Driver::kCaller) {
+          caller_cv_.NotifyAll();  // a caller pacing its rounds (RunForCaller) takes it at once
+        } else if (loop_wants_token_ || RoundDue(Clock::now())) {
+          wake_cv_.NotifyAll();
+        }
         return;
       }
       driver_ = Driver::kCaller;
@@ -123,6 +133,7 @@ Status Engine::Stop(std::chrono::milliseconds grace) {
     base::MutexLock lock(&mu_);
     stop_requested_ = true;
     wake_cv_.NotifyAll();
+    caller_cv_.NotifyAll();  // a caller pacing its rounds
     if (!thread_.joinable()) return final_status_;
     if (!stopped_cv_.WaitFor(lock, grace, [&]() HVD_REQUIRES(mu_) { return stopped_; })) {
       // Peers did not take part in an orderly stop (dead or stuck): break the links.
@@ -212,12 +223,30 @@ void Engine::RunForCaller(internal::Operation* op) {
     caller_op_ = op;
     while (more && !op->done()) {
       {
+        base::MutexLock lock(&mu_);
+        // Device operations run on the background thread (CUDA's current device is per thread):
+        // one queued hands the rounds back to it. After a round in which no rank had anything
+        // new and none had to be waited for (every rank is waiting, e.g. for operations
+        // submitted in different orders), the next comes at the tick, as the background
+        // thread's would, not back to back at full speed.
+        if (device_ops_) break;
+        if (caller_rounds_run_ > 0 && !took_new_work_ && !others_took_new_work_ &&
+            last_global_cycle_ < std::chrono::microseconds(100)) {
+          caller_cv_.WaitUntil(lock, NextWake(), [&]() HVD_REQUIRES(mu_) {
+            return op->done() || stop_requested_ || !queue_.empty();
+          });
+          if (op->done()) break;
+        }
+      }
+      {
         base::MutexLock lock(&stats_mu_);
         ++stats_.caller_rounds;
       }
+      ++caller_rounds_run_;
       more = DriveRound();
     }
     caller_op_ = nullptr;
+    caller_rounds_run_ = 0;
   }
   base::MutexLock lock(&mu_);
   driver_ = Driver::kNone;
@@ -379,6 +408,19 @@ Status Engine::RunRound(bool* stop) {
     base::MutexLock lock(&mu_);
     stopping = stop_requested_;
     ops.swap(queue_);
+    if (caller_op_ != nullptr) {
+      // A caller's round leaves device operations to the background thread (RunForCaller):
+      // to the other ranks this rank just submits them a round later.
+      size_t kept = 0;
+      for (auto& op : ops) {
+        if (op->on_device()) {
+          queue_.push_back(std::move(op));
+        } else {
+          ops[kept++] = std::move(op);
+        }
+      }
+      ops.resize(kept);
+    }
   }
   for (auto& op : ops) {
     auto it = runners_.find(op->request.process_set);

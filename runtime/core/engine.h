@@ -46,9 +46,14 @@
 // the same operation a moment later must not cost a tick). The background thread runs rounds
 // when no caller does: ticks, asynchronous submissions (their cadence is what lets tensors fuse),
 // stop. It is never woken per operation: a caller's rounds move the tick on, which the
-// background thread finds at the old tick, sleeping again. Once a device operation was submitted,
-// every round runs on the background thread (a round may set CUDA's current device, which is per
-// thread: a caller's must not change under it).
+// background thread finds at the old tick, sleeping again. After a round in which no rank had
+// anything new and none had to be waited for (every rank's caller waits, e.g. for operations
+// submitted in different orders), a caller's next round comes at the tick, not back to back.
+// Callbacks of operations completing in a caller's round run on its thread, which counts as the
+// background thread meanwhile (blocking calls fail; submissions are queued, never run there).
+// Once a device operation was submitted, every round runs on the background thread (a round may
+// set CUDA's current device, which is per thread: a caller's must not change under it); a caller
+// then running rounds leaves device operations queued and hands the rounds back.
 //
 // A transport failure fails every pending operation with the error (naming the peer) and stops
 // the engine; later submissions fail at once with the same error.
@@ -226,6 +231,7 @@ class Engine {
   // The token's holder only (the background thread or a caller, one at a time; handed over
   // under mu_), and the constructor.
   internal::Operation* caller_op_ = nullptr;  // the operation of the caller holding the token
+  int caller_rounds_run_ = 0;                 // ... and the rounds it ran for it
   std::map<int, std::unique_ptr<SetRunner>> runners_;  // the sets this rank belongs to
   Clock::time_point round_start_;                      // the current round's
   Clock::time_point sets_start_;                       // ... end of its global cycle

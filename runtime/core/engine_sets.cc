@@ -94,7 +94,8 @@ bool Engine::TakeSetWork(SetRunner* runner) {
     base::MutexLock lock(&mu_);
     size_t kept = 0;
     for (auto& op : queue_) {
-      if (op->request.process_set == runner->id()) {
+      // A caller's round leaves device operations to the background thread (RunRound).
+      if (op->request.process_set == runner->id() && (caller_op_ == nullptr || !op->on_device())) {
         mine.push_back(std::move(op));
       } else {
         queue_[kept++] = std::move(op);

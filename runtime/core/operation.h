@@ -69,6 +69,14 @@ class Operation {
   int last_joined_rank = -1;  // join
   int result_id = -1;         // add_process_set: the new set's id
 
+  // Whether its tensors are in device (GPU) memory.
+  bool on_device() const {
+    for (const Tensor& t : inputs) {
+      if (t.device >= 0) return true;
+    }
+    return false;
+  }
+
   // Runs the callback, then marks the operation done (waking waiters). Later calls do nothing.
   void Complete(const Status& status);
 
