@@ -208,10 +208,15 @@ TEST(CallerRounds, ACallbackSubmitsFromACallersRound) {
         std::atomic<bool> async_done{false};
         Status sync_status, async_status;
         std::thread sync([&] {
-          for (int i = 0; i < 100000 && sync_status.ok() && !async_done.load(); ++i) {
-            float x = 1;
-            Tensor t = MakeTensor(&x, DataType::kFloat32, 1);
-            sync_status = Allreduce("sync", t, t, testing::Sum());
+          // Until some rank's asynchronous operations are done: every rank must run the same
+          // number of these (a rank that stopped first would shut down under the others').
+          for (int i = 0; i < 100000 && sync_status.ok(); ++i) {
+            int32_t go = async_done.load() ? 0 : 1;
+            Tensor t = MakeTensor(&go, DataType::kInt32, 1);
+            AllreduceOptions o;
+            o.op = ReduceOp::kMin;
+            sync_status = Allreduce("sync", t, t, o);
+            if (go == 0) break;
           }
         });
         base::Mutex mu;
