@@ -221,7 +221,7 @@ void Engine::RunForCaller(internal::Operation* op) {
   {
     internal::ScopedBackgroundThread as_background;
     caller_op_ = op;
-    while (more && !op->done()) {
+    for (bool first = true; more && !op->done(); first = false) {
       {
         base::MutexLock lock(&mu_);
         // Device operations run on the background thread (CUDA's current device is per thread):
@@ -230,7 +230,7 @@ void Engine::RunForCaller(internal::Operation* op) {
         // submitted in different orders), the next comes at the tick, as the background
         // thread's would, not back to back at full speed.
         if (device_ops_) break;
-        if (caller_rounds_run_ > 0 && !took_new_work_ && !others_took_new_work_ &&
+        if (!first && !took_new_work_ && !others_took_new_work_ &&
             last_global_cycle_ < std::chrono::microseconds(100)) {
           caller_cv_.WaitUntil(lock, NextWake(), [&]() HVD_REQUIRES(mu_) {
             return op->done() || stop_requested_ || !queue_.empty();
@@ -242,11 +242,9 @@ void Engine::RunForCaller(internal::Operation* op) {
         base::MutexLock lock(&stats_mu_);
         ++stats_.caller_rounds;
       }
-      ++caller_rounds_run_;
       more = DriveRound();
     }
     caller_op_ = nullptr;
-    caller_rounds_run_ = 0;
   }
   base::MutexLock lock(&mu_);
   driver_ = Driver::kNone;

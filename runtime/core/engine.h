@@ -231,7 +231,6 @@ class Engine {
   // The token's holder only (the background thread or a caller, one at a time; handed over
   // under mu_), and the constructor.
   internal::Operation* caller_op_ = nullptr;  // the operation of the caller holding the token
-  int caller_rounds_run_ = 0;                 // ... and the rounds it ran for it
   std::map<int, std::unique_ptr<SetRunner>> runners_;  // the sets this rank belongs to
   Clock::time_point round_start_;                      // the current round's
   Clock::time_point sets_start_;                       // ... end of its global cycle
