@@ -363,6 +363,14 @@ const void* hvd_handle_output_at(const hvd_handle* h, int i, size_t* bytes) {
   return h && i >= 0 ? h->handle.output_data(static_cast<size_t>(i)) : nullptr;
 }
 
+int hvd_handle_output_device_at(const hvd_handle* h, int i) {
+  return h && i >= 0 ? h->handle.output_device(static_cast<size_t>(i)) : -1;
+}
+
+hvd_handle* hvd_handle_share(const hvd_handle* h) {
+  return h ? new hvd_handle{h->handle} : nullptr;
+}
+
 int hvd_handle_output_shape_at(const hvd_handle* h, int i, int64_t* dims, int max_dims) {
   if (h == nullptr || i < 0) return 0;
   const auto& shape = h->handle.output_shape(static_cast<size_t>(i));

@@ -17,17 +17,6 @@ using negotiation::OpType;
 using negotiation::Response;
 using negotiation::TensorSpec;
 
-struct DeviceExecutor::SetState {
-  enum class Mode { kNccl, kStaged };
-  Mode mode = Mode::kStaged;
-  std::string why;              // kStaged: the reason, for the one-time notice
-  int device = -1;              // this rank's device for the set (-1: none yet)
-  gpu::Device* dev = nullptr;   // owned by the backend
-  std::unique_ptr<gpu::NcclComm> nccl;
-  uint64_t generation = 0;      // of the NCCL exchange (its abort key)
-  int set_id = 0;
-};
-
 namespace {
 
 // What each rank tells the others when a set decides its mode (fixed size: an allgather).
@@ -159,8 +148,7 @@ Status DeviceExecutor::Prepare(int set_id, const collectives::Comm& comm, int de
 }
 
 // Every member runs this at the same batch (the set's first on GPUs), so the allgather pairs up.
-Status DeviceExecutor::Decide(int set_id, const collectives::Comm& comm, int device,
-                              SetState* st) {
+Status DeviceExecutor::Decide(int set_id, const collectives::Comm& comm, int device, SetState* st) {
   RankGpu mine;
   std::string nccl_why;
   if (device >= 0) {
@@ -182,9 +170,9 @@ Status DeviceExecutor::Decide(int set_id, const collectives::Comm& comm, int dev
   const int size = comm.size();
   std::vector<RankGpu> all(size);
   std::vector<size_t> bytes(size, sizeof(RankGpu));
-  HVD_RETURN_IF_ERROR(collectives::Allgather(comm, &mine, all.data(), bytes)
-                          .WithContext("agreeing on the GPU path of process set " +
-                                       std::to_string(set_id)));
+  HVD_RETURN_IF_ERROR(
+      collectives::Allgather(comm, &mine, all.data(), bytes)
+          .WithContext("agreeing on the GPU path of process set " + std::to_string(set_id)));
 
   std::string why;
   std::map<std::pair<std::string, std::string>, int> owner;  // (host, bus id) -> first rank
@@ -254,8 +242,8 @@ Status DeviceExecutor::Decide(int set_id, const collectives::Comm& comm, int dev
   }
   st->mode = SetState::Mode::kNccl;
   if (comm.rank() == 0) {
-    HVD_LOG(INFO) << "process set " << set_id << ": GPU collectives on NCCL " << backend_->nccl_version()
-                  << " (" << size << " ranks)";
+    HVD_LOG(INFO) << "process set " << set_id << ": GPU collectives on NCCL "
+                  << backend_->nccl_version() << " (" << size << " ranks)";
   }
   return Status::OK();
 }
@@ -368,28 +356,36 @@ Status DeviceExecutor::NcclAllreduce(SetState* st, const std::vector<BatchRef>& 
   return WaitNccl(st).WithContext("allreduce of '" + head.key + "'");
 }
 
-Status DeviceExecutor::Other(int set_id, const collectives::Comm& comm, const Response& r,
-                             size_t t, internal::Operation* op, const HostOther& host) {
+Status DeviceExecutor::Other(int set_id, const collectives::Comm& comm, const Response& r, size_t t,
+                             internal::Operation* op, int contributors, const HostOther& host) {
   const int device = op != nullptr && !op->inputs.empty() ? op->inputs[0].device : -1;
   SetState* st = nullptr;
   HVD_RETURN_IF_ERROR(Prepare(set_id, comm, device, &st));
-  if (r.type == OpType::kBroadcast && !r.sized_by_root && st->mode == SetState::Mode::kNccl) {
-    gpu::Device* d = st->dev;
-    const size_t n = static_cast<size_t>(r.tensors[0].num_elements()) *
-                     DataTypeSize(r.tensors[0].dtype);
-    void* buf = nullptr;
-    if (op != nullptr) {
-      HVD_RETURN_IF_ERROR(WaitReady(d, op));
-      buf = op->outputs[0].data;
-    } else {
-      HVD_RETURN_IF_ERROR(d->Buffer(1, std::max<size_t>(n, 1), &buf));
+  if (st->mode == SetState::Mode::kNccl) {
+    Status s;
+    bool ran = true;
+    switch (r.type) {
+      case OpType::kBroadcast:
+        ran = !r.sized_by_root;  // a byte broadcast sized by its root keeps host results
+        if (ran) s = NcclBroadcast(st, r, op);
+        break;
+      case OpType::kAllgather:
+        s = NcclAllgather(st, r, t, op);
+        break;
+      case OpType::kAlltoall:
+        s = NcclAlltoall(st, r, op);
+        break;
+      case OpType::kReducescatter:
+        ran = r.tensors[t].dtype != DataType::kInt16;  // NCCL has no int16
+        if (ran) s = NcclReducescatter(st, r, t, op, contributors);
+        break;
+      default:
+        ran = false;
     }
-    nccl_batches_.fetch_add(1);
-    if (timeline_) timeline_->ActivityStart(r.tensors[0].name, "NCCL_BROADCAST");
-    Status s = st->nccl->Broadcast(buf, n, r.root, d->stream());
-    if (s.ok()) s = WaitNccl(st);
-    return s.WithContext("broadcast of '" + r.key + "' from rank " +
-                         std::to_string(comm.JobRank(r.root)));
+    if (ran) {
+      nccl_batches_.fetch_add(1);
+      return s;
+    }
   }
   // RunOther reads tensor t alone (broadcast and alltoall have one).
   std::vector<StagedTensor> mine;

@@ -13,8 +13,8 @@
 //              runs there after an event on the caller's stream; the operation completes after a
 //              synchronization of that stream only, never of the device.
 //
-// Results the runtime owns (allgather, alltoall, reducescatter, a broadcast sized by its root) are
-// returned in host memory in this version (docs/gpu.md); the bindings move them to the device.
+// Results the runtime owns (allgather, alltoall, reducescatter) are device memory of their own on
+// NCCL, host memory when staged (and for a broadcast sized by its root): Handle::output_device.
 #pragma once
 
 #include <atomic>
@@ -47,7 +47,9 @@ struct BatchRef {
 // The reduction an allreduce runs on the wire (an average is a sum), and the factor applied
 // afterwards (the postscale, divided by the contributors for an average): the host and the GPU
 // paths alike.
-inline ReduceOp WireOp(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
+inline ReduceOp WireOp(ReduceOp op) {
+  return op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+}
 inline double PostFactor(const negotiation::Response& r, int contributors) {
   double f = r.postscale;
   if (r.reduce_op == ReduceOp::kAverage) f /= contributors > 1 ? contributors : 1;
@@ -78,10 +80,10 @@ class DeviceExecutor {
   // A fused (or single) allreduce batch of set `set_id`; `host` runs it on staged host copies.
   Status Allreduce(int set_id, const collectives::Comm& comm, const std::vector<BatchRef>& items,
                    int contributors, const HostAllreduce& host);
-  // Any other GPU response (its tensor `t`; `op` null on a joined rank): staged, except an
-  // in-place broadcast, which runs on NCCL where the set has it.
-  Status Other(int set_id, const collectives::Comm& comm, const negotiation::Response& r,
-               size_t t, internal::Operation* op, const HostOther& host);
+  // Any other GPU response (its tensor `t`; `op` null on a joined rank): on NCCL where the set
+  // has it (broadcast in place, allgather, alltoall, reducescatter), else staged through `host`.
+  Status Other(int set_id, const collectives::Comm& comm, const negotiation::Response& r, size_t t,
+               internal::Operation* op, int contributors, const HostOther& host);
 
   // Batches run on NCCL, and staged through host memory (EngineStats); readable from any thread.
   uint64_t nccl_batches() const { return nccl_batches_.load(); }
@@ -98,10 +100,32 @@ class DeviceExecutor {
   void Forget(int set_id);
 
  private:
-  struct SetState;
+  // A process set's GPU path, decided at its first GPU batch.
+  struct SetState {
+    enum class Mode { kNccl, kStaged };
+    Mode mode = Mode::kStaged;
+    std::string why;             // kStaged: the reason, for the one-time notice
+    int device = -1;             // this rank's device for the set (-1: none yet)
+    gpu::Device* dev = nullptr;  // owned by the backend
+    std::unique_ptr<gpu::NcclComm> nccl;
+    uint64_t generation = 0;  // of the NCCL exchange (its abort key)
+    int set_id = 0;
+  };
   Status Prepare(int set_id, const collectives::Comm& comm, int device, SetState** out);
   Status Decide(int set_id, const collectives::Comm& comm, int device, SetState* st);
   Status NcclAllreduce(SetState* st, const std::vector<BatchRef>& items, int contributors);
+  // The collectives whose results the runtime owns, on NCCL (device_results.cc): each result is
+  // device memory of its own (Operation::Result::device_data). `op` null: a joined rank, which
+  // contributes nothing (allgather) or the identity (reducescatter) and keeps nothing.
+  Status NcclAllgather(SetState* st, const negotiation::Response& r, size_t t,
+                       internal::Operation* op);
+  Status NcclAlltoall(SetState* st, const negotiation::Response& r, internal::Operation* op);
+  Status NcclReducescatter(SetState* st, const negotiation::Response& r, size_t t,
+                           internal::Operation* op, int contributors);
+  Status NcclBroadcast(SetState* st, const negotiation::Response& r, internal::Operation* op);
+  // Device memory of its own for result `t` of `op` (its shape and splits set by the caller).
+  Status AllocateResult(gpu::Device* d, internal::Operation* op, size_t t, size_t bytes,
+                        void** out);
   // Our stream on `d` waits for the caller's work before `op` was submitted (the events recorded
   // then; each once, however many batches the operation spans).
   Status WaitReady(gpu::Device* d, internal::Operation* op);

@@ -76,7 +76,7 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm, const std::v
       const size_t t = batch.items[0].tensor;
       internal::Operation* op = lookup(head.key);
       auto host = [&](const collectives::Comm& c) { return RunOther(c, head, t, op, n); };
-      s = head.gpu ? device_.Other(set_id, comm, head, t, op, host) : host(comm);
+      s = head.gpu ? device_.Other(set_id, comm, head, t, op, n, host) : host(comm);
     }
     if (!s.ok()) {
       // The transport (or a GPU) is broken: the caller fails everything. NCCL work queued on

@@ -25,6 +25,9 @@ Operation::~Operation() {
   for (const ReadyEvent& r : ready) {
     if (r.event != nullptr) r.device->ReleaseReady(r.event);
   }
+  for (const Result& r : results) {
+    if (r.device_data != nullptr) r.device->Free(r.device_data, r.free_stream);
+  }
 }
 
 void Operation::Complete(const Status& status) {
@@ -126,11 +129,17 @@ size_t Handle::output_count() const {
 }
 const void* Handle::output_data(size_t i) const {
   const auto* r = ResultAt(op_, i);
-  return r ? r->data.data() : nullptr;
+  if (r == nullptr) return nullptr;
+  return r->device_data != nullptr ? r->device_data : r->data.data();
 }
 size_t Handle::output_bytes(size_t i) const {
   const auto* r = ResultAt(op_, i);
-  return r ? r->data.size() : 0;
+  if (r == nullptr) return 0;
+  return r->device_data != nullptr ? r->device_bytes : r->data.size();
+}
+int Handle::output_device(size_t i) const {
+  const auto* r = ResultAt(op_, i);
+  return r != nullptr && r->device_data != nullptr ? r->device->ordinal() : -1;
 }
 const std::vector<int64_t>& Handle::output_shape(size_t i) const {
   const auto* r = ResultAt(op_, i);

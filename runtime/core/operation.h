@@ -50,7 +50,14 @@ class Operation {
   // Results owned by the operation, one per tensor of the request, for the operations whose
   // output size is only known after negotiation (see Handle::output_data()).
   struct Result {
+    // Host memory, except for a result made on NCCL: then `data` is empty and the result is
+    // `device_bytes` at `device_data` on `device` (owned: freed with the operation, in order after
+    // the caller's stream `free_stream`, the inputs' stream).
     std::vector<char> data;
+    runtime::gpu::Device* device = nullptr;
+    void* device_data = nullptr;
+    size_t device_bytes = 0;
+    void* free_stream = nullptr;
     std::vector<int64_t> shape;
     // First-dimension rows per rank of the process set: allgather, gathered from each;
     // alltoall, received from each; reducescatter, the share each got.

@@ -111,6 +111,16 @@ class Device {
   // with the same slot or the device's destruction. Slot 0: the fusion buffer; 1: scratch.
   virtual Status Buffer(int slot, size_t bytes, void** out) = 0;
 
+  // Device memory of its own for a result the caller keeps (an allgather's, an alltoall's or a
+  // reducescatter's on NCCL): allocated in stream order on our stream (cudaMallocAsync), so our
+  // stream may write it at once, and any stream may use it once that work is done. At least one
+  // byte is allocated, so *out is never null on OK.
+  virtual Status Allocate(size_t bytes, void** out) = 0;
+  // Any thread: gives `p` back after the work enqueued so far on `stream` (cudaFreeAsync there:
+  // the caller's stream, where the result's users are). Errors are ignored (a process exiting
+  // after CUDA's teardown).
+  virtual void Free(void* p, void* stream) = 0;
+
   // Asynchronous on our stream. Host memory need not be pinned (it then copies synchronously with
   // respect to the host, as cudaMemcpyAsync does).
   virtual Status CopyToHost(void* dst, const void* src, size_t bytes) = 0;
@@ -173,7 +183,7 @@ void SetGpuBackendForTesting(GpuBackend* backend);
 // The plugin's entry point (extern "C", resolved with dlsym): fills *out with a new backend, or
 // returns a non-OK status. `abi` must equal kGpuBackendAbi, else the plugin refuses (a plugin
 // and a libhvd.so from different builds).
-inline constexpr int kGpuBackendAbi = 3;
+inline constexpr int kGpuBackendAbi = 4;
 using CreateGpuBackendFn = Status (*)(int abi, std::unique_ptr<GpuBackend>* out);
 inline constexpr const char* kCreateGpuBackendSymbol = "hvd_create_gpu_backend";
 

@@ -21,6 +21,7 @@ using testing::Contains;
 using testing::ExpectEqual;
 using testing::HostGpuBackend;
 using testing::InitRank;
+using testing::OnDevice;
 using testing::RunRanks;
 
 // Installs the host backend (in the forked rank) and initializes hvd.
@@ -29,15 +30,6 @@ Status InitWithHostGpu(int rank, int size, const std::string& dir, HostGpuBacken
   runtime::gpu::SetGpuBackendForTesting(backend);
   *out = backend;
   return InitRank(rank, size, dir);
-}
-
-Tensor OnDevice(void* data, DataType dtype, std::vector<int64_t> shape, int device = 0) {
-  Tensor t;
-  t.data = data;
-  t.dtype = dtype;
-  t.shape = std::move(shape);
-  t.device = device;
-  return t;
 }
 
 TEST(GpuStaged, AllreduceSumAverageGroupedAndInt16) {
@@ -58,8 +50,8 @@ TEST(GpuStaged, AllreduceSumAverageGroupedAndInt16) {
     HVD_RETURN_IF_ERROR(ExpectEqual("input untouched", in, std::vector<float>(7, rank)));
 
     // A group fuses: odd sizes, an empty tensor.
-    std::vector<std::vector<double>> g = {std::vector<double>(3, rank), {},
-                                          std::vector<double>(65, 2.0 * rank)};
+    std::vector<std::vector<double>> g = {
+        std::vector<double>(3, rank), {}, std::vector<double>(65, 2.0 * rank)};
     std::vector<Tensor> ts;
     for (auto& v : g) {
       ts.push_back(OnDevice(v.data(), DataType::kFloat64, {static_cast<int64_t>(v.size())}));
@@ -119,6 +111,7 @@ TEST(GpuStaged, BroadcastAllgatherAlltoallReducescatter) {
     std::vector<float> rows(2 * (rank + 1), static_cast<float>(rank));
     Handle h = AllgatherAsync("g", OnDevice(rows.data(), DataType::kFloat32, {rank + 1, 2}));
     HVD_RETURN_IF_ERROR(h.Wait());
+    HVD_RETURN_IF_ERROR(Check(h.output_device() == -1, "a staged result is in host memory"));
     const float* got = static_cast<const float*>(h.output_data());
     std::vector<float> all(got, got + h.output_bytes() / sizeof(float));
     HVD_RETURN_IF_ERROR(ExpectEqual("allgather", all, std::vector<float>{0, 0, 1, 1, 1, 1}));
@@ -129,9 +122,9 @@ TEST(GpuStaged, BroadcastAllgatherAlltoallReducescatter) {
     HVD_RETURN_IF_ERROR(at.Wait());
     const int64_t* r = static_cast<const int64_t*>(at.output_data());
     std::vector<int64_t> recv(r, r + at.output_bytes() / sizeof(int64_t));
-    HVD_RETURN_IF_ERROR(ExpectEqual("alltoall", recv,
-                                    rank == 0 ? std::vector<int64_t>{0, 10}
-                                              : std::vector<int64_t>{1, 2, 11, 12}));
+    HVD_RETURN_IF_ERROR(
+        ExpectEqual("alltoall", recv,
+                    rank == 0 ? std::vector<int64_t>{0, 10} : std::vector<int64_t>{1, 2, 11, 12}));
 
     std::vector<float> rs(4, static_cast<float>(rank + 1));
     AllreduceOptions o;
@@ -160,14 +153,14 @@ TEST(GpuStaged, HostOnOneRankAndGpuOnAnotherIsAMismatchNamingBoth) {
     std::vector<float> y(4);
     Status d = Allreduce("split", OnDevice(x.data(), DataType::kFloat32, {4}, 0),
                          OnDevice(y.data(), DataType::kFloat32, {4}, 1));
-    HVD_RETURN_IF_ERROR(Check(d.code() == StatusCode::kInvalidArgument &&
-                                  Contains(d.message(), "must be on one device"),
-                              d.ToString()));
+    HVD_RETURN_IF_ERROR(Check(
+        d.code() == StatusCode::kInvalidArgument && Contains(d.message(), "must be on one device"),
+        d.ToString()));
     Status far = Allreduce("far", OnDevice(x.data(), DataType::kFloat32, {4}, 7),
                            OnDevice(x.data(), DataType::kFloat32, {4}, 7));
-    HVD_RETURN_IF_ERROR(Check(far.code() == StatusCode::kInvalidArgument &&
-                                  Contains(far.message(), "sees 2 device(s)"),
-                              far.ToString()));
+    HVD_RETURN_IF_ERROR(Check(
+        far.code() == StatusCode::kInvalidArgument && Contains(far.message(), "sees 2 device(s)"),
+        far.ToString()));
     HVD_RETURN_IF_ERROR(Shutdown());
     if (rank != 0) return Status::OK();
     // The failed operation's event, recorded at submission, went back to the pool unwaited.

@@ -59,7 +59,8 @@ TEST(GpuTensors, ADeviceTensorFailsWithTheReasonAndHostTensorsKeepWorking) {
     Status s = Allreduce("on.gpu", dev, dev);
     HVD_RETURN_IF_ERROR(Check(s.code() == StatusCode::kFailedPrecondition, s.ToString()));
     HVD_RETURN_IF_ERROR(Check(Contains(s.message(), "CUDA device 0"), s.ToString()));
-    HVD_RETURN_IF_ERROR(Check(Contains(s.message(), "no GPU: "), "reason missing: " + s.ToString()));
+    HVD_RETURN_IF_ERROR(
+        Check(Contains(s.message(), "no GPU: "), "reason missing: " + s.ToString()));
     Tensor bad = t;
     bad.device = -2;
     Status b = Broadcast("bad.device", bad, 0);

@@ -1,9 +1,13 @@
 // A GpuBackend whose "device memory" is host memory, for testing the runtime's GPU batches on
 // machines with no GPU (CI): the negotiation of GPU operations, the per-set mode decision, the
 // staged path (device -> host -> collective -> device) and the pointer bookkeeping around it run
-// for real; only the CUDA calls are memcpy. It offers no NCCL (LoadNccl fails), as a host without
-// NCCL would, so every GPU batch is staged. The real backend is tested on a GPU (tests/gpu/).
+// for real; only the CUDA calls are memcpy. By default it offers no NCCL (LoadNccl fails), as a
+// host without NCCL would, so every GPU batch is staged; given a directory the ranks share, it
+// offers the file-exchange NCCL of host_nccl.h and a GPU of its own to every process, so the set
+// runs the NCCL path. The real backend is tested on a GPU (tests/gpu/).
 #pragma once
+
+#include <unistd.h>
 
 #include <atomic>
 #include <cstring>
@@ -14,15 +18,17 @@
 
 #include "collectives/reduce.h"
 #include "gpu/gpu_backend.h"
+#include "host_nccl.h"
+#include "hvd/hvd.h"
 
 namespace hvd::testing {
 
 class HostDevice : public runtime::gpu::Device {
  public:
-  explicit HostDevice(int ordinal) : ordinal_(ordinal) {}
+  HostDevice(int ordinal, std::string bus) : ordinal_(ordinal), bus_(std::move(bus)) {}
   int ordinal() const override { return ordinal_; }
   void* stream() override { return &stream_; }
-  std::string bus_id() const override { return "host:" + std::to_string(ordinal_); }
+  std::string bus_id() const override { return bus_; }
   Status WaitFor(void* caller_stream) override {
     ++waits;
     return Status::OK();
@@ -56,6 +62,15 @@ class HostDevice : public runtime::gpu::Device {
     *out = b.data();
     return Status::OK();
   }
+  Status Allocate(size_t bytes, void** out) override {
+    *out = new char[bytes > 0 ? bytes : 1];
+    ++allocated;
+    return Status::OK();
+  }
+  void Free(void* p, void* stream) override {
+    delete[] static_cast<char*>(p);
+    ++freed;
+  }
   Status CopyToHost(void* dst, const void* src, size_t bytes) override {
     std::memcpy(dst, src, bytes);
     ++copies;
@@ -77,16 +92,31 @@ class HostDevice : public runtime::gpu::Device {
   }
 
   int waits = 0, syncs = 0, copies = 0;
-  std::atomic<int> recorded{0}, waited{0}, released{0};
+  std::atomic<int> recorded{0}, waited{0}, released{0}, allocated{0}, freed{0};
 
  private:
   const int ordinal_;
+  const std::string bus_;
   char stream_ = 0;
   std::map<int, std::vector<char>> buffers_;
 };
 
+// A tensor on CUDA device `device` (this backend's host memory).
+inline Tensor OnDevice(void* data, DataType dtype, std::vector<int64_t> shape, int device = 0) {
+  Tensor t;
+  t.data = data;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.device = device;
+  return t;
+}
+
 class HostGpuBackend : public runtime::gpu::GpuBackend {
  public:
+  HostGpuBackend() = default;
+  // With NCCL: FileNcclComm through `nccl_dir`, and bus ids of this process alone.
+  explicit HostGpuBackend(std::string nccl_dir) : nccl_dir_(std::move(nccl_dir)) {}
+
   std::string Describe() const override { return "host memory posing as 2 GPUs (test)"; }
   int device_count() const override { return 2; }
   Status GetDevice(int ordinal, runtime::gpu::Device** out) override {
@@ -94,25 +124,42 @@ class HostGpuBackend : public runtime::gpu::GpuBackend {
       return InvalidArgument("no device " + std::to_string(ordinal));
     }
     auto& d = devices_[ordinal];
-    if (!d) d = std::make_unique<HostDevice>(ordinal);
+    if (!d) {
+      std::string bus = "host:" + std::to_string(ordinal);
+      if (!nccl_dir_.empty()) bus += ":pid" + std::to_string(getpid());
+      d = std::make_unique<HostDevice>(ordinal, bus);
+    }
     *out = d.get();
     return Status::OK();
   }
   Status LoadNccl() override {
-    return FailedPrecondition("this test backend has no NCCL");
+    if (nccl_dir_.empty()) return FailedPrecondition("this test backend has no NCCL");
+    return Status::OK();
   }
-  int nccl_version() const override { return 0; }
+  int nccl_version() const override { return nccl_dir_.empty() ? 0 : 99999; }
   Status NcclUniqueId(std::string* id) override {
-    return FailedPrecondition("this test backend has no NCCL");
+    HVD_RETURN_IF_ERROR(LoadNccl());
+    // 128 bytes, as NCCL's: a name for this communicator's files, padded with zeros.
+    std::string name = "comm" + std::to_string(getpid()) + "-" + std::to_string(next_comm_++);
+    name.resize(128, '\0');
+    *id = name;
+    return Status::OK();
   }
   Status NcclInit(const std::string& id, int rank, int size, int device,
                   std::chrono::milliseconds timeout, const std::function<Status()>& cancelled,
                   std::unique_ptr<runtime::gpu::NcclComm>* out) override {
-    return FailedPrecondition("this test backend has no NCCL");
+    HVD_RETURN_IF_ERROR(LoadNccl());
+    ++comms;
+    *out = std::make_unique<FileNcclComm>(nccl_dir_, std::string(id.c_str()), rank, size);
+    return Status::OK();
   }
   HostDevice* device(int ordinal) { return devices_[ordinal].get(); }
 
+  int comms = 0;
+
  private:
+  const std::string nccl_dir_;
+  int next_comm_ = 0;
   std::map<int, std::unique_ptr<HostDevice>> devices_;
 };
 

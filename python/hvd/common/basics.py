@@ -127,6 +127,8 @@ _PROTOTYPES = {
     "hvd_handle_output_at": (ctypes.c_void_p, [_handle, _c_int, _c_size_p]),
     "hvd_handle_output_shape_at": (_c_int, [_handle, _c_int, _c_i64_p, _c_int]),
     "hvd_handle_output_splits": (_c_int, [_handle, _c_int, _c_i64_p, _c_int]),
+    "hvd_handle_output_device_at": (_c_int, [_handle, _c_int]),
+    "hvd_handle_share": (_handle, [_handle]),
 }
 # Declared when the library has them; a library without them loads, and what needs them says so
 # (elastic_enabled(): "rebuild").

@@ -14,9 +14,11 @@ Ctrl-C is seen between them: an interrupted operation stays in the table (its bu
 written) and synchronize() may be called again.
 
 CUDA tensors: a descriptor names the tensor's device and torch's current stream on it (the caller's
-work that produced the data); outputs are made on the input's device; results the runtime owns
-(allgather, alltoall, reducescatter) come back in host memory and are copied to the input's device
-(output()). The runtime completes an operation only after its device work has finished.
+work that produced the data); outputs are made on the input's device. Results the runtime owns
+(allgather, alltoall, reducescatter) are device memory of the runtime's where the process set runs
+NCCL (the returned tensor views it, without a copy, and keeps it alive), else host memory copied to
+the input's device (output()). The runtime completes an operation only after its device work has
+finished.
 """
 import ctypes
 import itertools
@@ -48,6 +50,7 @@ DTYPES = {
     torch.int16: 8,
     torch.bool: 9,
 }
+_ITEMSIZE = {dt: torch.empty((), dtype=dt).element_size() for dt in DTYPES}
 _SUPPORTED = "uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, bool"
 _STRIDED = torch.strided
 
@@ -313,23 +316,61 @@ _b.add_init_hook(_reset_handles)
 
 def output(ptr, i, torch_dtype, device=-1):
     """Result i owned by the runtime's handle (allgather, alltoall, reducescatter) as a tensor on
-    `device` (the input's). The runtime keeps such results in host memory, whatever the input's
-    device: they are copied into a host tensor (the handle is released after finish), then to the
-    device with a blocking copy on the current stream. The host tensor is pageable, so the copy is
-    a plain blocking one (a non-blocking copy is safe only from pinned memory)."""
+    `device` (the input's). A result on the device (NCCL) is viewed in place: the tensor holds a
+    reference of its own to the runtime's handle, and the runtime frees the memory once the tensor
+    is gone, in order after the stream the operation was submitted on (torch's current stream
+    then; use the result on another stream only after syncing with that one, as for any tensor
+    there). A result in host memory is copied into a host tensor (the handle is released after
+    finish), then to the device with a blocking copy on the current stream: the host tensor is
+    pageable, and a non-blocking copy is safe only from pinned memory."""
     ndim = _lib.hvd_handle_output_shape_at(ptr, i, None, 0)
     dims = (ctypes.c_int64 * max(1, ndim))()
     _lib.hvd_handle_output_shape_at(ptr, i, dims, ndim)
-    out = torch.empty(dims[:ndim], dtype=torch_dtype)
+    shape = dims[:ndim]
     nbytes = ctypes.c_size_t(0)
     data = _lib.hvd_handle_output_at(ptr, i, ctypes.byref(nbytes))
-    want = out.numel() * out.element_size()
+    numel = 1
+    for d in shape:
+        numel *= d
+    want = numel * _ITEMSIZE[torch_dtype]
     if nbytes.value != want:
         raise HorovodInternalError("hvd: result %d holds %d bytes, its shape %s needs %d"
-                                   % (i, nbytes.value, list(out.shape), want))
+                                   % (i, nbytes.value, list(shape), want))
+    on = _lib.hvd_handle_output_device_at(ptr, i)
+    if on >= 0:
+        return _device_view(ptr, data, want, on, torch_dtype, shape)
+    out = torch.empty(shape, dtype=torch_dtype)
     if want:
         ctypes.memmove(out.data_ptr(), data, want)
     return out if device < 0 else out.to(device_of(device))
+
+
+class _DeviceResult:
+    """A device result as CUDA's array interface describes it (bytes), holding a reference of its
+    own to the runtime's handle: torch.as_tensor keeps this object alive as long as the tensor
+    viewing the memory, and the last of them releases the handle (the runtime then frees the
+    memory in stream order)."""
+
+    def __init__(self, ptr, data, nbytes):
+        self._ptr = _lib.hvd_handle_share(ptr)
+        # Version 2: no stream to synchronize with; the runtime finished writing before the
+        # operation completed.
+        self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
+                                         "data": (data, False), "strides": None,
+                                         "version": 2}
+
+    def __del__(self):
+        if self._ptr:
+            _release(self._ptr)
+            self._ptr = None
+
+
+def _device_view(ptr, data, nbytes, on, torch_dtype, shape):
+    if nbytes == 0:
+        return torch.empty(shape, dtype=torch_dtype, device=device_of(on))
+    raw = torch.as_tensor(_DeviceResult(ptr, data, nbytes), device=device_of(on))
+    # Bytes, then the dtype (the array interface has no bfloat16), then the shape.
+    return raw.view(torch_dtype).view(shape)
 
 
 def output_bytes(ptr):

@@ -146,6 +146,24 @@ Status CudaDevice::Buffer(int slot, size_t bytes, void** out) {
   return Status::OK();
 }
 
+Status CudaDevice::Allocate(size_t bytes, void** out) {
+  HVD_RETURN_IF_ERROR(SetDevice());
+  // Stream-ordered: from the device's memory pool, without the device-wide synchronization of
+  // cudaMalloc/cudaFree, and reused by the pool once freed.
+  HVD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(out, std::max<size_t>(bytes, 1), stream_),
+                           "cudaMallocAsync of " + std::to_string(bytes) +
+                               " bytes for a result on device " + std::to_string(ordinal_));
+  return Status::OK();
+}
+
+void CudaDevice::Free(void* p, void* stream) {
+  if (p == nullptr) return;
+  // On a user's thread (the handle's last owner): its current device is kept.
+  ScopedDevice keep(ordinal_);
+  if (keep.error() != cudaSuccess) return;
+  (void)cudaFreeAsync(p, static_cast<cudaStream_t>(stream));
+}
+
 Status CudaDevice::CopyToHost(void* dst, const void* src, size_t bytes) {
   HVD_RETURN_IF_ERROR(SetDevice());
   return CudaError(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_),

@@ -6,8 +6,8 @@
 
 #include <memory>
 #include <mutex>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "gpu/cuda/batched_copy.h"
 #include "gpu/gpu_backend.h"
@@ -31,6 +31,8 @@ class CudaDevice final : public Device {
   Status Synchronize() override;
   Status Query(bool* done) override;
   Status Buffer(int slot, size_t bytes, void** out) override;
+  Status Allocate(size_t bytes, void** out) override;
+  void Free(void* p, void* stream) override;
   Status CopyToHost(void* dst, const void* src, size_t bytes) override;
   Status CopyToDevice(void* dst, const void* src, size_t bytes) override;
   Status BatchedCopy(const Segment* segments, size_t n, DataType dtype, double scale) override;
@@ -49,9 +51,9 @@ class CudaDevice final : public Device {
   void* buffers_[kSlots] = {};
   size_t buffer_bytes_[kSlots] = {};
   BatchedCopier copier_;
-  std::mutex ready_mu_;                   // RecordReady runs on callers' threads
-  std::vector<cudaEvent_t> ready_pool_;   // guarded by ready_mu_: free events
-  std::vector<cudaEvent_t> ready_made_;   // guarded by ready_mu_: all, destroyed with the device
+  std::mutex ready_mu_;                  // RecordReady runs on callers' threads
+  std::vector<cudaEvent_t> ready_pool_;  // guarded by ready_mu_: free events
+  std::vector<cudaEvent_t> ready_made_;  // guarded by ready_mu_: all, destroyed with the device
 };
 
 }  // namespace hvd::runtime::gpu::cuda

@@ -188,6 +188,13 @@ HVD_C_EXPORT int hvd_handle_output_count(const hvd_handle* h);
 HVD_C_EXPORT const void* hvd_handle_output_at(const hvd_handle* h, int i, size_t* bytes);
 HVD_C_EXPORT int hvd_handle_output_shape_at(const hvd_handle* h, int i, int64_t* dims,
                                             int max_dims);
+/* Where result i is: -1 host memory, else the CUDA device it is on (device tensors of a process
+ * set that runs NCCL). A device result is freed with the handle's last reference, in order after
+ * the stream its inputs named; hvd_handle_share keeps it alive for as long as a view of it lives. */
+HVD_C_EXPORT int hvd_handle_output_device_at(const hvd_handle* h, int i);
+/* A second reference to the same operation (its results included), released with hvd_release on
+ * its own: for a binding whose tensors view a result without copying it. NULL for NULL. */
+HVD_C_EXPORT hvd_handle* hvd_handle_share(const hvd_handle* h);
 /* First-dimension rows (bytes, for byte collectives) per rank of the set: writes up to max;
  * returns how many there are. */
 HVD_C_EXPORT int hvd_handle_output_splits(const hvd_handle* h, int i, int64_t* splits, int max);

@@ -139,7 +139,8 @@ struct Tensor {
   // `stream` so far, and the operation completes once that work is done (the memory is then
   // ready for any stream). Every tensor of one operation is on one device. Where this process
   // cannot use a GPU, a device tensor fails with FailedPrecondition saying why (docs/gpu.md).
-  // Results the runtime owns (Handle::output_data) are in host memory.
+  // Results the runtime owns (Handle::output_data) are on this device where the process set runs
+  // NCCL, else in host memory (Handle::output_device says which).
   int device = -1;
   void* stream = nullptr;
 
@@ -185,6 +186,11 @@ class HVD_EXPORT Handle {
   size_t output_count() const;
   const void* output_data(size_t i = 0) const;
   size_t output_bytes(size_t i = 0) const;
+  // Where output_data(i) is: -1 host memory, else that CUDA device (an operation on device tensors
+  // of a process set that runs NCCL). Device results are ready for any stream once the operation
+  // completes, and are freed with the handle's last copy, in order after the stream the inputs
+  // named (use them on other streams only before that, or copy them).
+  int output_device(size_t i = 0) const;
   const std::vector<int64_t>& output_shape(size_t i = 0) const;
   // First-dimension rows per rank of the process set, in its rank order: allgather, gathered
   // from each; alltoall, received from each; reducescatter, the share each got.
