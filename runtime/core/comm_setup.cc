@@ -49,6 +49,15 @@ const Setting<bool> kHierarchical(
 
 }  // namespace
 
+Status GpuHierarchicalRequested(bool* on) {
+  std::string value, from;
+  *on = false;
+  if (!base::LookupEnv(kHierarchical.name(), "HOROVOD_HIERARCHICAL_ALLREDUCE", &value, &from)) {
+    return Status::OK();
+  }
+  return kHierarchical.Get(on);
+}
+
 Status ConnectComm(rendezvous::Store& store, int rank, int size,
                    const std::vector<std::string>& hosts, std::chrono::milliseconds start_timeout,
                    const TransportWrap& wrap, std::unique_ptr<transport::Transport>* transport,

@@ -437,6 +437,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   eo.gpu.store = ctx->store_.get();
   eo.gpu.hosts = hosts;
   eo.gpu.nccl_timeout = std::chrono::milliseconds(static_cast<int64_t>(nccl_s * 1000));
+  HVD_RETURN_IF_ERROR(GpuHierarchicalRequested(&eo.gpu.hierarchical));
   ctx->engine_ = std::make_unique<Engine>(comm, eo, std::move(tl));
   ctx->engine_->Start();
   HVD_LOG(INFO) << "initialized: rank " << rank << " of " << size << ", local "

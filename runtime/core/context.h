@@ -82,6 +82,12 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
                    const TransportWrap& wrap, std::unique_ptr<transport::Transport>* transport,
                    collectives::Comm* comm);
 
+// Whether GPU allreduces run hierarchically (NCCL within each host, the CPU ring across hosts):
+// only where HVD_HIERARCHICAL_ALLREDUCE (or Horovod's name) is set to 1 in the environment, as
+// Horovod's NCCL path: its default of 1 is for host tensors, and NCCL's own algorithms across
+// hosts are usually faster where it has InfiniBand or RoCE (core/comm_setup.cc).
+Status GpuHierarchicalRequested(bool* on);
+
 // A transport for a job of one rank: there are no peers to talk to.
 std::unique_ptr<transport::Transport> NewSelfTransport();
 

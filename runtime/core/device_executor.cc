@@ -21,16 +21,13 @@ namespace {
 
 // What each rank tells the others when a set decides its mode (fixed size: an allgather).
 struct RankGpu {
-  int32_t flags = 0;  // kHasDevice | kNcclLoaded
+  int32_t flags = 0;  // kHasDevice | kNcclLoaded | kWantsHierarchical
   int32_t device = -1;
   char bus_id[40] = {};
 };
 constexpr int32_t kHasDevice = 1;
 constexpr int32_t kNcclLoaded = 2;
-
-// Elements from one fused tensor to the next are padded to this many bytes: the pack kernel's
-// vector loads stay aligned, and 64 is a multiple of every element size.
-constexpr size_t kAlign = 64;
+constexpr int32_t kWantsHierarchical = 4;
 
 std::string RankName(const collectives::Comm& comm, int r) {
   return "rank " + std::to_string(comm.JobRank(r));
@@ -46,9 +43,7 @@ DeviceExecutor::~DeviceExecutor() = default;
 void DeviceExecutor::Abort() {
   aborted_.store(true);
   base::MutexLock lock(&mu_);
-  for (auto& [id, st] : sets_) {
-    if (st->nccl) st->nccl->Abort();
-  }
+  for (auto& [id, st] : sets_) AbortComms(st.get());
 }
 
 void DeviceExecutor::PublishAbort(const std::string& why) {
@@ -77,6 +72,11 @@ void DeviceExecutor::Forget(int set_id) {
   // Destroyed outside the lock: finalizing a communicator waits for its peers.
 }
 
+void DeviceExecutor::AbortComms(SetState* st) {
+  if (st->nccl) st->nccl->Abort();
+  if (st->local) st->local->Abort();
+}
+
 DeviceExecutor::SetState* DeviceExecutor::Find(int set_id) {
   base::MutexLock lock(&mu_);
   auto it = sets_.find(set_id);
@@ -99,22 +99,23 @@ Status DeviceExecutor::WaitNccl(SetState* st) {
   for (uint64_t polls = 0;; ++polls) {
     bool done = false;
     const Status q = st->dev->Query(&done);
-    const Status async = st->nccl->AsyncError();  // after an abort too
+    Status async = st->nccl->AsyncError();  // after an abort too
+    if (async.ok() && st->local) async = st->local->AsyncError();
     if (!async.ok()) {
-      st->nccl->Abort();
+      AbortComms(st);
       return async;
     }
     if (!q.ok()) return q;
     if (done) return Status::OK();
     if (aborted_.load()) {
-      st->nccl->Abort();
+      AbortComms(st);
       return Aborted("hvd is shutting down");
     }
     if (Clock::now() >= next_peer_check) {
       next_peer_check = Clock::now() + std::chrono::milliseconds(200);
       Status peer = Cancelled(st->set_id, st->generation);
       if (!peer.ok()) {
-        st->nccl->Abort();
+        AbortComms(st);
         return peer;
       }
     }
@@ -161,6 +162,9 @@ Status DeviceExecutor::Decide(int set_id, const collectives::Comm& comm, int dev
     Status nccl = options_.store == nullptr
                       ? FailedPrecondition("no rendezvous store to exchange NCCL ids through")
                       : backend_->LoadNccl();
+    if (options_.hierarchical && comm.hierarchy != nullptr && set_id == 0) {
+      mine.flags |= kWantsHierarchical;
+    }
     if (nccl.ok()) {
       mine.flags |= kNcclLoaded;
     } else {
@@ -245,6 +249,14 @@ Status DeviceExecutor::Decide(int set_id, const collectives::Comm& comm, int dev
     HVD_LOG(INFO) << "process set " << set_id << ": GPU collectives on NCCL "
                   << backend_->nccl_version() << " (" << size << " ranks)";
   }
+  int want_hierarchical = 0;
+  for (const RankGpu& r : all) want_hierarchical += (r.flags & kWantsHierarchical) ? 1 : 0;
+  if (want_hierarchical == size) return FormLocal(comm, st, cancelled);
+  if (want_hierarchical > 0 && comm.rank() == 0) {
+    HVD_LOG(WARNING) << "GPU allreduces of process set " << set_id << " run on NCCL alone: only "
+                     << want_hierarchical << " of " << size
+                     << " ranks set HVD_HIERARCHICAL_ALLREDUCE=1 (set it on every rank)";
+  }
   return Status::OK();
 }
 
@@ -302,7 +314,9 @@ Status DeviceExecutor::NcclAllreduce(SetState* st, const std::vector<BatchRef>& 
   char* buf = nullptr;
   const void* send = nullptr;  // what NCCL reads: the buffer itself, or an unscaled input
   std::vector<std::vector<char>> identities;  // host memory the copies read until Synchronize
-  const bool in_place = !fused && items[0].op != nullptr;
+  // Hierarchical: always through the fusion buffer, padded to a share per local rank.
+  const bool in_place = !fused && items[0].op != nullptr && st->local == nullptr;
+  const size_t padded = LocalCount(*st, total, esize);
   if (in_place) {
     const Tensor& in = items[0].op->inputs[items[0].tensor];
     const Tensor& out = items[0].op->outputs[items[0].tensor];
@@ -316,7 +330,7 @@ Status DeviceExecutor::NcclAllreduce(SetState* st, const std::vector<BatchRef>& 
     }
   } else {
     void* storage = nullptr;
-    HVD_RETURN_IF_ERROR(d->Buffer(0, std::max<size_t>(total * esize, 1), &storage));
+    HVD_RETURN_IF_ERROR(d->Buffer(0, std::max<size_t>(padded * esize, 1), &storage));
     buf = static_cast<char*>(storage);
     mark("MEMCPY_IN_FUSION_BUFFER");
     std::vector<gpu::Segment> segs;
@@ -336,9 +350,15 @@ Status DeviceExecutor::NcclAllreduce(SetState* st, const std::vector<BatchRef>& 
     }
   }
 
-  mark("NCCL_ALLREDUCE");
-  Status s = st->nccl->Allreduce(send != nullptr ? send : buf, buf, total, dtype,
-                                 WireOp(head.reduce_op), d->stream());
+  Status s;
+  if (st->local) {
+    hierarchical_batches_.fetch_add(1);
+    s = Hierarchical(st, buf, padded, dtype, WireOp(head.reduce_op), mark);
+  } else {
+    mark("NCCL_ALLREDUCE");
+    s = st->nccl->Allreduce(send != nullptr ? send : buf, buf, total, dtype, WireOp(head.reduce_op),
+                            d->stream());
+  }
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
 
   const double post = PostFactor(head, contributors);
@@ -410,77 +430,6 @@ Status DeviceExecutor::WaitReady(gpu::Device* d, internal::Operation* op) {
     HVD_RETURN_IF_ERROR(r.device->WaitReady(event));
   }
   return Status::OK();
-}
-
-Status DeviceExecutor::Staged(const std::vector<StagedTensor>& tensors,
-                              const std::function<Status()>& run) {
-  staged_batches_.fetch_add(1);
-  struct Swap {
-    Tensor* t;
-    void* device_data;
-    int device;
-    bool copy_back;
-  };
-  std::vector<Swap> swaps;
-  std::vector<std::unique_ptr<std::vector<char>>> host;
-  std::set<gpu::Device*> used;
-  Status s;
-  for (const StagedTensor& x : tensors) {
-    Tensor& in = x.op->inputs[x.index];
-    if (in.device < 0) continue;
-    gpu::Device* d = nullptr;
-    if (backend_ == nullptr) s = gpu::LoadGpuBackend(&backend_);
-    if (s.ok()) s = backend_->GetDevice(in.device, &d);
-    if (s.ok()) {
-      used.insert(d);
-      s = WaitReady(d, x.op);
-    }
-    if (!s.ok()) break;
-    const size_t bytes = static_cast<size_t>(in.num_elements()) * DataTypeSize(in.dtype);
-    host.push_back(std::make_unique<std::vector<char>>(std::max<size_t>(bytes, 1)));
-    char* h = host.back()->data();
-    if (bytes > 0) s = d->CopyToHost(h, in.data, bytes);
-    // In place (a broadcast, an in-place allreduce): the output shares the host copy.
-    Tensor* out = x.index < x.op->outputs.size() ? &x.op->outputs[x.index] : nullptr;
-    if (out != nullptr && out->data == in.data) {
-      swaps.push_back({out, out->data, out->device, true});
-      out->data = h;
-      out->device = -1;
-      out = nullptr;
-    }
-    swaps.push_back({&in, in.data, in.device, false});
-    in.data = h;
-    in.device = -1;
-    if (out != nullptr && out->device >= 0) {
-      const size_t ob = static_cast<size_t>(out->num_elements()) * DataTypeSize(out->dtype);
-      host.push_back(std::make_unique<std::vector<char>>(std::max<size_t>(ob, 1)));
-      swaps.push_back({out, out->data, out->device, true});
-      out->data = host.back()->data();
-      out->device = -1;
-    }
-    if (!s.ok()) break;
-  }
-  for (gpu::Device* d : used) {
-    if (s.ok()) s = d->Synchronize();
-  }
-  if (s.ok()) s = run();
-  // Results back to the device; the caller's pointers restored whatever happened.
-  std::set<gpu::Device*> written;
-  for (Swap& w : swaps) {
-    void* h = w.t->data;
-    w.t->data = w.device_data;
-    w.t->device = w.device;
-    if (!s.ok() || !w.copy_back) continue;
-    const size_t bytes = static_cast<size_t>(w.t->num_elements()) * DataTypeSize(w.t->dtype);
-    gpu::Device* d = nullptr;
-    s = backend_->GetDevice(w.device, &d);
-    if (s.ok() && bytes > 0) s = d->CopyToDevice(w.device_data, h, bytes);
-    if (s.ok()) written.insert(d);
-  }
-  for (gpu::Device* d : written) {
-    if (s.ok()) s = d->Synchronize();
-  }
-  return s;
 }
 
 }  // namespace hvd::runtime::core

@@ -63,6 +63,9 @@ struct DeviceExecutorOptions {
   // Host name of each job rank (ranks on one host with the same GPU bus id share a GPU).
   std::vector<std::string> hosts;
   std::chrono::milliseconds nccl_timeout{60000};
+  // Allreduces of a set whose communicator spans hosts (Comm::hierarchy) run NCCL within each
+  // host and the CPU ring across hosts (GpuHierarchicalRequested), where every member asks for it.
+  bool hierarchical = false;
 };
 
 class DeviceExecutor {
@@ -88,6 +91,7 @@ class DeviceExecutor {
   // Batches run on NCCL, and staged through host memory (EngineStats); readable from any thread.
   uint64_t nccl_batches() const { return nccl_batches_.load(); }
   uint64_t staged_batches() const { return staged_batches_.load(); }
+  uint64_t hierarchical_batches() const { return hierarchical_batches_.load(); }
 
   // Any thread: NCCL communicators are aborted rather than left to hang (engine stop, a broken
   // transport), and every later GPU batch fails. A rank waiting in NCCL for a dead peer wakes.
@@ -100,6 +104,10 @@ class DeviceExecutor {
   void Forget(int set_id);
 
  private:
+  // Elements from one fused tensor to the next are padded to this many bytes (and so are the
+  // hierarchical allreduce's shares): the pack kernel's vector loads stay aligned, and 64 is a
+  // multiple of every element size.
+  static constexpr size_t kAlign = 64;
   // A process set's GPU path, decided at its first GPU batch.
   struct SetState {
     enum class Mode { kNccl, kStaged };
@@ -110,6 +118,13 @@ class DeviceExecutor {
     std::unique_ptr<gpu::NcclComm> nccl;
     uint64_t generation = 0;  // of the NCCL exchange (its abort key)
     int set_id = 0;
+    // Hierarchical allreduce (device_hierarchical.cc): this host's ranks on NCCL, and the CPU
+    // communicator of this local rank's peers on the other hosts (its transport owned by
+    // `hierarchy`). Null `local`: allreduces run on `nccl` alone.
+    std::unique_ptr<gpu::NcclComm> local;
+    std::shared_ptr<const collectives::Hierarchy> hierarchy;
+    collectives::Comm cross;
+    std::vector<char> host_chunk;  // this rank's share, on its way across hosts
   };
   Status Prepare(int set_id, const collectives::Comm& comm, int device, SetState** out);
   Status Decide(int set_id, const collectives::Comm& comm, int device, SetState* st);
@@ -123,6 +138,17 @@ class DeviceExecutor {
   Status NcclReducescatter(SetState* st, const negotiation::Response& r, size_t t,
                            internal::Operation* op, int contributors);
   Status NcclBroadcast(SetState* st, const negotiation::Response& r, internal::Operation* op);
+  // Hierarchical allreduce (device_hierarchical.cc). FormLocal: every member, right after the
+  // set's communicator formed: this host's communicator, through the store under the host's own
+  // exchange (set id -1 - host index). Hierarchical: `buf` holds `count` elements, a multiple of
+  // the local size (LocalCount), reduced with `op` on every rank of the set.
+  Status FormLocal(const collectives::Comm& comm, SetState* st,
+                   const std::function<Status()>& cancelled);
+  static size_t LocalCount(const SetState& st, size_t count, size_t esize);
+  Status Hierarchical(SetState* st, char* buf, size_t count, DataType dtype, ReduceOp op,
+                      const std::function<void(const char*)>& mark);
+  // Any thread: NCCL work of the set's communicators fails instead of hanging.
+  static void AbortComms(SetState* st);
   // Device memory of its own for result `t` of `op` (its shape and splits set by the caller).
   Status AllocateResult(gpu::Device* d, internal::Operation* op, size_t t, size_t bytes,
                         void** out);
@@ -150,6 +176,7 @@ class DeviceExecutor {
   std::atomic<bool> aborted_{false};
   std::atomic<uint64_t> nccl_batches_{0};
   std::atomic<uint64_t> staged_batches_{0};
+  std::atomic<uint64_t> hierarchical_batches_{0};
   // Written by the background thread only; the lock lets Abort() walk it from any thread.
   mutable base::Mutex mu_;
   std::map<int, std::unique_ptr<SetState>> sets_ HVD_GUARDED_BY(mu_);

@@ -298,6 +298,7 @@ EngineStats Engine::stats() const {
   stats.allreduce_collectives = executor_.allreduce_collectives();
   stats.gpu_nccl_batches = executor_.device().nccl_batches();
   stats.gpu_staged_batches = executor_.device().staged_batches();
+  stats.gpu_hierarchical_batches = executor_.device().hierarchical_batches();
   return stats;
 }
 

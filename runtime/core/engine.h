@@ -108,15 +108,16 @@ struct EngineOptions {
 
 // Counters for tests, benchmarks and status reports.
 struct EngineStats {
-  uint64_t cycles = 0;                 // rounds of the background loop (global set's cycles)
-  uint64_t set_cycles = 0;             // cycles of process sets run between global rounds
-  uint64_t caller_rounds = 0;          // rounds run on a caller's thread (HVD_RUN_ON_CALLER)
-  uint64_t slow_path_cycles = 0;       // cycles that gathered requests through a set's root
-  uint64_t cache_hits = 0;             // keys run from the response cache
-  uint64_t negotiated = 0;             // keys run from coordinator responses
-  uint64_t allreduce_collectives = 0;  // ring allreduces run; a fused batch counts once
-  uint64_t gpu_nccl_batches = 0;       // batches of device tensors run on NCCL...
-  uint64_t gpu_staged_batches = 0;     // ...and staged through host memory
+  uint64_t cycles = 0;                    // rounds of the background loop (global set's cycles)
+  uint64_t set_cycles = 0;                // cycles of process sets run between global rounds
+  uint64_t caller_rounds = 0;             // rounds run on a caller's thread (HVD_RUN_ON_CALLER)
+  uint64_t slow_path_cycles = 0;          // cycles that gathered requests through a set's root
+  uint64_t cache_hits = 0;                // keys run from the response cache
+  uint64_t negotiated = 0;                // keys run from coordinator responses
+  uint64_t allreduce_collectives = 0;     // ring allreduces run; a fused batch counts once
+  uint64_t gpu_nccl_batches = 0;          // batches of device tensors run on NCCL...
+  uint64_t gpu_staged_batches = 0;        // ...and staged through host memory
+  uint64_t gpu_hierarchical_batches = 0;  // NCCL allreduces within hosts, the CPU ring across
 };
 
 class Engine {

@@ -130,7 +130,8 @@ Status Collectives(int rank, int size, const std::string& dir, bool want_nccl) {
                                     std::vector<float>(i + 1, want)));
   }
 
-  // Half precision, broadcast, and an allgather whose result comes back in host memory.
+  // Half precision, broadcast, and an allgather whose result is device memory of the runtime's on
+  // NCCL (host memory when staged).
   std::vector<uint16_t> h(5, rank == 0 ? 0x3C00 : 0x4000);  // 1.0 / 2.0 in binary16
   uint16_t* dh = nullptr;
   HVD_RETURN_IF_ERROR(ToDevice(h, &dh));
@@ -144,8 +145,21 @@ Status Collectives(int rank, int size, const std::string& dir, bool want_nccl) {
   HVD_RETURN_IF_ERROR(ToDevice(rows, &dr));
   Handle g = AllgatherAsync("gather", OnGpu(dr, DataType::kInt32, rank + 1, stream));
   HVD_RETURN_IF_ERROR(g.Wait());
-  HVD_RETURN_IF_ERROR(Check(g.output_bytes() == sizeof(int32_t) * size * (size + 1) / 2,
+  const size_t gathered = static_cast<size_t>(size * (size + 1) / 2);
+  HVD_RETURN_IF_ERROR(Check(g.output_bytes() == sizeof(int32_t) * gathered,
                             "allgather size " + std::to_string(g.output_bytes())));
+  HVD_RETURN_IF_ERROR(Check(g.output_device() == (want_nccl ? 0 : -1),
+                            "allgather result on device " + std::to_string(g.output_device())));
+  std::vector<int32_t> all(gathered);
+  const int32_t* out = static_cast<const int32_t*>(g.output_data());
+  if (want_nccl) {
+    HVD_RETURN_IF_ERROR(ToHost(out, gathered, &all));
+  } else {
+    all.assign(out, out + gathered);
+  }
+  std::vector<int32_t> want_all;
+  for (int r = 0; r < size; ++r) want_all.insert(want_all.end(), r + 1, r);
+  HVD_RETURN_IF_ERROR(ExpectEqual("allgather", all, want_all));
 
   const runtime::core::EngineStats stats = runtime::core::CurrentEngineStats();
   if (want_nccl) {

@@ -220,5 +220,61 @@ TEST(GpuNcclPath, AJoinedRankContributesTheIdentityOnNccl) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// Four ranks on two simulated hosts with HVD_HIERARCHICAL_ALLREDUCE=1: every allreduce runs as an
+// NCCL reducescatter within the host, the CPU ring across hosts and an NCCL allgather, with
+// shares padded (sizes not divisible by the two local ranks); without the variable on every rank
+// the allreduces stay flat. `set`: whether this rank sets it; `on`: whether the job runs it.
+Status HierarchicalRank(int rank, int size, const std::string& dir, bool set, bool on) {
+  setenv("HVD_HOSTNAME", testing::SplitHosts(size, 2)[rank].c_str(), 1);
+  setenv("HVD_ADVERTISE_ADDR", "127.0.0.1", 1);
+  if (set) setenv("HVD_HIERARCHICAL_ALLREDUCE", "1", 1);
+  HostGpuBackend* gpu = nullptr;
+  HVD_RETURN_IF_ERROR(InitWithNccl(rank, size, dir, &gpu));
+  AllreduceOptions sum;
+  sum.op = ReduceOp::kSum;
+  std::vector<float> x(1001, static_cast<float>(rank + 1));
+  Tensor t = OnDevice(x.data(), DataType::kFloat32, {1001});
+  HVD_RETURN_IF_ERROR(Allreduce("sum", t, t, sum));
+  HVD_RETURN_IF_ERROR(ExpectEqual("sum", x, std::vector<float>(1001, 10.0f)));
+  std::vector<std::vector<double>> g = {
+      std::vector<double>(3, rank), {}, std::vector<double>(17, 2.0 * rank)};
+  std::vector<Tensor> ts;
+  for (auto& v : g) {
+    ts.push_back(OnDevice(v.data(), DataType::kFloat64, {static_cast<int64_t>(v.size())}));
+  }
+  AllreduceOptions avg;  // average, prescaled
+  avg.prescale = 2.0;
+  HVD_RETURN_IF_ERROR(GroupedAllreduce("group", ts, ts, avg));
+  HVD_RETURN_IF_ERROR(ExpectEqual("group 0", g[0], std::vector<double>(3, 3.0)));
+  HVD_RETURN_IF_ERROR(ExpectEqual("group 2", g[2], std::vector<double>(17, 6.0)));
+  std::vector<int64_t> one(1, rank);
+  Tensor t1 = OnDevice(one.data(), DataType::kInt64, {1});
+  HVD_RETURN_IF_ERROR(Allreduce("one", t1, t1, sum));
+  HVD_RETURN_IF_ERROR(ExpectEqual("one element", one, std::vector<int64_t>(1, 6)));
+  const runtime::core::EngineStats stats = runtime::core::CurrentEngineStats();
+  HVD_RETURN_IF_ERROR(Check(stats.gpu_nccl_batches == 3, "want 3 NCCL batches"));
+  HVD_RETURN_IF_ERROR(
+      Check(gpu->comms == (on ? 2 : 1), "communicators: " + std::to_string(gpu->comms)));
+  HVD_RETURN_IF_ERROR(
+      Check(stats.gpu_hierarchical_batches == (on ? 3u : 0u),
+            "hierarchical batches: " + std::to_string(stats.gpu_hierarchical_batches)));
+  return Shutdown();
+}
+
+TEST(GpuNcclPath, HierarchicalAllreduceAcrossTwoHosts) {
+  auto res = RunRanks(4, [](int rank, int size, const std::string& dir) -> Status {
+    return HierarchicalRank(rank, size, dir, /*set=*/true, /*on=*/true);
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+TEST(GpuNcclPath, HierarchicalOnlyWhenSetOnEveryRank) {
+  auto res = RunRanks(4, [](int rank, int size, const std::string& dir) -> Status {
+    unsetenv("HVD_HIERARCHICAL_ALLREDUCE");  // rank 3 leaves it at its default
+    return HierarchicalRank(rank, size, dir, /*set=*/rank != 3, /*on=*/false);
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 }  // namespace
 }  // namespace hvd

@@ -64,7 +64,7 @@ class FileNcclComm : public runtime::gpu::NcclComm {
     for (int p = 0; p < size_; ++p) {
       if (all[p].size() != send_bytes) return Internal("allgather: blocks of different sizes");
       if (send_bytes > 0)
-        std::memcpy(static_cast<char*>(recv) + p * send_bytes, all[p].data(), send_bytes);
+        std::memmove(static_cast<char*>(recv) + p * send_bytes, all[p].data(), send_bytes);
     }
     return Status::OK();
   }
