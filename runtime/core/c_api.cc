@@ -1,6 +1,7 @@
 // The C ABI over the C++ API: opaque handles, integer status codes, thread-local error text.
 #include "hvd/c_api.h"
 
+#include <new>
 #include <string>
 #include <vector>
 
@@ -368,7 +369,7 @@ int hvd_handle_output_device_at(const hvd_handle* h, int i) {
 }
 
 hvd_handle* hvd_handle_share(const hvd_handle* h) {
-  return h ? new hvd_handle{h->handle} : nullptr;
+  return h ? new (std::nothrow) hvd_handle{h->handle} : nullptr;
 }
 
 int hvd_handle_output_shape_at(const hvd_handle* h, int i, int64_t* dims, int max_dims) {

@@ -251,7 +251,15 @@ Status DeviceExecutor::Decide(int set_id, const collectives::Comm& comm, int dev
   }
   int want_hierarchical = 0;
   for (const RankGpu& r : all) want_hierarchical += (r.flags & kWantsHierarchical) ? 1 : 0;
-  if (want_hierarchical == size) return FormLocal(comm, st, cancelled);
+  if (want_hierarchical == size) {
+    Status local = FormLocal(comm, st, cancelled);
+    if (!local.ok()) {
+      // The ranks of other hosts may still be forming theirs: they watch the set's abort key.
+      (void)gpu::AbortNcclExchange(*options_.store, set_id, x.generation, local.message());
+      st->nccl->Abort();
+    }
+    return local;
+  }
   if (want_hierarchical > 0 && comm.rank() == 0) {
     HVD_LOG(WARNING) << "GPU allreduces of process set " << set_id << " run on NCCL alone: only "
                      << want_hierarchical << " of " << size

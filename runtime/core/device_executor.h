@@ -149,9 +149,14 @@ class DeviceExecutor {
                       const std::function<void(const char*)>& mark);
   // Any thread: NCCL work of the set's communicators fails instead of hanging.
   static void AbortComms(SetState* st);
-  // Device memory of its own for result `t` of `op` (its shape and splits set by the caller).
+  // Where result `t` of `op` is written (its shape and splits set by the caller): device memory
+  // of its own, or, when that cannot be allocated, the fusion buffer, copied to the result's host
+  // memory by FinishResult.
   Status AllocateResult(gpu::Device* d, internal::Operation* op, size_t t, size_t bytes,
                         void** out);
+  // After the collective `s` (OK: enqueued): waits for it; a result written to the fusion buffer
+  // goes to host memory; a failed one is freed after our stream's work, not the caller's.
+  Status FinishResult(SetState* st, internal::Operation* op, size_t t, const void* out, Status s);
   // Our stream on `d` waits for the caller's work before `op` was submitted (the events recorded
   // then; each once, however many batches the operation spans).
   Status WaitReady(gpu::Device* d, internal::Operation* op);
@@ -177,6 +182,7 @@ class DeviceExecutor {
   std::atomic<uint64_t> nccl_batches_{0};
   std::atomic<uint64_t> staged_batches_{0};
   std::atomic<uint64_t> hierarchical_batches_{0};
+  std::atomic<bool> warned_allocation_{false};
   // Written by the background thread only; the lock lets Abort() walk it from any thread.
   mutable base::Mutex mu_;
   std::map<int, std::unique_ptr<SetState>> sets_ HVD_GUARDED_BY(mu_);

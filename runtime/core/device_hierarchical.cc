@@ -30,6 +30,11 @@ Status DeviceExecutor::FormLocal(const collectives::Comm& comm, SetState* st,
   x.rank = h.local->rank();
   x.size = h.local->size();
   x.timeout = options_.nccl_timeout;
+  // The host's ranks in local rank order (the global set's ranks are the job's).
+  for (int r = 0; r < static_cast<int>(options_.hosts.size()); ++r) {
+    if (options_.hosts[r] == options_.hosts[comm.rank()]) x.job_ranks.push_back(r);
+  }
+  if (x.job_ranks.size() != static_cast<size_t>(x.size)) x.job_ranks.clear();
   const std::string what =
       "the NCCL communicator of host " + std::to_string(host) + "'s ranks (hierarchical allreduce)";
   std::string id;
@@ -44,7 +49,7 @@ Status DeviceExecutor::FormLocal(const collectives::Comm& comm, SetState* st,
     std::vector<int> missing;
     std::string who;
     if (gpu::MissingNcclRanks(*options_.store, x, &missing).ok() && !missing.empty()) {
-      who = "; local " + gpu::DescribeMissingRanks(missing, {});
+      who = "; local " + gpu::DescribeMissingRanks(missing, x.job_ranks);
     }
     (void)gpu::AbortNcclExchange(*options_.store, x.set_id, x.generation, s.message());
     return s.WithContext(what + who);
@@ -76,10 +81,13 @@ Status DeviceExecutor::Hierarchical(SetState* st, char* buf, size_t count, DataT
   char* mine = buf + static_cast<size_t>(st->local->rank()) * bytes;
   mark("NCCL_REDUCESCATTER");
   HVD_RETURN_IF_ERROR(st->local->Reducescatter(buf, mine, share, dtype, op, d->stream()));
+  // Waited for by polling first: a copy to pageable memory blocks in CUDA until the stream gets
+  // there, and a peer that gave up would leave it blocked for good (WaitNccl sees the abort).
+  HVD_RETURN_IF_ERROR(WaitNccl(st));
   if (st->host_chunk.size() < bytes) st->host_chunk.resize(bytes);
   mark("MEMCPY_IN_HOST_BUFFER");
   if (bytes > 0) HVD_RETURN_IF_ERROR(d->CopyToHost(st->host_chunk.data(), mine, bytes));
-  HVD_RETURN_IF_ERROR(WaitNccl(st));
+  HVD_RETURN_IF_ERROR(d->Synchronize());
   mark("CPU_ALLREDUCE");
   HVD_RETURN_IF_ERROR(collectives::Allreduce(st->cross, st->host_chunk.data(), share, dtype, op)
                           .WithContext("across hosts"));

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "base/logging.h"
 #include "collectives/reduce.h"
 #include "core/device_executor.h"
 #include "fusion/fusion_buffer.h"
@@ -47,7 +48,19 @@ Status DeviceExecutor::AllocateResult(gpu::Device* d, internal::Operation* op, s
     res.device->Free(res.device_data, res.free_stream);
     res.device_data = nullptr;
   }
-  HVD_RETURN_IF_ERROR(d->Allocate(bytes, out));
+  const Status a = d->Allocate(bytes, out);
+  if (!a.ok()) {
+    // The device is full (PyTorch's cache holds most of it) or has no memory pools: the
+    // collective still runs on NCCL, into the fusion buffer, and the result is copied to host
+    // memory (FinishResult), as a staged one. One failed allocation must not fail the job.
+    if (!warned_allocation_.exchange(true)) {
+      HVD_LOG(WARNING) << "a result of " << bytes << " bytes could not be allocated on CUDA device "
+                       << d->ordinal() << " (" << a.message()
+                       << "); such results are returned in host memory";
+    }
+    res.data.assign(bytes, 0);
+    return d->Buffer(0, std::max<size_t>(bytes, 1), out);
+  }
   res.data.clear();
   res.device = d;
   res.device_data = *out;
@@ -55,6 +68,23 @@ Status DeviceExecutor::AllocateResult(gpu::Device* d, internal::Operation* op, s
   // Freed after the work the caller queues on the stream it submitted from (where it uses the
   // result); operations on device tensors always name it.
   res.free_stream = t < op->inputs.size() ? op->inputs[t].stream : nullptr;
+  return Status::OK();
+}
+
+Status DeviceExecutor::FinishResult(SetState* st, internal::Operation* op, size_t t,
+                                    const void* out, Status s) {
+  if (s.ok()) s = WaitNccl(st);
+  if (op == nullptr) return s;
+  internal::Operation::Result& res = op->results[t];
+  if (!s.ok()) {
+    // Our stream may still write the result (NCCL aborted mid-way): free it after our stream.
+    if (res.device_data != nullptr) res.free_stream = st->dev->stream();
+    return s;
+  }
+  if (res.device_data == nullptr && !res.data.empty()) {
+    HVD_RETURN_IF_ERROR(st->dev->CopyToHost(res.data.data(), out, res.data.size()));
+    HVD_RETURN_IF_ERROR(st->dev->Synchronize());
+  }
   return Status::OK();
 }
 
@@ -115,8 +145,7 @@ Status DeviceExecutor::NcclAllgather(SetState* st, const Response& r, size_t t,
     const std::vector<size_t> at = Offsets(bytes);
     s = st->nccl->Alltoall(in, send.data(), zero.data(), out, bytes.data(), at.data(), d->stream());
   }
-  if (s.ok()) s = WaitNccl(st);
-  return s.WithContext("allgather of '" + spec.name + "'");
+  return FinishResult(st, op, t, out, s).WithContext("allgather of '" + spec.name + "'");
 }
 
 Status DeviceExecutor::NcclAlltoall(SetState* st, const Response& r, internal::Operation* op) {
@@ -148,8 +177,7 @@ Status DeviceExecutor::NcclAlltoall(SetState* st, const Response& r, internal::O
   const std::vector<size_t> send_at = Offsets(send), recv_at = Offsets(recv);
   Status s = st->nccl->Alltoall(op->inputs[0].data, send.data(), send_at.data(), out, recv.data(),
                                 recv_at.data(), d->stream());
-  if (s.ok()) s = WaitNccl(st);
-  return s.WithContext("alltoall of '" + r.key + "'");
+  return FinishResult(st, op, 0, out, s).WithContext("alltoall of '" + r.key + "'");
 }
 
 Status DeviceExecutor::NcclReducescatter(SetState* st, const Response& r, size_t t,
@@ -219,8 +247,7 @@ Status DeviceExecutor::NcclReducescatter(SetState* st, const Response& r, size_t
       s = d->BatchedCopy(&seg, 1, spec.dtype, post);
     }
   }
-  if (s.ok()) s = WaitNccl(st);
-  return s.WithContext("reducescatter of '" + spec.name + "'");
+  return FinishResult(st, op, t, out, s).WithContext("reducescatter of '" + spec.name + "'");
 }
 
 }  // namespace hvd::runtime::core

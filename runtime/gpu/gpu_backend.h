@@ -112,13 +112,14 @@ class Device {
   virtual Status Buffer(int slot, size_t bytes, void** out) = 0;
 
   // Device memory of its own for a result the caller keeps (an allgather's, an alltoall's or a
-  // reducescatter's on NCCL): allocated in stream order on our stream (cudaMallocAsync), so our
-  // stream may write it at once, and any stream may use it once that work is done. At least one
-  // byte is allocated, so *out is never null on OK.
+  // reducescatter's on NCCL): allocated in stream order on our stream from a memory pool of the
+  // device's own (cudaMallocFromPoolAsync), so our stream may write it at once, and any stream may
+  // use it once that work is done. At least one byte is allocated, so *out is never null on OK.
+  // An error (out of memory, no memory pools) leaves the device usable.
   virtual Status Allocate(size_t bytes, void** out) = 0;
   // Any thread: gives `p` back after the work enqueued so far on `stream` (cudaFreeAsync there:
-  // the caller's stream, where the result's users are). Errors are ignored (a process exiting
-  // after CUDA's teardown).
+  // the caller's stream, where the result's users are; our stream after a failed operation).
+  // Errors are ignored (a process exiting after CUDA's teardown).
   virtual void Free(void* p, void* stream) = 0;
 
   // Asynchronous on our stream. Host memory need not be pinned (it then copies synchronously with

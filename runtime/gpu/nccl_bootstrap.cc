@@ -28,8 +28,10 @@ std::string RankName(int rank, const std::vector<int>& job_ranks) {
 }
 
 std::string SetName(const NcclIdExchange& x) {
-  return "process set " + std::to_string(x.set_id) + "'s NCCL communicator (generation " +
-         std::to_string(x.generation) + ")";
+  // Negative ids: a host's own communicator of the hierarchical allreduce (docs/rendezvous.md).
+  const std::string whose = x.set_id >= 0 ? "process set " + std::to_string(x.set_id)
+                                          : "host " + std::to_string(-1 - x.set_id);
+  return whose + "'s NCCL communicator (generation " + std::to_string(x.generation) + ")";
 }
 
 Status CheckExchange(const NcclIdExchange& x) {

@@ -34,7 +34,7 @@ inline constexpr size_t kNcclIdBytes = 128;
 
 // One rank's part in one communicator's exchange.
 struct NcclIdExchange {
-  int set_id = 0;           // the process set's id (0: the global set)
+  int set_id = 0;  // the process set's id (0: the global set; -1 - h: host h's, hierarchical)
   uint64_t generation = 0;  // the set's communicator generation (see above)
   int rank = 0;             // this rank within the set
   int size = 1;             // the set's size

@@ -151,23 +151,32 @@ TEST(GpuNcclPath, BroadcastAllgatherAlltoallReducescatterMakeDeviceResults) {
       HVD_RETURN_IF_ERROR(ExpectEqual("alltoall", recv, want));
 
       // Reducescatter: 6 rows share evenly (NCCL's), 4 unevenly (2, 1, 1: an allreduce and a
-      // slice); averaged with a prescale.
+      // slice); averaged with a prescale. Element i of rank r is r + 1 + i, so each share's
+      // offset shows: the average of 3 x (r + 1 + i) over the ranks is 6 + 3i.
       AllreduceOptions avg;
       avg.op = ReduceOp::kAverage;
       avg.prescale = 3.0;
-      std::vector<float> rs6(12, static_cast<float>(rank + 1)), rs4(8, static_cast<float>(rank));
+      std::vector<float> rs6(12), rs4(8);
+      for (size_t i = 0; i < rs6.size(); ++i) rs6[i] = static_cast<float>(rank + 1 + i);
+      for (size_t i = 0; i < rs4.size(); ++i) rs4[i] = static_cast<float>(rank + 1 + i);
+      const std::vector<float> rs4_in = rs4;
       Handle r6 = ReducescatterAsync("rs6", OnDevice(rs6.data(), DataType::kFloat32, {6, 2}), avg);
       Handle r4 = ReducescatterAsync("rs4", OnDevice(rs4.data(), DataType::kFloat32, {4, 2}), avg);
       HVD_RETURN_IF_ERROR(r6.Wait());
       HVD_RETURN_IF_ERROR(r4.Wait());
+      auto share = [](size_t from, size_t n) {
+        std::vector<float> v;
+        for (size_t i = from; i < from + n; ++i) v.push_back(6.0f + 3.0f * static_cast<float>(i));
+        return v;
+      };
       HVD_RETURN_IF_ERROR(DeviceResult(r6, 0, &got));
-      HVD_RETURN_IF_ERROR(ExpectEqual("even reducescatter", got, std::vector<float>(4, 6.0f)));
+      HVD_RETURN_IF_ERROR(ExpectEqual("even reducescatter", got, share(4 * rank, 4)));
       HVD_RETURN_IF_ERROR(DeviceResult(r4, 0, &got));
-      HVD_RETURN_IF_ERROR(
-          ExpectEqual("uneven reducescatter", got, std::vector<float>(rank == 0 ? 4 : 2, 3.0f)));
+      HVD_RETURN_IF_ERROR(ExpectEqual("uneven reducescatter", got,
+                                      rank == 0 ? share(0, 4) : share(2 + 2 * rank, 2)));
       HVD_RETURN_IF_ERROR(
           Check(r4.output_splits() == std::vector<int64_t>{2, 1, 1}, "uneven shares"));
-      HVD_RETURN_IF_ERROR(ExpectEqual("reducescatter input", rs4, std::vector<float>(8, rank)));
+      HVD_RETURN_IF_ERROR(ExpectEqual("reducescatter input", rs4, rs4_in));
       HVD_RETURN_IF_ERROR(ExpectNcclOnly(6));
     }
     // Every device result went back to its device with the operation's last reference (the
@@ -220,6 +229,30 @@ TEST(GpuNcclPath, AJoinedRankContributesTheIdentityOnNccl) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+TEST(GpuNcclPath, AResultThatCannotBeAllocatedComesBackInHostMemory) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HostGpuBackend* gpu = nullptr;
+    HVD_RETURN_IF_ERROR(InitWithNccl(rank, size, dir, &gpu));
+    std::vector<float> warm(1, 1.0f);  // makes the device, so its allocations can fail
+    Tensor tw = OnDevice(warm.data(), DataType::kFloat32, {1});
+    HVD_RETURN_IF_ERROR(Allreduce("warm", tw, tw, testing::Sum()));
+    gpu->device(0)->fail_allocations = rank == 1;
+    std::vector<int32_t> rows(3 * (rank + 1));
+    for (size_t i = 0; i < rows.size(); ++i) rows[i] = rank * 100 + static_cast<int32_t>(i);
+    Handle h = AllgatherAsync("g", OnDevice(rows.data(), DataType::kInt32, {rank + 1, 3}));
+    HVD_RETURN_IF_ERROR(h.Wait());
+    HVD_RETURN_IF_ERROR(Check(h.output_device() == (rank == 1 ? -1 : 0),
+                              "result on device " + std::to_string(h.output_device())));
+    const int32_t* p = static_cast<const int32_t*>(h.output_data());
+    const std::vector<int32_t> got(p, p + h.output_bytes() / sizeof(int32_t));
+    HVD_RETURN_IF_ERROR(
+        ExpectEqual("allgather", got, std::vector<int32_t>{0, 1, 2, 100, 101, 102, 103, 104, 105}));
+    HVD_RETURN_IF_ERROR(ExpectNcclOnly(2));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 // Four ranks on two simulated hosts with HVD_HIERARCHICAL_ALLREDUCE=1: every allreduce runs as an
 // NCCL reducescatter within the host, the CPU ring across hosts and an NCCL allgather, with
 // shares padded (sizes not divisible by the two local ranks); without the variable on every rank
@@ -232,10 +265,15 @@ Status HierarchicalRank(int rank, int size, const std::string& dir, bool set, bo
   HVD_RETURN_IF_ERROR(InitWithNccl(rank, size, dir, &gpu));
   AllreduceOptions sum;
   sum.op = ReduceOp::kSum;
-  std::vector<float> x(1001, static_cast<float>(rank + 1));
+  // Element i of rank r is r + 1 + i: a share reduced at the wrong place shows.
+  std::vector<float> x(1001), want(1001);
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = static_cast<float>(rank + 1 + i);
+    want[i] = static_cast<float>(10 + 4 * i);
+  }
   Tensor t = OnDevice(x.data(), DataType::kFloat32, {1001});
   HVD_RETURN_IF_ERROR(Allreduce("sum", t, t, sum));
-  HVD_RETURN_IF_ERROR(ExpectEqual("sum", x, std::vector<float>(1001, 10.0f)));
+  HVD_RETURN_IF_ERROR(ExpectEqual("sum", x, want));
   std::vector<std::vector<double>> g = {
       std::vector<double>(3, rank), {}, std::vector<double>(17, 2.0 * rank)};
   std::vector<Tensor> ts;

@@ -63,6 +63,7 @@ class HostDevice : public runtime::gpu::Device {
     return Status::OK();
   }
   Status Allocate(size_t bytes, void** out) override {
+    if (fail_allocations) return Unavailable("out of memory (test)");
     *out = new char[bytes > 0 ? bytes : 1];
     ++allocated;
     return Status::OK();
@@ -92,6 +93,7 @@ class HostDevice : public runtime::gpu::Device {
   }
 
   int waits = 0, syncs = 0, copies = 0;
+  bool fail_allocations = false;
   std::atomic<int> recorded{0}, waited{0}, released{0}, allocated{0}, freed{0};
 
  private:

@@ -7,17 +7,21 @@
 //
 // Each call is one exchange: rank r writes `<dir>/<id>.<call>.<r>` (to a temporary name, then
 // renamed, so a reader never sees half a file) and reads every rank's file of the same call.
-// A rank whose peer never writes fails after 30 s, naming the call and the peer.
+// A rank whose peer never writes fails after 30 s, naming the call and the peer. Where NCCL would
+// misbehave, this fails: ranks that disagree on a call (its kind, count, type, operation or root:
+// each file starts with them), and buffers that overlap otherwise than NCCL's in-place rules allow
+// (allreduce: send == recv; reducescatter: recv == send + rank x block; allgather: send == recv +
+// rank x block; send/recv: never).
 #pragma once
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,10 +41,10 @@ class FileNcclComm : public runtime::gpu::NcclComm {
 
   Status Allreduce(const void* send, void* recv, size_t count, DataType dtype, ReduceOp op,
                    void* stream) override {
-    std::vector<std::string> all;
     const size_t bytes = count * DataTypeSize(dtype);
-    HVD_RETURN_IF_ERROR(
-        Exchange("allreduce", std::string(static_cast<const char*>(send), bytes), &all));
+    HVD_RETURN_IF_ERROR(InPlace("allreduce", send, bytes, recv, bytes, recv));
+    std::vector<std::string> all;
+    HVD_RETURN_IF_ERROR(Exchange(Call("allreduce", count, dtype, op), Bytes(send, bytes), &all));
     std::vector<char> acc(all[0].begin(), all[0].end());
     for (int p = 1; p < size_; ++p) {
       runtime::collectives::ReduceInto(acc.data(), all[p].data(), count, dtype, op);
@@ -48,38 +52,55 @@ class FileNcclComm : public runtime::gpu::NcclComm {
     if (bytes > 0) std::memcpy(recv, acc.data(), bytes);
     return Status::OK();
   }
+
   Status Broadcast(void* buf, size_t bytes, int root, void* stream) override {
     std::vector<std::string> all;
-    HVD_RETURN_IF_ERROR(Exchange(
-        "broadcast",
-        rank_ == root ? std::string(static_cast<const char*>(buf), bytes) : std::string(), &all));
-    if (all[root].size() != bytes) return Internal("broadcast: the root sent another size");
+    HVD_RETURN_IF_ERROR(Exchange(Call("broadcast", bytes, DataType::kUInt8, ReduceOp::kSum, root),
+                                 rank_ == root ? Bytes(buf, bytes) : std::string(), &all));
     if (bytes > 0) std::memcpy(buf, all[root].data(), bytes);
     return Status::OK();
   }
+
   Status Allgather(const void* send, void* recv, size_t send_bytes, void* stream) override {
-    std::vector<std::string> all;
+    char* out = static_cast<char*>(recv);
     HVD_RETURN_IF_ERROR(
-        Exchange("allgather", std::string(static_cast<const char*>(send), send_bytes), &all));
+        InPlace("allgather", send, send_bytes, recv, send_bytes * size_, out + rank_ * send_bytes));
+    std::vector<std::string> all;
+    HVD_RETURN_IF_ERROR(Exchange(Call("allgather", send_bytes, DataType::kUInt8, ReduceOp::kSum),
+                                 Bytes(send, send_bytes), &all));
     for (int p = 0; p < size_; ++p) {
-      if (all[p].size() != send_bytes) return Internal("allgather: blocks of different sizes");
-      if (send_bytes > 0)
-        std::memmove(static_cast<char*>(recv) + p * send_bytes, all[p].data(), send_bytes);
+      if (send_bytes > 0) std::memmove(out + p * send_bytes, all[p].data(), send_bytes);
     }
     return Status::OK();
   }
+
   Status Reducescatter(const void* send, void* recv, size_t recv_count, DataType dtype, ReduceOp op,
                        void* stream) override {
     const size_t block = recv_count * DataTypeSize(dtype);
-    std::vector<char> full(block * size_);
-    HVD_RETURN_IF_ERROR(Allreduce(send, full.data(), recv_count * size_, dtype, op, stream));
-    if (block > 0) std::memcpy(recv, full.data() + rank_ * block, block);
+    // NCCL's in place: this rank's block of the input is the output.
+    HVD_RETURN_IF_ERROR(InPlace("reducescatter", recv, block, send, block * size_,
+                                static_cast<const char*>(send) + rank_ * block));
+    std::vector<std::string> all;
+    HVD_RETURN_IF_ERROR(
+        Exchange(Call("reducescatter", recv_count, dtype, op), Bytes(send, block * size_), &all));
+    std::vector<char> acc(all[0].begin(), all[0].end());
+    for (int p = 1; p < size_; ++p) {
+      runtime::collectives::ReduceInto(acc.data(), all[p].data(), recv_count * size_, dtype, op);
+    }
+    if (block > 0) std::memcpy(recv, acc.data() + rank_ * block, block);
     return Status::OK();
   }
+
   // Each rank writes, for every peer, [8-byte length][bytes]; every rank reads its own block.
   Status Alltoall(const void* send, const size_t* send_bytes, const size_t* send_offsets,
                   void* recv, const size_t* recv_bytes, const size_t* recv_offsets,
                   void* stream) override {
+    size_t sent = 0, received = 0;
+    for (int p = 0; p < size_; ++p) {
+      sent = std::max(sent, send_offsets[p] + send_bytes[p]);
+      received = std::max(received, recv_offsets[p] + recv_bytes[p]);
+    }
+    HVD_RETURN_IF_ERROR(InPlace("alltoall", send, sent, recv, received, nullptr));
     std::string out;
     for (int p = 0; p < size_; ++p) {
       const uint64_t n = send_bytes[p];
@@ -87,7 +108,7 @@ class FileNcclComm : public runtime::gpu::NcclComm {
       out.append(static_cast<const char*>(send) + send_offsets[p], send_bytes[p]);
     }
     std::vector<std::string> all;
-    HVD_RETURN_IF_ERROR(Exchange("alltoall", out, &all));
+    HVD_RETURN_IF_ERROR(Exchange(Call("alltoall", 0, DataType::kUInt8, ReduceOp::kSum), out, &all));
     for (int p = 0; p < size_; ++p) {
       size_t at = 0;
       for (int q = 0;; ++q) {
@@ -108,22 +129,48 @@ class FileNcclComm : public runtime::gpu::NcclComm {
     }
     return Status::OK();
   }
+
   Status AsyncError() override { return Status::OK(); }
   void Abort() override {}
 
-  int calls() const { return call_; }
-
  private:
-  Status Exchange(const char* what, const std::string& mine, std::vector<std::string>* all) {
-    const std::string base = dir_ + "/" + id_ + "." + std::to_string(call_++) + ".";
+  static std::string Bytes(const void* p, size_t n) {
+    return n > 0 ? std::string(static_cast<const char*>(p), n) : std::string();
+  }
+
+  static std::string Call(const char* what, size_t count, DataType dtype, ReduceOp op,
+                          int root = -1) {
+    return std::string(what) + " count=" + std::to_string(count) +
+           " dtype=" + std::to_string(static_cast<int>(dtype)) +
+           " op=" + std::to_string(static_cast<int>(op)) + " root=" + std::to_string(root);
+  }
+
+  // `a` (a_bytes) and `b` (b_bytes) may overlap only with `a` at `allowed` (null: never).
+  static Status InPlace(const char* what, const void* a, size_t a_bytes, const void* b,
+                        size_t b_bytes, const void* allowed) {
+    const char* pa = static_cast<const char*>(a);
+    const char* pb = static_cast<const char*>(b);
+    const bool overlap = a_bytes > 0 && b_bytes > 0 && pa < pb + b_bytes && pb < pa + a_bytes;
+    if (!overlap || pa == allowed) return Status::OK();
+    return InvalidArgument(std::string(what) +
+                           ": the send and receive buffers overlap otherwise than NCCL's in-place "
+                           "rule allows");
+  }
+
+  // `call` says what this rank calls (every rank must call the same); a file holds it, a newline,
+  // then the data.
+  Status Exchange(const std::string& call, const std::string& mine, std::vector<std::string>* all) {
+    const int n = call_++;
+    const std::string base = dir_ + "/" + id_ + "." + std::to_string(n) + ".";
     const std::string tmp = base + std::to_string(rank_) + ".tmp";
     {
       std::ofstream f(tmp, std::ios::binary);
+      f << call << '\n';
       f.write(mine.data(), static_cast<std::streamsize>(mine.size()));
-      if (!f) return Internal(std::string(what) + ": cannot write " + tmp);
+      if (!f) return Internal(call + ": cannot write " + tmp);
     }
     if (std::rename(tmp.c_str(), (base + std::to_string(rank_)).c_str()) != 0) {
-      return Internal(std::string(what) + ": cannot rename " + tmp);
+      return Internal(call + ": cannot rename " + tmp);
     }
     all->assign(size_, std::string());
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -131,12 +178,18 @@ class FileNcclComm : public runtime::gpu::NcclComm {
       const std::string path = base + std::to_string(p);
       while (access(path.c_str(), F_OK) != 0) {
         if (std::chrono::steady_clock::now() > deadline) {
-          return DeadlineExceeded(std::string(what) + " call " + std::to_string(call_ - 1) +
-                                  ": rank " + std::to_string(p) + " never wrote " + path);
+          return DeadlineExceeded("call " + std::to_string(n) + " (" + call + "): rank " +
+                                  std::to_string(p) + " never wrote " + path);
         }
         std::this_thread::sleep_for(std::chrono::microseconds(200));
       }
       std::ifstream f(path, std::ios::binary);
+      std::string theirs;
+      std::getline(f, theirs);
+      if (theirs != call) {
+        return Internal("call " + std::to_string(n) + ": rank " + std::to_string(p) + " called '" +
+                        theirs + "', rank " + std::to_string(rank_) + " '" + call + "'");
+      }
       (*all)[p].assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
     }
     return Status::OK();

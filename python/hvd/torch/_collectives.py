@@ -2,9 +2,9 @@
 (and their grouped forms), sparse allreduce (two allgathers), the byte collectives behind
 broadcast_object/allgather_object, and their autograd functions.
 
-Results owned by the runtime (allgather, alltoall, reducescatter, bytes) are copied into new
-tensors with the shape the runtime reports (in host memory: they are copied to the input's device,
-see hvd.torch._handles.output); alltoall's received splits and allgather's per-rank
+Results owned by the runtime (allgather, alltoall, reducescatter, bytes) become tensors with the
+shape the runtime reports: views of the runtime's device memory where the process set runs NCCL,
+else copies of its host memory, moved to the input's device (hvd.torch._handles.output); alltoall's received splits and allgather's per-rank
 rows come from hvd_handle_output_splits. As in hvd.torch._allreduce, the synchronous functions
 wait without the handle table and use autograd only when the result needs a gradient.
 """

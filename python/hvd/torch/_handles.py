@@ -353,15 +353,18 @@ class _DeviceResult:
 
     def __init__(self, ptr, data, nbytes):
         self._ptr = _lib.hvd_handle_share(ptr)
+        if not self._ptr:
+            raise MemoryError("hvd: no memory for a reference to a device result")
         # Version 2: no stream to synchronize with; the runtime finished writing before the
         # operation completed.
         self.__cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1",
                                          "data": (data, False), "strides": None,
                                          "version": 2}
 
-    def __del__(self):
+    def __del__(self, release=_release):
+        # `release` is bound at definition: at interpreter exit the module's globals may be gone.
         if self._ptr:
-            _release(self._ptr)
+            release(self._ptr)
             self._ptr = None
 
 

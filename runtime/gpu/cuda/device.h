@@ -42,12 +42,18 @@ class CudaDevice final : public Device {
   // Every method starts here: the background thread serves several devices, and cudaSetDevice
   // is cheap when the device is already current.
   Status SetDevice();
+  // The results' pool, where the device supports memory pools (else pool_ stays null).
+  Status CreatePool();
+  // Freed result memory the pool keeps for the next results before returning it to the driver.
+  static constexpr uint64_t kPoolKeepBytes = uint64_t{256} << 20;
 
   static constexpr int kSlots = 2;
   const int ordinal_;
   std::string bus_id_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t caller_done_ = nullptr;  // recorded on the caller's stream, waited on by ours
+  // Results' memory (Allocate): a pool of our own, null where the device has no memory pools.
+  cudaMemPool_t pool_ = nullptr;
   void* buffers_[kSlots] = {};
   size_t buffer_bytes_[kSlots] = {};
   BatchedCopier copier_;
