@@ -157,12 +157,21 @@ class ClusterHarness : public ::testing::Test {
     token_file_ = dir_ / "token";
     token_ = RandomHex(32);
     WriteTokenFile(token_file_, token_);
-    for (int* port : {&grpc_port_, &kv_port_, &http_port_}) {
-      *port = FreePort();
-      ASSERT_GT(*port, 0) << "no free port on 127.0.0.1";
+    // A port found free may be taken by a concurrent test before the launcher binds it (ctest
+    // -j): a launcher that exits at start is started again on fresh ports, twice at most.
+    std::string why;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      for (int* port : {&grpc_port_, &kv_port_, &http_port_}) {
+        *port = FreePort();
+        ASSERT_GT(*port, 0) << "no free port on 127.0.0.1";
+      }
+      grpc_ = "127.0.0.1:" + std::to_string(grpc_port_);
+      if (TryStartLauncher(&why)) break;
+      std::fprintf(stderr, "cluster harness: attempt %d: %s\n", attempt + 1, why.c_str());
+      ASSERT_FALSE(clitest::ProcessAlive(launcher_->pid())) << why;  // hung: no retry
+      launcher_.reset();
     }
-    grpc_ = "127.0.0.1:" + std::to_string(grpc_port_);
-    ASSERT_NO_FATAL_FAILURE(StartLauncher());
+    ASSERT_TRUE(launcher_ != nullptr) << why;
     agents_.resize(config_.hosts.size());
     for (size_t i = 0; i < config_.hosts.size(); ++i) StartAgent(i);
     ASSERT_NO_FATAL_FAILURE(WaitAgentsReady());
@@ -187,6 +196,13 @@ class ClusterHarness : public ::testing::Test {
 
   // Starts hvd-launcherd on this test's ports (again, after a kill) and waits for its start line.
   void StartLauncher() {
+    std::string why;
+    ASSERT_TRUE(TryStartLauncher(&why)) << why;
+  }
+
+  // As StartLauncher; false with what the launcher said when it did not start (it exited: its
+  // output is read after it was reaped, so none is lost; or it never announced itself).
+  bool TryStartLauncher(std::string* why) {
     std::vector<std::string> argv = {HVD_LAUNCHERD_PATH,
                                      "--listen",
                                      grpc_,
@@ -214,8 +230,17 @@ class ClusterHarness : public ::testing::Test {
           return out.find(want) != std::string::npos || !clitest::ProcessAlive(launcher_->pid());
         },
         kStartTimeout);
-    ASSERT_TRUE(announced && out.find(want) != std::string::npos)
-        << "hvd-launcherd did not start; stdout: " << out << "\nstderr: " << launcher_->Err();
+    if (announced && out.find(want) != std::string::npos) return true;
+    if (!clitest::ProcessAlive(launcher_->pid())) {
+      const ProcResult r = launcher_->Wait(seconds(5));
+      *why = "hvd-launcherd exited at start (exit code " + std::to_string(r.exit_code) +
+             "); stdout: " + r.out + "\nstderr: " + r.err;
+    } else {
+      *why = "hvd-launcherd did not announce itself within " +
+             std::to_string(kStartTimeout.count()) + " s; stdout: " + out +
+             "\nstderr: " + launcher_->Err();
+    }
+    return false;
   }
 
   void StartAgent(size_t i) {
