@@ -176,8 +176,13 @@ Options ParseArgs(int argc, char** argv) {
 Status RunCollectives(const Options& o, const RankEnv& env, const std::vector<Ref>& refs,
                       int64_t* wrong) {
   const int rank = env.rank, np = env.size;
-  std::unique_ptr<runtime::rendezvous::Store> store;
-  HVD_RETURN_IF_ERROR(runtime::rendezvous::OpenStore(env.rendezvous, &store));
+  std::unique_ptr<runtime::rendezvous::Store> base, scoped;
+  HVD_RETURN_IF_ERROR(runtime::rendezvous::OpenStore(env.rendezvous, &base));
+  runtime::rendezvous::Store* store = base.get();
+  if (!env.scope.empty()) {  // under hvdrun: the job's secret grants only its attempt's keys
+    scoped = runtime::rendezvous::NewPrefixStore(env.scope, base.get());
+    store = scoped.get();
+  }
   runtime::transport::ConnectOptions copts;
   copts.hosts.assign(np, "localhost");
   copts.use_shm = o.transport == "shm";

@@ -17,6 +17,8 @@
 #include <fstream>
 #include <string_view>
 
+#include "base/rendezvous_keys.h"
+
 namespace hvd::bench {
 
 bool ParseNpFlag(const std::string& flag, const char* value, const BadValue& bad, int* np,
@@ -98,8 +100,17 @@ std::optional<RankEnv> RankFromEnvironment(int np_flag, std::string* error) {
   } else if (np_flag != 0 && np_flag != size) {
     *error = "-np: disagrees with HVD_SIZE=" + std::to_string(size);
   }
+  long long attempt = 0;
+  const char* job = std::getenv("HVD_JOB_ID");
+  const char* attempt_env = std::getenv("HVD_ATTEMPT");
+  if (error->empty() && attempt_env != nullptr && *attempt_env != '\0' &&
+      !ParseInt(attempt_env, 0, 1LL << 40, &attempt)) {
+    *error = "HVD_ATTEMPT: expected an attempt number >= 0";
+  }
   if (!error->empty()) return std::nullopt;
-  return RankEnv{static_cast<int>(rank), static_cast<int>(size), url};
+  RankEnv env{static_cast<int>(rank), static_cast<int>(size), url, ""};
+  if (job != nullptr && *job != '\0') env.scope = base::AttemptScope(job, attempt);
+  return env;
 }
 
 // ---- The launcher ----

@@ -55,6 +55,9 @@ struct RankEnv {
   int rank = 0;
   int size = 1;
   std::string rendezvous;  // "file:///dir"
+  // Under a launcher (HVD_JOB_ID set): the attempt's key scope, "job/<id>/attempt/<n>", which is
+  // all the job's secret grants; a rank's own keys go under it. Empty: the store is the bench's.
+  std::string scope;
 };
 
 // The rank HVD_SIZE/HVD_RANK/HVD_RENDEZVOUS describe, when HVD_SIZE is set (e.g. under hvdrun).

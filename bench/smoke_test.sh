@@ -67,6 +67,10 @@ fi
 if [ -x "$build/cli/hvdrun" ]; then
   try "hvdrun -np 3 launch_hello_hvd" "$build/cli/hvdrun" -np 3 \
     "$build/bench/peers/launch_hello_hvd" >/dev/null
+  # The collective layer under a launcher: its keys go under the job's attempt scope.
+  out=$(try "hvdrun -np 2 allreduce_bench --transport shm" "$build/cli/hvdrun" -np 2 "$bench" \
+    --transport shm --sizes 4100 --iters 3 --warmup 1 --ref 0 --results 1)
+  expect_results "hvdrun -np 2 allreduce_bench --transport shm" 1 "${out//\[0\]<stdout>:/}"
 fi
 
 # compare.py kills what it runs when its own timeout (SIGTERM) or --run-timeout strikes.
