@@ -226,7 +226,16 @@ static int AbiVersion2(void) {
   CHECK(hvd_handle_output_at(h, -1, &bytes) == NULL && bytes == 0, "output -1");
   CHECK(hvd_handle_output_shape_at(h, 3, dims, 4) == 0, "shape of output 3");
   CHECK(hvd_handle_output_splits(h, 3, splits, 4) == 0, "splits of output 3");
+  CHECK(hvd_handle_output_device_at(h, 0) == -1, "a host allgather's result is in host memory");
+  CHECK(hvd_handle_output_device_at(h, 1) == -1 && hvd_handle_output_device_at(NULL, 0) == -1,
+        "device of no result");
+  /* A second reference keeps the result after the first is released. */
+  hvd_handle* shared = hvd_handle_share(h);
+  CHECK(shared != NULL && hvd_handle_share(NULL) == NULL, "hvd_handle_share");
   hvd_release(h);
+  ag = (const int32_t*)hvd_handle_output_at(shared, 0, &bytes);
+  CHECK(ag != NULL && bytes == sizeof rows && ag[5] == 6, "the shared handle's result");
+  hvd_release(shared);
 
   /* Grouped allgather: one result per tensor. */
   int64_t gag_shape1[1] = {4};
