@@ -156,7 +156,7 @@ int LaunchRanks(const char* prog, int np, const RankMain& rank_main,
       setenv("HVD_SIZE", std::to_string(np).c_str(), 1);
       setenv("HVD_RENDEZVOUS", ("file://" + dir).c_str(), 1);
       for (const auto& [name, value] : extra_env) setenv(name.c_str(), value.c_str(), 1);
-      int code = rank_main(RankEnv{r, np, "file://" + dir});
+      int code = rank_main(RankEnv{r, np, "file://" + dir, ""});
       std::fflush(nullptr);  // _exit skips stdio's flush
       _exit(code);
     }

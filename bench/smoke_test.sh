@@ -65,10 +65,12 @@ if [ -x "$build/bench/peers/mpi_allreduce" ] && command -v mpirun >/dev/null; th
   impls=$impls,mpi-shm
 fi
 if [ -x "$build/cli/hvdrun" ]; then
-  try "hvdrun -np 3 launch_hello_hvd" "$build/cli/hvdrun" -np 3 \
+  # Local mode whatever the environment names (a launcher there would take the jobs).
+  try "hvdrun -np 3 launch_hello_hvd" env -u HVD_LAUNCHER -u HVD_TOKEN_FILE "$build/cli/hvdrun" -np 3 \
     "$build/bench/peers/launch_hello_hvd" >/dev/null
   # The collective layer under a launcher: its keys go under the job's attempt scope.
-  out=$(try "hvdrun -np 2 allreduce_bench --transport shm" "$build/cli/hvdrun" -np 2 "$bench" \
+  out=$(try "hvdrun -np 2 allreduce_bench --transport shm" env -u HVD_LAUNCHER -u HVD_TOKEN_FILE \
+    "$build/cli/hvdrun" -np 2 "$bench" \
     --transport shm --sizes 4100 --iters 3 --warmup 1 --ref 0 --results 1)
   expect_results "hvdrun -np 2 allreduce_bench --transport shm" 1 "${out//\[0\]<stdout>:/}"
 fi

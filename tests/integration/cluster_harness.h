@@ -168,7 +168,10 @@ class ClusterHarness : public ::testing::Test {
       grpc_ = "127.0.0.1:" + std::to_string(grpc_port_);
       if (TryStartLauncher(&why)) break;
       std::fprintf(stderr, "cluster harness: attempt %d: %s\n", attempt + 1, why.c_str());
-      ASSERT_FALSE(clitest::ProcessAlive(launcher_->pid())) << why;  // hung: no retry
+      // Hung, or refused its command line (exit 2, the same every time): no retry.
+      ASSERT_FALSE(clitest::ProcessAlive(launcher_->pid())) << why;
+      ASSERT_NE(launcher_exit_, 2) << why;
+      pids_.erase(launcher_->pid());  // reaped: the pid may be reused by another process
       launcher_.reset();
     }
     ASSERT_TRUE(launcher_ != nullptr) << why;
@@ -233,6 +236,7 @@ class ClusterHarness : public ::testing::Test {
     if (announced && out.find(want) != std::string::npos) return true;
     if (!clitest::ProcessAlive(launcher_->pid())) {
       const ProcResult r = launcher_->Wait(seconds(5));
+      launcher_exit_ = r.exit_code;
       *why = "hvd-launcherd exited at start (exit code " + std::to_string(r.exit_code) +
              "); stdout: " + r.out + "\nstderr: " + r.err;
     } else {
@@ -430,7 +434,8 @@ class ClusterHarness : public ::testing::Test {
   int grpc_port_ = 0, kv_port_ = 0, http_port_ = 0;
   std::unique_ptr<Proc> launcher_;
   std::vector<std::unique_ptr<Proc>> agents_;
-  std::set<pid_t> pids_;  // every pid this test started or was told of
+  std::set<pid_t> pids_;    // every pid this test started or was told of
+  int launcher_exit_ = -1;  // the exit code of a launcher that exited at start
 };
 
 }  // namespace hvd::integrationtest

@@ -54,6 +54,14 @@ hvd::Status Run(hvd::testing::HostGpuBackend* gpu) {
 
 int main() {
   const char* dir = std::getenv("HVD_TEST_NCCL_DIR");
+  const char* store = std::getenv("HVD_RENDEZVOUS");
+  if (store == nullptr || std::string(store).rfind("hvd://", 0) != 0) {
+    // The point is the launcher's store: a file store would make the test pass without it.
+    std::fprintf(stderr,
+                 "fake_nccl_worker: run me under hvdrun (HVD_RENDEZVOUS is %s, not hvd://)\n",
+                 store == nullptr ? "unset" : store);
+    return 2;
+  }
   if (dir == nullptr || *dir == '\0') {
     std::fprintf(stderr,
                  "fake_nccl_worker: set HVD_TEST_NCCL_DIR to a directory every rank shares\n");
