@@ -25,7 +25,14 @@ Status CudaDevice::Create(int ordinal, std::unique_ptr<CudaDevice>* out) {
   HVD_CUDA_RETURN_IF_ERROR(cudaDeviceGetPCIBusId(bus, sizeof(bus), ordinal),
                            "cudaDeviceGetPCIBusId" + on);
   d->bus_id_ = bus;
-  HVD_RETURN_IF_ERROR(d->CreatePool());
+  // Without a pool the device still works: Allocate says why, and results go to host memory.
+  const Status pool = d->CreatePool();
+  if (!pool.ok()) {
+    if (d->pool_ != nullptr) cudaMemPoolDestroy(d->pool_);
+    d->pool_ = nullptr;
+    d->pool_error_ = pool.message();
+    (void)cudaGetLastError();
+  }
   // "0000:3B:00.0" from CUDA; lower case, as NCCL and sysfs write it.
   std::transform(d->bus_id_.begin(), d->bus_id_.end(), d->bus_id_.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -154,7 +161,8 @@ Status CudaDevice::CreatePool() {
           cudaSuccess ||
       supported == 0) {
     (void)cudaGetLastError();
-    return Status::OK();  // Allocate says why; results then go to host memory
+    return FailedPrecondition("CUDA device " + std::to_string(ordinal_) +
+                              " has no stream-ordered memory pools");
   }
   cudaMemPoolProps props = {};
   props.allocType = cudaMemAllocationTypePinned;
@@ -177,10 +185,7 @@ Status CudaDevice::CreatePool() {
 }
 
 Status CudaDevice::Allocate(size_t bytes, void** out) {
-  if (pool_ == nullptr) {
-    return FailedPrecondition("CUDA device " + std::to_string(ordinal_) +
-                              " has no stream-ordered memory pools");
-  }
+  if (pool_ == nullptr) return FailedPrecondition(pool_error_);
   HVD_RETURN_IF_ERROR(SetDevice());
   // Stream-ordered, without the device-wide synchronization of cudaMalloc/cudaFree.
   const cudaError_t e = cudaMallocFromPoolAsync(out, std::max<size_t>(bytes, 1), pool_, stream_);

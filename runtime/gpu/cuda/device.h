@@ -42,7 +42,8 @@ class CudaDevice final : public Device {
   // Every method starts here: the background thread serves several devices, and cudaSetDevice
   // is cheap when the device is already current.
   Status SetDevice();
-  // The results' pool, where the device supports memory pools (else pool_ stays null).
+  // The results' pool, where the device supports memory pools (else pool_ stays null and
+  // pool_error_ says why).
   Status CreatePool();
   // Freed result memory the pool keeps for the next results before returning it to the driver.
   static constexpr uint64_t kPoolKeepBytes = uint64_t{256} << 20;
@@ -54,6 +55,7 @@ class CudaDevice final : public Device {
   cudaEvent_t caller_done_ = nullptr;  // recorded on the caller's stream, waited on by ours
   // Results' memory (Allocate): a pool of our own, null where the device has no memory pools.
   cudaMemPool_t pool_ = nullptr;
+  std::string pool_error_;
   void* buffers_[kSlots] = {};
   size_t buffer_bytes_[kSlots] = {};
   BatchedCopier copier_;
