@@ -206,6 +206,40 @@ def test_grouped_allreduce(hvd):
         hvd.grouped_allreduce([])
 
 
+def test_large_outputs_reuse_pooled_memory(hvd):
+    """Out-of-place outputs of at least 4 MiB come from hvd.torch's pool: correct values, every
+    dtype size, and the memory of a dropped result (and all its views) serves the next one, while
+    a result still viewed keeps its own."""
+    from hvd.torch import _output_pool as pool
+    n, r = hvd.size(), hvd.rank()
+    for dtype in (torch.float32, torch.float64, torch.int16, torch.bool):
+        x = torch.ones(1 << 21, dtype=dtype) if dtype is torch.bool else \
+            torch.full((1 << 21,), r + 1, dtype=dtype)
+        out = hvd.allreduce(x, op=hvd.Max if dtype is torch.bool else hvd.Sum)
+        want = torch.ones_like(x) if dtype is torch.bool else torch.full_like(x, n * (n + 1) // 2)
+        assert_equal(out, want, "%s pooled allreduce" % dtype)
+        assert not out.is_shared() and out.is_contiguous() and out.shape == x.shape
+    x = torch.full((1024, 2048), float(r))  # 8 MiB
+    first = hvd.allreduce(x, op=hvd.Sum)
+    address = first.data_ptr()
+    view = first[1:]
+    del first
+    second = hvd.allreduce(x, op=hvd.Sum)  # the first's block is still viewed
+    assert second.data_ptr() != address
+    assert_equal(view, torch.full((1023, 2048), float(n * (n - 1) // 2)), "a view kept its block")
+    del view, second
+    blocks, held = pool.stats()
+    assert blocks >= 2 and held >= 2 * (8 << 20), (blocks, held)
+    third = hvd.allreduce(x * 2, op=hvd.Sum)  # reuses a dropped block: no fresh mapping
+    assert third.data_ptr() == address or pool.stats()[0] == blocks - 1
+    assert_equal(third, torch.full((1024, 2048), float(n * (n - 1))), "a reused block")
+    # Results the runtime owns are copied into pooled memory too.
+    rows = torch.full((1 << 20, 2), float(r))
+    gathered = hvd.allgather(rows)
+    assert_equal(gathered, torch.cat([torch.full((1 << 20, 2), float(k)) for k in range(n)]),
+                 "pooled allgather")
+
+
 def test_allgather(hvd):
     n, r = hvd.size(), hvd.rank()
     for dtype in DTYPES:

@@ -12,6 +12,7 @@ from hvd.common import basics as _b
 from hvd.common.process_sets import global_process_set
 from hvd.common.util import get_average_backwards_compatibility_fun
 from hvd.torch import _handles as _h
+from hvd.torch import _output_pool as _pool
 from hvd.torch.compression import Compression
 
 _lib = _b.lib
@@ -76,7 +77,8 @@ def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_fa
         keep, finish = tensor, None  # the result is `tensor`
     else:
         src = tensor if tensor.is_contiguous() else tensor.contiguous()
-        out = torch.empty_like(src)  # contiguous, as src (a dense tensor's strides are kept)
+        # Contiguous, as src; a large host output reuses pooled memory (no page faults).
+        out = _pool.empty_like(src) if device < 0 else torch.empty_like(src)
         d, out_d = _h.desc(src, dtype, device), _h.desc(out, dtype, device)
         keep, finish = (out, src), _first
     ptr = (_run_allreduce if sync else _enqueue_allreduce)(
@@ -174,7 +176,8 @@ def _grouped_allreduce(tensors, inplace, name, op, average, prescale_factor, pos
         results = None
     else:
         tensors, bufs, descs = _h.input_descs(tensors, "grouped_allreduce")
-        results = [torch.empty_like(b, memory_format=torch.contiguous_format) for b in bufs]
+        results = [_pool.empty_like(b) if b.is_cpu
+                   else torch.empty_like(b, memory_format=torch.contiguous_format) for b in bufs]
         ins = _h.desc_array(descs)
         outs = _h.desc_array([_h.desc(r, d.dtype, d.device) for r, d in zip(results, descs)])
 

@@ -29,6 +29,7 @@ from hvd.common import basics as _b
 from hvd.common.basics import HvdTensor
 from hvd.common.exceptions import DEADLINE_EXCEEDED, HorovodInternalError, error_from_status
 from hvd.common.process_sets import ProcessSet, global_process_set
+from hvd.torch import _output_pool as _pool
 
 _lib = _b.lib
 _wait = _b.wait
@@ -339,7 +340,8 @@ def output(ptr, i, torch_dtype, device=-1):
     on = _lib.hvd_handle_output_device_at(ptr, i)
     if on >= 0:
         return _device_view(ptr, data, want, on, torch_dtype, shape)
-    out = torch.empty(shape, dtype=torch_dtype)
+    out = (_pool.empty(shape, torch_dtype, want) if _pool.pooled(want)
+           else torch.empty(shape, dtype=torch_dtype))
     if want:
         ctypes.memmove(out.data_ptr(), data, want)
     return out if device < 0 else out.to(device_of(device))
