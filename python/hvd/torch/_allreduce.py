@@ -176,7 +176,7 @@ def _grouped_allreduce(tensors, inplace, name, op, average, prescale_factor, pos
         results = None
     else:
         tensors, bufs, descs = _h.input_descs(tensors, "grouped_allreduce")
-        results = [_pool.empty_like(b) if b.is_cpu
+        results = [_pool.empty_like(b, memory_format=torch.contiguous_format) if b.is_cpu
                    else torch.empty_like(b, memory_format=torch.contiguous_format) for b in bufs]
         ins = _h.desc_array(descs)
         outs = _h.desc_array([_h.desc(r, d.dtype, d.device) for r, d in zip(results, descs)])

@@ -1,28 +1,30 @@
-"""Host memory reused for the outputs of large out-of-place operations (allreduce, and the results
-the runtime owns that are copied into new tensors).
+"""Host memory reused for the outputs of large out-of-place operations (allreduce, grouped
+allreduce, and the results the runtime owns that are copied into new tensors).
 
 A new 64 MiB CPU tensor is a fresh mapping from glibc (anything above 32 MiB always is), and
 writing it first costs a page fault per 4 KiB page: about 25 ms on a VM, several times the
 allreduce itself. So an output of at least MIN_BYTES is a tensor over a block this module keeps:
-the tensor views the block through a small ctypes object (torch.frombuffer keeps it alive as long
-as the tensor or any view of it lives), and when the last of them is gone the block goes back to
-a free list instead of to the system, with its pages still in place, for the next output of the
-same size. The free list holds at most HVD_TORCH_OUTPUT_POOL_BYTES (default 512 MiB; 0: no
-pool, every output from torch.empty_like). Blocks in use are the caller's tensors and are not
-counted.
+the tensor uses the block's memory through a small ctypes object (torch.frombuffer keeps it alive
+as long as the tensor, or any view of it, lives), and when the last of them is gone the block goes
+back to a free list instead of to the system, with its pages still in place, for the next output
+of the same size. The free list holds at most HVD_TORCH_OUTPUT_POOL_BYTES (default 256 MiB; 0: no
+pool, every output from torch.empty_like), the blocks freed longest ago leaving first, so sizes
+that never come back (an allgather's output follows the data) do not hold the memory for good.
+Blocks in use are the caller's tensors and are not counted.
 
-The tensors are ordinary CPU tensors with two differences from torch.empty's: their storage
-cannot be resized (resize_ to a larger size fails), and their memory goes back to this pool, not
-to the system, when they are freed.
+The tensors are ordinary CPU tensors (not views: in-place changes and autograd behave as on
+torch.empty's) with one difference: their storage cannot grow (resize_ to a larger size, or an
+out= argument that must grow, fails with "Trying to resize storage that is not resizable").
 """
 import ctypes
 import os
+import threading
 
 import torch
 
 MIN_BYTES = 4 << 20  # below this, glibc's heap already reuses freed memory
 POOL_ENV = "HVD_TORCH_OUTPUT_POOL_BYTES"
-_DEFAULT_LIMIT = 512 << 20
+_DEFAULT_LIMIT = 256 << 20
 
 
 def _read_limit():
@@ -39,17 +41,37 @@ def _read_limit():
 
 
 _limit = _read_limit()
-_free = {}      # nbytes -> [uint8 tensor]: blocks whose tensors are all gone
-_free_bytes = [0]
-_holders = {}   # nbytes -> the ctypes array type viewing a block of that size
+# Free blocks, freed longest ago first: [nbytes, uint8 tensor]. Re-entrant: a holder's __del__
+# may run (garbage collection) on a thread that holds the lock already; nothing calls into torch
+# while holding it.
+_lock = threading.RLock()
+_free = []
+_free_bytes = 0
+_holders = {}  # nbytes -> the ctypes array type over a block of that size
 
 
 def _return(nbytes, block):
-    """A block's last tensor is gone (called from a holder's __del__, with the GIL)."""
-    if _free_bytes[0] + nbytes > _limit:
-        return  # the pool is full: the block goes back to the system
-    _free.setdefault(nbytes, []).append(block)
-    _free_bytes[0] += nbytes
+    """A block's last tensor is gone (from a holder's __del__)."""
+    global _free_bytes
+    if nbytes > _limit:
+        return
+    with _lock:
+        _free.append((nbytes, block))
+        _free_bytes += nbytes
+        while _free_bytes > _limit:  # the oldest leave first
+            gone, _ = _free.pop(0)
+            _free_bytes -= gone
+
+
+def _take(nbytes):
+    """A free block of nbytes (the one freed last), or None."""
+    global _free_bytes
+    with _lock:
+        for i in range(len(_free) - 1, -1, -1):
+            if _free[i][0] == nbytes:
+                _free_bytes -= nbytes
+                return _free.pop(i)[1]
+    return None
 
 
 def _holder(nbytes):
@@ -59,33 +81,14 @@ def _holder(nbytes):
             _holders.clear()
 
         def __del__(self):
-            _return(len(self), self.block)
+            try:
+                _return(len(self), self.block)
+            except Exception:  # at interpreter exit the module's globals may be gone
+                pass
 
         cls = type("_Block%d" % nbytes, (ctypes.c_ubyte * nbytes,), {"__del__": __del__})
         _holders[nbytes] = cls
     return cls
-
-
-def empty_like(src):
-    """torch.empty_like(src) for a contiguous CPU tensor; from the pool when it is large."""
-    nbytes = src.numel() * src.element_size()
-    if nbytes < MIN_BYTES or _limit == 0:
-        return torch.empty_like(src)
-    return empty(src.shape, src.dtype, nbytes)
-
-
-def empty(shape, dtype, nbytes):
-    """A contiguous CPU tensor of `shape` and `dtype` (nbytes in all, at least MIN_BYTES: the
-    caller checks), over a block of the pool."""
-    blocks = _free.get(nbytes)
-    if blocks:
-        block = blocks.pop()
-        _free_bytes[0] -= nbytes
-    else:
-        block = torch.empty(nbytes, dtype=torch.uint8)
-    holder = _holder(nbytes).from_address(block.data_ptr())
-    holder.block = block
-    return torch.frombuffer(holder, dtype=dtype).view(shape)
 
 
 def pooled(nbytes):
@@ -93,6 +96,29 @@ def pooled(nbytes):
     return nbytes >= MIN_BYTES and _limit > 0
 
 
+def empty_like(src, memory_format=torch.preserve_format):
+    """torch.empty_like(src, memory_format=...) for a contiguous CPU tensor; a large one from the
+    pool (contiguous)."""
+    nbytes = src.numel() * src.element_size()
+    if not pooled(nbytes):
+        return torch.empty_like(src, memory_format=memory_format)
+    return empty(src.shape, src.dtype, nbytes)
+
+
+def empty(shape, dtype, nbytes):
+    """A contiguous CPU tensor of `shape` and `dtype` (nbytes in all; pooled(nbytes): the caller
+    checks), over a block of the pool."""
+    block = _take(nbytes)
+    if block is None:
+        block = torch.empty(nbytes, dtype=torch.uint8)
+    holder = _holder(nbytes).from_address(block.data_ptr())
+    holder.block = block
+    # detach(): a tensor of its own over the storage, not a view of frombuffer's (autograd
+    # forbids in-place changes of some views); the storage keeps the holder alive.
+    return torch.frombuffer(holder, dtype=dtype).view(shape).detach()
+
+
 def stats():
     """(free blocks, bytes they hold): for tests."""
-    return sum(len(b) for b in _free.values()), _free_bytes[0]
+    with _lock:
+        return len(_free), _free_bytes
