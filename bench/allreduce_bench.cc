@@ -57,7 +57,8 @@ struct Options : LoopOptions {
   size_t chunk = 256 << 10;
   bool api = false;
   bool stats = false;  // --stats 1: each rank prints its engine's round counts (with --api 1)
-  bool ref = true;     // measure the single-process memory references
+  bool out_of_place = false;     // --out-of-place 1: hvd::Allreduce into a buffer of its own
+  bool ref = true;               // measure the single-process memory references
   std::vector<int> process_set;  // --process-set: empty runs on the global set
   bool others_busy = false;      // --others busy: the complement runs the loop as a set too
 };
@@ -77,6 +78,8 @@ struct Options : LoopOptions {
                "  --ref 0       skip the memcpy/reduce2t references (printed as 0)\n"
                "  --api 1       through hvd::Init/hvd::Allreduce (the full runtime path); the\n"
                "                transport then follows HVD_SHM like any job's\n"
+               "  --out-of-place 1  with --api 1: into an output buffer of its own (allocated\n"
+               "                once, reused), as hvd.torch.allreduce; default: in place\n"
                "  --stats 1     with --api 1: each rank prints its engine's rounds (and how\n"
                "                many ran on the caller's thread) to stderr\n"
                "  --process-set R,R,...  with --api 1: run on a process set of these ranks\n"
@@ -128,6 +131,9 @@ Options ParseArgs(int argc, char** argv) {
                    } else if (flag == "--api") {
                      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
                      o.api = n == 1;
+                   } else if (flag == "--out-of-place") {
+                     if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
+                     o.out_of_place = n == 1;
                    } else if (flag == "--stats") {
                      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
                      o.stats = n == 1;
@@ -153,6 +159,8 @@ Options ParseArgs(int argc, char** argv) {
                    return true;
                  });
   if (o.min_bytes > o.max_bytes) Usage("-b: must not exceed -e");
+  if (o.out_of_place && !o.api)
+    Usage("--out-of-place needs --api 1 (the collective layer reduces in place)");
   if (!o.process_set.empty()) {
     if (!o.api) Usage("--process-set needs --api 1 (process sets are the runtime's)");
     std::vector<int> sorted = o.process_set;
@@ -250,16 +258,27 @@ Status RunApi(const Options& o, const RankEnv& env, const std::vector<Ref>& refs
     path.rank = set_rank;
     path.np = ProcessSetSize(set);
     path.impl = set == kGlobalProcessSet ? "hvd-api" : "hvd-api-set";
-    path.allreduce = [set](void* buf, size_t count, DataType dtype, ReduceOp op) {
+    // --out-of-place: one output buffer for every size, faulted in by the warmup and reused, as
+    // a training loop's (or hvd.torch's pooled) outputs are.
+    std::vector<char> out;
+    if (o.out_of_place) {
+      path.impl += "-oop";
+      size_t most = 0;
+      for (size_t b : o.sizes) most = std::max(most, b);
+      out.resize(most + 64);
+      path.result = [&out](const void*) { return static_cast<const void*>(out.data()); };
+    }
+    path.allreduce = [set, &out](void* buf, size_t count, DataType dtype, ReduceOp op) {
       // One name per buffer size and type: every iteration after the first is a cache hit.
       Tensor t = MakeTensor(buf, dtype, static_cast<int64_t>(count));
+      Tensor result = out.empty() ? t : MakeTensor(out.data(), dtype, static_cast<int64_t>(count));
       AllreduceOptions options;
       options.op = op;
       options.process_set = set;
       return hvd::Allreduce("bench." + std::to_string(count) + "." +
                                 std::string(DataTypeName(dtype)) + "." +
                                 std::string(ReduceOpName(op)),
-                            t, t, options);
+                            t, result, options);
     };
     path.barrier = [set] { return hvd::Barrier(set); };
     // Only set 1's first rank prints (a busy second set measures the same thing, unprinted).

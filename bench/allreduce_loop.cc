@@ -301,7 +301,8 @@ Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& 
     if (o.check && s.ok()) {
       Fill(buf.get(), count, o, rank, np);
       s = path.allreduce(buf.get(), count, o.dtype, o.op);
-      size_wrong = s.ok() ? CountWrong(buf.get(), count, o, np) : 0;
+      const void* result = path.result ? path.result(buf.get()) : buf.get();
+      size_wrong = s.ok() ? CountWrong(result, count, o, np) : 0;
       if (s.ok()) s = path.allreduce(&size_wrong, 1, DataType::kInt64, ReduceOp::kSum);
     }
     if (!s.ok()) break;

@@ -58,6 +58,8 @@ struct Path {
   std::function<Status(void* buf, size_t count, DataType dtype, ReduceOp op)> allreduce;
   std::function<Status()> barrier;
   bool prints = true;  // rank 0 prints the table (false: a second set timing the same thing)
+  // Where the result of allreduce(buf, ...) is, for the check (unset: buf itself, in place).
+  std::function<const void*(const void* buf)> result;
 };
 
 // The flags every allreduce benchmark takes, for LoopOptions:
