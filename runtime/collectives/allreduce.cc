@@ -10,6 +10,7 @@
 // a result. Special cases: count 0 is a no-op on every rank; with one rank the data is already the
 // result and only kAverage's scaling (by 1, exact) runs.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -91,6 +92,11 @@ const char* AllreduceAlgorithm(const Comm& comm, size_t bytes) {
 
 Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& parts, DataType dtype,
                       ReduceOp op, double postscale) {
+  return AllreduceParts(comm, nullptr, buf, parts, dtype, op, postscale);
+}
+
+Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& parts,
+                      DataType dtype, ReduceOp op, double postscale) {
   if (comm.transport == nullptr) return InvalidArgument("allreduce: no transport");
   if (!IsValid(dtype)) {
     return InvalidArgument("allreduce: invalid dtype " + std::to_string(static_cast<int>(dtype)));
@@ -103,13 +109,19 @@ Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& pa
   if (count == 0) return Status::OK();
   if (buf == nullptr) return InvalidArgument("allreduce: null buffer for a non-empty tensor");
 
+  const size_t bytes = count * DataTypeSize(dtype);
+  const Algorithm algorithm = comm.size() > 1 ? Choose(comm, bytes) : Algorithm::kDirect;
+  if (in != nullptr && in != buf && (comm.size() == 1 || algorithm != Algorithm::kRing)) {
+    std::memcpy(buf, in, bytes);  // only the ring reads its input as it goes
+    in = nullptr;
+  }
   const ReduceOp sum_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
   // One factor, so that every element is rounded once whichever algorithm runs.
   double factor = postscale;
   if (op == ReduceOp::kAverage) factor = factor / comm.size();
   if (comm.size() > 1) {
     Status s;
-    switch (Choose(comm, count * DataTypeSize(dtype))) {
+    switch (algorithm) {
       case Algorithm::kHierarchical:
         s = HierarchicalAllreduce(comm, buf, parts, dtype, sum_op);
         break;
@@ -117,7 +129,7 @@ Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& pa
         s = DirectAllreduce(comm, buf, parts, dtype, sum_op);
         break;
       case Algorithm::kRing:
-        s = RingAllreduce(comm, buf, parts, dtype, sum_op, factor);
+        s = RingAllreduce(comm, in, buf, parts, dtype, sum_op, factor);
         factor = 1.0;  // applied inside the ring
         break;
     }

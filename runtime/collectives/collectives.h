@@ -96,6 +96,11 @@ Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, Redu
 // as it completes, while it is in cache, instead of in a pass over the whole buffer afterwards.
 Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& parts, DataType dtype,
                       ReduceOp op, double postscale = 1.0);
+// Out of place: the result of reducing `in` (parts.back() elements, only read) in `buf`, which
+// must not overlap it; the same result as copying `in` to `buf` and reducing there. The ring
+// reads `in` as it goes (no pass copying it first); the other paths copy it first.
+Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& parts,
+                      DataType dtype, ReduceOp op, double postscale = 1.0);
 
 // Whether `bytes` go through the direct path on `comm` (see Comm::direct_max_bytes).
 bool UseDirect(const Comm& comm, size_t bytes);
@@ -108,6 +113,10 @@ const char* AllreduceAlgorithm(const Comm& comm, size_t bytes);
 // Each result element is multiplied by `scale` (Scale's rounding) before it is forwarded.
 Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
                      ReduceOp op, double scale = 1.0);
+// Out of place: reduces `in` into `buf` (see AllreduceParts); null `in` (or `in` == `buf`): in
+// place.
+Status RingAllreduce(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
+                     DataType dtype, ReduceOp op, double scale = 1.0);
 // Ring phases alone: after the reduce-scatter, part i is reduced on rank (i - 1) mod size; the
 // allgather starts from that state.
 Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,

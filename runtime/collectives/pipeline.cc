@@ -14,6 +14,7 @@
 #include "collectives/pipeline.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "collectives/reduce.h"
@@ -146,8 +147,11 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
                 plan.sends[si].data == step.dst && sent == processed) {
               fwd_n = out->PeekSend(n, &fwd) / es * es;
             }
+            if (fwd_n > 0) n = fwd_n;
+            if (step.local != nullptr) {
+              std::memcpy(step.dst + processed, step.local + processed, n);
+            }
             if (fwd_n > 0) {
-              n = fwd_n;
               ReduceIntoCopy(step.dst + processed, src, fwd, n / es, plan.dtype, plan.op);
               if (step.scale != 1.0) Scale(fwd, n / es, plan.dtype, step.scale);
               out->CommitSend(n);
@@ -177,6 +181,9 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
         while (received - processed >= es) {
           const size_t ppos = processed % scratch_bytes;
           const size_t n = std::min((received - processed) / es * es, scratch_bytes - ppos);
+          if (step.local != nullptr) {
+            std::memcpy(step.dst + processed, step.local + processed, n);
+          }
           ReduceInto(step.dst + processed, scratch + ppos, n / es, plan.dtype, plan.op);
           if (step.scale != 1.0) Scale(step.dst + processed, n / es, plan.dtype, step.scale);
           processed += n;

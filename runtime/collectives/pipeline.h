@@ -44,6 +44,10 @@ struct RecvStep {
   size_t bytes = 0;  // a multiple of the element size for reduce steps
   bool reduce = false;
   double scale = 1.0;  // reduce steps: each reduced piece is then multiplied by this (Scale)
+  // Reduce steps, out of place: this rank's operand is read from here (the caller's input) and
+  // copied to dst piece by piece right before that piece is reduced (still in cache), instead of
+  // the whole input being copied to the output before the collective. Null: dst holds it.
+  const char* local = nullptr;
 };
 
 struct Pipeline {

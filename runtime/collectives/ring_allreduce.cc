@@ -32,6 +32,12 @@
 //     same chain covers R_{N-1} overwriting segment r = S_0. Only byte b lands at position b, so
 //     no unsent byte is clobbered.
 //
+// Out of place (`in` given, RingAllreduce's input): S_0 sends segment r from the input, and each
+// reduce step reads this rank's operand from the input, copying each piece to the output right
+// before reducing it there (RecvStep::local), so the output is written once and the input never:
+// no copy of the whole input to the output first. The input is only read, so the argument above
+// needs nothing more: segment r of the output is first written by R_{N-1}.
+//
 // Deadlock freedom: every rank always receives (the scratch ring drains as it reduces), so every
 // send eventually completes; sends wait only on the left neighbour's data.
 #include <algorithm>
@@ -43,8 +49,9 @@ namespace hvd::runtime::collectives {
 namespace {
 
 // Steps [first, last) of the ring's 2N-2, for every chunk.
-Status RunSteps(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
-                ReduceOp op, int first, int last, const char* algorithm, double scale = 1.0) {
+Status RunSteps(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
+                DataType dtype, ReduceOp op, int first, int last, const char* algorithm,
+                double scale = 1.0) {
   const int n = comm.size();
   const int r = comm.rank();
   if (off.size() != static_cast<size_t>(n) + 1) {
@@ -62,11 +69,14 @@ Status RunSteps(const Comm& comm, void* buf, const std::vector<size_t>& off, Dat
       static_cast<int>(std::max<size_t>(1, (max_bytes + chunk_bytes - 1) / chunk_bytes));
   std::vector<std::vector<size_t>> cuts(n);
   for (int i = 0; i < n; ++i) cuts[i] = internal::SplitEvenly(off[i + 1] - off[i], chunks);
+  const char* input = in != nullptr && in != buf ? static_cast<const char*>(in) : nullptr;
   auto piece = [&](int i, int c, char** data, size_t* bytes) {
     const size_t s = static_cast<size_t>(((i % n) + n) % n);
     *data = base + (off[s] + cuts[s][c]) * es;
     *bytes = (cuts[s][c + 1] - cuts[s][c]) * es;
   };
+  // The same piece in the input (out of place).
+  auto local = [&](const char* data) { return input + (data - base); };
 
   internal::Pipeline plan;
   plan.algorithm = algorithm;
@@ -85,9 +95,11 @@ Status RunSteps(const Comm& comm, void* buf, const std::vector<size_t>& off, Dat
       piece(r - j, c, &data, &bytes);
       // The first step sends what this rank already holds (its input, or after a reduce-scatter
       // its reduced segment); every later one forwards the chunk just received.
-      plan.sends[k] = {data, bytes, j == first ? -1 : k - 1};
+      plan.sends[k] = {input != nullptr && j == 0 ? local(data) : data, bytes,
+                       j == first ? -1 : k - 1};
       piece(r - 1 - j, c, &data, &bytes);
-      plan.recvs[k] = {data, bytes, /*reduce=*/j < n - 1, /*scale=*/j == n - 2 ? scale : 1.0};
+      plan.recvs[k] = {data, bytes, /*reduce=*/j < n - 1, /*scale=*/j == n - 2 ? scale : 1.0,
+                       /*local=*/input != nullptr && j < n - 1 ? local(data) : nullptr};
     }
   }
   return internal::RunPipeline(comm, plan);
@@ -99,12 +111,17 @@ std::vector<size_t> RingSegments(size_t count, int parts) {
   return internal::SplitEvenly(count, parts);
 }
 
-Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
-                     ReduceOp op, double scale) {
+Status RingAllreduce(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
+                     DataType dtype, ReduceOp op, double scale) {
   if (op == ReduceOp::kAverage) {
     return InvalidArgument("ring allreduce: kAverage must be a sum followed by Scale");
   }
-  return RunSteps(comm, buf, off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce", scale);
+  return RunSteps(comm, in, buf, off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce", scale);
+}
+
+Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
+                     ReduceOp op, double scale) {
+  return RingAllreduce(comm, nullptr, buf, off, dtype, op, scale);
 }
 
 Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,
@@ -112,12 +129,13 @@ Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>&
   if (op == ReduceOp::kAverage) {
     return InvalidArgument("ring reduce-scatter: kAverage must be a sum followed by Scale");
   }
-  return RunSteps(comm, buf, off, dtype, op, 0, comm.size() - 1, "ring reduce-scatter");
+  return RunSteps(comm, nullptr, buf, off, dtype, op, 0, comm.size() - 1, "ring reduce-scatter");
 }
 
 Status RingAllgather(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype) {
   const int n = comm.size();
-  return RunSteps(comm, buf, off, dtype, ReduceOp::kSum, n - 1, 2 * (n - 1), "ring allgather");
+  return RunSteps(comm, nullptr, buf, off, dtype, ReduceOp::kSum, n - 1, 2 * (n - 1),
+                  "ring allgather");
 }
 
 }  // namespace hvd::runtime::collectives

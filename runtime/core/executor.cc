@@ -31,8 +31,9 @@ Executor::Executor(fusion::FusionLimits fusion, timeline::Timeline* timeline,
                    DeviceExecutorOptions gpu)
     : fusion_(fusion), timeline_(timeline), device_(std::move(gpu), timeline) {}
 
-Status Executor::Execute(int set_id, const collectives::Comm& comm, const std::vector<Response>& responses,
-                         int contributors, const Lookup& lookup, const Finish& finish) {
+Status Executor::Execute(int set_id, const collectives::Comm& comm,
+                         const std::vector<Response>& responses, int contributors,
+                         const Lookup& lookup, const Finish& finish) {
   // Error responses fail the key here; nothing runs for them.
   for (const Response& r : responses) {
     if (!r.ok() && lookup(r.key) != nullptr) finish(r.key, Aborted(r.error));
@@ -113,13 +114,21 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
   const size_t total = layout.bytes();
 
   char* buf;
+  const void* input = nullptr;  // out of place without a prescale: the collective reads it
   const bool in_place = !fused && items[0].op != nullptr;
   if (in_place) {
-    // Alone, a tensor's pieces are already in ring order: reduce in the caller's output buffer.
+    // Alone, a tensor's pieces are already in ring order: reduce in the caller's output buffer,
+    // reading its input as the collective goes (a prescale needs a scaled copy first).
     const Tensor& in = items[0].op->inputs[items[0].tensor];
     const Tensor& out = items[0].op->outputs[items[0].tensor];
     buf = static_cast<char*>(out.data);
-    if (in.data != out.data && total > 0) std::memcpy(buf, in.data, total);
+    if (in.data != out.data && total > 0) {
+      if (head.prescale == 1.0) {
+        input = in.data;
+      } else {
+        std::memcpy(buf, in.data, total);
+      }
+    }
   } else {
     std::vector<char>& storage = fused ? fusion_buffer_ : scratch_;
     if (storage.size() < total) storage.resize(total);
@@ -144,8 +153,8 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
     }
   }
   if (in_place && head.prescale != 1.0) collectives::Scale(buf, count, dtype, head.prescale);
-  Status s = collectives::AllreduceParts(comm, buf, layout.parts(), dtype, WireOp(head.reduce_op),
-                                         PostFactor(head, contributors));
+  Status s = collectives::AllreduceParts(comm, input, buf, layout.parts(), dtype,
+                                         WireOp(head.reduce_op), PostFactor(head, contributors));
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
 
   if (!in_place) {

@@ -106,6 +106,38 @@ TEST_P(Collectives, AllreduceEveryCountDtypeOp) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// Out of place (AllreduceParts with an input of its own): the ring reads the input as it goes,
+// the other paths copy it first; either way the output holds exactly what the in-place allreduce
+// gives, whatever it held before, and the input is never written.
+TEST_P(Collectives, AllreduceOutOfPlaceEveryCountDtype) {
+  RunResult res = Run([](const Comm& comm, int rank, int size, const std::string&) -> Status {
+    std::string report;
+    int reported = 0;
+    for (size_t count : kCounts) {
+      const Reference ref(count, rank, size);
+      for (DataType t : kAllTypes) {
+        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
+          if (!CheckReduceDtype(t, op).ok()) continue;  // bool average
+          if (SkipLarge(t, count, size)) continue;
+          const std::vector<char> in = Input(ref, 0, count, t, op);
+          std::vector<char> input = in;
+          std::vector<char> out(in.size(), static_cast<char>(0x5a));
+          const std::string what = "out of place, rank " + std::to_string(rank) + " count " +
+                                   std::to_string(count) + " " + std::string(DataTypeName(t)) +
+                                   " " + std::string(ReduceOpName(op));
+          HVD_RETURN_IF_ERROR_CTX(AllreduceParts(comm, input.data(), out.data(),
+                                                 AllreduceLayout(comm, count), t, op),
+                                  what);
+          Compare(what, out, Expected(ref, 0, count, t, op, size), t, 0, &report, &reported);
+          if (input != in) return Internal(what + ": the input was written");
+        }
+      }
+    }
+    return Done(report);
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 // Byte `i` of rank `src`'s contribution (to `dst`, for alltoall).
 char Pattern(int src, int dst, size_t i) {
   return static_cast<char>(
