@@ -41,6 +41,7 @@
 // Deadlock freedom: every rank always receives (the scratch ring drains as it reduces), so every
 // send eventually completes; sends wait only on the left neighbour's data.
 #include <algorithm>
+#include <cstring>
 
 #include "collectives/collectives.h"
 #include "collectives/pipeline.h"
@@ -58,7 +59,11 @@ Status RunSteps(const Comm& comm, const void* in, void* buf, const std::vector<s
     return Internal(std::string(algorithm) + ": " + std::to_string(off.size()) +
                     " segment offsets for " + std::to_string(n) + " ranks");
   }
-  if (n == 1 || off.back() == 0) return Status::OK();
+  if (off.back() == 0) return Status::OK();
+  if (n == 1) {  // the data is the result: out of place, it still goes to the output
+    if (in != nullptr && in != buf) std::memcpy(buf, in, off.back() * DataTypeSize(dtype));
+    return Status::OK();
+  }
 
   const size_t es = DataTypeSize(dtype);
   char* base = static_cast<char*>(buf);

@@ -123,10 +123,12 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
     const Tensor& out = items[0].op->outputs[items[0].tensor];
     buf = static_cast<char*>(out.data);
     if (in.data != out.data && total > 0) {
-      if (head.prescale == 1.0) {
+      const char* i = static_cast<const char*>(in.data);
+      const bool apart = i + total <= buf || buf + total <= i;
+      if (head.prescale == 1.0 && apart) {
         input = in.data;
       } else {
-        std::memcpy(buf, in.data, total);
+        std::memmove(buf, in.data, total);  // overlapping buffers: reduce in the output
       }
     }
   } else {

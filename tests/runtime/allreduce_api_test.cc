@@ -268,6 +268,30 @@ TEST(Allreduce, PrescalePostscaleAndOutOfPlace) {
                                   MakeTensor(out.data(), DataType::kFloat32, 33), o));
     HVD_RETURN_IF_ERROR(ExpectEqual("out", out, std::vector<float>(33, 3.0f)));
     HVD_RETURN_IF_ERROR(ExpectEqual("in untouched", in, std::vector<float>(33, rank + 1.0f)));
+
+    // Large enough for the ring, which reads an out-of-place input as it goes: apart, the input
+    // stays as it was; overlapping the output (a third apart, either way), the result is right.
+    const size_t n = 300000;
+    std::vector<float> a(n), b(n, -1.0f), want(n);
+    for (size_t i = 0; i < n; ++i) {
+      a[i] = static_cast<float>(rank + i % 97);
+      want[i] = static_cast<float>(2 * (i % 97) + 1);
+    }
+    const std::vector<float> a0 = a;
+    HVD_RETURN_IF_ERROR(Allreduce("apart", MakeTensor(a.data(), DataType::kFloat32, n),
+                                  MakeTensor(b.data(), DataType::kFloat32, n), testing::Sum()));
+    HVD_RETURN_IF_ERROR(ExpectEqual("apart", b, want));
+    HVD_RETURN_IF_ERROR(ExpectEqual("apart, input untouched", a, a0));
+    for (int shift : {1, -1}) {
+      std::vector<float> big(n + n / 3);
+      float* input = big.data() + (shift > 0 ? n / 3 : 0);
+      float* output = big.data() + (shift > 0 ? 0 : n / 3);
+      std::memcpy(input, a0.data(), n * sizeof(float));
+      HVD_RETURN_IF_ERROR(Allreduce("overlap" + std::to_string(shift),
+                                    MakeTensor(input, DataType::kFloat32, n),
+                                    MakeTensor(output, DataType::kFloat32, n), testing::Sum()));
+      HVD_RETURN_IF_ERROR(ExpectEqual("overlapping", std::vector<float>(output, output + n), want));
+    }
     return Shutdown();
   });
   HVD_EXPECT_RANKS_OK(res);
