@@ -77,6 +77,26 @@ void DeviceExecutor::AbortComms(SetState* st) {
   if (st->local) st->local->Abort();
 }
 
+Status DeviceExecutor::FormComm(const gpu::NcclIdExchange& x, int device,
+                                const std::function<Status()>& cancelled, const std::string& what,
+                                std::unique_ptr<gpu::NcclComm>* out) {
+  std::string id;
+  HVD_RETURN_IF_ERROR(gpu::ExchangeNcclId(
+                          *options_.store, x,
+                          [this](std::string* made) { return backend_->NcclUniqueId(made); },
+                          cancelled, &id)
+                          .WithContext(what));
+  Status s = backend_->NcclInit(id, x.rank, x.size, device, options_.nccl_timeout, cancelled, out);
+  if (s.ok()) return s;
+  std::vector<int> missing;
+  std::string who;
+  if (gpu::MissingNcclRanks(*options_.store, x, &missing).ok() && !missing.empty()) {
+    who = "; " + gpu::DescribeMissingRanks(missing, x.job_ranks);
+  }
+  (void)gpu::AbortNcclExchange(*options_.store, x.set_id, x.generation, s.message());
+  return s.WithContext(what + who);
+}
+
 DeviceExecutor::SetState* DeviceExecutor::Find(int set_id) {
   base::MutexLock lock(&mu_);
   auto it = sets_.find(set_id);
@@ -228,22 +248,10 @@ Status DeviceExecutor::Decide(int set_id, const collectives::Comm& comm, int dev
     last_store_check = now;
     return Cancelled(set_id, x.generation);
   };
-  std::string id;
-  HVD_RETURN_IF_ERROR(gpu::ExchangeNcclId(
-      *options_.store, x, [this](std::string* out) { return backend_->NcclUniqueId(out); },
-      cancelled, &id));
-  Status s = backend_->NcclInit(id, comm.rank(), size, device, options_.nccl_timeout, cancelled,
-                                &st->nccl);
-  if (!s.ok()) {
-    std::vector<int> missing;
-    std::string who;
-    if (gpu::MissingNcclRanks(*options_.store, x, &missing).ok() && !missing.empty()) {
-      who = "; " + gpu::DescribeMissingRanks(missing, x.job_ranks);
-    }
-    (void)gpu::AbortNcclExchange(*options_.store, set_id, x.generation, s.message());
-    return s.WithContext("NCCL communicator of process set " + std::to_string(set_id) +
-                         " on CUDA device " + std::to_string(device) + who);
-  }
+  HVD_RETURN_IF_ERROR(FormComm(x, device, cancelled,
+                               "NCCL communicator of process set " + std::to_string(set_id) +
+                                   " on CUDA device " + std::to_string(device),
+                               &st->nccl));
   st->mode = SetState::Mode::kNccl;
   if (comm.rank() == 0) {
     HVD_LOG(INFO) << "process set " << set_id << ": GPU collectives on NCCL "

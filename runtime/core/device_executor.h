@@ -30,6 +30,7 @@
 #include "collectives/collectives.h"
 #include "core/operation.h"
 #include "gpu/gpu_backend.h"
+#include "gpu/nccl_bootstrap.h"
 #include "negotiation/message.h"
 #include "rendezvous/store.h"
 #include "timeline/timeline.h"
@@ -54,6 +55,31 @@ inline double PostFactor(const negotiation::Response& r, int contributors) {
   double f = r.postscale;
   if (r.reduce_op == ReduceOp::kAverage) f /= contributors > 1 ? contributors : 1;
   return f;
+}
+
+// One first-dimension row of `t` in bytes: allgather and alltoall move whole rows.
+inline size_t RowBytes(const negotiation::TensorSpec& t) {
+  size_t row = DataTypeSize(t.dtype);
+  for (size_t i = 1; i < t.shape.size(); ++i) row *= static_cast<size_t>(t.shape[i]);
+  return row;
+}
+
+// An allgather of tensor `t` of `r` over `size` ranks: the rows and bytes each rank gives, and
+// the rows in all (the host and the GPU paths alike).
+struct AllgatherBlocks {
+  std::vector<int64_t> splits;
+  std::vector<size_t> bytes;
+  int64_t rows = 0;
+};
+inline AllgatherBlocks BlocksOf(const negotiation::Response& r, size_t t, int size) {
+  AllgatherBlocks b;
+  const size_t row = RowBytes(r.tensors[t]);
+  for (int p = 0; p < size; ++p) {
+    b.splits.push_back(r.first_dims[t * size + p]);
+    b.bytes.push_back(static_cast<size_t>(b.splits.back()) * row);
+    b.rows += b.splits.back();
+  }
+  return b;
 }
 
 struct DeviceExecutorOptions {
@@ -144,6 +170,11 @@ class DeviceExecutor {
   // the local size (LocalCount), reduced with `op` on every rank of the set.
   Status FormLocal(const collectives::Comm& comm, SetState* st,
                    const std::function<Status()>& cancelled);
+  // One communicator: the id through the store (x), ncclCommInitRank on `device`; on failure the
+  // exchange's abort key is written and the error names `what` and the ranks that never arrived.
+  Status FormComm(const gpu::NcclIdExchange& x, int device,
+                  const std::function<Status()>& cancelled, const std::string& what,
+                  std::unique_ptr<gpu::NcclComm>* out);
   static size_t LocalCount(const SetState& st, size_t count, size_t esize);
   Status Hierarchical(SetState* st, char* buf, size_t count, DataType dtype, ReduceOp op,
                       const std::function<void(const char*)>& mark);

@@ -37,23 +37,7 @@ Status DeviceExecutor::FormLocal(const collectives::Comm& comm, SetState* st,
   if (x.job_ranks.size() != static_cast<size_t>(x.size)) x.job_ranks.clear();
   const std::string what =
       "the NCCL communicator of host " + std::to_string(host) + "'s ranks (hierarchical allreduce)";
-  std::string id;
-  HVD_RETURN_IF_ERROR(gpu::ExchangeNcclId(
-                          *options_.store, x,
-                          [this](std::string* out) { return backend_->NcclUniqueId(out); },
-                          cancelled, &id)
-                          .WithContext(what));
-  Status s = backend_->NcclInit(id, x.rank, x.size, st->device, options_.nccl_timeout, cancelled,
-                                &st->local);
-  if (!s.ok()) {
-    std::vector<int> missing;
-    std::string who;
-    if (gpu::MissingNcclRanks(*options_.store, x, &missing).ok() && !missing.empty()) {
-      who = "; local " + gpu::DescribeMissingRanks(missing, x.job_ranks);
-    }
-    (void)gpu::AbortNcclExchange(*options_.store, x.set_id, x.generation, s.message());
-    return s.WithContext(what + who);
-  }
+  HVD_RETURN_IF_ERROR(FormComm(x, st->device, cancelled, what, &st->local));
   st->hierarchy = comm.hierarchy;
   st->cross = comm.Over(h.cross.get());
   st->cross.direct_max_bytes = h.cross_direct_max_bytes;

@@ -23,12 +23,6 @@ using negotiation::TensorSpec;
 
 namespace {
 
-size_t RowBytes(const TensorSpec& t) {
-  size_t row = DataTypeSize(t.dtype);
-  for (size_t i = 1; i < t.shape.size(); ++i) row *= static_cast<size_t>(t.shape[i]);
-  return row;
-}
-
 std::vector<size_t> Offsets(const std::vector<size_t>& sizes) {
   std::vector<size_t> at(sizes.size(), 0);
   for (size_t i = 1; i < sizes.size(); ++i) at[i] = at[i - 1] + sizes[i - 1];
@@ -111,15 +105,8 @@ Status DeviceExecutor::NcclAllgather(SetState* st, const Response& r, size_t t,
   const int size = st->nccl->size();
   const int rank = st->nccl->rank();
   const TensorSpec& spec = r.tensors[t];
-  const size_t row = RowBytes(spec);
-  std::vector<size_t> bytes(size);
-  std::vector<int64_t> splits(size);
-  int64_t rows = 0;
-  for (int p = 0; p < size; ++p) {
-    splits[p] = r.first_dims[t * size + p];
-    bytes[p] = static_cast<size_t>(splits[p]) * row;
-    rows += splits[p];
-  }
+  const AllgatherBlocks b = BlocksOf(r, t, size);
+  const std::vector<size_t>& bytes = b.bytes;
   const size_t total = std::accumulate(bytes.begin(), bytes.end(), size_t{0});
   void* out = nullptr;
   const void* in = nullptr;
@@ -128,8 +115,8 @@ Status DeviceExecutor::NcclAllgather(SetState* st, const Response& r, size_t t,
     HVD_RETURN_IF_ERROR(AllocateResult(d, op, t, total, &out));
     internal::Operation::Result& res = op->results[t];
     res.shape = spec.shape;
-    res.shape[0] = rows;
-    res.splits = splits;
+    res.shape[0] = b.rows;
+    res.splits = b.splits;
     in = op->inputs[t].data;
   } else {
     HVD_RETURN_IF_ERROR(d->Buffer(1, std::max<size_t>(total, 1), &out));

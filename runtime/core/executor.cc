@@ -279,17 +279,9 @@ Status Executor::RunOther(const collectives::Comm& comm, const Response& r, size
     }
     case OpType::kAllgather: {
       const TensorSpec& t = r.tensors[ti];
-      size_t row = DataTypeSize(t.dtype);
-      for (size_t i = 1; i < t.shape.size(); ++i) row *= static_cast<size_t>(t.shape[i]);
-      std::vector<size_t> bytes(size);
-      std::vector<int64_t> splits(size);
-      int64_t rows = 0;
-      for (int p = 0; p < size; ++p) {
-        splits[p] = r.first_dims[ti * size + p];
-        bytes[p] = static_cast<size_t>(splits[p]) * row;
-        rows += splits[p];
-      }
-      size_t total = static_cast<size_t>(rows) * row;
+      AllgatherBlocks b = BlocksOf(r, ti, size);
+      const int64_t rows = b.rows;
+      const size_t total = static_cast<size_t>(rows) * RowBytes(t);
       std::vector<char> discard;
       char* out;
       const void* in = nullptr;
@@ -298,20 +290,18 @@ Status Executor::RunOther(const collectives::Comm& comm, const Response& r, size
         res.data.resize(total);
         res.shape = t.shape;
         res.shape[0] = rows;
-        res.splits = std::move(splits);
+        res.splits = std::move(b.splits);
         out = res.data.data();
         in = op->inputs[ti].data;
       } else {
         discard.resize(total);
         out = discard.data();
       }
-      return collectives::Allgather(comm, in, out, bytes)
+      return collectives::Allgather(comm, in, out, b.bytes)
           .WithContext("allgather of '" + t.name + "'");
     }
     case OpType::kAlltoall: {
-      const TensorSpec& t = r.tensors[0];
-      size_t row = DataTypeSize(t.dtype);
-      for (size_t i = 1; i < t.shape.size(); ++i) row *= static_cast<size_t>(t.shape[i]);
+      const size_t row = RowBytes(r.tensors[0]);
       std::vector<size_t> send(size), recv(size);
       int64_t rows = 0;
       internal::Operation::Result& res = op->results[0];
