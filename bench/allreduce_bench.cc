@@ -55,6 +55,8 @@ struct Options : LoopOptions {
   size_t direct_max = 0;  // 0: the runtime's default for the transport (core/comm_setup.cc)
   bool direct_given = false;
   size_t chunk = 256 << 10;
+  size_t single_copy = 0;  // --single-copy B: the single-copy allreduce from B bytes (shm)
+  bool single_copy_measure = false;  // --single-copy-measure 1: only where measured faster
   bool api = false;
   bool stats = false;  // --stats 1: each rank prints its engine's round counts (with --api 1)
   bool out_of_place = false;     // --out-of-place 1: hvd::Allreduce into a buffer of its own
@@ -75,6 +77,11 @@ struct Options : LoopOptions {
                "  --direct-max  latency path while (N-1) x size <= this (0: never); default: the\n"
                "                runtime's for the transport (64K shm, 256K tcp)\n"
                "  --chunk       the ring's chunk size (default 256K)\n"
+               "  --single-copy B  with --transport shm: allreduces from B bytes read the peers'\n"
+               "                memory (process_vm_readv) instead of taking the ring; default 0:\n"
+               "                never (with --api 1: HVD_SINGLE_COPY_MIN_BYTES)\n"
+               "  --single-copy-measure 1  only where measured faster than the ring (the\n"
+               "                runtime's default, HVD_SINGLE_COPY_MEASURE); default 0: always\n"
                "  --ref 0       skip the memcpy/reduce2t references (printed as 0)\n"
                "  --api 1       through hvd::Init/hvd::Allreduce (the full runtime path); the\n"
                "                transport then follows HVD_SHM like any job's\n"
@@ -125,6 +132,13 @@ Options ParseArgs(int argc, char** argv) {
                      }
                    } else if (flag == "--chunk") {
                      if (!ParseBytes(v, &o.chunk)) bad("a size like 64K or 256K");
+                   } else if (flag == "--single-copy") {
+                     if (std::string(v) != "0" && !ParseBytes(v, &o.single_copy)) {
+                       bad("a size like 0, 256K or 1M");
+                     }
+                   } else if (flag == "--single-copy-measure") {
+                     if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
+                     o.single_copy_measure = n == 1;
                    } else if (flag == "--ref") {
                      if (!ParseInt(v, 0, 1, &n)) bad("0 or 1");
                      o.ref = n == 1;
@@ -205,6 +219,12 @@ Status RunCollectives(const Options& o, const RankEnv& env, const std::vector<Re
   comm.direct_max_bytes =
       o.direct_given ? o.direct_max : (o.transport == "shm" ? size_t{64} << 10 : size_t{256} << 10);
   comm.ring_chunk_bytes = o.chunk;
+  if (o.single_copy > 0) {
+    std::string why_not;
+    HVD_RETURN_IF_ERROR(
+        coll::EnableSingleCopy(&comm, o.single_copy, o.single_copy_measure, &why_not));
+    if (!why_not.empty()) return FailedPrecondition("--single-copy: " + why_not);
+  }
   if (rank == 0) {
     PrintHeader(o,
                 std::string("allreduce_bench: collectives::Allreduce over ") +

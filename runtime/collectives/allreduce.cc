@@ -1,21 +1,27 @@
 // Allreduce dispatcher: validates arguments, chooses the algorithm, and turns kAverage into a sum
 // followed by Scale(1/size).
 //
-// Choice (the same on every rank: it depends only on sizes and placement, never on timing):
+// Choice (the same on every rank: it depends on sizes and placement, and between the ring and the
+// single copy on times that rank 0 measured and broadcast):
 //   hierarchical - the job spans hosts with equal numbers of ranks (Comm::hierarchy);
 //   direct       - otherwise, when each rank would send at most Comm::direct_max_bytes on it,
 //                  (size - 1) x the buffer: the latency path;
+//   single copy  - otherwise, from Comm::single_copy_min_bytes up (ranks of one host that may
+//                  read each other's memory; EnableSingleCopy made that choice on every rank),
+//                  where Comm::single_copy_choice measured it faster than the ring (if set);
 //   ring         - otherwise.
-// All three reduce every element in the same order (collectives.h), so the choice never changes
+// All four reduce every element in the same order (collectives.h), so the choice never changes
 // a result. Special cases: count 0 is a no-op on every rank; with one rank the data is already the
 // result and only kAverage's scaling (by 1, exact) runs.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
 
 #include "collectives/collectives.h"
 #include "collectives/reduce.h"
+#include "collectives/single_copy_choice.h"
 #include "transport/group.h"
 
 namespace hvd::runtime::collectives {
@@ -25,6 +31,8 @@ Comm Comm::Over(transport::Transport* t) const {
   c.transport = t;
   c.hierarchy = nullptr;
   c.job_ranks = nullptr;  // the caller knows what the view's ranks are
+  // Another communicator counts its own allreduces (every rank of it the same).
+  if (c.single_copy_choice != nullptr) c.single_copy_choice = std::make_shared<SingleCopyChoice>();
   return c;
 }
 
@@ -72,11 +80,21 @@ std::vector<size_t> AllreduceLayout(const Comm& comm, size_t count) {
 
 namespace {
 
-enum class Algorithm { kRing, kDirect, kHierarchical };
+enum class Algorithm { kRing, kDirect, kHierarchical, kSingleCopy };
 
 Algorithm Choose(const Comm& comm, size_t bytes) {
   if (comm.hierarchy != nullptr) return Algorithm::kHierarchical;
-  return UseDirect(comm, bytes) ? Algorithm::kDirect : Algorithm::kRing;
+  if (UseDirect(comm, bytes)) return Algorithm::kDirect;
+  if (comm.single_copy_min_bytes != 0 && bytes >= comm.single_copy_min_bytes &&
+      (comm.single_copy_choice == nullptr || comm.single_copy_choice->Next(bytes))) {
+    return Algorithm::kSingleCopy;
+  }
+  return Algorithm::kRing;
+}
+
+// Whether the algorithm reads an out-of-place input itself (the others get it copied first).
+bool ReadsInput(Algorithm a) {
+  return a == Algorithm::kRing || a == Algorithm::kSingleCopy;
 }
 
 }  // namespace
@@ -86,7 +104,7 @@ bool UseDirect(const Comm& comm, size_t bytes) {
 }
 
 const char* AllreduceAlgorithm(const Comm& comm, size_t bytes) {
-  static const char* const kNames[] = {"ring", "direct", "hierarchical"};
+  static const char* const kNames[] = {"ring", "direct", "hierarchical", "single-copy"};
   return kNames[static_cast<int>(Choose(comm, bytes))];
 }
 
@@ -111,8 +129,8 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
 
   const size_t bytes = count * DataTypeSize(dtype);
   const Algorithm algorithm = comm.size() > 1 ? Choose(comm, bytes) : Algorithm::kDirect;
-  if (in != nullptr && in != buf && (comm.size() == 1 || algorithm != Algorithm::kRing)) {
-    std::memcpy(buf, in, bytes);  // only the ring reads its input as it goes
+  if (in != nullptr && in != buf && (comm.size() == 1 || !ReadsInput(algorithm))) {
+    std::memcpy(buf, in, bytes);
     in = nullptr;
   }
   const ReduceOp sum_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
@@ -120,6 +138,11 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
   double factor = postscale;
   if (op == ReduceOp::kAverage) factor = factor / comm.size();
   if (comm.size() > 1) {
+    // Both candidates are timed where the choice between them is measured.
+    const bool measured = comm.single_copy_choice != nullptr && comm.single_copy_min_bytes != 0 &&
+                          bytes >= comm.single_copy_min_bytes &&
+                          (algorithm == Algorithm::kRing || algorithm == Algorithm::kSingleCopy);
+    const auto t0 = std::chrono::steady_clock::now();
     Status s;
     switch (algorithm) {
       case Algorithm::kHierarchical:
@@ -132,8 +155,16 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
         s = RingAllreduce(comm, in, buf, parts, dtype, sum_op, factor);
         factor = 1.0;  // applied inside the ring
         break;
+      case Algorithm::kSingleCopy:
+        s = SingleCopyAllreduce(comm, in, buf, parts, dtype, sum_op, factor);
+        factor = 1.0;  // applied to each piece as it is reduced
+        break;
     }
     HVD_RETURN_IF_ERROR(s);
+    if (measured) {
+      HVD_RETURN_IF_ERROR(comm.single_copy_choice->Done(
+          comm, bytes, algorithm == Algorithm::kSingleCopy, std::chrono::steady_clock::now() - t0));
+    }
   }
   // One rank reduces nothing: bool still owes its 0/1 results (Scale by 1 normalizes them).
   if (factor != 1.0 || (comm.size() == 1 && dtype == DataType::kBool)) {

@@ -28,6 +28,8 @@
 
 namespace hvd::runtime::collectives {
 
+class SingleCopyChoice;
+
 // The groups the hierarchical allreduce runs over (hierarchical_allreduce.cc): views of the
 // job's transport (transport/group.h).
 struct Hierarchy {
@@ -46,6 +48,14 @@ struct Comm {
   // An allreduce takes the direct (latency) path (direct_allreduce.cc) when each rank would send
   // at most this many bytes on it: (size - 1) x the buffer.
   size_t direct_max_bytes = 0;
+  // Allreduces of at least this many bytes may read the peers' buffers through the kernel
+  // (single_copy_allreduce.cc) instead of taking the ring; 0: never. Only EnableSingleCopy sets
+  // it, once every rank of the communicator has been seen to read every other's memory.
+  size_t single_copy_min_bytes = 0;
+  // Set: the ring or the single copy, whichever is measured faster for the size
+  // (single_copy_choice.h); null: the single copy always from single_copy_min_bytes. Per
+  // communicator: Over() gives a view a fresh one.
+  std::shared_ptr<SingleCopyChoice> single_copy_choice;
   // Set when the job spans hosts with the same number of ranks on each: allreduces then run
   // hierarchically. Null: flat algorithms over `transport`.
   std::shared_ptr<const Hierarchy> hierarchy;
@@ -87,7 +97,7 @@ std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
 std::vector<size_t> AllreduceLayout(const Comm& comm, size_t count);
 
 // In-place allreduce of `count` elements of `dtype` at `buf`. kAverage sums and then divides by
-// size (integers round to nearest). Chooses the algorithm by size and placement.
+// size (integers round to nearest). Chooses the algorithm by size and placement (allreduce.cc).
 Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op);
 
 // The same with explicit part boundaries: `parts` as AllreduceLayout returns them, or summed
@@ -98,14 +108,16 @@ Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& pa
                       ReduceOp op, double postscale = 1.0);
 // Out of place: the result of reducing `in` (parts.back() elements, only read) in `buf`, which
 // must not overlap it; the same result as copying `in` to `buf` and reducing there. The ring
-// reads `in` as it goes (no pass copying it first); the other paths copy it first.
+// and the single copy read `in` as they go (no pass copying it first); the other paths copy it
+// first.
 Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& parts,
                       DataType dtype, ReduceOp op, double postscale = 1.0);
 
 // Whether `bytes` go through the direct path on `comm` (see Comm::direct_max_bytes).
 bool UseDirect(const Comm& comm, size_t bytes);
 
-// The algorithm AllreduceParts runs for `bytes`: "ring", "direct" or "hierarchical".
+// The algorithm AllreduceParts runs for `bytes`: "ring", "direct", "hierarchical" or
+// "single-copy".
 const char* AllreduceAlgorithm(const Comm& comm, size_t bytes);
 
 // The algorithms (REQUIRES: op != kAverage; `off` has size() + 1 entries, off.back() = count).
@@ -117,6 +129,19 @@ Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off
 // place.
 Status RingAllreduce(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
                      DataType dtype, ReduceOp op, double scale = 1.0);
+// Single copy, among ranks of one host whose memory this process may read (process_vm_readv):
+// the owner of each part reads it from every rank's source and reduces it in the ring's order,
+// then every rank reads the other parts from their owners (single_copy_allreduce.cc). `in` as
+// RingAllreduce's; the result multiplied by `scale`. FailedPrecondition when a peer is not on a
+// shared-memory link.
+Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
+                           const std::vector<size_t>& off, DataType dtype, ReduceOp op,
+                           double scale = 1.0);
+// Collective: sets comm->single_copy_min_bytes to `min_bytes` when every rank of the flat
+// communicator can read every other's memory, else leaves it 0 with *why_not saying which rank
+// could not and why (the same choice on every rank). `measure`: choose between the ring and the
+// single copy by their times (Comm::single_copy_choice). Errors only when the exchange fails.
+Status EnableSingleCopy(Comm* comm, size_t min_bytes, bool measure, std::string* why_not);
 // Ring phases alone: after the reduce-scatter, part i is reduced on rank (i - 1) mod size; the
 // allgather starts from that state.
 Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,

@@ -4,6 +4,7 @@
 // the data path are declared here, where they are read.
 #include <algorithm>
 
+#include "base/logging.h"
 #include "base/settings.h"
 #include "core/context.h"
 #include "transport/connect.h"
@@ -42,6 +43,16 @@ const Setting<int64_t> kDirectMaxTcp("HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", nullp
 const Setting<int64_t> kRingChunk("HVD_RING_CHUNK_BYTES", nullptr, 256 << 10,
                                   "the ring moves each segment in chunks of about this size",
                                   {4096, kGiB}, kSameOnEveryRank);
+const Setting<int64_t> kSingleCopyMin(
+    "HVD_SINGLE_COPY_MIN_BYTES", nullptr, 256 << 10,
+    "among ranks of one host, allreduces of at least this size may read the peers' buffers "
+    "through the kernel (process_vm_readv) instead of taking the ring; 0: never",
+    {0, int64_t{1} << 62}, kSameOnEveryRank);
+const Setting<bool> kSingleCopyMeasure(
+    "HVD_SINGLE_COPY_MEASURE", nullptr, true,
+    "choose between the ring and the single copy per size by their measured times; 0: the single "
+    "copy always from HVD_SINGLE_COPY_MIN_BYTES",
+    kSameOnEveryRank);
 const Setting<bool> kHierarchical(
     "HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", true,
     "jobs on several hosts with equal ranks per host reduce within hosts first; 0: flat ring",
@@ -64,8 +75,8 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
                    collectives::Comm* comm) {
   transport::ConnectOptions o;
   o.hosts = hosts;
-  int64_t socket_buffer, ring, spin, direct_shm, direct_tcp, chunk;
-  bool hierarchical;
+  int64_t socket_buffer, ring, spin, direct_shm, direct_tcp, chunk, single_copy;
+  bool hierarchical, measure;
   HVD_RETURN_IF_ERROR(kAdvertiseAddr.Get(&o.tcp.advertise_addr));
   HVD_RETURN_IF_ERROR(kSocketBuffer.Get(&socket_buffer));
   HVD_RETURN_IF_ERROR(kShm.Get(&o.use_shm));
@@ -74,6 +85,8 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
   HVD_RETURN_IF_ERROR(kDirectMaxShm.Get(&direct_shm));
   HVD_RETURN_IF_ERROR(kDirectMaxTcp.Get(&direct_tcp));
   HVD_RETURN_IF_ERROR(kRingChunk.Get(&chunk));
+  HVD_RETURN_IF_ERROR(kSingleCopyMin.Get(&single_copy));
+  HVD_RETURN_IF_ERROR(kSingleCopyMeasure.Get(&measure));
   HVD_RETURN_IF_ERROR(kHierarchical.Get(&hierarchical));
   const bool one_host =
       std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
@@ -110,6 +123,22 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
   if (hierarchical && size > 1) {
     comm->hierarchy = collectives::MakeHierarchy(transport->get(), hosts, within_host,
                                                  static_cast<size_t>(direct_tcp));
+  }
+  if (one_host && o.use_shm && size > 1 && single_copy > 0) {
+    std::string why_not;
+    HVD_RETURN_IF_ERROR_CTX(
+        collectives::EnableSingleCopy(comm, static_cast<size_t>(single_copy), measure, &why_not),
+        "rank " + std::to_string(rank) + " probing the single-copy allreduce");
+    if (!why_not.empty() && rank == 0) {  // a rank that could not read says why itself
+      HVD_LOG(INFO) << "single-copy allreduce off (large allreduces take the ring): " << why_not
+                    << "; kernel.yama.ptrace_scope 1 or more, or a seccomp profile without "
+                       "process_vm_readv, forbids it";
+    } else if (rank == 0) {
+      HVD_LOG(INFO) << "single-copy allreduce on from " << single_copy
+                    << " bytes (HVD_SINGLE_COPY_MIN_BYTES), "
+                    << (measure ? "where measured faster than the ring (HVD_SINGLE_COPY_MEASURE)"
+                                : "always (HVD_SINGLE_COPY_MEASURE=0)");
+    }
   }
   return Status::OK();
 }

@@ -54,6 +54,11 @@ class Link {
   virtual void ConsumeRecv(size_t k) {}
   virtual size_t PeekSend(size_t n, void** space) { return 0; }
   virtual void CommitSend(size_t k) {}
+
+  // The peer's process id, as this process names it, when the peer runs on this host and its
+  // memory could be read with process_vm_readv (shared-memory links; whether the kernel allows
+  // it is another matter: collectives/single_copy_allreduce.cc probes). -1 otherwise (TCP).
+  virtual int peer_pid() const { return -1; }
 };
 
 struct WaitItem {

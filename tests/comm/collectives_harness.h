@@ -25,6 +25,7 @@ struct Config {
   bool shm = false;  // false: TCP between every pair
   size_t direct_max = 64 << 10;
   size_t chunk = 256 << 10;
+  size_t single_copy_min = 0;  // > 0: allreduces from this size read peers' memory (Enable)
 };
 
 inline void PrintTo(const Config& c, std::ostream* os) {
@@ -41,6 +42,16 @@ inline Comm MakeComm(const Config& setup, Transport* t, Millis idle_timeout) {
   comm.hierarchy = MakeHierarchy(t, hvd::testing::SplitHosts(setup.ranks, setup.hosts),
                                  setup.direct_max, setup.direct_max);
   return comm;
+}
+
+// Makes `comm` take the single-copy allreduce as `setup` asks (collective); an error when it asks
+// and a rank cannot read another's memory (testutil/cross_memory.h said it could).
+inline Status EnableSingleCopyAsAsked(const Config& setup, Comm* comm) {
+  if (setup.single_copy_min == 0) return Status::OK();
+  std::string why_not;
+  HVD_RETURN_IF_ERROR(EnableSingleCopy(comm, setup.single_copy_min, /*measure=*/false, &why_not));
+  if (!why_not.empty()) return Internal("single copy refused: " + why_not);
+  return Status::OK();
 }
 
 inline Status Connect(const Config& setup, int rank, const std::string& dir,

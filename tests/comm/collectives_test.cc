@@ -1,18 +1,21 @@
 // Multi-process tests of the collectives, one forked process per rank (testutil/multiproc.h),
 // parameterised over a grid of setups: rank counts x transports (TCP on 127.0.0.1, shared
 // memory, both with ranks on simulated hosts) x algorithm thresholds, so that the ring (chunked
-// and not), the direct latency path and the hierarchical path each run the whole grid.
+// and not), the direct latency path, the single-copy path and the hierarchical path each run the
+// whole grid.
 //
 // Allreduce covers every count x dtype x op on one mesh per rank count, against the exact
 // results of collectives_reference.h. Failures and the harness: collectives_failure_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +26,7 @@
 #include "collectives/reduce.h"
 #include "collectives_harness.h"
 #include "collectives_reference.h"
+#include "testutil/cross_memory.h"
 #include "testutil/mix.h"
 #include "testutil/multiproc.h"
 
@@ -56,6 +60,8 @@ std::vector<Config> Grid() {
   // The ring alone, in many small chunks, and the direct path alone, at every size.
   for (int n : {2, 3, 5}) grid.push_back({"shm_ring", n, 1, true, 0, 4096});
   for (int n : {2, 3, 5}) grid.push_back({"shm_direct", n, 1, true, kAlways});
+  // The single-copy allreduce at every size, in pieces of 16 KiB (4 chunks).
+  for (int n : {2, 3, 5}) grid.push_back({"shm_single", n, 1, true, 0, 4096, 1});
   // Equal hosts: the hierarchical allreduce (both of its paths); unequal: flat over mixed links.
   for (int n : {4, 6}) grid.push_back({"2hosts", n, 2, true});
   grid.push_back({"2hosts_ring", 4, 2, true, 0, 4096});
@@ -67,6 +73,12 @@ std::vector<Config> Grid() {
 
 class Collectives : public ::testing::TestWithParam<Config> {
  protected:
+  void SetUp() override {
+    if (GetParam().single_copy_min == 0) return;
+    const std::string why = hvd::testing::CrossMemoryUnavailable();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+
   // Runs `body(comm, rank, size, store_dir)` on every rank of the setup over a fresh transport.
   template <typename Body>
   RunResult Run(Body body, RunOptions options = {}) {
@@ -76,7 +88,9 @@ class Collectives : public ::testing::TestWithParam<Config> {
         [&body, &setup](int rank, int size, const std::string& dir) -> Status {
           std::unique_ptr<Transport> t;
           HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &t));
-          return body(MakeComm(setup, t.get(), Millis(30000)), rank, size, dir);
+          Comm comm = MakeComm(setup, t.get(), Millis(30000));
+          HVD_RETURN_IF_ERROR(test::EnableSingleCopyAsAsked(setup, &comm));
+          return body(comm, rank, size, dir);
         },
         options);
   }
@@ -125,9 +139,9 @@ TEST_P(Collectives, AllreduceOutOfPlaceEveryCountDtype) {
           const std::string what = "out of place, rank " + std::to_string(rank) + " count " +
                                    std::to_string(count) + " " + std::string(DataTypeName(t)) +
                                    " " + std::string(ReduceOpName(op));
-          HVD_RETURN_IF_ERROR_CTX(AllreduceParts(comm, input.data(), out.data(),
-                                                 AllreduceLayout(comm, count), t, op),
-                                  what);
+          HVD_RETURN_IF_ERROR_CTX(
+              AllreduceParts(comm, input.data(), out.data(), AllreduceLayout(comm, count), t, op),
+              what);
           Compare(what, out, Expected(ref, 0, count, t, op, size), t, 0, &report, &reported);
           if (input != in) return Internal(what + ": the input was written");
         }
@@ -310,13 +324,28 @@ INSTANTIATE_TEST_SUITE_P(Grid, Collectives, ::testing::ValuesIn(Grid()),
 // inside its pipeline and the others in a pass afterwards.
 TEST(AllreduceAlgorithms, AgreeBitForBit) {
   constexpr size_t kAlways = ~size_t{0};
-  const std::vector<std::vector<Config>> families = {
-      {{"direct", 3, 1, true, kAlways}, {"ring", 3, 1, true, 0, 4096}, {"ring", 3, 1, true, 0}},
-      {{"direct", 5, 1, true, kAlways}, {"ring", 5, 1, true, 0, 8192}, {"tcp", 5}},
+  std::vector<std::vector<Config>> families = {
+      {{"direct", 3, 1, true, kAlways},
+       {"ring", 3, 1, true, 0, 4096},
+       {"ring", 3, 1, true, 0},
+       {"single_copy", 3, 1, true, 0, 4096, 1}},
+      {{"direct", 5, 1, true, kAlways},
+       {"ring", 5, 1, true, 0, 8192},
+       {"tcp", 5},
+       {"single_copy", 5, 1, true, 0, 8192, 1}},
       {{"hier_direct", 4, 2, true, kAlways},
        {"hier_ring", 4, 2, true, 0, 4096},
        {"hier", 4, 2, true}},
   };
+  const std::string why = hvd::testing::CrossMemoryUnavailable();
+  if (!why.empty()) {
+    std::cout << "without the single-copy allreduce: " << why << "\n";
+    for (auto& family : families) {
+      family.erase(std::remove_if(family.begin(), family.end(),
+                                  [](const Config& c) { return c.single_copy_min > 0; }),
+                   family.end());
+    }
+  }
   for (const auto& family : families) {
     const int n = family[0].ranks;
     RunResult res = RunRanks(n, [&family](int rank, int size, const std::string& dir) -> Status {
@@ -324,7 +353,8 @@ TEST(AllreduceAlgorithms, AgreeBitForBit) {
       for (const Config& c : family) {
         std::unique_ptr<Transport> t;
         HVD_RETURN_IF_ERROR(Connect(c, rank, dir, &t, "config" + std::to_string(results.size())));
-        const Comm comm = MakeComm(c, t.get(), Millis(30000));
+        Comm comm = MakeComm(c, t.get(), Millis(30000));
+        HVD_RETURN_IF_ERROR(test::EnableSingleCopyAsAsked(c, &comm));
         // The ring scales an average's chunks as they complete, the others after: same bits.
         for (auto [count, op] : {std::pair{size_t{1}, ReduceOp::kSum},
                                  {size_t{999}, ReduceOp::kSum},

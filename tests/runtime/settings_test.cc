@@ -90,7 +90,8 @@ TEST(SameOnEveryRank, FlaggedWhereDeclared) {
                          "HVD_CACHE_CAPACITY", "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM",
                          "HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "HVD_FUSION_MAX_TENSOR_BYTES",
                          "HVD_FUSION_THRESHOLD", "HVD_HIERARCHICAL_ALLREDUCE",
-                         "HVD_RING_CHUNK_BYTES", "HVD_SHM"}));
+                         "HVD_RING_CHUNK_BYTES", "HVD_SHM", "HVD_SINGLE_COPY_MEASURE",
+                         "HVD_SINGLE_COPY_MIN_BYTES"}));
 }
 
 TEST(SameOnEveryRank, PublishedInNameOrderNormalized) {
@@ -102,7 +103,7 @@ TEST(SameOnEveryRank, PublishedInNameOrderNormalized) {
             "HVD_CACHE_CAPACITY=1024 HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM=65536 "
             "HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP=262144 HVD_FUSION_MAX_TENSOR_BYTES=65536 "
             "HVD_FUSION_THRESHOLD=0x10 HVD_HIERARCHICAL_ALLREDUCE=1 HVD_RING_CHUNK_BYTES=262144 "
-            "HVD_SHM=1");
+            "HVD_SHM=1 HVD_SINGLE_COPY_MEASURE=1 HVD_SINGLE_COPY_MIN_BYTES=262144");
   unsetenv("HVD_SHM");
   unsetenv("HOROVOD_FUSION_THRESHOLD");
   std::string theirs = line;

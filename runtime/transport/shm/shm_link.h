@@ -31,6 +31,7 @@ struct LinkEnds {
   std::shared_ptr<Doorbell> my_doorbell;
   int peer_doorbell = -1;  // owned: the peer's eventfd
   int liveness_fd = -1;    // owned: the connected setup socket
+  int peer_pid = -1;       // the peer process (SO_PEERCRED of the setup socket); -1: unknown
 };
 
 class ShmLink final : public PollableLink {
@@ -46,6 +47,7 @@ class ShmLink final : public PollableLink {
   void ConsumeRecv(size_t k) override;
   size_t PeekSend(size_t n, void** space) override;
   void CommitSend(size_t k) override;
+  int peer_pid() const override { return ends_.peer_pid; }
 
   bool ReadyNow(bool send, bool recv) override;
   bool CanSpin() const override { return true; }

@@ -1,0 +1,57 @@
+#include "collectives/single_copy_choice.h"
+
+#include <bit>
+
+#include "base/logging.h"
+#include "collectives/collectives.h"
+
+namespace hvd::runtime::collectives {
+namespace {
+
+int ClassOf(size_t bytes) {
+  return bytes == 0 ? 0 : 63 - std::countl_zero(uint64_t{bytes});
+}
+
+// Whether a decision follows the c-th allreduce of a class (c counted from 1).
+bool DecisionAfter(uint64_t c) {
+  return c >= 2 && (c <= 64 ? std::has_single_bit(c) : c % 64 == 0);
+}
+
+}  // namespace
+
+bool SingleCopyChoice::Next(size_t bytes) const {
+  base::MutexLock lock(&mu_);
+  const Class& k = classes_[ClassOf(bytes)];
+  return k.single_copy != DecisionAfter(k.count + 1);  // the probe runs the other one
+}
+
+Status SingleCopyChoice::Done(const Comm& comm, size_t bytes, bool single_copy,
+                              std::chrono::nanoseconds took) {
+  uint8_t vote = 0;
+  double ring = 0, single = 0;
+  {
+    base::MutexLock lock(&mu_);
+    Class& k = classes_[ClassOf(bytes)];
+    // A running average that follows a change of phase within a few samples.
+    double& est = k.ns_per_byte[single_copy ? 1 : 0];
+    const double sample = static_cast<double>(took.count()) / static_cast<double>(bytes);
+    est = est == 0.0 ? sample : 0.5 * est + 0.5 * sample;
+    if (!DecisionAfter(++k.count)) return Status::OK();
+    ring = k.ns_per_byte[0];
+    single = k.ns_per_byte[1];
+    vote = single > 0.0 && (ring == 0.0 || single < ring);
+  }
+  // Only rank 0's vote counts; the lock is not held across the message.
+  HVD_RETURN_IF_ERROR(Broadcast(comm, &vote, 1, 0).WithContext("single-copy choice"));
+  if (comm.rank() == 0) {
+    const size_t from = size_t{1} << ClassOf(bytes);
+    HVD_LOG(DEBUG) << "allreduces of " << from << " to " << 2 * from - 1
+                   << " bytes: " << (vote != 0 ? "single copy" : "ring") << " (ring " << ring
+                   << " ns/byte, single copy " << single << ")";
+  }
+  base::MutexLock lock(&mu_);
+  classes_[ClassOf(bytes)].single_copy = vote != 0;
+  return Status::OK();
+}
+
+}  // namespace hvd::runtime::collectives

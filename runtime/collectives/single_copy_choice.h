@@ -1,0 +1,59 @@
+// Chooses, per size, between the ring and the single-copy allreduce by how long each takes on
+// this machine now. Neither always wins: where two cores share a cache, the ring's hand-off of
+// each chunk from one core's cache to the other's is cheap and it is 2-4x faster than the single
+// copy; where moving a dirty cache line between the cores is slow (the same VM in another phase,
+// docs/performance.md), the single copy is 2-3x faster than the ring. Internal to collectives/.
+//
+// Vocabulary:
+//   class     - the allreduces whose byte counts lie between the same powers of two; the choice
+//               is made per class.
+//   count c   - how many allreduces of the class the communicator has run: the same on every
+//               rank, since every rank runs the same collectives in the same order.
+//   decision  - after the c-th allreduce of a class for c = 2, 4, 8, 16, 32, 64 and every 64th
+//               after that, rank 0 broadcasts which algorithm its own measurements favour (the
+//               lower average time per byte) and every rank takes it: the choice is the same
+//               everywhere without a message on the other operations.
+//   probe     - the allreduce just before each decision runs the algorithm not chosen, so that
+//               its time is measured again (a phase of the machine can change which one wins).
+//               Before the first decision: the ring first, then the single copy.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+
+#include "base/mutex.h"
+#include "base/thread_annotations.h"
+#include "hvd/status.h"
+
+namespace hvd::runtime::collectives {
+
+struct Comm;
+
+class SingleCopyChoice {
+ public:
+  SingleCopyChoice() = default;
+  SingleCopyChoice(const SingleCopyChoice&) = delete;
+  SingleCopyChoice& operator=(const SingleCopyChoice&) = delete;
+
+  // Whether the next allreduce of `bytes` takes the single copy. No messages; does not count.
+  bool Next(size_t bytes) const;
+
+  // Counts an allreduce of `bytes` that ran the single copy or not and took `took` on this rank;
+  // at a decision, rank 0 broadcasts its choice (collective then: every rank calls Done for the
+  // same operations in the same order).
+  Status Done(const Comm& comm, size_t bytes, bool single_copy, std::chrono::nanoseconds took);
+
+ private:
+  struct Class {
+    uint64_t count = 0;
+    bool single_copy = false;            // the choice
+    double ns_per_byte[2] = {0.0, 0.0};  // [ring, single copy]; 0: not measured yet
+  };
+  static constexpr int kClasses = 64;
+
+  mutable base::Mutex mu_;
+  Class classes_[kClasses] HVD_GUARDED_BY(mu_);
+};
+
+}  // namespace hvd::runtime::collectives
