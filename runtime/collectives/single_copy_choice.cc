@@ -1,5 +1,6 @@
 #include "collectives/single_copy_choice.h"
 
+#include <algorithm>
 #include <bit>
 
 #include "base/logging.h"
@@ -22,7 +23,9 @@ bool DecisionAfter(uint64_t c) {
 bool SingleCopyChoice::Next(size_t bytes) const {
   base::MutexLock lock(&mu_);
   const Class& k = classes_[ClassOf(bytes)];
-  return k.single_copy != DecisionAfter(k.count + 1);  // the probe runs the other one
+  const uint64_t c = k.count + 1;
+  const bool probe = DecisionAfter(c) && (k.close || c % 64 == 0);
+  return k.single_copy != probe;  // the probe runs the other one
 }
 
 Status SingleCopyChoice::Done(const Comm& comm, size_t bytes, bool single_copy,
@@ -39,18 +42,23 @@ Status SingleCopyChoice::Done(const Comm& comm, size_t bytes, bool single_copy,
     if (!DecisionAfter(++k.count)) return Status::OK();
     ring = k.ns_per_byte[0];
     single = k.ns_per_byte[1];
-    vote = single > 0.0 && (ring == 0.0 || single < ring);
+    const bool single_copy_wins = single > 0.0 && (ring == 0.0 || single < ring);
+    const bool close =
+        ring == 0.0 || single == 0.0 || std::max(ring, single) < 2 * std::min(ring, single);
+    vote = (single_copy_wins ? 1 : 0) | (close ? 2 : 0);
   }
-  // Only rank 0's vote counts; the lock is not held across the message.
+  // Only rank 0's vote (bit 0: the single copy, bit 1: close) counts; the lock is not held across
+  // the message.
   HVD_RETURN_IF_ERROR(Broadcast(comm, &vote, 1, 0).WithContext("single-copy choice"));
   if (comm.rank() == 0) {
     const size_t from = size_t{1} << ClassOf(bytes);
     HVD_LOG(DEBUG) << "allreduces of " << from << " to " << 2 * from - 1
-                   << " bytes: " << (vote != 0 ? "single copy" : "ring") << " (ring " << ring
+                   << " bytes: " << ((vote & 1) != 0 ? "single copy" : "ring") << " (ring " << ring
                    << " ns/byte, single copy " << single << ")";
   }
   base::MutexLock lock(&mu_);
-  classes_[ClassOf(bytes)].single_copy = vote != 0;
+  classes_[ClassOf(bytes)].single_copy = (vote & 1) != 0;
+  classes_[ClassOf(bytes)].close = (vote & 2) != 0;
   return Status::OK();
 }
 

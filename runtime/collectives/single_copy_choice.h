@@ -13,9 +13,12 @@
 //               after that, rank 0 broadcasts which algorithm its own measurements favour (the
 //               lower average time per byte) and every rank takes it: the choice is the same
 //               everywhere without a message on the other operations.
-//   probe     - the allreduce just before each decision runs the algorithm not chosen, so that
-//               its time is measured again (a phase of the machine can change which one wins).
-//               Before the first decision: the ring first, then the single copy.
+//   probe     - the allreduce just before a decision may run the algorithm not chosen, so that
+//               its time is measured again (a phase of the machine can change which one wins):
+//               before every 64th decision always, before the others only while the two times
+//               lie within 2x of each other (rank 0 says so with its choice), so that a clear
+//               winner is not paid for with probes. The first two allreduces of a class run the
+//               ring, then the single copy.
 #pragma once
 
 #include <chrono>
@@ -48,6 +51,7 @@ class SingleCopyChoice {
   struct Class {
     uint64_t count = 0;
     bool single_copy = false;            // the choice
+    bool close = true;                   // the times are within 2x: probe before each decision
     double ns_per_byte[2] = {0.0, 0.0};  // [ring, single copy]; 0: not measured yet
   };
   static constexpr int kClasses = 64;
