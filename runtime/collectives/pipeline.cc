@@ -151,15 +151,19 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
             if (step.local != nullptr) {
               std::memcpy(step.dst + processed, step.local + processed, n);
             }
-            if (fwd_n > 0) {
+            if (fwd_n > 0 && step.scale == 1.0) {
               ReduceIntoCopy(step.dst + processed, src, fwd, n / es, plan.dtype, plan.op);
-              if (step.scale != 1.0) Scale(fwd, n / es, plan.dtype, step.scale);
-              out->CommitSend(n);
-              sent += n;
             } else {
               ReduceInto(step.dst + processed, src, n / es, plan.dtype, plan.op);
+              if (step.scale != 1.0) Scale(step.dst + processed, n / es, plan.dtype, step.scale);
+              // Scaled in the (aligned) destination, then copied: `fwd` may have any alignment,
+              // and Scale needs its elements aligned.
+              if (fwd_n > 0) std::memcpy(fwd, step.dst + processed, n);
             }
-            if (step.scale != 1.0) Scale(step.dst + processed, n / es, plan.dtype, step.scale);
+            if (fwd_n > 0) {
+              out->CommitSend(n);
+              sent += n;
+            }
             in->ConsumeRecv(n);
             received = processed = processed + n;
             moved = n;

@@ -198,6 +198,27 @@ hvd_handle* hvd_run_allreduce(const char* name, const hvd_tensor* input, const h
   return hvd_enqueue_allreduce(name, input, output, op, prescale, postscale, process_set);
 }
 
+int hvd_run_allreduce_for(const char* name, const hvd_tensor* input, const hvd_tensor* output,
+                          hvd_reduce_op_t op, double prescale, double postscale, int process_set,
+                          int64_t timeout_ms, hvd_handle** pending) {
+  if (pending != nullptr) *pending = nullptr;
+  hvd_handle* h = hvd_run_allreduce(name, input, output, op, prescale, postscale, process_set);
+  if (h == nullptr) return Report(hvd::Internal("hvd_run_allreduce_for: out of memory"));
+  const hvd::Status s =
+      h->handle.WaitFor(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+  if (s.code() == hvd::StatusCode::kDeadlineExceeded && !h->handle.Ready()) {
+    if (pending == nullptr) {  // nobody to hand it to: wait for it here
+      const int code = Report(h->handle.Wait());
+      delete h;
+      return code;
+    }
+    *pending = h;
+    return Report(s);
+  }
+  delete h;
+  return Report(s);
+}
+
 hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n, const hvd_tensor* inputs,
                                           const hvd_tensor* outputs, hvd_reduce_op_t op,
                                           double prescale, double postscale, int process_set) {

@@ -3,6 +3,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 
 import pytest
 import torch
@@ -135,6 +136,45 @@ def test_allreduce_scalar_empty_and_average_arg(hvd):
         assert_equal(hvd.allreduce(x, average=True), x, "average=True is Average")
     with pytest.raises(ValueError):
         hvd.allreduce(x, average=True, op=hvd.Sum)
+
+
+def test_synchronous_allreduce_past_its_first_wait(hvd):
+    """A synchronous allreduce the background thread runs (HVD_RUN_ON_CALLER=0 here; a CUDA
+    tensor's always) is waited for 100 ms in the call that submits it; a late peer makes the
+    others wait on: out of place, in place and in place on a non-contiguous tensor all still come
+    out right."""
+    n, r = hvd.size(), hvd.rank()
+    hvd.barrier()  # shutdown fails what is pending on other ranks
+    hvd.shutdown()
+    os.environ["HVD_RUN_ON_CALLER"] = "0"
+    try:
+        hvd.init(process_sets="dynamic")
+        _late_peer_allreduces(hvd, n, r)
+    finally:
+        del os.environ["HVD_RUN_ON_CALLER"]
+        if hvd.is_initialized():
+            hvd.barrier()
+            hvd.shutdown()
+        hvd.init(process_sets="dynamic")  # as the session fixture left it
+
+
+def _late_peer_allreduces(hvd, n, r):
+    want = torch.full((4, 3), float(n * (n + 1) // 2))
+    for kind in ("out", "in", "strided"):
+        if r == 0:
+            time.sleep(0.3)
+        x = torch.full((4, 3), float(r + 1))
+        if kind == "out":
+            got = hvd.allreduce(x, op=hvd.Sum, name="late." + kind)
+            assert_equal(x, torch.full((4, 3), float(r + 1)), "the input is kept")
+        elif kind == "in":
+            got = hvd.allreduce_(x, op=hvd.Sum, name="late." + kind)
+            assert got is x
+        else:
+            t = torch.full((3, 4), float(r + 1)).t()
+            got = hvd.allreduce_(t, op=hvd.Sum, name="late." + kind)
+            assert got is t and not t.is_contiguous()
+        assert_equal(got, want, kind)
 
 
 def test_unsupported_dtype_and_bad_arguments(hvd):

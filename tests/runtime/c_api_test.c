@@ -140,6 +140,21 @@ static int AbiVersion2(void) {
                     "hvd_run_allreduce(NULL)", "input or output is NULL") == 0,
         "hvd_run_allreduce with a NULL input");
 
+  /* Run and wait in one call: completed (nothing pending), failed (the message kept), and with
+   * no place for a pending handle (it waits to the end). */
+  out[0] = out[3] = 0;
+  hvd_handle* pending = (hvd_handle*)&pending; /* must come back NULL */
+  int frc = hvd_run_allreduce_for("ar.f32.for", &tin, &tout, HVD_SUM, 3.0, 0.5, 0, 1000, &pending);
+  CHECK(frc == 0 && pending == NULL && out[0] == 1.5f && out[3] == 6.0f,
+        "hvd_run_allreduce_for: code %d, pending %p, %f %f", frc, (void*)pending, (double)out[0],
+        (double)out[3]);
+  frc = hvd_run_allreduce_for("ar.for.null", NULL, &tout, HVD_SUM, 1.0, 1.0, 0, 1000, &pending);
+  CHECK(frc != 0 && pending == NULL && strstr(hvd_last_error(), "input or output is NULL"),
+        "hvd_run_allreduce_for(NULL): code %d, '%s'", frc, hvd_last_error());
+  out[0] = 0;
+  frc = hvd_run_allreduce_for("ar.f32.for2", &tin, &tout, HVD_SUM, 3.0, 0.5, 0, 0, NULL);
+  CHECK(frc == 0 && out[0] == 1.5f, "hvd_run_allreduce_for without pending: code %d", frc);
+
   /* int16 max: the input is kept, the output gets it. */
   int16_t i16[3] = {-7, 300, 32767}, o16[3] = {0, 0, 0};
   int64_t shape3[1] = {3};

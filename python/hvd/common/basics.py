@@ -93,6 +93,8 @@ _PROTOTYPES = {
                                         _c_double, _c_int]),
     "hvd_run_allreduce": (_handle, [_c_char_p, _tensor_p, _tensor_p, _c_int, _c_double,
                                     _c_double, _c_int]),
+    "hvd_run_allreduce_for": (_c_int, [_c_char_p, _tensor_p, _tensor_p, _c_int, _c_double,
+                                       _c_double, _c_int, _c_i64, ctypes.POINTER(_handle)]),
     "hvd_enqueue_grouped_allreduce": (_handle, [_c_char_p, _c_int, _tensor_p, _tensor_p, _c_int,
                                                 _c_double, _c_double, _c_int]),
     "hvd_enqueue_allgather": (_handle, [_c_char_p, _tensor_p, _c_int]),

@@ -9,6 +9,7 @@ same, without autograd's cost per call.
 import torch
 
 from hvd.common import basics as _b
+from hvd.common.exceptions import error_from_status as _error_from_status
 from hvd.common.process_sets import global_process_set
 from hvd.common.util import get_average_backwards_compatibility_fun
 from hvd.torch import _handles as _h
@@ -17,7 +18,11 @@ from hvd.torch.compression import Compression
 
 _lib = _b.lib
 _enqueue_allreduce = _lib.hvd_enqueue_allreduce
-_run_allreduce = _lib.hvd_run_allreduce  # for a caller that waits at once: may run on its thread
+# For a caller that waits at once: it may run on this thread, and is waited for in the same call.
+_run_allreduce_for = _lib.hvd_run_allreduce_for
+_Pending = _b.ctypes.c_void_p
+_byref = _b.ctypes.byref
+_last_error = _b.last_error
 Average = _b.Average
 
 _HVD_OPS = _b.HVD_OPS
@@ -55,8 +60,9 @@ def compressed_group(tensors, compression, what, differentiable, plain):
 def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_factor,
                process_set, sync=False):
     """Enqueues an allreduce of `tensor` (into a new tensor, or in place); (ptr, keep, finish).
-    `sync`: the caller waits for it at once (_h.run), so the runtime may run it on this thread
-    (hvd_run_allreduce) instead of handing it to its background thread and back.
+    `sync`: returns the result instead, waiting for it at once: the runtime may run it on this
+    thread instead of handing it to its background thread and back, and one call
+    (hvd_run_allreduce_for) runs it and waits for it (the first 100 ms; then as _h.run).
     Every synchronous allreduce and every gradient takes this path, so the common case (the
     global set, an op given, a contiguous host tensor) is written out here: each Python call
     costs about half a microsecond of the operation's latency, and each torch operation several
@@ -81,9 +87,17 @@ def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_fa
         out = _pool.empty_like(src) if device < 0 else torch.empty_like(src)
         d, out_d = _h.desc(src, dtype, device), _h.desc(out, dtype, device)
         keep, finish = (out, src), _first
-    ptr = (_run_allreduce if sync else _enqueue_allreduce)(
-        _h.op_name("allreduce", name), d, out_d, c_op, prescale_factor, postscale_factor, ps_id)
-    return ptr, keep, finish
+    if not sync:
+        return (_enqueue_allreduce(_h.op_name("allreduce", name), d, out_d, c_op, prescale_factor,
+                                   postscale_factor, ps_id), keep, finish)
+    pending = _Pending()
+    code = _run_allreduce_for(_h.op_name("allreduce", name), d, out_d, c_op, prescale_factor,
+                              postscale_factor, ps_id, 100, _byref(pending))
+    if code == 0:
+        return keep if finish is None else finish(None, keep)
+    if pending.value:  # still running after 100 ms: wait as for any handle (Ctrl-C is seen)
+        return _h.run(pending.value, keep, finish)
+    raise _error_from_status(code, _last_error(), None)
 
 
 def _first(ptr, keep):
@@ -119,8 +133,8 @@ class HorovodAllreduce(torch.autograd.Function):
         ctx.prescale_factor = prescale_factor
         ctx.postscale_factor = postscale_factor
         ctx.process_set = process_set
-        return _h.run(*_allreduce(tensor, False, name, op, average, prescale_factor,
-                                  postscale_factor, process_set, sync=True))
+        return _allreduce(tensor, False, name, op, average, prescale_factor, postscale_factor,
+                          process_set, sync=True)
 
     @staticmethod
     def backward(ctx, grad_output):
@@ -141,16 +155,16 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
         reduced = HorovodAllreduce.apply(compressed, average, name, op, prescale_factor,
                                          postscale_factor, process_set)
     else:
-        reduced = _h.run(*_allreduce(compressed, False, name, op, average, prescale_factor,
-                                     postscale_factor, process_set, sync=True))
+        reduced = _allreduce(compressed, False, name, op, average, prescale_factor,
+                             postscale_factor, process_set, sync=True)
     return reduced if plain else compression.decompress(reduced, ctx)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` in place and returns it."""
-    return _h.run(*_allreduce(tensor, True, name, op, average, prescale_factor, postscale_factor,
-                              process_set, sync=True))
+    return _allreduce(tensor, True, name, op, average, prescale_factor, postscale_factor,
+                      process_set, sync=True)
 
 
 # ---- grouped allreduce --------------------------------------------------------------------------

@@ -116,6 +116,16 @@ HVD_C_EXPORT hvd_handle* hvd_enqueue_allreduce(const char* name, const hvd_tenso
 HVD_C_EXPORT hvd_handle* hvd_run_allreduce(const char* name, const hvd_tensor* input,
                                            const hvd_tensor* output, hvd_reduce_op_t op,
                                            double prescale, double postscale, int process_set);
+/* hvd_run_allreduce, then waited for up to `timeout_ms`: one call where a synchronous allreduce
+ * otherwise makes three (run, wait, release). Returns 0 when the operation completed (its handle
+ * released), its error code when it failed (the message in hvd_last_error(), the handle
+ * released), or 4 (deadline exceeded) with *pending set to the handle of the operation still
+ * running, to wait for and release as any; *pending is NULL in every other case (a NULL
+ * `pending` waits until the operation completes). */
+HVD_C_EXPORT int hvd_run_allreduce_for(const char* name, const hvd_tensor* input,
+                                       const hvd_tensor* output, hvd_reduce_op_t op,
+                                       double prescale, double postscale, int process_set,
+                                       int64_t timeout_ms, hvd_handle** pending);
 HVD_C_EXPORT hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n,
                                                        const hvd_tensor* inputs,
                                                        const hvd_tensor* outputs,
