@@ -39,8 +39,8 @@ Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& o
     return q == r ? own : gathered + bytes * static_cast<size_t>((q - r - 1 + n) % n);
   };
 
-  std::vector<transport::Transfer> transfers;
-  transfers.reserve(2 * (n - 1));
+  thread_local std::vector<transport::Transfer> transfers;  // no allocation per operation
+  transfers.clear();
   for (int i = 1; i < n; ++i) {
     transfers.push_back({(r + i) % n, own, bytes, true});
     transfers.push_back({(r - i + n) % n, copy(r - i), bytes, false});

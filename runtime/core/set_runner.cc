@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "negotiation/exchange.h"
 #include "core/engine.h"
+#include "negotiation/exchange.h"
 
 namespace hvd::runtime::core {
 
@@ -317,26 +317,34 @@ Status SetRunner::SlowPath() {
 }
 
 Status SetRunner::Run(const std::vector<Response>& responses) {
-  // Process-set changes are the engine's: applied here, in response order, on every rank.
+  // Process-set changes are the engine's: applied here, in response order, on every rank. The
+  // other responses go to the executor as they are, without a copy, when there are none.
+  auto set_change = [](const Response& r) {
+    return r.type == OpType::kAddProcessSet || r.type == OpType::kRemoveProcessSet;
+  };
+  const bool any_set_change = std::any_of(responses.begin(), responses.end(), set_change);
   std::vector<Response> collectives;
-  for (const Response& r : responses) {
-    if (r.type != OpType::kAddProcessSet && r.type != OpType::kRemoveProcessSet) {
-      collectives.push_back(r);
-      continue;
+  if (any_set_change) {
+    for (const Response& r : responses) {
+      if (!set_change(r)) {
+        collectives.push_back(r);
+        continue;
+      }
+      auto it = pending_.find(r.key);
+      internal::Operation* op = it == pending_.end() ? nullptr : it->second.op.get();
+      Status s = r.ok() ? apply_(r, op) : Aborted(r.error);
+      if (op != nullptr) Complete(r.key, s);
     }
-    auto it = pending_.find(r.key);
-    internal::Operation* op = it == pending_.end() ? nullptr : it->second.op.get();
-    Status s = r.ok() ? apply_(r, op) : Aborted(r.error);
-    if (op != nullptr) Complete(r.key, s);
   }
-  if (collectives.empty()) return Status::OK();
+  const std::vector<Response>& run = any_set_change ? collectives : responses;
+  if (run.empty()) return Status::OK();
   const int contributors = comm_.size() - static_cast<int>(joined_.size());
   auto lookup = [this](const std::string& key) -> internal::Operation* {
     auto it = pending_.find(key);
     return it == pending_.end() ? nullptr : it->second.op.get();
   };
   auto finish = [this](const std::string& key, const Status& s) { Complete(key, s); };
-  return executor_->Execute(id_, comm_, collectives, contributors, lookup, finish);
+  return executor_->Execute(id_, comm_, run, contributors, lookup, finish);
 }
 
 }  // namespace hvd::runtime::core

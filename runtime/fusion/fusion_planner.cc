@@ -28,7 +28,10 @@ std::vector<Batch> PlanBatches(const std::vector<negotiation::Response>& respons
   auto large = [&](int64_t bytes) {
     return limits.max_tensor_bytes > 0 && bytes > limits.max_tensor_bytes;
   };
-  std::vector<BatchItem> items;
+  // Per thread between calls: planning runs for every operation, and these are its scratch.
+  thread_local std::vector<BatchItem> items;
+  thread_local std::vector<bool> taken;
+  items.clear();
   for (size_t r = 0; r < responses.size(); ++r) {
     if (!responses[r].ok()) continue;
     if (responses[r].tensors.empty()) {
@@ -39,7 +42,7 @@ std::vector<Batch> PlanBatches(const std::vector<negotiation::Response>& respons
   }
 
   std::vector<Batch> batches;
-  std::vector<bool> taken(items.size(), false);
+  taken.assign(items.size(), false);
   for (size_t i = 0; i < items.size(); ++i) {
     if (taken[i]) continue;
     taken[i] = true;

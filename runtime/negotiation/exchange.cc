@@ -18,8 +18,8 @@ Status AndAllreduce(const collectives::Comm& comm, std::vector<uint64_t>* bits) 
     const int r = comm.rank();
     auto* theirs = reinterpret_cast<uint64_t*>(collectives::internal::ThreadScratch(
         collectives::internal::Scratch::kGather, bytes * static_cast<size_t>(n - 1)));
-    std::vector<transport::Transfer> transfers;
-    transfers.reserve(2 * static_cast<size_t>(n - 1));
+    thread_local std::vector<transport::Transfer> transfers;  // no allocation per round
+    transfers.clear();
     for (int i = 1; i < n; ++i) {
       transfers.push_back({(r + i) % n, bits->data(), bytes, true});
       transfers.push_back({(r - i + n) % n, theirs + (i - 1) * bits->size(), bytes, false});

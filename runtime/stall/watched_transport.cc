@@ -16,8 +16,8 @@ class WatchedTransport final : public transport::Transport {
 
   Status WaitReady(const std::vector<transport::WaitItem>& items,
                    transport::Clock::time_point deadline) override {
-    std::vector<int> peers;
-    peers.reserve(items.size());
+    thread_local std::vector<int> peers;  // no allocation per wait
+    peers.clear();
     for (const transport::WaitItem& item : items) {
       if (item.link != nullptr) peers.push_back(item.link->peer());
     }

@@ -49,13 +49,17 @@ Status IdleTimeout(std::chrono::milliseconds idle_timeout, const std::vector<Dir
 
 Status Exchange(Transport& t, const std::vector<Transfer>& transfers,
                 std::chrono::milliseconds idle_timeout) {
-  std::vector<Direction> dirs(transfers.size());
+  // Kept per thread between calls: a 4 KiB allreduce makes two exchanges, and allocating their
+  // bookkeeping each time was a measurable share of its cost (docs/performance.md). Exchange is
+  // never re-entered on a thread (WaitReady makes no exchange).
+  thread_local std::vector<Direction> dirs;
+  thread_local std::vector<WaitItem> items;
+  dirs.assign(transfers.size(), Direction{});
   for (size_t i = 0; i < transfers.size(); ++i) {
     dirs[i].what = &transfers[i];
     HVD_RETURN_IF_ERROR(Resolve(t, &dirs[i]));
   }
   Clock::time_point deadline = Clock::now() + idle_timeout;
-  std::vector<WaitItem> items;
   for (;;) {
     size_t moved_total = 0;
     bool pending = false;
