@@ -12,8 +12,9 @@
 //                 reduce-scatter leaves it.
 //   piece       - parts are read and reduced in pieces of 4 ring chunks (1 MiB by default, 4 MiB
 //                 at most) in per-thread scratch, so that a piece is reduced while it is in cache.
-//   phases      - 1 hello: every rank sends every other the addresses of its source and its buffer
-//                 and the operation's size (a rank running another algorithm is caught here);
+//   phases      - 1 hello: every rank sends every other the addresses of its source and its buffer,
+//                 the operation's size and type (a rank running another algorithm is caught
+//                 here), and whether the kernel can read them (else every rank takes the ring);
 //                 2 reduce: the owner of part i reads the part from rank i's source, then from
 //                 i + 1, ..., reducing each read piece in ring order (x_k op= acc) and the last
 //                 with its own source into its buffer, scaled there;
@@ -31,6 +32,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -53,10 +55,11 @@ constexpr uint64_t kHelloMagic = 0x31437053'64766800;  // "\0hvdSpC1"
 
 struct Hello {
   uint64_t magic = kHelloMagic;
-  uint64_t bytes = 0;   // the operation's size, the same on every rank
-  uint64_t kind = 0;    // dtype << 8 | op, the same on every rank
-  uint64_t source = 0;  // address of the source
-  uint64_t buffer = 0;  // address of the buffer (the result)
+  uint64_t bytes = 0;     // the operation's size, the same on every rank
+  uint64_t kind = 0;      // dtype << 8 | op, the same on every rank
+  uint64_t readable = 0;  // 1: the kernel can read both buffers (Readable)
+  uint64_t source = 0;    // address of the source
+  uint64_t buffer = 0;    // address of the buffer (the result)
 };
 
 // "float32 sum" for a Hello's kind.
@@ -78,6 +81,21 @@ Status AllToAll(const Comm& comm, const T& mine, std::vector<T>* theirs) {
     transfers.push_back({from, &(*theirs)[static_cast<size_t>(from)], sizeof(T), false});
   }
   return transport::Exchange(*comm.transport, transfers, comm.idle_timeout);
+}
+
+// Whether process_vm_readv can read [p, p + n): not memory the kernel cannot pin, such as a
+// device driver's mapping (VM_IO, VM_PFNMAP: some pinned host memory of a GPU runtime), which
+// this process can read itself while a peer's read fails with EFAULT. Reads this process's own
+// first and last byte, which share the mapping with the rest in every buffer we are given.
+bool Readable(const void* p, size_t n) {
+  const char* bytes = static_cast<const char*>(p);
+  for (const char* at : {bytes, bytes + n - 1}) {
+    char c;
+    iovec to{&c, 1};
+    iovec from{const_cast<char*>(at), 1};
+    if (process_vm_readv(getpid(), &to, 1, &from, 1, 0) != 1) return false;
+  }
+  return true;
 }
 
 // Reads `bytes` at `remote` in process `pid` (rank `peer`) into `local`, whole.
@@ -145,6 +163,7 @@ Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
   mine.kind = static_cast<uint64_t>(dtype) << 8 | static_cast<uint64_t>(op);
   mine.source = reinterpret_cast<uintptr_t>(source);
   mine.buffer = reinterpret_cast<uintptr_t>(out);
+  mine.readable = Readable(source, bytes) && (source == out || Readable(out, bytes)) ? 1 : 0;
   std::vector<Hello> peers;
   HVD_RETURN_IF_ERROR(AllToAll(comm, mine, &peers).WithContext("single-copy allreduce: hello"));
   for (int p = 0; p < n; ++p) {
@@ -158,6 +177,18 @@ Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
                       ", this rank " + KindName(mine.kind) +
                       "): the ranks disagree on the algorithm, the size or the type");
     }
+  }
+  // Memory a peer cannot read, on any rank: every rank saw every hello, so all take the ring
+  // (nothing has been written yet).
+  for (int p = 0; p < n; ++p) {
+    if (peers[p].readable != 0) continue;
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true)) {
+      HVD_LOG(INFO) << "single-copy allreduce: " << internal::PeerName(comm, p)
+                    << " reduces memory the kernel cannot read for its peers (a device "
+                       "driver's mapping?): such allreduces take the ring";
+    }
+    return RingAllreduce(comm, in, buf, off, dtype, op, scale);
   }
 
   // 2: reduce the part this rank owns, i = r + 1, reading the sources from rank i around to r.

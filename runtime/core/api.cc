@@ -39,9 +39,13 @@ std::string Name(std::string_view given, OpType type, int process_set) {
     base::MutexLock lock(&g_noname_mu);
     n = g_noname[process_set]++;
   }
-  std::string name = std::string(OpTypeName(type)) + ".noname.";
-  if (process_set != kGlobalProcessSet) name += "set" + std::to_string(process_set) + ".";
-  return name + std::to_string(n);
+  // One allocation (the numbers fit std::string's inline buffer): this runs for every operation.
+  std::string name;
+  name.reserve(48);
+  name.append(OpTypeName(type)).append(".noname.");
+  if (process_set != kGlobalProcessSet)
+    name.append("set").append(std::to_string(process_set)).append(".");
+  return name.append(std::to_string(n));
 }
 
 TensorSpec Spec(const std::string& name, const Tensor& t) {
