@@ -143,6 +143,7 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
                           bytes >= comm.single_copy_min_bytes &&
                           (algorithm == Algorithm::kRing || algorithm == Algorithm::kSingleCopy);
     const auto t0 = std::chrono::steady_clock::now();
+    bool ran_ring = false;  // the single copy fell back to the ring (memory it cannot read)
     Status s;
     switch (algorithm) {
       case Algorithm::kHierarchical:
@@ -156,14 +157,15 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
         factor = 1.0;  // applied inside the ring
         break;
       case Algorithm::kSingleCopy:
-        s = SingleCopyAllreduce(comm, in, buf, parts, dtype, sum_op, factor);
+        s = SingleCopyAllreduce(comm, in, buf, parts, dtype, sum_op, factor, &ran_ring);
         factor = 1.0;  // applied to each piece as it is reduced
         break;
     }
     HVD_RETURN_IF_ERROR(s);
     if (measured) {
       HVD_RETURN_IF_ERROR(comm.single_copy_choice->Done(
-          comm, bytes, algorithm == Algorithm::kSingleCopy, std::chrono::steady_clock::now() - t0));
+          comm, bytes, algorithm == Algorithm::kSingleCopy && !ran_ring,
+          std::chrono::steady_clock::now() - t0));
     }
   }
   // One rank reduces nothing: bool still owes its 0/1 results (Scale by 1 normalizes them).

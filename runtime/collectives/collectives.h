@@ -133,10 +133,11 @@ Status RingAllreduce(const Comm& comm, const void* in, void* buf, const std::vec
 // the owner of each part reads it from every rank's source and reduces it in the ring's order,
 // then every rank reads the other parts from their owners (single_copy_allreduce.cc). `in` as
 // RingAllreduce's; the result multiplied by `scale`. FailedPrecondition when a peer is not on a
-// shared-memory link.
+// shared-memory link. Where a rank's memory cannot be read by its peers every rank runs the ring
+// instead, and *ran_ring (if given) says so.
 Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
                            const std::vector<size_t>& off, DataType dtype, ReduceOp op,
-                           double scale = 1.0);
+                           double scale = 1.0, bool* ran_ring = nullptr);
 // Collective: sets comm->single_copy_min_bytes to `min_bytes` when every rank of the flat
 // communicator can read every other's memory, else leaves it 0 with *why_not saying which rank
 // could not and why (the same choice on every rank). `measure`: choose between the ring and the

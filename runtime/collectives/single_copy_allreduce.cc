@@ -51,7 +51,7 @@
 namespace hvd::runtime::collectives {
 namespace {
 
-constexpr uint64_t kHelloMagic = 0x31437053'64766800;  // "\0hvdSpC1"
+constexpr uint64_t kHelloMagic = 0x32437053'64766800;  // "\0hvdSpC2"
 
 struct Hello {
   uint64_t magic = kHelloMagic;
@@ -135,7 +135,8 @@ Status PeerPids(const Comm& comm, std::vector<int>* pids) {
 
 Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
                            const std::vector<size_t>& off, DataType dtype, ReduceOp op,
-                           double scale) {
+                           double scale, bool* ran_ring) {
+  if (ran_ring != nullptr) *ran_ring = false;
   const int n = comm.size(), r = comm.rank();
   if (op == ReduceOp::kAverage) {
     return InvalidArgument("single-copy allreduce: kAverage must be a sum followed by Scale");
@@ -188,6 +189,7 @@ Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
                     << " reduces memory the kernel cannot read for its peers (a device "
                        "driver's mapping?): such allreduces take the ring";
     }
+    if (ran_ring != nullptr) *ran_ring = true;
     return RingAllreduce(comm, in, buf, off, dtype, op, scale);
   }
 

@@ -45,7 +45,8 @@ std::string Name(std::string_view given, OpType type, int process_set) {
   name.append(OpTypeName(type)).append(".noname.");
   if (process_set != kGlobalProcessSet)
     name.append("set").append(std::to_string(process_set)).append(".");
-  return name.append(std::to_string(n));
+  name.append(std::to_string(n));
+  return name;
 }
 
 TensorSpec Spec(const std::string& name, const Tensor& t) {

@@ -203,20 +203,17 @@ int hvd_run_allreduce_for(const char* name, const hvd_tensor* input, const hvd_t
                           int64_t timeout_ms, hvd_handle** pending) {
   if (pending != nullptr) *pending = nullptr;
   hvd_handle* h = hvd_run_allreduce(name, input, output, op, prescale, postscale, process_set);
-  if (h == nullptr) return Report(hvd::Internal("hvd_run_allreduce_for: out of memory"));
-  const hvd::Status s =
+  const hvd::Status waited =
       h->handle.WaitFor(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
-  if (s.code() == hvd::StatusCode::kDeadlineExceeded && !h->handle.Ready()) {
-    if (pending == nullptr) {  // nobody to hand it to: wait for it here
-      const int code = Report(h->handle.Wait());
-      delete h;
-      return code;
-    }
+  // Whether it completed decides, not the wait's status: an operation may complete between the
+  // wait's timeout and here, and its own status is then the answer.
+  if (!h->handle.Ready() && pending != nullptr) {
     *pending = h;
-    return Report(s);
+    return Report(waited);
   }
+  const int code = Report(h->handle.Wait());  // at once when complete; else (no `pending`) waits
   delete h;
-  return Report(s);
+  return code;
 }
 
 hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n, const hvd_tensor* inputs,

@@ -298,7 +298,7 @@ TEST_F(SingleCopy, APeerThatLeavesIsNamed) {
     if (rank == 1) {
       // The hello of the same allreduce (the wire format of single_copy_allreduce.cc), and gone.
       const uint64_t hello[6] = {
-          0x31437053'64766800,
+          0x32437053'64766800,
           v.size() * sizeof(float),
           static_cast<uint64_t>(DataType::kFloat32) << 8 | static_cast<uint64_t>(ReduceOp::kSum),
           1,

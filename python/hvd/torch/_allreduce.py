@@ -23,6 +23,7 @@ _run_allreduce_for = _lib.hvd_run_allreduce_for
 _Pending = _b.ctypes.c_void_p
 _byref = _b.ctypes.byref
 _last_error = _b.last_error
+_wait = _b.wait
 Average = _b.Average
 
 _HVD_OPS = _b.HVD_OPS
@@ -91,13 +92,23 @@ def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_fa
         return (_enqueue_allreduce(_h.op_name("allreduce", name), d, out_d, c_op, prescale_factor,
                                    postscale_factor, ps_id), keep, finish)
     pending = _Pending()
-    code = _run_allreduce_for(_h.op_name("allreduce", name), d, out_d, c_op, prescale_factor,
-                              postscale_factor, ps_id, 100, _byref(pending))
-    if code == 0:
-        return keep if finish is None else finish(None, keep)
-    if pending.value:  # still running after 100 ms: wait as for any handle (Ctrl-C is seen)
-        return _h.run(pending.value, keep, finish)
-    raise _error_from_status(code, _last_error(), None)
+    done = False  # the runtime has released the operation (completed in the first call)
+    try:
+        code = _run_allreduce_for(_h.op_name("allreduce", name), d, out_d, c_op, prescale_factor,
+                                  postscale_factor, ps_id, 100, _byref(pending))
+        if not pending.value:
+            done = True
+            if code == 0:
+                return keep if finish is None else finish(None, keep)
+            raise _error_from_status(code, _last_error(), None)
+        code = _wait(pending.value)  # still running after 100 ms: in slices, Ctrl-C is seen
+    except BaseException:
+        # Interrupted (Ctrl-C) while it may still write into its buffers: the handle table keeps
+        # them (under a handle nobody has), as _h.run does.
+        if not done and pending.value:
+            _h.park(pending.value, keep, finish)
+        raise
+    return _h.complete(pending.value, code, keep, finish)
 
 
 def _first(ptr, keep):

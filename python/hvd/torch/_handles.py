@@ -253,6 +253,17 @@ def _result(ptr, code, keep, finish, context):
         _release(ptr)
 
 
+def park(ptr, keep, finish):
+    """Keeps an operation interrupted while it runs (its buffers may still be written) in the
+    table, under a handle nobody has."""
+    _table[next(_ids)] = (ptr, keep, finish)
+
+
+def complete(ptr, code, keep, finish, context=None):
+    """The result of an operation waited for to the end (or its error); releases its handle."""
+    return _result(ptr, code, keep, finish, context)
+
+
 def run(ptr, keep, finish, context=None):
     """Waits for an enqueued operation and returns its result (the synchronous functions)."""
     if not ptr:
@@ -262,9 +273,8 @@ def run(ptr, keep, finish, context=None):
         if code == DEADLINE_EXCEEDED:
             code = _wait(ptr)
     except BaseException:
-        # Interrupted (Ctrl-C): the operation may still write into its buffers; the table keeps
-        # them (under a handle nobody has).
-        _table[next(_ids)] = (ptr, keep, finish)
+        # Interrupted (Ctrl-C): the operation may still write into its buffers.
+        park(ptr, keep, finish)
         raise
     if not code and finish is None:  # an in-place result, the commonest: one call less
         _release(ptr)
