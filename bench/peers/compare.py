@@ -246,13 +246,16 @@ def print_tables(args, impls, res):
                                      ("hvd-api-ring", "mpi-shm")]
                  if a in impls and p in impls]
         if pairs:
-            print(f"\n## {np_} ranks: speed of hvd / peer (peer's time / hvd's time; > 1: hvd faster)")
-            print(f"{'size':>6} " + " ".join(f"{a + '/' + p:>20}" for a, p in pairs))
+            print(f"\n## {np_} ranks: speed of hvd / peer (peer's time / hvd's time; > 1: hvd faster)"
+                  "; median over rounds, then in [] the worst round's")
+            print(f"{'size':>6} " + " ".join(f"{a + '/' + p:>28}" for a, p in pairs))
             for b in args.sizes:
                 cells = []
                 for a, p in pairs:
                     ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
-                    cells.append(f"{up / ua:19.2f}x" if ua and up else f"{'-':>20}")
+                    worst = min(res.round_ratios(a, p, np_, b), default=None)
+                    cells.append(f"{up / ua:17.2f}x [{worst:5.2f}x]" if ua and up and worst
+                                 else f"{'-':>28}")
                 print(f"{human(b):>6} " + " ".join(cells))
 
 
