@@ -15,7 +15,7 @@ int ClassOf(size_t bytes) {
 
 // Whether a decision follows the c-th allreduce of a class (c counted from 1).
 bool DecisionAfter(uint64_t c) {
-  return c >= 2 && (c <= 64 ? std::has_single_bit(c) : c % 64 == 0);
+  return c >= 2 && (c <= 16 ? std::has_single_bit(c) : c % 16 == 0);
 }
 
 }  // namespace

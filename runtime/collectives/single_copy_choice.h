@@ -9,16 +9,18 @@
 //               is made per class.
 //   count c   - how many allreduces of the class the communicator has run: the same on every
 //               rank, since every rank runs the same collectives in the same order.
-//   decision  - after the c-th allreduce of a class for c = 2, 4, 8, 16, 32, 64 and every 64th
-//               after that, rank 0 broadcasts which algorithm its own measurements favour (the
-//               lower average time per byte) and every rank takes it: the choice is the same
-//               everywhere without a message on the other operations.
+//   decision  - after the c-th allreduce of a class for c = 2, 4, 8, 16 and every 16th after
+//               that, rank 0 broadcasts which algorithm its own measurements favour (the lower
+//               average time per byte) and every rank takes it: the choice is the same everywhere
+//               without a message on the other operations (a byte every 16 operations of 256 KiB
+//               or more). The algorithm chosen is timed on every operation, so when the machine
+//               turns slow for it the next decision, within 16 operations, leaves it.
 //   probe     - the allreduce just before a decision may run the algorithm not chosen, so that
-//               its time is measured again (a phase of the machine can change which one wins):
-//               before every 64th decision always, before the others only while the two times
-//               lie within 2x of each other (rank 0 says so with its choice), so that a clear
-//               winner is not paid for with probes. The first two allreduces of a class run the
-//               ring, then the single copy.
+//               its time is measured again (a phase of the machine can also make it the faster):
+//               every 64th allreduce always, and before every decision while the two times lie
+//               within 2x of each other (rank 0 says so with its choice), so that a clear winner
+//               is not paid for with probes. The first two allreduces of a class run the ring,
+//               then the single copy.
 #pragma once
 
 #include <chrono>

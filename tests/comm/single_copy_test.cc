@@ -180,7 +180,7 @@ TEST_F(SingleCopy, MeasuredChoiceIsTheSameOnEveryRank) {
     if (comm.Over(t.get()).single_copy_choice == comm.single_copy_choice) {
       return Internal("a view shares its communicator's counts");
     }
-    constexpr int kOps = 65;  // per class: decisions after 2, 4, 8, 16, 32, 64
+    constexpr int kOps = 65;  // per class: decisions after 2, 4, 8, 16, 32, 48, 64
     const size_t counts[2] = {(300 << 10) / 4, (2 << 20) / 4 + 1};
     std::vector<char> seq(2 * kOps);  // 's' single copy, 'r' ring; class-major
     for (int i = 0; i < kOps; ++i) {
