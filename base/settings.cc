@@ -85,8 +85,11 @@ Status ParseInt64(const std::string& text, int64_t* out) {
   errno = 0;
   char* end = nullptr;
   long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || end == text.c_str() || *end != '\0' || errno == ERANGE) {
+  if (text.empty() || end == text.c_str() || *end != '\0') {
     return InvalidArgument("'" + text + "' is not an integer");
+  }
+  if (errno == ERANGE) {
+    return InvalidArgument("'" + text + "' is out of the range of a 64-bit integer");
   }
   *out = v;
   return Status::OK();

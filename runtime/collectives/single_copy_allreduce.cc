@@ -123,7 +123,11 @@ Status PeerPids(const Comm& comm, std::vector<int>* pids) {
     if (p == comm.rank()) continue;
     const transport::Link* link = comm.transport->link(p);
     (*pids)[p] = link != nullptr ? link->peer_pid() : -1;
-    if ((*pids)[p] <= 0) {
+    if ((*pids)[p] == 0) {
+      return FailedPrecondition(internal::PeerName(comm, p) +
+                                " runs in another pid namespace: its process cannot be named here");
+    }
+    if ((*pids)[p] < 0) {
       return FailedPrecondition(internal::PeerName(comm, p) +
                                 " is not reached through shared memory on this host");
     }
@@ -288,6 +292,11 @@ Status EnableSingleCopy(Comm* comm, size_t min_bytes, bool measure, std::string*
       failed += (failed.empty() ? "" : ", ") + internal::PeerName(*comm, p);
   }
   if (!local.ok()) {
+    if (why_not->find("EPERM") != std::string::npos) {
+      *why_not +=
+          " (kernel.yama.ptrace_scope 1 or more, or a seccomp profile, forbids reading a "
+          "sibling process's memory)";
+    }
     HVD_LOG(INFO) << "single-copy allreduce: this rank cannot read its peers' memory: " << *why_not;
   }
   if (!failed.empty() && why_not->empty()) {

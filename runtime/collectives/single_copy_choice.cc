@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <string>
 
 #include "base/logging.h"
 #include "collectives/collectives.h"
@@ -35,16 +36,23 @@ Status SingleCopyChoice::Done(const Comm& comm, size_t bytes, bool single_copy,
   {
     base::MutexLock lock(&mu_);
     Class& k = classes_[ClassOf(bytes)];
-    // A running average that follows a change of phase within a few samples.
-    double& est = k.ns_per_byte[single_copy ? 1 : 0];
+    const int a = single_copy ? 1 : 0;
+    double& est = k.ns_per_byte[a];
     const double sample = static_cast<double>(took.count()) / static_cast<double>(bytes);
-    est = est == 0.0 ? sample : 0.5 * est + 0.5 * sample;
+    // The algorithm chosen: a running average that follows a change of phase within a few
+    // samples. A probe replaces its estimate: it is the one recent sample of that algorithm, and
+    // the earlier one may be from another phase or a cold start (first-touch faults, cold
+    // caches: measured 5-10x a warm operation's time).
+    const bool probe = single_copy != k.single_copy;
+    est = est == 0.0 || probe ? sample : 0.5 * est + 0.5 * sample;
+    if (k.samples[a] < 2) ++k.samples[a];
     if (!DecisionAfter(++k.count)) return Status::OK();
     ring = k.ns_per_byte[0];
     single = k.ns_per_byte[1];
     const bool single_copy_wins = single > 0.0 && (ring == 0.0 || single < ring);
+    // Until each has been timed twice (once warm), or while they are within 2x: probe on.
     const bool close =
-        ring == 0.0 || single == 0.0 || std::max(ring, single) < 2 * std::min(ring, single);
+        k.samples[0] < 2 || k.samples[1] < 2 || std::max(ring, single) < 2 * std::min(ring, single);
     vote = (single_copy_wins ? 1 : 0) | (close ? 2 : 0);
   }
   // Only rank 0's vote (bit 0: the single copy, bit 1: close) counts; the lock is not held across
@@ -52,7 +60,12 @@ Status SingleCopyChoice::Done(const Comm& comm, size_t bytes, bool single_copy,
   HVD_RETURN_IF_ERROR(Broadcast(comm, &vote, 1, 0).WithContext("single-copy choice"));
   if (comm.rank() == 0) {
     const size_t from = size_t{1} << ClassOf(bytes);
-    HVD_LOG(DEBUG) << "allreduces of " << from << " to " << 2 * from - 1
+    std::string on = "the job's " + std::to_string(comm.size()) + " ranks";
+    if (comm.job_ranks != nullptr) {
+      on = "the process set of job ranks";
+      for (int r : *comm.job_ranks) on += " " + std::to_string(r);
+    }
+    HVD_LOG(DEBUG) << "on " << on << ", allreduces of " << from << " to " << 2 * from - 1
                    << " bytes: " << ((vote & 1) != 0 ? "single copy" : "ring") << " (ring " << ring
                    << " ns/byte, single copy " << single << ")";
   }

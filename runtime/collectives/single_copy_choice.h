@@ -17,10 +17,12 @@
 //               turns slow for it the next decision, within 16 operations, leaves it.
 //   probe     - the allreduce just before a decision may run the algorithm not chosen, so that
 //               its time is measured again (a phase of the machine can also make it the faster):
-//               every 64th allreduce always, and before every decision while the two times lie
-//               within 2x of each other (rank 0 says so with its choice), so that a clear winner
-//               is not paid for with probes. The first two allreduces of a class run the ring,
-//               then the single copy.
+//               every 64th allreduce always, and before every decision while either has been
+//               timed fewer than twice or the two times lie within 2x of each other (rank 0 says
+//               so with its choice), so that a clear winner is not paid for with probes. A probe's
+//               time replaces its algorithm's estimate (a first, cold operation takes 5-10x a
+//               warm one). The first two allreduces of a class run the ring, then the single
+//               copy.
 #pragma once
 
 #include <chrono>
@@ -55,6 +57,7 @@ class SingleCopyChoice {
     bool single_copy = false;            // the choice
     bool close = true;                   // the times are within 2x: probe before each decision
     double ns_per_byte[2] = {0.0, 0.0};  // [ring, single copy]; 0: not measured yet
+    uint32_t samples[2] = {0, 0};        // times each was timed, up to 2
   };
   static constexpr int kClasses = 64;
 

@@ -130,9 +130,7 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
         collectives::EnableSingleCopy(comm, static_cast<size_t>(single_copy), measure, &why_not),
         "rank " + std::to_string(rank) + " probing the single-copy allreduce");
     if (!why_not.empty() && rank == 0) {  // a rank that could not read says why itself
-      HVD_LOG(INFO) << "single-copy allreduce off (large allreduces take the ring): " << why_not
-                    << "; kernel.yama.ptrace_scope 1 or more, or a seccomp profile without "
-                       "process_vm_readv, forbids it";
+      HVD_LOG(INFO) << "single-copy allreduce off (large allreduces take the ring): " << why_not;
     } else if (rank == 0) {
       HVD_LOG(INFO) << "single-copy allreduce on from " << single_copy
                     << " bytes (HVD_SINGLE_COPY_MIN_BYTES), "

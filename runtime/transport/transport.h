@@ -57,7 +57,8 @@ class Link {
 
   // The peer's process id, as this process names it, when the peer runs on this host and its
   // memory could be read with process_vm_readv (shared-memory links; whether the kernel allows
-  // it is another matter: collectives/single_copy_allreduce.cc probes). -1 otherwise (TCP).
+  // it is another matter: collectives/single_copy_allreduce.cc probes); 0 when the peer is on this
+  // host but in another pid namespace (its pid cannot be named here); -1 otherwise (TCP).
   virtual int peer_pid() const { return -1; }
 };
 

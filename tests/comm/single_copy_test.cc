@@ -147,6 +147,28 @@ TEST_F(SingleCopy, OffOnEveryRankWhenOneRankCannotRead) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// A peer whose pid this process cannot see (0 from SO_PEERCRED: another pid namespace) is named
+// as such, not as a peer off shared memory.
+TEST_F(SingleCopy, APeerInAnotherPidNamespaceIsNamed) {
+  RunResult res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    const Config setup{"shm", size, 1, true};
+    std::unique_ptr<Transport> shm;
+    HVD_RETURN_IF_ERROR(Connect(setup, rank, dir, &shm));
+    PidTransport t(shm.get(), 0, 0);
+    Comm comm = MakeComm(setup, rank == 1 ? static_cast<Transport*>(&t) : shm.get(), Millis(30000));
+    std::string why;
+    HVD_RETURN_IF_ERROR(EnableSingleCopy(&comm, 1, /*measure=*/false, &why));
+    if (comm.single_copy_min_bytes != 0) return Internal("on, though rank 1 cannot name rank 0");
+    const std::string want = rank == 1 ? "rank 0 (" : "rank 1 (";
+    if (why.find(want) == std::string::npos ||
+        (rank == 1 && why.find("another pid namespace") == std::string::npos)) {
+      return Internal("the reason: " + why);
+    }
+    return Status::OK();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 // Over TCP there is no peer process to read: off, saying so.
 TEST_F(SingleCopy, OffOverTcp) {
   RunResult res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {

@@ -74,6 +74,10 @@ TEST(SettingRange, MalformedStaysAParseError) {
   int64_t v;
   Status s = n.Get(&v);
   EXPECT_TRUE(Contains(s.message(), "environment variable HVD_TEST_RANGE_BAD=ten")) << s.message();
+  // A number too large for any integer says so, rather than that it is not a number.
+  setenv("HVD_TEST_RANGE_BAD", "99999999999999999999", 1);
+  s = n.Get(&v);
+  EXPECT_TRUE(Contains(s.message(), "out of the range of a 64-bit integer")) << s.message();
   unsetenv("HVD_TEST_RANGE_BAD");
 }
 

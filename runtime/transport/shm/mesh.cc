@@ -119,7 +119,7 @@ class Mesh {
     for (Peer& p : peers_) {
       // 0: the peer's process is not in our pid namespace (it cannot be named to the kernel).
       const int pid = PeerPid(p.fd);
-      LinkEnds ends{mine_, p.segment, me, p.index, doorbell_, p.doorbell, p.fd, pid > 0 ? pid : -1};
+      LinkEnds ends{mine_, p.segment, me, p.index, doorbell_, p.doorbell, p.fd, pid};
       const std::string description = "rank " + std::to_string(p.rank) + " (shm segment '" +
                                       SegmentName(p.rank) + "', pid " + std::to_string(pid) + ")";
       (*out)[p.rank] = std::make_unique<ShmLink>(p.rank, description, std::move(ends), abort);

@@ -31,7 +31,8 @@ struct LinkEnds {
   std::shared_ptr<Doorbell> my_doorbell;
   int peer_doorbell = -1;  // owned: the peer's eventfd
   int liveness_fd = -1;    // owned: the connected setup socket
-  int peer_pid = -1;       // the peer process (SO_PEERCRED of the setup socket); -1: unknown
+  int peer_pid = -1;       // the peer process (SO_PEERCRED of the setup socket); 0: another pid
+                           // namespace; -1: unknown
 };
 
 class ShmLink final : public PollableLink {
