@@ -82,18 +82,24 @@ namespace {
 
 enum class Algorithm { kRing, kDirect, kHierarchical, kSingleCopy };
 
+// Whether the single copy may take `bytes` (else the ring does, where neither earlier path does).
+bool SingleCopySize(const Comm& comm, size_t bytes) {
+  return comm.single_copy_min_bytes != 0 && bytes >= comm.single_copy_min_bytes;
+}
+
 Algorithm Choose(const Comm& comm, size_t bytes) {
   if (comm.hierarchy != nullptr) return Algorithm::kHierarchical;
   if (UseDirect(comm, bytes)) return Algorithm::kDirect;
-  if (comm.single_copy_min_bytes != 0 && bytes >= comm.single_copy_min_bytes &&
+  if (SingleCopySize(comm, bytes) &&
       (comm.single_copy_choice == nullptr || comm.single_copy_choice->Next(bytes))) {
     return Algorithm::kSingleCopy;
   }
   return Algorithm::kRing;
 }
 
-// Whether the algorithm reads an out-of-place input itself (the others get it copied first).
-bool ReadsInput(Algorithm a) {
+// The ring and the single copy: they read an out-of-place input themselves (the others get it
+// copied first), and the choice between them may be measured.
+bool RingOrSingleCopy(Algorithm a) {
   return a == Algorithm::kRing || a == Algorithm::kSingleCopy;
 }
 
@@ -129,7 +135,7 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
 
   const size_t bytes = count * DataTypeSize(dtype);
   const Algorithm algorithm = comm.size() > 1 ? Choose(comm, bytes) : Algorithm::kDirect;
-  if (in != nullptr && in != buf && (comm.size() == 1 || !ReadsInput(algorithm))) {
+  if (in != nullptr && in != buf && (comm.size() == 1 || !RingOrSingleCopy(algorithm))) {
     std::memcpy(buf, in, bytes);
     in = nullptr;
   }
@@ -139,9 +145,8 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
   if (op == ReduceOp::kAverage) factor = factor / comm.size();
   if (comm.size() > 1) {
     // Both candidates are timed where the choice between them is measured.
-    const bool measured = comm.single_copy_choice != nullptr && comm.single_copy_min_bytes != 0 &&
-                          bytes >= comm.single_copy_min_bytes &&
-                          (algorithm == Algorithm::kRing || algorithm == Algorithm::kSingleCopy);
+    const bool measured = comm.single_copy_choice != nullptr && SingleCopySize(comm, bytes) &&
+                          RingOrSingleCopy(algorithm);
     const auto t0 = std::chrono::steady_clock::now();
     bool ran_ring = false;  // the single copy fell back to the ring (memory it cannot read)
     Status s;

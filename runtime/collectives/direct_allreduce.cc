@@ -33,19 +33,14 @@ Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& o
   const size_t bytes = off.back() * es;
   if (n == 1 || bytes == 0) return Status::OK();
   char* own = static_cast<char*>(buf);
-  char* gathered = internal::ThreadScratch(internal::Scratch::kGather, bytes * (n - 1));
+  // Rank q's copy at gathered + bytes x q (this rank's slot unused: its copy is `own`).
+  char* gathered = internal::ThreadScratch(internal::Scratch::kGather, bytes * n);
   auto copy = [&](int q) -> char* {
     q = ((q % n) + n) % n;
-    return q == r ? own : gathered + bytes * static_cast<size_t>((q - r - 1 + n) % n);
+    return q == r ? own : gathered + bytes * static_cast<size_t>(q);
   };
 
-  thread_local std::vector<transport::Transfer> transfers;  // no allocation per operation
-  transfers.clear();
-  for (int i = 1; i < n; ++i) {
-    transfers.push_back({(r + i) % n, own, bytes, true});
-    transfers.push_back({(r - i + n) % n, copy(r - i), bytes, false});
-  }
-  Status s = transport::Exchange(*comm.transport, transfers, comm.idle_timeout);
+  Status s = transport::ExchangeWithAll(*comm.transport, own, bytes, gathered, comm.idle_timeout);
   if (!s.ok()) return s.WithContext("direct allreduce");
 
   // Every send has completed, so reducing into our own buffer cannot clobber bytes in flight.

@@ -68,7 +68,8 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan);
 
 // Per-thread scratch areas, kept between calls so a training loop does not fault in fresh pages
 // for every collective. kPipeline: RunPipeline's receive ring (at most 1 MiB); kGather: the
-// direct allreduce's copies of the peers' buffers (at most (N-1) x its size limit); kSingleCopy:
+// direct allreduce's copies of the peers' buffers, one slot per rank (at most N x its size
+// limit); kSingleCopy:
 // the single-copy allreduce's two pieces.
 enum class Scratch { kPipeline = 0, kGather = 1, kSingleCopy = 2 };
 char* ThreadScratch(Scratch which, size_t bytes);

@@ -71,16 +71,9 @@ std::string KindName(uint64_t kind) {
 // Sends `mine` to every peer and receives each peer's into theirs[peer] (theirs[rank] = mine).
 template <typename T>
 Status AllToAll(const Comm& comm, const T& mine, std::vector<T>* theirs) {
-  const int n = comm.size(), r = comm.rank();
-  theirs->assign(static_cast<size_t>(n), mine);
-  std::vector<transport::Transfer> transfers;
-  transfers.reserve(2 * static_cast<size_t>(n - 1));
-  for (int i = 1; i < n; ++i) {
-    transfers.push_back({(r + i) % n, const_cast<T*>(&mine), sizeof(T), true});
-    const int from = (r - i + n) % n;
-    transfers.push_back({from, &(*theirs)[static_cast<size_t>(from)], sizeof(T), false});
-  }
-  return transport::Exchange(*comm.transport, transfers, comm.idle_timeout);
+  theirs->assign(static_cast<size_t>(comm.size()), mine);
+  return transport::ExchangeWithAll(*comm.transport, &mine, sizeof(T), theirs->data(),
+                                    comm.idle_timeout);
 }
 
 // Whether process_vm_readv can read [p, p + n): not memory the kernel cannot pin, such as a

@@ -65,11 +65,12 @@ inline size_t RowBytes(const negotiation::TensorSpec& t) {
 }
 
 // An allgather of tensor `t` of `r` over `size` ranks: the rows and bytes each rank gives, and
-// the rows in all (the host and the GPU paths alike).
+// the rows and bytes in all (the host and the GPU paths alike).
 struct AllgatherBlocks {
   std::vector<int64_t> splits;
   std::vector<size_t> bytes;
   int64_t rows = 0;
+  size_t total = 0;
 };
 inline AllgatherBlocks BlocksOf(const negotiation::Response& r, size_t t, int size) {
   AllgatherBlocks b;
@@ -78,6 +79,7 @@ inline AllgatherBlocks BlocksOf(const negotiation::Response& r, size_t t, int si
     b.splits.push_back(r.first_dims[t * size + p]);
     b.bytes.push_back(static_cast<size_t>(b.splits.back()) * row);
     b.rows += b.splits.back();
+    b.total += b.bytes.back();
   }
   return b;
 }

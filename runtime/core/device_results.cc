@@ -9,7 +9,6 @@
 //            blocks go through grouped send/recv (allgather) or an allreduce of the whole tensor
 //            whose slice each rank keeps (reducescatter), since NCCL's need equal blocks.
 #include <algorithm>
-#include <numeric>
 
 #include "base/logging.h"
 #include "collectives/reduce.h"
@@ -107,7 +106,7 @@ Status DeviceExecutor::NcclAllgather(SetState* st, const Response& r, size_t t,
   const TensorSpec& spec = r.tensors[t];
   const AllgatherBlocks b = BlocksOf(r, t, size);
   const std::vector<size_t>& bytes = b.bytes;
-  const size_t total = std::accumulate(bytes.begin(), bytes.end(), size_t{0});
+  const size_t total = b.total;
   void* out = nullptr;
   const void* in = nullptr;
   if (op != nullptr) {

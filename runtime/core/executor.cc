@@ -281,7 +281,7 @@ Status Executor::RunOther(const collectives::Comm& comm, const Response& r, size
       const TensorSpec& t = r.tensors[ti];
       AllgatherBlocks b = BlocksOf(r, ti, size);
       const int64_t rows = b.rows;
-      const size_t total = static_cast<size_t>(rows) * RowBytes(t);
+      const size_t total = b.total;
       std::vector<char> discard;
       char* out;
       const void* in = nullptr;

@@ -17,17 +17,13 @@ Status AndAllreduce(const collectives::Comm& comm, std::vector<uint64_t>* bits) 
     // message latency, against two for the star below (to rank 0, then back).
     const int r = comm.rank();
     auto* theirs = reinterpret_cast<uint64_t*>(collectives::internal::ThreadScratch(
-        collectives::internal::Scratch::kGather, bytes * static_cast<size_t>(n - 1)));
-    thread_local std::vector<transport::Transfer> transfers;  // no allocation per round
-    transfers.clear();
-    for (int i = 1; i < n; ++i) {
-      transfers.push_back({(r + i) % n, bits->data(), bytes, true});
-      transfers.push_back({(r - i + n) % n, theirs + (i - 1) * bits->size(), bytes, false});
-    }
-    Status s = transport::Exchange(*comm.transport, transfers, comm.idle_timeout);
+        collectives::internal::Scratch::kGather, bytes * static_cast<size_t>(n)));
+    Status s =
+        transport::ExchangeWithAll(*comm.transport, bits->data(), bytes, theirs, comm.idle_timeout);
     if (!s.ok()) return s.WithContext("negotiation: exchanging the ready bits");
-    for (int i = 0; i < n - 1; ++i) {
-      const uint64_t* t = theirs + static_cast<size_t>(i) * bits->size();
+    for (int p = 0; p < n; ++p) {
+      if (p == r) continue;
+      const uint64_t* t = theirs + static_cast<size_t>(p) * bits->size();
       for (size_t k = 0; k < bits->size(); ++k) (*bits)[k] &= t[k];
     }
     return Status::OK();

@@ -97,6 +97,20 @@ Status Exchange(Transport& t, const std::vector<Transfer>& transfers,
   }
 }
 
+Status ExchangeWithAll(Transport& t, const void* mine, size_t n, void* theirs,
+                       std::chrono::milliseconds idle_timeout) {
+  const int size = t.size(), r = t.rank();
+  thread_local std::vector<Transfer> transfers;  // no allocation per round
+  transfers.clear();
+  for (int i = 1; i < size; ++i) {
+    const int from = (r - i + size) % size;
+    transfers.push_back({(r + i) % size, const_cast<void*>(mine), n, true});
+    transfers.push_back(
+        {from, static_cast<char*>(theirs) + n * static_cast<size_t>(from), n, false});
+  }
+  return Exchange(t, transfers, idle_timeout);
+}
+
 Status SendRecv(Transport& t, int send_peer, const void* send_data, size_t send_n, int recv_peer,
                 void* recv_data, size_t recv_n, std::chrono::milliseconds idle_timeout) {
   return Exchange(t,

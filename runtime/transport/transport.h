@@ -132,6 +132,12 @@ Status Recv(Transport& t, int peer, void* data, size_t n, std::chrono::milliseco
 Status SendRecv(Transport& t, int send_peer, const void* send_data, size_t send_n, int recv_peer,
                 void* recv_data, size_t recv_n, std::chrono::milliseconds idle_timeout);
 
+// One round with every other rank at once: sends the `n` bytes at `mine` to each peer and
+// receives peer p's `n` bytes at theirs + n x p (this rank's slot is left alone). The latency
+// paths' exchange (ready bits, the direct allreduce, the single copy's hellos).
+Status ExchangeWithAll(Transport& t, const void* mine, size_t n, void* theirs,
+                       std::chrono::milliseconds idle_timeout);
+
 // One blocking transfer of Exchange: `bytes` from `data` to `peer` (send) or from `peer` into
 // `data`. A transfer of 0 bytes needs no peer.
 struct Transfer {

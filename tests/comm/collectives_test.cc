@@ -96,25 +96,39 @@ class Collectives : public ::testing::TestWithParam<Config> {
   }
 };
 
+// Runs `check(ref, count, dtype, op, what)` for every count x dtype x op in `ops` the grid takes
+// (pairs that are defined, sizes SkipLarge allows), `what` naming the case; the first error ends
+// it.
+template <typename Ops, typename Check>
+Status EveryCase(int rank, int size, const char* prefix, const Ops& ops, Check check) {
+  for (size_t count : kCounts) {
+    const Reference ref(count, rank, size);
+    for (DataType t : kAllTypes) {
+      for (ReduceOp op : ops) {
+        if (!CheckReduceDtype(t, op).ok()) continue;  // bool average
+        if (SkipLarge(t, count, size)) continue;
+        const std::string what = prefix + std::string("rank ") + std::to_string(rank) + " count " +
+                                 std::to_string(count) + " " + std::string(DataTypeName(t)) + " " +
+                                 std::string(ReduceOpName(op));
+        HVD_RETURN_IF_ERROR(check(ref, count, t, op, what));
+      }
+    }
+  }
+  return Status::OK();
+}
+
 TEST_P(Collectives, AllreduceEveryCountDtypeOp) {
   RunResult res = Run([](const Comm& comm, int rank, int size, const std::string&) -> Status {
     std::string report;
     int reported = 0;
-    for (size_t count : kCounts) {
-      const Reference ref(count, rank, size);
-      for (DataType t : kAllTypes) {
-        for (ReduceOp op : kAllOps) {
-          if (!CheckReduceDtype(t, op).ok()) continue;  // bool average
-          if (SkipLarge(t, count, size)) continue;
+    HVD_RETURN_IF_ERROR(EveryCase(
+        rank, size, "", kAllOps,
+        [&](const Reference& ref, size_t count, DataType t, ReduceOp op, const std::string& what) {
           std::vector<char> buf = Input(ref, 0, count, t, op);
-          const std::string what = "rank " + std::to_string(rank) + " count " +
-                                   std::to_string(count) + " " + std::string(DataTypeName(t)) +
-                                   " " + std::string(ReduceOpName(op));
           HVD_RETURN_IF_ERROR_CTX(Allreduce(comm, buf.data(), count, t, op), what);
           Compare(what, buf, Expected(ref, 0, count, t, op, size), t, 0, &report, &reported);
-        }
-      }
-    }
+          return Status::OK();
+        }));
     return Done(report);
   });
   HVD_EXPECT_RANKS_OK(res);
@@ -127,26 +141,20 @@ TEST_P(Collectives, AllreduceOutOfPlaceEveryCountDtype) {
   RunResult res = Run([](const Comm& comm, int rank, int size, const std::string&) -> Status {
     std::string report;
     int reported = 0;
-    for (size_t count : kCounts) {
-      const Reference ref(count, rank, size);
-      for (DataType t : kAllTypes) {
-        for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax}) {
-          if (!CheckReduceDtype(t, op).ok()) continue;  // bool average
-          if (SkipLarge(t, count, size)) continue;
+    constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax};
+    HVD_RETURN_IF_ERROR(EveryCase(
+        rank, size, "out of place, ", kOps,
+        [&](const Reference& ref, size_t count, DataType t, ReduceOp op, const std::string& what) {
           const std::vector<char> in = Input(ref, 0, count, t, op);
           std::vector<char> input = in;
           std::vector<char> out(in.size(), static_cast<char>(0x5a));
-          const std::string what = "out of place, rank " + std::to_string(rank) + " count " +
-                                   std::to_string(count) + " " + std::string(DataTypeName(t)) +
-                                   " " + std::string(ReduceOpName(op));
           HVD_RETURN_IF_ERROR_CTX(
               AllreduceParts(comm, input.data(), out.data(), AllreduceLayout(comm, count), t, op),
               what);
           Compare(what, out, Expected(ref, 0, count, t, op, size), t, 0, &report, &reported);
           if (input != in) return Internal(what + ": the input was written");
-        }
-      }
-    }
+          return Status::OK();
+        }));
     return Done(report);
   });
   HVD_EXPECT_RANKS_OK(res);

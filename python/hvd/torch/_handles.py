@@ -238,7 +238,7 @@ def submit(ptr, keep, finish):
     return handle
 
 
-def _result(ptr, code, keep, finish, context):
+def complete(ptr, code, keep, finish, context=None):
     """The result of a completed operation (or its error); releases the runtime's handle."""
     if code:
         msg = _b.last_error()
@@ -259,11 +259,6 @@ def park(ptr, keep, finish):
     _table[next(_ids)] = (ptr, keep, finish)
 
 
-def complete(ptr, code, keep, finish, context=None):
-    """The result of an operation waited for to the end (or its error); releases its handle."""
-    return _result(ptr, code, keep, finish, context)
-
-
 def run(ptr, keep, finish, context=None):
     """Waits for an enqueued operation and returns its result (the synchronous functions)."""
     if not ptr:
@@ -279,7 +274,7 @@ def run(ptr, keep, finish, context=None):
     if not code and finish is None:  # an in-place result, the commonest: one call less
         _release(ptr)
         return keep
-    return _result(ptr, code, keep, finish, context)
+    return complete(ptr, code, keep, finish, context)
 
 
 def poll(handle):
@@ -308,7 +303,7 @@ def synchronize(handle):
     except BaseException:
         _table[handle] = op  # interrupted: keep it, synchronize() may be called again
         raise
-    return _result(ptr, code, keep, finish, None)
+    return complete(ptr, code, keep, finish, None)
 
 
 def _reset_handles():
