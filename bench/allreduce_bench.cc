@@ -308,11 +308,14 @@ Status RunApi(const Options& o, const RankEnv& env, const std::vector<Ref>& refs
     const auto after = runtime::core::CurrentEngineStats();
     if (o.stats) {
       // Where the rounds ran: how many hand-offs to the background thread the loop paid for.
-      std::fprintf(stderr,
-                   "# rank %d engine: %llu rounds (%llu on the caller's thread), %llu set cycles\n",
-                   Rank(), static_cast<unsigned long long>(after.cycles - before.cycles),
-                   static_cast<unsigned long long>(after.caller_rounds - before.caller_rounds),
-                   static_cast<unsigned long long>(after.set_cycles - before.set_cycles));
+      std::fprintf(
+          stderr,
+          "# rank %d engine: %llu rounds (%llu on the caller's thread), %llu set cycles, "
+          "%llu allreduces on data that came with the ready bits\n",
+          Rank(), static_cast<unsigned long long>(after.cycles - before.cycles),
+          static_cast<unsigned long long>(after.caller_rounds - before.caller_rounds),
+          static_cast<unsigned long long>(after.set_cycles - before.set_cycles),
+          static_cast<unsigned long long>(after.eager_allreduces - before.eager_allreduces));
     }
   }
   // Ranks outside the set(s) wait here, idle, until the loop is over.

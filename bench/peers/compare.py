@@ -6,6 +6,7 @@ Runs (after bench/peers/run.sh has installed the peers and built everything):
   hvd-tcp     allreduce_bench --transport tcp   hvd's collectives over TCP on 127.0.0.1
   hvd-api     allreduce_bench --api 1           hvd::Allreduce: negotiation, cache, fusion, engine
   hvd-api-ring  the same without the single copy  HVD_SINGLE_COPY_MIN_BYTES=0: the ring above 64 KiB
+  hvd-api-tcp   the same over TCP only            HVD_SHM=0: what operations pay between hosts
   mpi-shm     mpirun ... --mca btl self,vader   Open MPI's MPI_Allreduce over shared memory
   mpi-tcp     mpirun ... --mca btl self,tcp     Open MPI's MPI_Allreduce over TCP on lo
   gloo        gloo_allreduce                    Gloo's AllreduceRingChunked over TCP
@@ -36,8 +37,8 @@ from torch_allreduce import parse_bytes  # its sibling; imports torch only when 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, "build")  # --build-dir changes it
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there, not in a pyenv python3
-IMPLS = ["hvd-shm", "hvd-tcp", "hvd-api", "hvd-api-ring", "mpi-shm", "mpi-tcp", "gloo",
-         "torch-gloo"]
+IMPLS = ["hvd-shm", "hvd-tcp", "hvd-api", "hvd-api-ring", "hvd-api-tcp", "mpi-shm", "mpi-tcp",
+         "gloo", "torch-gloo"]
 RUN_TIMEOUT_S = 900  # one program at one size; a hang ends as a failure (--run-timeout)
 KILL_GRACE_S = 5     # SIGTERM first (mpirun tears its job down), then SIGKILL
 _running = None      # the child now running, killed with its session on SIGTERM/SIGINT
@@ -73,6 +74,9 @@ def command(impl, np_, sizes):
     if impl == "hvd-api-ring":
         return ([bench, "-np", str(np_), "--api", "1", "--ref", "0"] + loop,
                 {"HVD_SINGLE_COPY_MIN_BYTES": "0"})
+    if impl == "hvd-api-tcp":
+        # The API over TCP only: what every operation pays between hosts.
+        return ([bench, "-np", str(np_), "--api", "1", "--ref", "0"] + loop, {"HVD_SHM": "0"})
     if impl == "memref":
         return [bench, "-np", "1", "--iters", "1", "--warmup", "0"] + loop, {}
     if impl in MPI_BTL:
@@ -243,7 +247,7 @@ def print_tables(args, impls, res):
         pairs = [(a, p) for a, p in [("hvd-shm", "mpi-shm"), ("hvd-shm", "gloo"),
                                      ("hvd-shm", "torch-gloo"), ("hvd-tcp", "mpi-tcp"),
                                      ("hvd-tcp", "gloo"), ("hvd-api", "mpi-shm"),
-                                     ("hvd-api-ring", "mpi-shm")]
+                                     ("hvd-api-ring", "mpi-shm"), ("hvd-api-tcp", "mpi-tcp")]
                  if a in impls and p in impls]
         if pairs:
             print(f"\n## {np_} ranks: speed of hvd / peer (peer's time / hvd's time; > 1: hvd faster)"

@@ -39,6 +39,15 @@ struct Hierarchy {
   size_t cross_direct_max_bytes = 0;            // ...and across hosts
 };
 
+// Every rank's input of one allreduce, received already (the negotiation carried it with the
+// ready bits: core/set_runner.cc): rank q's `bytes` at base + stride x q, this rank's slot
+// unused. The direct allreduce reduces these copies (and may overwrite them).
+struct Gathered {
+  char* base = nullptr;
+  size_t stride = 0;
+  size_t bytes = 0;
+};
+
 struct Comm {
   transport::Transport* transport = nullptr;
   std::chrono::milliseconds idle_timeout{60000};
@@ -59,6 +68,9 @@ struct Comm {
   // Set when the job spans hosts with the same number of ranks on each: allreduces then run
   // hierarchically. Null: flat algorithms over `transport`.
   std::shared_ptr<const Hierarchy> hierarchy;
+  // Set for one operation whose inputs arrived already: its direct allreduce exchanges nothing.
+  // REQUIRES: that operation takes the direct path with exactly `gathered->bytes`.
+  const Gathered* gathered = nullptr;
 
   // A process set's communicator: the job rank of each of its ranks, for messages (users know
   // ranks by their job rank). Null: this communicator's ranks are the job's.

@@ -33,15 +33,25 @@ Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& o
   const size_t bytes = off.back() * es;
   if (n == 1 || bytes == 0) return Status::OK();
   char* own = static_cast<char*>(buf);
-  // Rank q's copy at gathered + bytes x q (this rank's slot unused: its copy is `own`).
-  char* gathered = internal::ThreadScratch(internal::Scratch::kGather, bytes * n);
+  // Rank q's copy at gathered + stride x q (this rank's slot unused: its copy is `own`).
+  char* gathered;
+  size_t stride = bytes;
+  if (comm.gathered != nullptr) {  // they came with the negotiation
+    if (comm.gathered->bytes != bytes) {
+      return Internal("direct allreduce: " + std::to_string(bytes) + " bytes, but " +
+                      std::to_string(comm.gathered->bytes) + " were gathered");
+    }
+    gathered = comm.gathered->base;
+    stride = comm.gathered->stride;
+  } else {
+    gathered = internal::ThreadScratch(internal::Scratch::kGather, bytes * n);
+    Status s = transport::ExchangeWithAll(*comm.transport, own, bytes, gathered, comm.idle_timeout);
+    if (!s.ok()) return s.WithContext("direct allreduce");
+  }
   auto copy = [&](int q) -> char* {
     q = ((q % n) + n) % n;
-    return q == r ? own : gathered + bytes * static_cast<size_t>(q);
+    return q == r ? own : gathered + stride * static_cast<size_t>(q);
   };
-
-  Status s = transport::ExchangeWithAll(*comm.transport, own, bytes, gathered, comm.idle_timeout);
-  if (!s.ok()) return s.WithContext("direct allreduce");
 
   // Every send has completed, so reducing into our own buffer cannot clobber bytes in flight.
   const size_t parts = off.size() - 1;

@@ -35,8 +35,8 @@ std::string Progress(const char* verb, size_t done, size_t total) {
 }  // namespace
 
 char* ThreadScratch(Scratch which, size_t bytes) {
-  thread_local std::unique_ptr<char[]> bufs[3];
-  thread_local size_t capacity[3] = {0, 0, 0};
+  thread_local std::unique_ptr<char[]> bufs[4];
+  thread_local size_t capacity[4] = {0, 0, 0, 0};
   const int i = static_cast<int>(which);
   if (capacity[i] < bytes) {
     bufs[i].reset(new char[bytes]);

@@ -69,9 +69,9 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan);
 // Per-thread scratch areas, kept between calls so a training loop does not fault in fresh pages
 // for every collective. kPipeline: RunPipeline's receive ring (at most 1 MiB); kGather: the
 // direct allreduce's copies of the peers' buffers, one slot per rank (at most N x its size
-// limit); kSingleCopy:
-// the single-copy allreduce's two pieces.
-enum class Scratch { kPipeline = 0, kGather = 1, kSingleCopy = 2 };
+// limit); kSingleCopy: the single-copy allreduce's two pieces; kRider: the peers' data that rode
+// with the ready bits (negotiation/exchange.h, at most N x 64 KiB).
+enum class Scratch { kPipeline = 0, kGather = 1, kSingleCopy = 2, kRider = 3 };
 char* ThreadScratch(Scratch which, size_t bytes);
 
 // Splits `count` elements into `parts` contiguous segments of whole elements, the first

@@ -14,6 +14,7 @@
 #include "core/job_settings.h"
 #include "core/process_set_table.h"
 #include "fusion/fusion_settings.h"
+#include "negotiation/exchange.h"
 #include "negotiation/response_cache.h"
 #include "stall/watched_transport.h"
 
@@ -72,6 +73,11 @@ const Setting<bool> kRunOnCaller("HVD_RUN_ON_CALLER", nullptr, true,
                                  "memory runs the negotiation rounds and collectives itself "
                                  "instead of handing them to the background thread and back "
                                  "(0: always the background thread)");
+const Setting<int64_t> kEagerMax(
+    "HVD_EAGER_ALLREDUCE_MAX_BYTES", nullptr, 64 << 10,
+    "an allreduce found in the response cache and alone in its round sends its data with the "
+    "ready bits when at most this size (one message latency instead of two); 0: never",
+    {0, negotiation::kMaxRiderBytes});
 const Setting<int64_t> kCacheCapacity("HVD_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY",
                                       negotiation::kDefaultCacheCapacity,
                                       "response cache entries; 0 disables the cache",
@@ -301,12 +307,13 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
 
   EngineOptions eo;
   double cycle_ms, start_s, peer_s;
-  int64_t cache_capacity;
+  int64_t cache_capacity, eager_max;
   std::string timeline_path;
   HVD_RETURN_IF_ERROR(Read(kCycleTime, &cycle_ms));
   HVD_RETURN_IF_ERROR(Read(kRunOnCaller, &eo.run_on_caller));
   HVD_RETURN_IF_ERROR(fusion::ReadFusionLimits(&eo.fusion));
   HVD_RETURN_IF_ERROR(Read(kCacheCapacity, &cache_capacity));
+  HVD_RETURN_IF_ERROR(Read(kEagerMax, &eager_max));
   HVD_RETURN_IF_ERROR(Read(kStallCheck, &eo.stall_check_seconds));
   HVD_RETURN_IF_ERROR(Read(kStallShutdown, &eo.stall_shutdown_seconds));
   HVD_RETURN_IF_ERROR(Read(kTimeline, &timeline_path));
@@ -317,6 +324,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   }
   eo.cycle_time = std::chrono::microseconds(static_cast<int64_t>(cycle_ms * 1000));
   eo.cache_capacity = static_cast<uint32_t>(cache_capacity);
+  eo.eager_max_bytes = static_cast<uint32_t>(eager_max);
   const auto start_timeout = std::chrono::milliseconds(static_cast<int64_t>(start_s * 1000));
 
   // Meet the others.

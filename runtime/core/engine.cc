@@ -402,7 +402,9 @@ Status Engine::RunRound(bool* stop) {
     return stay_set_ >= 0 ? Status::OK() : RunSets();
   }
   bool stopping;
-  std::vector<std::shared_ptr<internal::Operation>> ops;
+  // Swapped with the queue, so that both keep their memory from round to round.
+  std::vector<std::shared_ptr<internal::Operation>>& ops = taken_;
+  ops.clear();
   {
     base::MutexLock lock(&mu_);
     stopping = stop_requested_;
@@ -428,12 +430,14 @@ Status Engine::RunRound(bool* stop) {
                                " was removed before '" + op->request.key + "' could run"));
       continue;
     }
-    it->second->Add(op);
+    it->second->Add(std::move(op));
   }
+  const bool took = !ops.empty();
+  ops.clear();  // no reference kept past the round
   // Submissions a set took between its own cycles last round count as this round's: ranks outside
   // the set then go straight into the next round instead of sleeping to their tick, and the set
   // does not wait for them when its members come back to the global round.
-  took_new_work_ = !ops.empty() || took_set_work_;
+  took_new_work_ = took || took_set_work_;
   took_set_work_ = false;
 
   uint64_t agreed = 0;

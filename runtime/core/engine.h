@@ -90,6 +90,7 @@ struct EngineOptions {
   bool run_on_caller = true;
   fusion::FusionLimits fusion;  // the defaults of the fusion settings (fusion/fusion_settings.h)
   uint32_t cache_capacity = negotiation::kDefaultCacheCapacity;
+  uint32_t eager_max_bytes = 0;  // SetRunnerOptions::eager_max_bytes
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
   // Rank 0 tells it the coordinator's oldest stall (not owned; may be null).
@@ -113,6 +114,7 @@ struct EngineStats {
   uint64_t caller_rounds = 0;             // rounds run on a caller's thread (HVD_RUN_ON_CALLER)
   uint64_t slow_path_cycles = 0;          // cycles that gathered requests through a set's root
   uint64_t cache_hits = 0;                // keys run from the response cache
+  uint64_t eager_allreduces = 0;          // ... of them allreduces whose data rode with the bits
   uint64_t negotiated = 0;                // keys run from coordinator responses
   uint64_t allreduce_collectives = 0;     // ring allreduces run; a fused batch counts once
   uint64_t gpu_nccl_batches = 0;          // batches of device tensors run on NCCL...
@@ -223,6 +225,7 @@ class Engine {
   Clock::time_point stay_until_ HVD_GUARDED_BY(mu_){};
   bool stay_busy_ HVD_GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<internal::Operation>> queue_ HVD_GUARDED_BY(mu_);
+  std::vector<std::shared_ptr<internal::Operation>> taken_;              // RunRound's, from queue_
   std::set<std::pair<int, std::string>> in_flight_ HVD_GUARDED_BY(mu_);  // (set, key)
   bool stop_requested_ HVD_GUARDED_BY(mu_) = false;
   bool stopped_ HVD_GUARDED_BY(mu_) = false;

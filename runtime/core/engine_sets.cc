@@ -15,6 +15,7 @@ using negotiation::OpType;
 std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& members) {
   SetRunnerOptions o;
   o.cache_capacity = options_.cache_capacity;
+  o.eager_max_bytes = options_.eager_max_bytes;
   o.stall_check_seconds = options_.stall_check_seconds;
   o.stall_shutdown_seconds = options_.stall_shutdown_seconds;
   auto finish = [this](internal::Operation* op, const Status& s) { Finish(op, s); };

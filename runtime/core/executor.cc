@@ -38,11 +38,14 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
   for (const Response& r : responses) {
     if (!r.ok() && lookup(r.key) != nullptr) finish(r.key, Aborted(r.error));
   }
-  // An operation completes when its last tensor has run (a group may span batches).
-  std::map<std::string, size_t> remaining;
-  for (const Response& r : responses) {
+  // An operation completes when its last tensor has run (a group may span batches). By response:
+  // each response is one operation's.
+  std::vector<size_t>& remaining = remaining_;
+  remaining.assign(responses.size(), 0);
+  for (size_t i = 0; i < responses.size(); ++i) {
+    const Response& r = responses[i];
     if (!r.ok()) continue;
-    remaining[r.key] = std::max<size_t>(1, r.tensors.size());
+    remaining[i] = std::max<size_t>(1, r.tensors.size());
     internal::Operation* op = lookup(r.key);
     const bool owns_output = r.type == OpType::kAllgather || r.type == OpType::kAlltoall ||
                              r.type == OpType::kReducescatter ||
@@ -90,7 +93,7 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
     }
     for (const auto& it : batch.items) {
       const Response& r = responses[it.response];
-      if (--remaining[r.key] == 0 && lookup(r.key) != nullptr) finish(r.key, Status::OK());
+      if (--remaining[it.response] == 0 && lookup(r.key) != nullptr) finish(r.key, Status::OK());
     }
   }
   return Status::OK();
@@ -147,7 +150,7 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
     layout.Pack(inputs, dtype, head.reduce_op, head.prescale, buf);
   }
 
-  if (timeline_) {
+  if (timeline_ != nullptr && timeline_->recording()) {  // (the arguments cost allocations)
     const std::string args =
         TimelineArgs(collectives::AllreduceAlgorithm(comm, total), total, items.size());
     for (const BatchRef& b : items) {
@@ -193,7 +196,7 @@ Status Executor::RunAdasum(const collectives::Comm& comm, const BatchRef& item, 
     buf = scratch_.data();
     fusion::FillIdentity(buf, count, spec.dtype, ReduceOp::kAdasum);
   }
-  if (timeline_) {
+  if (timeline_ != nullptr && timeline_->recording()) {
     timeline_->ActivityStart(spec.name, "ALLREDUCE", TimelineArgs("adasum", bytes, 1));
   }
   Status s = collectives::AdasumAllreduce(comm, buf, {count}, spec.dtype);

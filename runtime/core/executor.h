@@ -41,8 +41,9 @@ class Executor {
   // complete the operation; a non-OK return means the transport broke and the job cannot go on
   // (every pending operation must then be failed by the caller).
   // `comm` is the communicator of process set `set_id`, the responses were negotiated in.
-  Status Execute(int set_id, const collectives::Comm& comm, const std::vector<negotiation::Response>& responses,
-                 int contributors, const Lookup& lookup, const Finish& finish);
+  Status Execute(int set_id, const collectives::Comm& comm,
+                 const std::vector<negotiation::Response>& responses, int contributors,
+                 const Lookup& lookup, const Finish& finish);
 
   // Allreduce batches run so far (EngineStats); readable from any thread.
   uint64_t allreduce_collectives() const { return allreduce_collectives_.load(); }
@@ -63,7 +64,8 @@ class Executor {
                           internal::Operation* op, int contributors);
 
   fusion::FusionLimits fusion_;
-  timeline::Timeline* timeline_;  // null unless this rank writes the timeline
+  timeline::Timeline* timeline_;   // null unless this rank writes the timeline
+  std::vector<size_t> remaining_;  // Execute's: tensors left to run, by response
   std::vector<char> fusion_buffer_;
   std::vector<char> scratch_;
   std::atomic<uint64_t> allreduce_collectives_{0};

@@ -162,12 +162,14 @@ void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
 Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   timeline::ScopedProcessSet timeline_rows(id_);
   transport::ScopedSpinRanks spin_ranks(options_.host_members);
-  std::vector<uint32_t> invalidate;
+  std::vector<uint32_t>& invalidate = invalidate_;
+  invalidate.clear();
   Classify(&invalidate);
 
   // [flags | hit bits | ~invalidate bits]
   const size_t words = Words(cache_.used_slots());
-  std::vector<uint64_t> bits(1 + 2 * words, 0);
+  std::vector<uint64_t>& bits = bits_;
+  bits.assign(1 + 2 * words, 0);
   bool uncached = false;
   for (const auto& [key, p] : pending_) {
     if (p.state == State::kNew) uncached = true;
@@ -196,12 +198,15 @@ Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   }
   bits[0] = (flags & ~kNoUncached) | (uncached ? 0 : kNoUncached);
 
-  HVD_RETURN_IF_ERROR(AndAllreduce(comm_, &bits));
+  const negotiation::Rider rider = uncached ? negotiation::Rider{} : RiderOf();
+  HVD_RETURN_IF_ERROR(AndAllreduce(comm_, &bits, &rider, &riders_));
   *agreed = bits[0];
   if (id_ == 0 && !(bits[0] & kNotStopping)) return Status::OK();
 
   // Invalidations first, so no rank runs a slot another rank has given up on.
-  std::vector<Response> hits;
+  // Kept between cycles: assigning a cached response over the last cycle's reuses its memory.
+  std::vector<Response>& hits = hits_;
+  size_t n_hits = 0;
   bool erased = false;
   for (uint32_t s = 0; s < words * 64; ++s) {
     const bool invalid = !(bits[1 + words + s / 64] & (uint64_t{1} << (s % 64)));
@@ -212,25 +217,42 @@ Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   }
   for (uint32_t s = 0; s < words * 64; ++s) {
     if ((bits[1 + s / 64] & (uint64_t{1} << (s % 64))) && cache_.Occupied(s)) {
-      hits.push_back(cache_.Get(s));
+      if (n_hits == hits.size()) hits.emplace_back();
+      hits[n_hits] = cache_.Get(s);
       // Run from the cache, every rank that has not joined contributes (joined ranks never take
       // the cache path for their own requests); the count recorded at negotiation may be stale.
-      hits.back().contributors = 0;
+      hits[n_hits++].contributors = 0;
       cache_.Touch(s);
     }
   }
+  hits.resize(n_hits);
   if (erased) RefreshAfterCacheChange();
+  // The rider's operation runs on the data that came with the bits when it is all this cycle
+  // runs from the cache and every member sent its input for it.
+  const uint32_t rider_slot = rider.tag - 1;
+  bool eager = rider.tag != 0 && hits.size() == 1 && cache_.Occupied(rider_slot) &&
+               (bits[1 + rider_slot / 64] & (uint64_t{1} << (rider_slot % 64)));
+  for (const negotiation::Rider& r : riders_.from) {
+    eager = eager && r.tag == rider.tag && r.bytes == rider.bytes;
+  }
+  collectives::Gathered gathered{riders_.base, negotiation::kMaxRiderBytes, rider.bytes};
+  collectives::Comm with_data;
+  if (eager) {
+    with_data = comm_;
+    with_data.gathered = &gathered;
+  }
   if (!hits.empty()) {
     {
       base::MutexLock lock(stats_mu_);
       stats_->cache_hits += hits.size();
+      stats_->eager_allreduces += eager ? 1 : 0;
     }
     if (timeline_) {
       for (const auto& r : hits) {
         for (const auto& t : r.tensors) timeline_->NegotiateEnd(t.name);
       }
     }
-    HVD_RETURN_IF_ERROR(Run(hits));
+    HVD_RETURN_IF_ERROR(Run(hits, eager ? with_data : comm_));
   }
 
   if (!(bits[0] & kNoUncached)) {
@@ -308,7 +330,7 @@ Status SetRunner::SlowPath() {
     ++stats_->slow_path_cycles;
     stats_->negotiated += list.responses.size();
   }
-  HVD_RETURN_IF_ERROR(Run(list.responses));
+  HVD_RETURN_IF_ERROR(Run(list.responses, comm_));
   for (const Response& r : list.responses) {
     if (ResponseCache::Cacheable(r)) cache_.Put(r);
   }
@@ -316,7 +338,35 @@ Status SetRunner::SlowPath() {
   return Status::OK();
 }
 
-Status SetRunner::Run(const std::vector<Response>& responses) {
+// What rides with this cycle's ready bits: the input of the one operation pending, when it is a
+// host allreduce found in the cache that the direct path would run as it is (no prescale: the
+// bytes sent are the bytes reduced). With anything else pending, the round runs more than this
+// one operation (or another alone), and the data would be sent for nothing. An operation waiting
+// for late peers rides in its cycles 0, 1, 2, 4, 8, ... only: a rank that waits a long time
+// (a peer still computing) sends its data a logarithmic number of times, not once per cycle.
+negotiation::Rider SetRunner::RiderOf() {
+  if (options_.eager_max_bytes == 0 || pending_.size() != 1 || joined_self() ||
+      comm_.size() > negotiation::kDirectAndMaxRanks || comm_.hierarchy != nullptr) {
+    return {};
+  }
+  Pending& p = pending_.begin()->second;
+  const negotiation::Request& req = p.op->request;
+  if (p.state != State::kCached || p.generation != cache_.generation() ||
+      req.type != OpType::kAllreduce || req.gpu || req.tensors.size() != 1 ||
+      req.reduce_op == ReduceOp::kAdasum || req.prescale != 1.0 || p.op->inputs.size() != 1) {
+    return {};
+  }
+  const size_t bytes =
+      static_cast<size_t>(req.tensors[0].num_elements()) * DataTypeSize(req.tensors[0].dtype);
+  if (bytes == 0 || bytes > options_.eager_max_bytes || !collectives::UseDirect(comm_, bytes)) {
+    return {};
+  }
+  const uint32_t cycle = p.rider_cycles++;
+  if ((cycle & (cycle - 1)) != 0) return {};
+  return {p.slot + 1, static_cast<uint32_t>(bytes), p.op->inputs[0].data};
+}
+
+Status SetRunner::Run(const std::vector<Response>& responses, const collectives::Comm& comm) {
   // Process-set changes are the engine's: applied here, in response order, on every rank. The
   // other responses go to the executor as they are, without a copy, when there are none.
   auto set_change = [](const Response& r) {
@@ -344,7 +394,7 @@ Status SetRunner::Run(const std::vector<Response>& responses) {
     return it == pending_.end() ? nullptr : it->second.op.get();
   };
   auto finish = [this](const std::string& key, const Status& s) { Complete(key, s); };
-  return executor_->Execute(id_, comm_, run, contributors, lookup, finish);
+  return executor_->Execute(id_, comm, run, contributors, lookup, finish);
 }
 
 }  // namespace hvd::runtime::core

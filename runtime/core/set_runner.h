@@ -29,6 +29,7 @@
 #include "core/executor.h"
 #include "core/operation.h"
 #include "negotiation/coordinator.h"
+#include "negotiation/exchange.h"
 #include "negotiation/response_cache.h"
 #include "timeline/timeline.h"
 
@@ -45,6 +46,10 @@ inline constexpr uint64_t kStayInSet = 8;    // ... will run another cycle of th
 
 struct SetRunnerOptions {
   uint32_t cache_capacity = negotiation::kDefaultCacheCapacity;
+  // A cached host allreduce of at most this many bytes, alone in a cycle, sends its input with
+  // the ready bits; when every member did so for it, it runs on that data without an exchange of
+  // its own (HVD_EAGER_ALLREDUCE_MAX_BYTES; 0: never).
+  uint32_t eager_max_bytes = 0;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
   // Members of the set on this host: its waits spin as among that many ranks
@@ -80,9 +85,10 @@ class SetRunner {
   // Takes a submitted operation (its request's root, if any, already a rank of this set).
   void Add(std::shared_ptr<internal::Operation> op);
 
-  // One cycle. `flags` are the engine's bits for word 0 (kNotStopping, kNoNewWork, kStayInSet); `*agreed` gets
-  // word 0 as AND-reduced over the members. When the agreed flags lack kNotStopping nothing else
-  // happens (the engine stops). A non-OK status means a transport failure: the job cannot go on.
+  // One cycle. `flags` are the engine's bits for word 0 (kNotStopping, kNoNewWork, kStayInSet);
+  // `*agreed` gets word 0 as AND-reduced over the members. When the agreed flags lack kNotStopping
+  // nothing else happens (the engine stops). A non-OK status means a transport failure: the job
+  // cannot go on.
   Status Cycle(uint64_t flags, uint64_t* agreed);
 
   // Fails every pending operation with `status`.
@@ -97,14 +103,16 @@ class SetRunner {
     std::shared_ptr<internal::Operation> op;
     State state = State::kNew;
     uint32_t slot = 0;
-    uint64_t generation = 0;  // cache generation when `slot` was looked up
+    uint64_t generation = 0;    // cache generation when `slot` was looked up
+    uint32_t rider_cycles = 0;  // cycles it could have ridden in (RiderOf)
     std::chrono::steady_clock::time_point enqueued;
   };
 
   void Classify(std::vector<uint32_t>* invalidate);
   void RefreshAfterCacheChange();
   Status SlowPath();
-  Status Run(const std::vector<negotiation::Response>& responses);
+  negotiation::Rider RiderOf();
+  Status Run(const std::vector<negotiation::Response>& responses, const collectives::Comm& comm);
   void Complete(const std::string& key, const Status& status);
   bool joined_self() const { return joined_.count(comm_.rank()) > 0; }
 
@@ -123,7 +131,12 @@ class SetRunner {
   std::map<std::string, Pending> pending_;
   negotiation::ResponseCache cache_;
   std::unique_ptr<negotiation::Coordinator> coordinator_;  // the set's first member
-  std::set<int> joined_;                              // ranks of this set
+  std::set<int> joined_;                                   // ranks of this set
+  // Cycle's scratch, kept so that a steady-state cycle allocates nothing for them.
+  std::vector<uint32_t> invalidate_;
+  std::vector<uint64_t> bits_;
+  negotiation::Riders riders_;
+  std::vector<negotiation::Response> hits_;
   // Coordinator only: the earliest time a stall may force a slow path again (Cycle).
   std::chrono::steady_clock::time_point next_inspection_;
 };

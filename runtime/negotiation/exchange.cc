@@ -1,5 +1,7 @@
 #include "negotiation/exchange.h"
 
+#include <cstring>
+
 #include "collectives/pipeline.h"
 #include "transport/transport.h"
 
@@ -8,22 +10,84 @@ namespace hvd::runtime::negotiation {
 using transport::Recv;
 using transport::Send;
 
-Status AndAllreduce(const collectives::Comm& comm, std::vector<uint64_t>* bits) {
+namespace {
+
+// The direct exchange's message: the bits, one word describing the rider (tag | bytes << 32),
+// then the rider's bytes, if any.
+struct RiderExchange {
+  const collectives::Comm* comm;
+  const Rider* mine;
+  Riders* theirs;
+  size_t header_bytes;
+};
+
+Status SendRider(void* context, const transport::Transfer&, void** more, size_t* bytes) {
+  const auto* x = static_cast<RiderExchange*>(context);
+  if (x->mine != nullptr && x->mine->tag != 0) {
+    *more = const_cast<void*>(x->mine->data);
+    *bytes = x->mine->bytes;
+  }
+  return Status::OK();
+}
+
+// Every peer's rider is received, whether or not this rank looks at it: the bytes are on the
+// link.
+Status RecvRider(void* context, const transport::Transfer& done, void** more, size_t* bytes) {
+  const auto* x = static_cast<RiderExchange*>(context);
+  uint64_t word;
+  std::memcpy(&word, static_cast<const char*>(done.data) + x->header_bytes - sizeof word,
+              sizeof word);
+  const Rider rider{static_cast<uint32_t>(word), static_cast<uint32_t>(word >> 32), nullptr};
+  if (rider.tag == 0) return Status::OK();
+  if (rider.bytes == 0 || rider.bytes > kMaxRiderBytes) {
+    return Internal(
+        "negotiation: " + collectives::internal::PeerName(*x->comm, done.peer) + " sent " +
+        std::to_string(rider.bytes) + " bytes of data with its ready bits; a rank accepts 1 to " +
+        std::to_string(kMaxRiderBytes) + " (are all ranks running the same hvd build?)");
+  }
+  const size_t n = static_cast<size_t>(x->comm->size());
+  char* base = collectives::internal::ThreadScratch(collectives::internal::Scratch::kRider,
+                                                    kMaxRiderBytes * n);
+  *more = base + kMaxRiderBytes * static_cast<size_t>(done.peer);
+  *bytes = rider.bytes;
+  if (x->theirs != nullptr) {
+    x->theirs->base = base;
+    x->theirs->from[done.peer] = {rider.tag, rider.bytes, *more};
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status AndAllreduce(const collectives::Comm& comm, std::vector<uint64_t>* bits, const Rider* mine,
+                    Riders* theirs) {
   const int n = comm.size();
+  if (theirs != nullptr) {
+    theirs->from.assign(static_cast<size_t>(n), Rider{});
+    theirs->base = nullptr;
+    if (mine != nullptr) theirs->from[comm.rank()] = *mine;
+  }
   if (n == 1) return Status::OK();
   const size_t bytes = bits->size() * sizeof(uint64_t);
   if (n <= kDirectAndMaxRanks) {
     // Every rank sends its bits to every other in one round and ANDs what it receives: one
     // message latency, against two for the star below (to rank 0, then back).
     const int r = comm.rank();
-    auto* theirs = reinterpret_cast<uint64_t*>(collectives::internal::ThreadScratch(
-        collectives::internal::Scratch::kGather, bytes * static_cast<size_t>(n)));
-    Status s =
-        transport::ExchangeWithAll(*comm.transport, bits->data(), bytes, theirs, comm.idle_timeout);
+    const size_t words = bits->size() + 1;
+    thread_local std::vector<uint64_t> header;  // no allocation per round
+    header.assign(bits->begin(), bits->end());
+    header.push_back(mine != nullptr && mine->tag != 0
+                         ? mine->tag | static_cast<uint64_t>(mine->bytes) << 32
+                         : 0);
+    auto* all = reinterpret_cast<uint64_t*>(collectives::internal::ThreadScratch(
+        collectives::internal::Scratch::kGather, words * sizeof(uint64_t) * n));
+    RiderExchange x{&comm, mine, theirs, words * sizeof(uint64_t)};
+    Status s = transport::ExchangeWithAll(*comm.transport, header.data(), x.header_bytes, all,
+                                          comm.idle_timeout, SendRider, RecvRider, &x);
     if (!s.ok()) return s.WithContext("negotiation: exchanging the ready bits");
     for (int p = 0; p < n; ++p) {
       if (p == r) continue;
-      const uint64_t* t = theirs + static_cast<size_t>(p) * bits->size();
+      const uint64_t* t = all + static_cast<size_t>(p) * words;
       for (size_t k = 0; k < bits->size(); ++k) (*bits)[k] &= t[k];
     }
     return Status::OK();

@@ -13,14 +13,22 @@ namespace {
 // Progress of one transfer.
 struct Direction {
   const Transfer* what = nullptr;
+  char* data = nullptr;  // what->data, or the continuation's bytes once `then` has run
+  size_t bytes = 0;
   size_t done = 0;
+  bool continued = false;
   Link* link = nullptr;
-  bool pending() const { return done < what->bytes; }
+  bool pending() const { return done < bytes; }
   const char* verb() const { return what->send ? "send to" : "recv from"; }
 };
 
 Status Resolve(Transport& t, Direction* d) {
-  if (d->what->bytes == 0) return Status::OK();  // an empty transfer needs no peer
+  d->data = static_cast<char*>(d->what->data);
+  d->bytes = d->what->bytes;
+  if (d->bytes == 0) {  // an empty transfer needs no peer, and is never continued
+    if (d->what->then != nullptr) return InvalidArgument("a continued transfer of 0 bytes");
+    return Status::OK();
+  }
   const int peer = d->what->peer;
   if (peer < 0 || peer >= t.size() || peer == t.rank()) {
     return InvalidArgument(std::string(d->verb()) + " rank " + std::to_string(peer) +
@@ -38,8 +46,7 @@ Status IdleTimeout(std::chrono::milliseconds idle_timeout, const std::vector<Dir
     if (!d.pending()) continue;
     m += sep;
     m += std::string(d.verb()) + " " + d.link->description() + ": " +
-         std::to_string(d.what->bytes - d.done) + " of " + std::to_string(d.what->bytes) +
-         " bytes outstanding";
+         std::to_string(d.bytes - d.done) + " of " + std::to_string(d.bytes) + " bytes outstanding";
     sep = "; ";
   }
   return DeadlineExceeded(std::move(m));
@@ -59,26 +66,40 @@ Status Exchange(Transport& t, const std::vector<Transfer>& transfers,
     dirs[i].what = &transfers[i];
     HVD_RETURN_IF_ERROR(Resolve(t, &dirs[i]));
   }
-  Clock::time_point deadline = Clock::now() + idle_timeout;
+  // Read from the clock only before a wait: most small exchanges never wait, and a clock read
+  // is a measurable part of their cost. Unset (min) means "idle_timeout from now".
+  Clock::time_point deadline = Clock::time_point::min();
   for (;;) {
     size_t moved_total = 0;
     bool pending = false;
     for (Direction& d : dirs) {
       if (!d.pending()) continue;
       size_t moved = 0;
-      char* p = static_cast<char*>(d.what->data) + d.done;
-      const size_t want = d.what->bytes - d.done;
+      char* p = d.data + d.done;
+      const size_t want = d.bytes - d.done;
       HVD_RETURN_IF_ERROR(d.what->send ? d.link->TrySend(p, want, &moved)
                                        : d.link->TryRecv(p, want, &moved));
       d.done += moved;
       moved_total += moved;
+      if (!d.pending() && d.what->then != nullptr && !d.continued) {
+        d.continued = true;
+        void* more = nullptr;
+        size_t more_bytes = 0;
+        HVD_RETURN_IF_ERROR(d.what->then(d.what->context, *d.what, &more, &more_bytes));
+        if (more_bytes > 0) {
+          d.data = static_cast<char*>(more);
+          d.bytes = more_bytes;
+          d.done = 0;
+        }
+      }
       pending |= d.pending();
     }
     if (!pending) return Status::OK();
     if (moved_total > 0) {
-      deadline = Clock::now() + idle_timeout;
+      deadline = Clock::time_point::min();
       continue;
     }
+    if (deadline == Clock::time_point::min()) deadline = Clock::now() + idle_timeout;
     // One wait item per link, both directions merged.
     items.clear();
     for (const Direction& d : dirs) {
@@ -98,15 +119,16 @@ Status Exchange(Transport& t, const std::vector<Transfer>& transfers,
 }
 
 Status ExchangeWithAll(Transport& t, const void* mine, size_t n, void* theirs,
-                       std::chrono::milliseconds idle_timeout) {
+                       std::chrono::milliseconds idle_timeout, Transfer::Then send_then,
+                       Transfer::Then recv_then, void* context) {
   const int size = t.size(), r = t.rank();
   thread_local std::vector<Transfer> transfers;  // no allocation per round
   transfers.clear();
   for (int i = 1; i < size; ++i) {
     const int from = (r - i + size) % size;
-    transfers.push_back({(r + i) % size, const_cast<void*>(mine), n, true});
-    transfers.push_back(
-        {from, static_cast<char*>(theirs) + n * static_cast<size_t>(from), n, false});
+    transfers.push_back({(r + i) % size, const_cast<void*>(mine), n, true, send_then, context});
+    transfers.push_back({from, static_cast<char*>(theirs) + n * static_cast<size_t>(from), n, false,
+                         recv_then, context});
   }
   return Exchange(t, transfers, idle_timeout);
 }

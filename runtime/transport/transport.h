@@ -132,12 +132,6 @@ Status Recv(Transport& t, int peer, void* data, size_t n, std::chrono::milliseco
 Status SendRecv(Transport& t, int send_peer, const void* send_data, size_t send_n, int recv_peer,
                 void* recv_data, size_t recv_n, std::chrono::milliseconds idle_timeout);
 
-// One round with every other rank at once: sends the `n` bytes at `mine` to each peer and
-// receives peer p's `n` bytes at theirs + n x p (this rank's slot is left alone). The latency
-// paths' exchange (ready bits, the direct allreduce, the single copy's hellos).
-Status ExchangeWithAll(Transport& t, const void* mine, size_t n, void* theirs,
-                       std::chrono::milliseconds idle_timeout);
-
 // One blocking transfer of Exchange: `bytes` from `data` to `peer` (send) or from `peer` into
 // `data`. A transfer of 0 bytes needs no peer.
 struct Transfer {
@@ -145,10 +139,27 @@ struct Transfer {
   void* data = nullptr;  // read when sending
   size_t bytes = 0;
   bool send = false;
+  // Optional: called once when `bytes` have moved, to go on with `*more_bytes` more at
+  // `*more_data` on the same link in the same exchange (0: done). A message whose length its
+  // first bytes give (a header, then its payload) then costs one message latency, not two.
+  // An error fails the exchange. REQUIRES: bytes > 0 where set.
+  using Then = Status (*)(void* context, const Transfer& done, void** more_data,
+                          size_t* more_bytes);
+  Then then = nullptr;
+  void* context = nullptr;
 };
 // Runs every transfer concurrently, so a rank can talk to many peers in one round trip. At most
 // one send and one receive per peer: a link carries one ordered stream each way.
 Status Exchange(Transport& t, const std::vector<Transfer>& transfers,
                 std::chrono::milliseconds idle_timeout);
+
+// One round with every other rank at once: sends the `n` bytes at `mine` to each peer and
+// receives peer p's `n` bytes at theirs + n x p (this rank's slot is left alone). The latency
+// paths' exchange (ready bits, the direct allreduce, the single copy's hellos). `send_then` and
+// `recv_then` (with `context`), when set, continue every send and every receive (Transfer::then).
+// REQUIRES: n > 0 where a continuation is set.
+Status ExchangeWithAll(Transport& t, const void* mine, size_t n, void* theirs,
+                       std::chrono::milliseconds idle_timeout, Transfer::Then send_then = nullptr,
+                       Transfer::Then recv_then = nullptr, void* context = nullptr);
 
 }  // namespace hvd::runtime::transport

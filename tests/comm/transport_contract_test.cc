@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -261,6 +262,91 @@ TEST_P(TransportContract, WaitReadyDeadlineNamesPeers) {
   // A writable link is ready at once.
   EXPECT_TRUE(
       t[0]->WaitReady({{t[0]->link(2), true, false}}, Clock::now() + milliseconds(1000)).ok());
+}
+
+// A message whose first 8 bytes give the length of the rest (Transfer::then), sent by every rank
+// to every other in one ExchangeWithAll: rank r sends r x 5000 bytes (rank 0 none; more than the
+// shm ring of 4096, so sends and receives must progress together), and every byte arrives.
+struct Framed {
+  std::vector<uint8_t> out;              // this rank's payload
+  std::vector<std::vector<uint8_t>> in;  // by peer
+  int rank = 0;
+  bool fail = false;  // the receive continuation fails
+};
+
+Status SendRest(void* context, const Transfer&, void** more, size_t* bytes) {
+  auto* f = static_cast<Framed*>(context);
+  *more = f->out.data();
+  *bytes = f->out.size();
+  return Status::OK();
+}
+
+Status RecvRest(void* context, const Transfer& done, void** more, size_t* bytes) {
+  auto* f = static_cast<Framed*>(context);
+  if (f->fail) return InvalidArgument("rank " + std::to_string(done.peer) + "'s header is bad");
+  uint64_t n;
+  std::memcpy(&n, done.data, sizeof n);
+  f->in[done.peer].assign(n, 0xEE);
+  *more = f->in[done.peer].data();
+  *bytes = n;
+  return Status::OK();
+}
+
+TEST_P(TransportContract, ContinuationsCarryWhatTheHeaderAnnounces) {
+  for (int size : {2, 3}) {
+    auto store = rendezvous::NewMemoryStore();
+    std::vector<int> ranks;
+    for (int r = 0; r < size; ++r) ranks.push_back(r);
+    std::vector<Status> st;
+    std::vector<TransportPtr> t;
+    ConnectThreads(*store, size, ranks, "framed" + std::to_string(size), milliseconds(20000), &st,
+                   &t);
+    for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.ToString();
+    std::vector<Framed> f(size);
+    std::vector<Status> results(size);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) {
+      f[r].rank = r;
+      f[r].out.resize(static_cast<size_t>(r) * 5000);
+      for (size_t i = 0; i < f[r].out.size(); ++i) f[r].out[i] = hvd::testing::Pattern(r, 0, i);
+      f[r].in.resize(size);
+      threads.emplace_back([&, r] {
+        uint64_t header = f[r].out.size();
+        std::vector<uint64_t> headers(size);
+        results[r] = transport::ExchangeWithAll(*t[r], &header, sizeof header, headers.data(),
+                                                milliseconds(20000), SendRest, RecvRest, &f[r]);
+      });
+    }
+    for (auto& th : threads) th.join();
+    for (int r = 0; r < size; ++r) {
+      ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].ToString();
+      for (int p = 0; p < size; ++p) {
+        if (p != r) EXPECT_EQ(f[r].in[p], f[p].out) << "rank " << r << " from " << p;
+      }
+    }
+  }
+}
+
+TEST_P(TransportContract, AFailingContinuationFailsTheExchange) {
+  auto store = rendezvous::NewMemoryStore();
+  std::vector<TransportPtr> t;
+  ConnectPair(*store, "framed-fail", &t);
+  std::vector<Framed> f(2);
+  std::vector<Status> results(2);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {
+    f[r].in.resize(2);
+    f[r].fail = r == 0;
+    threads.emplace_back([&, r] {
+      uint64_t header = 0, headers[2];
+      results[r] = transport::ExchangeWithAll(*t[r], &header, sizeof header, headers,
+                                              milliseconds(20000), SendRest, RecvRest, &f[r]);
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(results[0].code(), StatusCode::kInvalidArgument) << results[0].ToString();
+  EXPECT_EQ(results[0].message(), "rank 1's header is bad");
+  EXPECT_TRUE(results[1].ok()) << results[1].ToString();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, TransportContract, ::testing::ValuesIn(Backends()),
