@@ -48,7 +48,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits)
   bool report_peer = false;
   const std::string& key = op->request.key;
   const int set = op->request.process_set;
-  std::vector<int> members;
+  thread_local std::vector<int> members;  // assigned, not allocated, per operation
   if (!sets_.Get(set, &members)) {
     reject = InvalidArgument("process set " + std::to_string(set) +
                              " does not exist (registered: " + sets_.DescribeIds() +
@@ -79,7 +79,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits)
               : final_status_.WithContext(std::string(negotiation::OpTypeName(op->request.type)) +
                                           " '" + key + "' was not submitted");
       report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
-    } else if (!in_flight_.insert({set, key}).second) {
+    } else if (!InFlightInsert(set, key)) {
       reject = InvalidArgument(
           "an operation named '" + key + "' is already in flight on this " +
           (set == 0 ? std::string("rank") : "rank in process set " + std::to_string(set)) +
@@ -256,9 +256,12 @@ void Engine::RunForCaller(internal::Operation* op) {
 }
 
 bool Engine::DriveRound() {
-  if (stay_set_ < 0) round_start_ = Clock::now();  // a global round (else a set's next cycle)
+  const bool global = stay_set_ < 0;  // (else a set's next cycle)
+  if (global) round_start_ = Clock::now();
   if (!Round()) return false;
-  const auto now = Clock::now();
+  // A global round without process sets read the clock at the end of its global cycle, which
+  // serves (reports are 250 ms apart; a clock read is a measurable part of a small operation).
+  const auto now = global && runners_.size() == 1 ? sets_start_ : Clock::now();
   if (options_.stall_reporter != nullptr && now >= next_stall_report_) {
     // The oldest stall any coordinator on this rank knows of: the global set's on rank 0, and
     // each process set's on its first member (reports are per rank: "stall/<rank>").
@@ -379,10 +382,34 @@ void Engine::FailAll(const Status& status, const Status& later) {
   in_flight_.clear();
 }
 
+// The set's nodes are recycled: an operation's name is copied into a node the previous one
+// left, so that a steady state allocates nothing here.
+bool Engine::InFlightInsert(int set, const std::string& key) {
+  const auto at = in_flight_.lower_bound(InFlightKey{set, key});
+  if (at != in_flight_.end() && at->first == set && at->second == key) return false;
+  if (spare_in_flight_.empty()) {
+    in_flight_.emplace_hint(at, set, key);
+    return true;
+  }
+  auto node = std::move(spare_in_flight_.back());
+  spare_in_flight_.pop_back();
+  node.value().first = set;
+  node.value().second.assign(key);
+  in_flight_.insert(at, std::move(node));
+  return true;
+}
+
+void Engine::InFlightErase(int set, const std::string& key) {
+  auto it = in_flight_.find(InFlightKey{set, key});
+  if (it == in_flight_.end()) return;
+  auto node = in_flight_.extract(it);
+  if (spare_in_flight_.size() < kSpareInFlight) spare_in_flight_.push_back(std::move(node));
+}
+
 void Engine::Finish(internal::Operation* op, const Status& status) {
   {
     base::MutexLock lock(&mu_);
-    in_flight_.erase({op->request.process_set, op->request.key});
+    InFlightErase(op->request.process_set, op->request.key);
   }
   op->Complete(status);
   base::MutexLock lock(&mu_);
@@ -430,7 +457,7 @@ Status Engine::RunRound(bool* stop) {
                                " was removed before '" + op->request.key + "' could run"));
       continue;
     }
-    it->second->Add(std::move(op));
+    it->second->Add(std::move(op), round_start_);
   }
   const bool took = !ops.empty();
   ops.clear();  // no reference kept past the round

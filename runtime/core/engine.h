@@ -64,6 +64,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -225,8 +226,29 @@ class Engine {
   Clock::time_point stay_until_ HVD_GUARDED_BY(mu_){};
   bool stay_busy_ HVD_GUARDED_BY(mu_) = false;
   std::vector<std::shared_ptr<internal::Operation>> queue_ HVD_GUARDED_BY(mu_);
-  std::vector<std::shared_ptr<internal::Operation>> taken_;              // RunRound's, from queue_
-  std::set<std::pair<int, std::string>> in_flight_ HVD_GUARDED_BY(mu_);  // (set, key)
+  std::vector<std::shared_ptr<internal::Operation>> taken_;  // RunRound's, from queue_
+  // (set, key) of every operation in flight; looked up by (set, name) without a copy.
+  struct InFlightKey {
+    int set;
+    std::string_view key;
+  };
+  struct InFlightLess {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const {
+      return Set(a) != Set(b) ? Set(a) < Set(b) : Key(a) < Key(b);
+    }
+    static const int& Set(const std::pair<int, std::string>& p) { return p.first; }
+    static const int& Set(const InFlightKey& k) { return k.set; }
+    static std::string_view Key(const std::pair<int, std::string>& p) { return p.second; }
+    static std::string_view Key(const InFlightKey& k) { return k.key; }
+  };
+  using InFlight = std::set<std::pair<int, std::string>, InFlightLess>;
+  bool InFlightInsert(int set, const std::string& key) HVD_REQUIRES(mu_);
+  void InFlightErase(int set, const std::string& key) HVD_REQUIRES(mu_);
+  static constexpr size_t kSpareInFlight = 64;
+  InFlight in_flight_ HVD_GUARDED_BY(mu_);
+  std::vector<InFlight::node_type> spare_in_flight_ HVD_GUARDED_BY(mu_);
   bool stop_requested_ HVD_GUARDED_BY(mu_) = false;
   bool stopped_ HVD_GUARDED_BY(mu_) = false;
   bool stopped_by_peer_ HVD_GUARDED_BY(mu_) = false;  // another rank's Shutdown stopped this engine

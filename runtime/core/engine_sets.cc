@@ -106,7 +106,8 @@ bool Engine::TakeSetWork(SetRunner* runner) {
     stay = !stop_requested_ && queue_.empty();
   }
   if (!mine.empty()) took_set_work_ = true;
-  for (auto& op : mine) runner->Add(std::move(op));
+  const auto now = mine.empty() ? Clock::time_point() : Clock::now();
+  for (auto& op : mine) runner->Add(std::move(op), now);
   return stay;
 }
 

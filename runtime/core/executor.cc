@@ -60,12 +60,14 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
     }
   }
 
-  for (const fusion::Batch& batch : fusion::PlanBatches(responses, fusion_)) {
+  fusion::PlanBatches(responses, fusion_, &batches_);
+  for (const fusion::Batch& batch : batches_) {
     const Response& head = responses[batch.items[0].response];
     const int n = head.contributors > 0 ? head.contributors : contributors;
     Status s;
     if (head.type == OpType::kAllreduce) {
-      std::vector<BatchRef> refs;
+      std::vector<BatchRef>& refs = refs_;
+      refs.clear();
       for (const auto& it : batch.items) {
         const Response& r = responses[it.response];
         refs.push_back({&r, it.tensor, lookup(r.key)});

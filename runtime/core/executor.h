@@ -64,8 +64,12 @@ class Executor {
                           internal::Operation* op, int contributors);
 
   fusion::FusionLimits fusion_;
-  timeline::Timeline* timeline_;   // null unless this rank writes the timeline
-  std::vector<size_t> remaining_;  // Execute's: tensors left to run, by response
+  timeline::Timeline* timeline_;  // null unless this rank writes the timeline
+  // Execute's, kept between calls (no allocation per operation at steady state): tensors left
+  // to run by response, the batches planned, the items of the one running.
+  std::vector<size_t> remaining_;
+  std::vector<fusion::Batch> batches_;
+  std::vector<BatchRef> refs_;
   std::vector<char> fusion_buffer_;
   std::vector<char> scratch_;
   std::atomic<uint64_t> allreduce_collectives_{0};

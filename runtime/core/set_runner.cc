@@ -72,17 +72,26 @@ SetRunner::SetRunner(int id, std::vector<int> members, collectives::Comm comm,
   }
 }
 
-void SetRunner::Add(std::shared_ptr<internal::Operation> op) {
+void SetRunner::Add(std::shared_ptr<internal::Operation> op, Clock::time_point now) {
   timeline::ScopedProcessSet timeline_rows(id_);
   Pending p;
   p.op = op;
-  p.enqueued = Clock::now();
+  p.enqueued = now;
   if (timeline_) {
     for (const auto& t : op->request.tensors) {
       timeline_->NegotiateStart(t.name, negotiation::OpTypeName(op->request.type));
     }
   }
-  pending_.emplace(op->request.key, std::move(p));
+  if (spare_.empty()) {
+    pending_.emplace(op->request.key, std::move(p));
+    return;
+  }
+  // A node a completed operation left: its key's memory is reused (no allocation per operation).
+  auto node = std::move(spare_.back());
+  spare_.pop_back();
+  node.key().assign(op->request.key);
+  node.mapped() = std::move(p);
+  pending_.insert(std::move(node));
 }
 
 void SetRunner::FailAll(const Status& status) {
@@ -101,7 +110,8 @@ void SetRunner::Complete(const std::string& key, const Status& status) {
   auto it = pending_.find(key);
   if (it == pending_.end()) return;
   std::shared_ptr<internal::Operation> op = std::move(it->second.op);
-  pending_.erase(it);
+  auto node = pending_.extract(it);
+  if (spare_.size() < kSpareNodes) spare_.push_back(std::move(node));
   if (timeline_) {
     for (const auto& t : op->request.tensors) timeline_->End(t.name, status);
   }
@@ -208,22 +218,28 @@ Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   std::vector<Response>& hits = hits_;
   size_t n_hits = 0;
   bool erased = false;
-  for (uint32_t s = 0; s < words * 64; ++s) {
-    const bool invalid = !(bits[1 + words + s / 64] & (uint64_t{1} << (s % 64)));
-    if (invalid && cache_.Occupied(s)) {
-      cache_.Erase(s);
-      erased = true;
-    }
+  // Slot by slot over the set bits only (a steady state has one or a few of them).
+  auto each = [](uint64_t word, size_t w, auto&& fn) {
+    for (; word != 0; word &= word - 1) fn(static_cast<uint32_t>(w * 64 + __builtin_ctzll(word)));
+  };
+  for (size_t w = 0; w < words; ++w) {
+    each(~bits[1 + words + w], w, [&](uint32_t s) {
+      if (cache_.Occupied(s)) {
+        cache_.Erase(s);
+        erased = true;
+      }
+    });
   }
-  for (uint32_t s = 0; s < words * 64; ++s) {
-    if ((bits[1 + s / 64] & (uint64_t{1} << (s % 64))) && cache_.Occupied(s)) {
+  for (size_t w = 0; w < words; ++w) {
+    each(bits[1 + w], w, [&](uint32_t s) {
+      if (!cache_.Occupied(s)) return;
       if (n_hits == hits.size()) hits.emplace_back();
       hits[n_hits] = cache_.Get(s);
       // Run from the cache, every rank that has not joined contributes (joined ranks never take
       // the cache path for their own requests); the count recorded at negotiation may be stale.
       hits[n_hits++].contributors = 0;
       cache_.Touch(s);
-    }
+    });
   }
   hits.resize(n_hits);
   if (erased) RefreshAfterCacheChange();

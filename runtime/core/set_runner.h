@@ -82,8 +82,9 @@ class SetRunner {
   const collectives::Comm& comm() const { return comm_; }
   bool idle() const { return pending_.empty(); }
 
-  // Takes a submitted operation (its request's root, if any, already a rank of this set).
-  void Add(std::shared_ptr<internal::Operation> op);
+  // Takes a submitted operation (its request's root, if any, already a rank of this set) at
+  // about `now` (the round's time: it dates stalls, which are seconds long).
+  void Add(std::shared_ptr<internal::Operation> op, std::chrono::steady_clock::time_point now);
 
   // One cycle. `flags` are the engine's bits for word 0 (kNotStopping, kNoNewWork, kStayInSet);
   // `*agreed` gets word 0 as AND-reduced over the members. When the agreed flags lack kNotStopping
@@ -129,6 +130,8 @@ class SetRunner {
   const ApplySetChange apply_;
 
   std::map<std::string, Pending> pending_;
+  static constexpr size_t kSpareNodes = 64;
+  std::vector<std::map<std::string, Pending>::node_type> spare_;  // for Add, from Complete
   negotiation::ResponseCache cache_;
   std::unique_ptr<negotiation::Coordinator> coordinator_;  // the set's first member
   std::set<int> joined_;                                   // ranks of this set

@@ -24,6 +24,13 @@ int64_t Bytes(const TensorSpec& t) {
 
 std::vector<Batch> PlanBatches(const std::vector<negotiation::Response>& responses,
                                const FusionLimits& limits) {
+  std::vector<Batch> batches;
+  PlanBatches(responses, limits, &batches);
+  return batches;
+}
+
+void PlanBatches(const std::vector<negotiation::Response>& responses, const FusionLimits& limits,
+                 std::vector<Batch>* batches) {
   const int64_t threshold = limits.threshold_bytes;
   auto large = [&](int64_t bytes) {
     return limits.max_tensor_bytes > 0 && bytes > limits.max_tensor_bytes;
@@ -41,25 +48,22 @@ std::vector<Batch> PlanBatches(const std::vector<negotiation::Response>& respons
     for (size_t t = 0; t < responses[r].tensors.size(); ++t) items.push_back({r, t});
   }
 
-  std::vector<Batch> batches;
+  size_t n = 0;  // batches planned
   taken.assign(items.size(), false);
   for (size_t i = 0; i < items.size(); ++i) {
     if (taken[i]) continue;
     taken[i] = true;
     const Response& head = responses[items[i].response];
-    Batch b;
+    if (n == batches->size()) batches->emplace_back();
+    Batch& b = (*batches)[n++];
+    b.items.clear();
+    b.bytes = 0;
     b.items.push_back(items[i]);
-    if (head.type != OpType::kAllreduce) {
-      // Non-allreduce responses keep all their tensors together, one collective each.
-      batches.push_back(std::move(b));
-      continue;
-    }
+    // Non-allreduce responses keep all their tensors together, one collective each.
+    if (head.type != OpType::kAllreduce) continue;
     const TensorSpec& spec = head.tensors[items[i].tensor];
     b.bytes = Bytes(spec);
-    if (large(b.bytes)) {
-      batches.push_back(std::move(b));
-      continue;
-    }
+    if (large(b.bytes)) continue;
     for (size_t j = i + 1; j < items.size() && b.bytes < threshold; ++j) {
       if (taken[j]) continue;
       const Response& other = responses[items[j].response];
@@ -70,9 +74,8 @@ std::vector<Batch> PlanBatches(const std::vector<negotiation::Response>& respons
       b.bytes += Bytes(s);
       b.items.push_back(items[j]);
     }
-    batches.push_back(std::move(b));
   }
-  return batches;
+  batches->resize(n);
 }
 
 }  // namespace hvd::runtime::fusion

@@ -47,5 +47,9 @@ struct Batch {
 // batch follows the response order; compatible later items are pulled forward into it.
 std::vector<Batch> PlanBatches(const std::vector<negotiation::Response>& responses,
                                const FusionLimits& limits);
+// The same into *batches, whose elements (and their item vectors) are reused: planning runs for
+// every operation, and a steady state then allocates nothing.
+void PlanBatches(const std::vector<negotiation::Response>& responses, const FusionLimits& limits,
+                 std::vector<Batch>* batches);
 
 }  // namespace hvd::runtime::fusion
