@@ -21,6 +21,11 @@ size_t Words(uint32_t bits) {
   return (bits + 63) / 64;
 }
 
+// Slot s's bit in its word of the control vector.
+uint64_t Bit(uint32_t s) {
+  return uint64_t{1} << (s % 64);
+}
+
 // Operations negotiated through the coordinator every time: their per-call data differs
 // (alltoall's splits, a byte broadcast's size) or they have none worth caching.
 bool NeverCached(const negotiation::Request& req) {
@@ -169,30 +174,27 @@ void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
   }
 }
 
-Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
-  timeline::ScopedProcessSet timeline_rows(id_);
-  transport::ScopedSpinRanks spin_ranks(options_.host_members);
-  std::vector<uint32_t>& invalidate = invalidate_;
-  invalidate.clear();
-  Classify(&invalidate);
-
-  // [flags | hit bits | ~invalidate bits]
+// The control vector, [flags | hit bits | ~invalidate bits], into bits_; whether some request of
+// this rank goes to the coordinator this cycle.
+bool SetRunner::ReadyBits(uint64_t flags) {
+  invalidate_.clear();
+  Classify(&invalidate_);
   const size_t words = Words(cache_.used_slots());
   std::vector<uint64_t>& bits = bits_;
   bits.assign(1 + 2 * words, 0);
   bool uncached = false;
   for (const auto& [key, p] : pending_) {
     if (p.state == State::kNew) uncached = true;
-    if (p.state == State::kCached) bits[1 + p.slot / 64] |= uint64_t{1} << (p.slot % 64);
+    if (p.state == State::kCached) bits[1 + p.slot / 64] |= Bit(p.slot);
   }
   if (joined_self()) {
     // A joined rank is ready for anything the others are.
     for (uint32_t s = 0; s < cache_.used_slots(); ++s) {
-      if (cache_.Occupied(s)) bits[1 + s / 64] |= uint64_t{1} << (s % 64);
+      if (cache_.Occupied(s)) bits[1 + s / 64] |= Bit(s);
     }
   }
   for (size_t w = 0; w < words; ++w) bits[1 + words + w] = ~uint64_t{0};
-  for (uint32_t s : invalidate) bits[1 + words + s / 64] &= ~(uint64_t{1} << (s % 64));
+  for (uint32_t s : invalidate_) bits[1 + words + s / 64] &= ~Bit(s);
   // The coordinator inspects stalls only when it computes, i.e. in a slow path. Once every
   // member's requests have been sent, a key that some member never submits would start none: it
   // would never be warned about nor failed at HVD_STALL_SHUTDOWN_TIME_SECONDS. So while keys wait
@@ -207,71 +209,91 @@ Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
     }
   }
   bits[0] = (flags & ~kNoUncached) | (uncached ? 0 : kNoUncached);
+  return uncached;
+}
 
-  const negotiation::Rider rider = uncached ? negotiation::Rider{} : RiderOf();
-  HVD_RETURN_IF_ERROR(AndAllreduce(comm_, &bits, &rider, &riders_));
-  *agreed = bits[0];
-  if (id_ == 0 && !(bits[0] & kNotStopping)) return Status::OK();
-
-  // Invalidations first, so no rank runs a slot another rank has given up on.
-  // Kept between cycles: assigning a cached response over the last cycle's reuses its memory.
-  std::vector<Response>& hits = hits_;
-  size_t n_hits = 0;
-  bool erased = false;
+// From the agreed bits_: erases the slots some member gave up on (first, so that no rank runs a
+// slot another has given up on), then puts the slots every member is ready for, in slot order,
+// into hits_ (assigned over the last cycle's responses, whose memory they reuse).
+void SetRunner::TakeHits() {
+  const size_t words = (bits_.size() - 1) / 2;
   // Slot by slot over the set bits only (a steady state has one or a few of them).
   auto each = [](uint64_t word, size_t w, auto&& fn) {
     for (; word != 0; word &= word - 1) fn(static_cast<uint32_t>(w * 64 + __builtin_ctzll(word)));
   };
+  bool erased = false;
   for (size_t w = 0; w < words; ++w) {
-    each(~bits[1 + words + w], w, [&](uint32_t s) {
+    each(~bits_[1 + words + w], w, [&](uint32_t s) {
       if (cache_.Occupied(s)) {
         cache_.Erase(s);
         erased = true;
       }
     });
   }
+  size_t n = 0;
   for (size_t w = 0; w < words; ++w) {
-    each(bits[1 + w], w, [&](uint32_t s) {
+    each(bits_[1 + w], w, [&](uint32_t s) {
       if (!cache_.Occupied(s)) return;
-      if (n_hits == hits.size()) hits.emplace_back();
-      hits[n_hits] = cache_.Get(s);
+      if (n == hits_.size()) hits_.emplace_back();
+      hits_[n] = cache_.Get(s);
       // Run from the cache, every rank that has not joined contributes (joined ranks never take
       // the cache path for their own requests); the count recorded at negotiation may be stale.
-      hits[n_hits++].contributors = 0;
+      hits_[n++].contributors = 0;
       cache_.Touch(s);
     });
   }
-  hits.resize(n_hits);
+  hits_.resize(n);
   if (erased) RefreshAfterCacheChange();
-  // The rider's operation runs on the data that came with the bits when it is all this cycle
-  // runs from the cache and every member sent its input for it.
-  const uint32_t rider_slot = rider.tag - 1;
-  bool eager = rider.tag != 0 && hits.size() == 1 && cache_.Occupied(rider_slot) &&
-               (bits[1 + rider_slot / 64] & (uint64_t{1} << (rider_slot % 64)));
+}
+
+// Whether the rider's operation runs on the data that came with the bits: when it is all this
+// cycle runs from the cache and every member sent its input for it. The same on every member
+// (the agreed bits, the cache and every member's rider tag are).
+bool SetRunner::RunsOnRiders(const negotiation::Rider& rider) const {
+  const uint32_t slot = rider.tag - 1;
+  if (rider.tag == 0 || hits_.size() != 1 || !cache_.Occupied(slot) ||
+      !(bits_[1 + slot / 64] & Bit(slot))) {
+    return false;
+  }
   for (const negotiation::Rider& r : riders_.from) {
-    eager = eager && r.tag == rider.tag && r.bytes == rider.bytes;
+    if (r.tag != rider.tag || r.bytes != rider.bytes) return false;
   }
-  collectives::Gathered gathered{riders_.base, negotiation::kMaxRiderBytes, rider.bytes};
-  collectives::Comm with_data;
-  if (eager) {
-    with_data = comm_;
-    with_data.gathered = &gathered;
-  }
-  if (!hits.empty()) {
+  return true;
+}
+
+Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
+  timeline::ScopedProcessSet timeline_rows(id_);
+  transport::ScopedSpinRanks spin_ranks(options_.host_members);
+  const bool uncached = ReadyBits(flags);
+  const negotiation::Rider rider = uncached ? negotiation::Rider{} : RiderOf();
+  HVD_RETURN_IF_ERROR(AndAllreduce(comm_, &bits_, &rider, &riders_));
+  *agreed = bits_[0];
+  if (id_ == 0 && !(bits_[0] & kNotStopping)) return Status::OK();
+
+  TakeHits();
+  if (!hits_.empty()) {
+    const bool eager = RunsOnRiders(rider);
     {
       base::MutexLock lock(stats_mu_);
-      stats_->cache_hits += hits.size();
+      stats_->cache_hits += hits_.size();
       stats_->eager_allreduces += eager ? 1 : 0;
     }
     if (timeline_) {
-      for (const auto& r : hits) {
+      for (const auto& r : hits_) {
         for (const auto& t : r.tensors) timeline_->NegotiateEnd(t.name);
       }
     }
-    HVD_RETURN_IF_ERROR(Run(hits, eager ? with_data : comm_));
+    if (eager) {
+      const collectives::Gathered gathered{riders_.base, negotiation::kMaxRiderBytes, rider.bytes};
+      collectives::Comm with_data = comm_;
+      with_data.gathered = &gathered;
+      HVD_RETURN_IF_ERROR(Run(hits_, with_data));
+    } else {
+      HVD_RETURN_IF_ERROR(Run(hits_, comm_));
+    }
   }
 
-  if (!(bits[0] & kNoUncached)) {
+  if (!(bits_[0] & kNoUncached)) {
     HVD_RETURN_IF_ERROR(SlowPath());
   }
   return Status::OK();

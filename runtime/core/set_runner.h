@@ -7,8 +7,12 @@
 //        miss  - negotiate through the coordinator (the slow path).
 //   2. AND-allreduce one small vector among the set's members: [flags | hit bits | ~invalidate
 //      bits]. Word 0 holds flags, each meaning "every member ..." (the engine adds its own).
+//      With it may ride the input of the one operation pending, a small cached host allreduce
+//      (RiderOf; HVD_EAGER_ALLREDUCE_MAX_BYTES).
 //   3. erase invalidated slots everywhere; run the slots whose bit survived on every member, in
 //      slot order. At steady state this is the whole cycle: no gather through the set's root.
+//      When the one slot run is the riders' on every member, it runs on their data: the direct
+//      allreduce then exchanges nothing (RunsOnRiders).
 //   4. if any member has uncached requests: gather request lists to the set's first member,
 //      whose coordinator decides (ready keys, mismatches, stalls, join) and broadcasts a response
 //      list that every member runs and adds to its cache in the same order.
@@ -110,6 +114,9 @@ class SetRunner {
   };
 
   void Classify(std::vector<uint32_t>* invalidate);
+  bool ReadyBits(uint64_t flags);
+  void TakeHits();
+  bool RunsOnRiders(const negotiation::Rider& rider) const;
   void RefreshAfterCacheChange();
   Status SlowPath();
   negotiation::Rider RiderOf();
