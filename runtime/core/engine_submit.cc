@@ -1,0 +1,134 @@
+// The engine's submission side (core/engine.h): Enqueue's checks and queueing (and a waiting
+// caller taking the rounds), the names in flight, and an operation's completion.
+#include <algorithm>
+
+#include "core/engine.h"
+
+namespace hvd::runtime::core {
+
+using negotiation::OpType;
+
+namespace {
+constexpr const char* kPeerShutdown = "another rank shut hvd down while this rank still used it";
+}  // namespace
+
+void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits) {
+  Status reject;
+  bool report_peer = false;
+  const std::string& key = op->request.key;
+  const int set = op->request.process_set;
+  thread_local std::vector<int> members;  // assigned, not allocated, per operation
+  if (!sets_.Get(set, &members)) {
+    reject = InvalidArgument("process set " + std::to_string(set) +
+                             " does not exist (registered: " + sets_.DescribeIds() +
+                             "); create it with add_process_set on every rank first");
+  } else if (!std::binary_search(members.begin(), members.end(), comm_.rank())) {
+    reject = InvalidArgument("rank " + std::to_string(comm_.rank()) + " is not in process set " +
+                             std::to_string(set) + " (ranks " + RanksText(members) +
+                             "); only its members can submit to it");
+  } else if (op->request.type == OpType::kBroadcast) {
+    // The caller names the root by its job rank (as Horovod); the set negotiates with its own.
+    const auto it = std::lower_bound(members.begin(), members.end(), op->request.root);
+    if (it == members.end() || *it != op->request.root) {
+      reject = InvalidArgument("broadcast root rank " + std::to_string(op->request.root) +
+                               " is not in process set " + std::to_string(set) + " (ranks " +
+                               RanksText(members) + ")");
+    } else {
+      op->request.root = static_cast<int32_t>(it - members.begin());
+    }
+  }
+  if (reject.ok()) {
+    base::MutexLock lock(&mu_);
+    // final_status_ is set (with the queue drained) the moment the engine fails or stops, so
+    // nothing can be queued after the last drain.
+    if (stopped_ || stop_requested_ || !final_status_.ok()) {
+      reject =
+          final_status_.ok()
+              ? FailedPrecondition("hvd has been shut down; '" + key + "' was not submitted")
+              : final_status_.WithContext(std::string(negotiation::OpTypeName(op->request.type)) +
+                                          " '" + key + "' was not submitted");
+      report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
+    } else if (!InFlightInsert(set, key)) {
+      reject = InvalidArgument(
+          "an operation named '" + key + "' is already in flight on this " +
+          (set == 0 ? std::string("rank") : "rank in process set " + std::to_string(set)) +
+          "; names must be unique among pending operations (wait for the "
+          "first one, or rename)");
+    } else {
+      const bool device = op->on_device();
+      device_ops_ = device_ops_ || device;
+      queue_.push_back(op);
+      bool run = false;
+      // Not from a thread running rounds (a callback submitting from a caller's round): it would
+      // wait here for the token it holds.
+      if (caller_waits && options_.run_on_caller && !device && !internal::OnBackgroundThread()) {
+        // While another thread holds the token (usually the background thread finishing the
+        // round that completed this caller's previous operation), wait for it rather than leave
+        // this operation to that thread: otherwise the background thread, finding it queued,
+        // would run every later round too and each operation would cost its two hand-offs.
+        ++callers_waiting_;
+        if (driver_ == Driver::kCaller) caller_cv_.NotifyAll();  // one pacing its rounds takes it
+        while (!ended_ && !op->done() && !CallerMayRun() && driver_ != Driver::kNone) {
+          caller_cv_.Wait(lock);
+        }
+        --callers_waiting_;
+        run = !op->done() && CallerMayRun();
+      }
+      if (!run) {
+        // A caller running rounds takes this in its next one, or hands it on when it gives the
+        // token back (RunForCaller): the background thread is not woken for it.
+        if (driver_ == Driver::kCaller) {
+          caller_cv_.NotifyAll();  // a caller pacing its rounds (RunForCaller) takes it at once
+        } else if (loop_wants_token_ || RoundDue(Clock::now())) {
+          wake_cv_.NotifyAll();
+        }
+        return;
+      }
+      driver_ = Driver::kCaller;
+      idle_ = false;
+    }
+  }
+  if (reject.ok()) {
+    RunForCaller(op.get());
+    return;
+  }
+  // Before user code hears of it: this operation fails because another rank shut hvd down.
+  if (report_peer) options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
+  op->Complete(reject);
+}
+
+// The set's nodes are recycled: an operation's name is copied into a node the previous one
+// left, so that a steady state allocates nothing here.
+bool Engine::InFlightInsert(int set, const std::string& key) {
+  const auto at = in_flight_.lower_bound(InFlightKey{set, key});
+  if (at != in_flight_.end() && at->first == set && at->second == key) return false;
+  if (spare_in_flight_.empty()) {
+    in_flight_.emplace_hint(at, set, key);
+    return true;
+  }
+  auto node = std::move(spare_in_flight_.back());
+  spare_in_flight_.pop_back();
+  node.value().first = set;
+  node.value().second.assign(key);
+  in_flight_.insert(at, std::move(node));
+  return true;
+}
+
+void Engine::InFlightErase(int set, const std::string& key) {
+  auto it = in_flight_.find(InFlightKey{set, key});
+  if (it == in_flight_.end()) return;
+  auto node = in_flight_.extract(it);
+  if (spare_in_flight_.size() < kSpareInFlight) spare_in_flight_.push_back(std::move(node));
+}
+
+void Engine::Finish(internal::Operation* op, const Status& status) {
+  {
+    base::MutexLock lock(&mu_);
+    InFlightErase(op->request.process_set, op->request.key);
+  }
+  op->Complete(status);
+  base::MutexLock lock(&mu_);
+  if (callers_waiting_ > 0) caller_cv_.NotifyAll();  // one may wait for this operation
+}
+
+}  // namespace hvd::runtime::core
