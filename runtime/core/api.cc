@@ -27,7 +27,9 @@ std::shared_ptr<Context> g_ctx HVD_GUARDED_BY(g_mu);
 base::Mutex g_noname_mu;
 std::map<int, uint64_t> g_noname HVD_GUARDED_BY(g_noname_mu);  // per process set
 bool g_atexit_registered = false;
-thread_local bool t_caller_waits = false;  // inside a CallerWaits scope
+thread_local bool t_caller_waits = false;  // inside a CallerWaits scope...
+thread_local std::chrono::steady_clock::time_point t_caller_until =  // ...running rounds until
+    std::chrono::steady_clock::time_point::max();
 
 // Unnamed operations are numbered per process set: every member submits the same unnamed
 // operations of that set in the same order, but ranks outside it do not, so one counter for
@@ -93,15 +95,18 @@ Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
                                     "': hvd is not initialized; call hvd::Init() first"));
     return Handle(op);
   }
-  ctx->engine().Enqueue(op, t_caller_waits);
+  ctx->engine().Enqueue(op, t_caller_waits, t_caller_until);
   return Handle(op);
 }
 
-CallerWaits::CallerWaits() : was_(t_caller_waits) {
+CallerWaits::CallerWaits(std::chrono::steady_clock::time_point until)
+    : was_(t_caller_waits), was_until_(t_caller_until) {
   t_caller_waits = true;
+  t_caller_until = until;
 }
 CallerWaits::~CallerWaits() {
   t_caller_waits = was_;
+  t_caller_until = was_until_;
 }
 
 std::shared_ptr<Operation> NewOp(OpType type, std::string key, Callback cb, int process_set) {

@@ -1,6 +1,7 @@
 // The argument checks of the public API (core/api_checks.h).
 #include "core/api_checks.h"
 
+#include <cmath>
 #include <string>
 
 #include "collectives/reduce.h"
@@ -53,6 +54,11 @@ Status CheckReduce(const AllreduceOptions& o) {
   if (!IsValid(o.op)) {
     return InvalidArgument("invalid reduce op " + std::to_string(static_cast<int>(o.op)));
   }
+  // NaN equals nothing, not even itself: every rank's request would look mismatched.
+  if (std::isnan(o.prescale) || std::isnan(o.postscale)) {
+    return InvalidArgument(std::string(std::isnan(o.prescale) ? "prescale" : "postscale") +
+                           " factor is NaN: a scale factor must be a number");
+  }
   return Status::OK();
 }
 
@@ -86,8 +92,7 @@ Status CheckPair(const Tensor& in, const Tensor& out) {
     return InvalidArgument("output (" + std::string(DataTypeName(out.dtype)) + " " +
                            ShapeString(out.shape) +
                            ") must have the input's dtype and element count (" +
-                           std::string(DataTypeName(in.dtype)) + " " +
-                           ShapeString(in.shape) + ")");
+                           std::string(DataTypeName(in.dtype)) + " " + ShapeString(in.shape) + ")");
   }
   return Status::OK();
 }
@@ -103,12 +108,12 @@ Status SetDevice(Operation& op) {
         device = v[i].device;
         first = false;
       } else if (v[i].device != device) {
-        return InvalidArgument(std::string(what) + " " + std::to_string(i) + " is on " +
-                               (v[i].device < 0 ? "the host" : "CUDA device " +
-                                                                   std::to_string(v[i].device)) +
-                               " but the operation's first tensor is on " +
-                               (device < 0 ? "the host" : "CUDA device " + std::to_string(device)) +
-                               ": every tensor of one operation must be on one device");
+        return InvalidArgument(
+            std::string(what) + " " + std::to_string(i) + " is on " +
+            (v[i].device < 0 ? "the host" : "CUDA device " + std::to_string(v[i].device)) +
+            " but the operation's first tensor is on " +
+            (device < 0 ? "the host" : "CUDA device " + std::to_string(device)) +
+            ": every tensor of one operation must be on one device");
       }
     }
     return Status::OK();

@@ -2,6 +2,7 @@
 // session and turning a call into a submitted operation. Not exported from libhvd.so.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -28,16 +29,19 @@ std::shared_ptr<Operation> NewOp(runtime::negotiation::OpType type, std::string 
 Handle Submit(std::shared_ptr<Operation> op, const Status& error = Status::OK());
 
 // Around a submission the calling thread waits for at once (the synchronous calls): the engine
-// may then run it on this thread instead of handing it to the background thread and back.
+// may then run it on this thread instead of handing it to the background thread and back, until
+// it completes or `until` passes (then the background thread goes on with it).
 class CallerWaits {
  public:
-  CallerWaits();
+  explicit CallerWaits(
+      std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max());
   ~CallerWaits();
   CallerWaits(const CallerWaits&) = delete;
   CallerWaits& operator=(const CallerWaits&) = delete;
 
  private:
   const bool was_;
+  const std::chrono::steady_clock::time_point was_until_;
 };
 
 }  // namespace hvd::internal

@@ -202,7 +202,16 @@ int hvd_run_allreduce_for(const char* name, const hvd_tensor* input, const hvd_t
                           hvd_reduce_op_t op, double prescale, double postscale, int process_set,
                           int64_t timeout_ms, hvd_handle** pending) {
   if (pending != nullptr) *pending = nullptr;
-  hvd_handle* h = hvd_run_allreduce(name, input, output, op, prescale, postscale, process_set);
+  hvd_handle* h;
+  {
+    // This thread runs the rounds for at most `timeout_ms` (a peer may be late): the caller then
+    // gets its pending handle back in time to see a Ctrl-C.
+    const auto wait = std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+    hvd::internal::CallerWaits waits(pending != nullptr
+                                         ? std::chrono::steady_clock::now() + wait
+                                         : std::chrono::steady_clock::time_point::max());
+    h = hvd_enqueue_allreduce(name, input, output, op, prescale, postscale, process_set);
+  }
   const hvd::Status waited =
       h->handle.WaitFor(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
   // Whether it completed decides, not the wait's status: an operation may complete between the

@@ -129,7 +129,8 @@ bool Engine::CallerMayRun() const {
          !device_ops_;
 }
 
-void Engine::RunForCaller(internal::Operation* op) {
+void Engine::RunForCaller(internal::Operation* op, Clock::time_point until) {
+  const bool bounded = until != Clock::time_point::max();
   bool more = true;
   {
     internal::ScopedBackgroundThread as_background;
@@ -143,9 +144,11 @@ void Engine::RunForCaller(internal::Operation* op) {
         // submitted in different orders), the next comes at the tick, as the background
         // thread's would, not back to back at full speed.
         if (device_ops_) break;
+        // Past the caller's time (peers late): the background thread takes the rounds over.
+        if (bounded && Clock::now() >= until) break;
         if (!first && !took_new_work_ && !others_took_new_work_ &&
             last_global_cycle_ < std::chrono::microseconds(100)) {
-          caller_cv_.WaitUntil(lock, NextWake(), [&]() HVD_REQUIRES(mu_) {
+          caller_cv_.WaitUntil(lock, std::min(NextWake(), until), [&]() HVD_REQUIRES(mu_) {
             return op->done() || stop_requested_ || !queue_.empty();
           });
           if (op->done()) break;

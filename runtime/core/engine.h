@@ -140,8 +140,11 @@ class Engine {
   // include this rank, when its key is already in flight in that set on this rank, or when the
   // engine has stopped. With `caller_waits` (the caller waits for `op` right after this returns)
   // the caller's thread may run rounds here until `op` completes (above), or wait here for it;
-  // `op` may then be complete on return.
-  void Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits = false);
+  // `op` may then be complete on return. Not past `until`, though: then the background thread
+  // goes on with the rounds and the caller waits as it will (hvd_run_allreduce_for: a Python
+  // caller that must see Ctrl-C while a peer is late).
+  void Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits = false,
+               Clock::time_point until = Clock::time_point::max());
 
   // Asks every rank to stop (they stop together at the next round), waits up to `grace` for
   // that, then aborts the transport. Pending operations fail with Aborted. Idempotent.
@@ -162,7 +165,7 @@ class Engine {
   bool CallerMayRun() const HVD_REQUIRES(mu_);
   // On the caller's thread, holding the token: rounds until `op` completes (or the engine ends);
   // then gives the token back.
-  void RunForCaller(internal::Operation* op);
+  void RunForCaller(internal::Operation* op, Clock::time_point until);
   // REQUIRES: the token. One round and what follows it (stall report, the next round's schedule);
   // false when the engine must stop.
   bool DriveRound();

@@ -12,7 +12,8 @@ namespace {
 constexpr const char* kPeerShutdown = "another rank shut hvd down while this rank still used it";
 }  // namespace
 
-void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits) {
+void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
+                     Clock::time_point until) {
   Status reject;
   bool report_peer = false;
   const std::string& key = op->request.key;
@@ -68,9 +69,9 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits)
         // would run every later round too and each operation would cost its two hand-offs.
         ++callers_waiting_;
         if (driver_ == Driver::kCaller) caller_cv_.NotifyAll();  // one pacing its rounds takes it
-        while (!ended_ && !op->done() && !CallerMayRun() && driver_ != Driver::kNone) {
-          caller_cv_.Wait(lock);
-        }
+        caller_cv_.WaitUntil(lock, until, [&]() HVD_REQUIRES(mu_) {
+          return ended_ || op->done() || CallerMayRun() || driver_ == Driver::kNone;
+        });
         --callers_waiting_;
         run = !op->done() && CallerMayRun();
       }
@@ -89,7 +90,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits)
     }
   }
   if (reject.ok()) {
-    RunForCaller(op.get());
+    RunForCaller(op.get(), until);
     return;
   }
   // Before user code hears of it: this operation fails because another rank shut hvd down.

@@ -256,6 +256,29 @@ TEST(ResponseCache, ShapeChangeRenegotiates) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// A NaN scale factor is refused at submission, by name (it would equal no rank's, its own
+// included, and every rank would be told the requests mismatch).
+TEST(Allreduce, ANanScaleFactorIsRefused) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    float v[2] = {1, 2};
+    const Tensor t = MakeTensor(v, DataType::kFloat32, 2);
+    for (bool pre : {true, false}) {
+      AllreduceOptions o = testing::Sum();
+      (pre ? o.prescale : o.postscale) = std::nan("");
+      Status s = Allreduce("nan", t, t, o);
+      HVD_RETURN_IF_ERROR(Check(s.code() == StatusCode::kInvalidArgument &&
+                                    s.message().find(std::string(pre ? "prescale" : "postscale") +
+                                                     " factor is NaN") != std::string::npos,
+                                "got " + s.ToString()));
+    }
+    HVD_RETURN_IF_ERROR(Allreduce("after", t, t, testing::Sum()));
+    HVD_RETURN_IF_ERROR(Check(v[0] == 2 && v[1] == 4, "the next allreduce is wrong"));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 TEST(Allreduce, PrescalePostscaleAndOutOfPlace) {
   auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
     HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));

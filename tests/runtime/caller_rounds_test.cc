@@ -12,6 +12,7 @@
 
 #include "base/mutex.h"
 #include "core/context.h"
+#include "hvd/c_api.h"
 #include "runtime_env.h"
 #include "testutil/multiproc.h"
 
@@ -190,6 +191,44 @@ TEST(CallerRounds, APeersShutdownEndsTheCallersRounds) {
           return Status::OK();
         }
         return Internal("rank 0's operations kept succeeding after rank 1 shut down");
+      },
+      Opts());
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+// hvd_run_allreduce_for (hvd.torch's synchronous allreduce) runs the rounds on the caller's thread
+// for at most its timeout: with a peer 1.5 s late, it returns a pending handle in time (so that
+// Python sees a Ctrl-C), and the background thread completes the operation meanwhile.
+TEST(CallerRounds, RunAllreduceForReturnsInTimeWhileAPeerIsLate) {
+  auto res = RunRanks(
+      2,
+      [](int rank, int size, const std::string& dir) -> Status {
+        HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+        float x[4] = {1, 2, 3, 4};
+        int64_t shape[1] = {4};
+        const hvd_tensor t = {x, shape, 1, HVD_FLOAT32, -1, 0, nullptr};
+        if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        hvd_handle* pending = nullptr;
+        const auto start = std::chrono::steady_clock::now();
+        const int code = hvd_run_allreduce_for("late", &t, &t, HVD_SUM, 1.0, 1.0, 0, 100, &pending);
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+        if (rank == 0) {
+          HVD_RETURN_IF_ERROR(Check(pending != nullptr && ms < 1000,
+                                    "returned after " + std::to_string(ms) + " ms with " +
+                                        (pending != nullptr ? "a pending handle" : "no handle") +
+                                        ", code " + std::to_string(code)));
+          const int waited = hvd_wait(pending);
+          hvd_release(pending);
+          HVD_RETURN_IF_ERROR(
+              Check(waited == 0, "the pending allreduce failed: " + std::string(hvd_last_error())));
+        } else if (pending != nullptr) {
+          hvd_wait(pending);
+          hvd_release(pending);
+        }
+        HVD_RETURN_IF_ERROR(Check(x[0] == 2 && x[3] == 8, "wrong sums"));
+        return Shutdown();
       },
       Opts());
   HVD_EXPECT_RANKS_OK(res);

@@ -117,7 +117,8 @@ HVD_C_EXPORT hvd_handle* hvd_run_allreduce(const char* name, const hvd_tensor* i
                                            const hvd_tensor* output, hvd_reduce_op_t op,
                                            double prescale, double postscale, int process_set);
 /* hvd_run_allreduce, then waited for up to `timeout_ms`: one call where a synchronous allreduce
- * otherwise makes three (run, wait, release). Returns 0 when the operation completed (its handle
+ * otherwise makes three (run, wait, release). The calling thread runs the rounds for at most
+ * `timeout_ms` too (peers may be late); the background thread goes on after that. Returns 0 when the operation completed (its handle
  * released), its error code when it failed (the message in hvd_last_error(), the handle
  * released), or 4 (deadline exceeded) with *pending set to the handle of the operation still
  * running, to wait for and release as any; *pending is NULL in every other case (a NULL
