@@ -77,6 +77,14 @@ class TransportContract : public ::testing::TestWithParam<Backend> {
     for (auto& t : threads) t.join();
   }
 
+  // Ranks 0..size-1 as threads.
+  void ConnectAll(Store& store, int size, const std::string& scope, std::vector<Status>* statuses,
+                  std::vector<TransportPtr>* transports) {
+    std::vector<int> ranks;
+    for (int r = 0; r < size; ++r) ranks.push_back(r);
+    ConnectThreads(store, size, ranks, scope, milliseconds(20000), statuses, transports);
+  }
+
   // Two connected ranks as threads.
   void ConnectPair(Store& store, const std::string& scope, std::vector<TransportPtr>* t) {
     std::vector<Status> st;
@@ -102,12 +110,9 @@ TEST_P(TransportContract, ThreadMeshesExchangeVerifyAndCloseEverything) {
   const int fds_before = OpenFds();
   for (int size : {2, 3, 5}) {
     auto store = rendezvous::NewMemoryStore();
-    std::vector<int> ranks;
-    for (int r = 0; r < size; ++r) ranks.push_back(r);
     std::vector<Status> st;
     std::vector<TransportPtr> t;
-    ConnectThreads(*store, size, ranks, "mesh" + std::to_string(size), milliseconds(20000), &st,
-                   &t);
+    ConnectAll(*store, size, "mesh" + std::to_string(size), &st, &t);
     for (int r = 0; r < size; ++r) {
       ASSERT_TRUE(st[r].ok()) << "rank " << r << ": " << st[r].ToString();
       EXPECT_EQ(t[r]->rank(), r);
@@ -270,8 +275,7 @@ TEST_P(TransportContract, WaitReadyDeadlineNamesPeers) {
 struct Framed {
   std::vector<uint8_t> out;              // this rank's payload
   std::vector<std::vector<uint8_t>> in;  // by peer
-  int rank = 0;
-  bool fail = false;  // the receive continuation fails
+  bool fail = false;                     // the receive continuation fails
 };
 
 Status SendRest(void* context, const Transfer&, void** more, size_t* bytes) {
@@ -295,18 +299,14 @@ Status RecvRest(void* context, const Transfer& done, void** more, size_t* bytes)
 TEST_P(TransportContract, ContinuationsCarryWhatTheHeaderAnnounces) {
   for (int size : {2, 3}) {
     auto store = rendezvous::NewMemoryStore();
-    std::vector<int> ranks;
-    for (int r = 0; r < size; ++r) ranks.push_back(r);
     std::vector<Status> st;
     std::vector<TransportPtr> t;
-    ConnectThreads(*store, size, ranks, "framed" + std::to_string(size), milliseconds(20000), &st,
-                   &t);
+    ConnectAll(*store, size, "framed" + std::to_string(size), &st, &t);
     for (const Status& s : st) ASSERT_TRUE(s.ok()) << s.ToString();
     std::vector<Framed> f(size);
     std::vector<Status> results(size);
     std::vector<std::thread> threads;
     for (int r = 0; r < size; ++r) {
-      f[r].rank = r;
       f[r].out.resize(static_cast<size_t>(r) * 5000);
       for (size_t i = 0; i < f[r].out.size(); ++i) f[r].out[i] = hvd::testing::Pattern(r, 0, i);
       f[r].in.resize(size);
