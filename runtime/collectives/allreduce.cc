@@ -20,6 +20,7 @@
 #include <string>
 
 #include "collectives/collectives.h"
+#include "collectives/pipeline.h"
 #include "collectives/reduce.h"
 #include "collectives/single_copy_choice.h"
 #include "transport/group.h"
@@ -68,15 +69,23 @@ std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
 }
 
 std::vector<size_t> AllreduceLayout(const Comm& comm, size_t count) {
-  if (comm.hierarchy == nullptr) return RingSegments(count, comm.size());
+  std::vector<size_t> parts;
+  AllreduceLayout(comm, count, &parts);
+  return parts;
+}
+
+void AllreduceLayout(const Comm& comm, size_t count, std::vector<size_t>* parts) {
+  if (comm.hierarchy == nullptr) {
+    internal::SplitEvenly(count, comm.size(), parts);  // the ring's segments
+    return;
+  }
   const int nl = comm.hierarchy->local->size(), nh = comm.hierarchy->cross->size();
   const std::vector<size_t> local = RingSegments(count, nl);
-  std::vector<size_t> parts = {0};
+  parts->assign(1, 0);
   for (int t = 0; t < nl; ++t) {
     const std::vector<size_t> cross = RingSegments(local[t + 1] - local[t], nh);
-    for (int u = 1; u <= nh; ++u) parts.push_back(local[t] + cross[u]);
+    for (int u = 1; u <= nh; ++u) parts->push_back(local[t] + cross[u]);
   }
-  return parts;
 }
 
 namespace {

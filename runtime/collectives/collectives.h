@@ -107,6 +107,8 @@ std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
 // Tensor fusion lays each tensor out part by part and passes the summed boundaries, so an element
 // is reduced the same way fused or not.
 std::vector<size_t> AllreduceLayout(const Comm& comm, size_t count);
+// The same into `parts`, reusing its memory (a caller that keeps it allocates nothing).
+void AllreduceLayout(const Comm& comm, size_t count, std::vector<size_t>* parts);
 
 // In-place allreduce of `count` elements of `dtype` at `buf`. kAverage sums and then divides by
 // size (integers round to nearest). Chooses the algorithm by size and placement (allreduce.cc).

@@ -46,13 +46,18 @@ char* ThreadScratch(Scratch which, size_t bytes) {
 }
 
 std::vector<size_t> SplitEvenly(size_t count, int parts) {
-  std::vector<size_t> off(static_cast<size_t>(parts) + 1, 0);
+  std::vector<size_t> off;
+  SplitEvenly(count, parts, &off);
+  return off;
+}
+
+void SplitEvenly(size_t count, int parts, std::vector<size_t>* off) {
+  off->assign(static_cast<size_t>(parts) + 1, 0);
   const size_t base = count / static_cast<size_t>(parts);
   const size_t extra = count % static_cast<size_t>(parts);
   for (size_t i = 0; i < static_cast<size_t>(parts); ++i) {
-    off[i + 1] = off[i] + base + (i < extra ? 1 : 0);
+    (*off)[i + 1] = (*off)[i] + base + (i < extra ? 1 : 0);
   }
-  return off;
 }
 
 std::string PeerName(const Comm& comm, int peer, const Status* error) {

@@ -77,6 +77,7 @@ char* ThreadScratch(Scratch which, size_t bytes);
 // Splits `count` elements into `parts` contiguous segments of whole elements, the first
 // count % parts one element longer. Returns parts + 1 element offsets.
 std::vector<size_t> SplitEvenly(size_t count, int parts);
+void SplitEvenly(size_t count, int parts, std::vector<size_t>* off);  // into `off`'s memory
 
 // "rank 2 (127.0.0.1:40113)" for error messages; just "rank 2" when `error` (if given) already
 // names the link, so context does not repeat the address.

@@ -33,21 +33,29 @@ thread_local std::chrono::steady_clock::time_point t_caller_until =  // ...runni
 
 // Unnamed operations are numbered per process set: every member submits the same unnamed
 // operations of that set in the same order, but ranks outside it do not, so one counter for
-// every set would give the members of the next set different names.
-std::string Name(std::string_view given, OpType type, int process_set) {
-  if (!given.empty()) return std::string(given);
+// every set would give the members of the next set different names. Written into `name`, whose
+// memory is reused (Operation::Reused).
+void NameInto(std::string_view given, OpType type, int process_set, std::string* name) {
+  if (!given.empty()) {
+    name->assign(given);
+    return;
+  }
   uint64_t n;
   {
     base::MutexLock lock(&g_noname_mu);
     n = g_noname[process_set]++;
   }
-  // One allocation (the numbers fit std::string's inline buffer): this runs for every operation.
-  std::string name;
-  name.reserve(48);
-  name.append(OpTypeName(type)).append(".noname.");
+  name->clear();
+  name->reserve(48);  // one allocation at most: the numbers fit
+  name->append(OpTypeName(type)).append(".noname.");
   if (process_set != kGlobalProcessSet)
-    name.append("set").append(std::to_string(process_set)).append(".");
-  name.append(std::to_string(n));
+    name->append("set").append(std::to_string(process_set)).append(".");
+  name->append(std::to_string(n));
+}
+
+std::string Name(std::string_view given, OpType type, int process_set) {
+  std::string name;
+  NameInto(given, type, process_set, &name);
   return name;
 }
 
@@ -214,12 +222,24 @@ HVD_TOPOLOGY_GETTER(CrossSize, cross_size)
 
 Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& output,
                       const AllreduceOptions& options) {
-  auto op = NewOp(OpType::kAllreduce, Name(name, OpType::kAllreduce, options.process_set),
-                  options.callback, options.process_set);
-  SetReduce(op->request, options);
-  op->request.tensors.push_back(Spec(op->request.key, input));
-  op->inputs = {input};
-  op->outputs = {output};
+  // The most frequent operation by far (every gradient): its operation is reused, and each of
+  // the four fields Reused() leaves to the caller is assigned into, not rebuilt.
+  auto op = internal::Operation::Reused();
+  Request& r = op->request;
+  r.type = OpType::kAllreduce;
+  r.process_set = options.process_set;
+  NameInto(name, OpType::kAllreduce, options.process_set, &r.key);
+  op->callback = options.callback;
+  SetReduce(r, options);
+  r.tensors.resize(1);
+  TensorSpec& spec = r.tensors[0];
+  spec.name.assign(r.key);
+  spec.dtype = input.dtype;
+  spec.shape.assign(input.shape.begin(), input.shape.end());
+  op->inputs.resize(1);
+  op->inputs[0] = input;
+  op->outputs.resize(1);
+  op->outputs[0] = output;
   Status s = CheckReduce(options);
   if (s.ok()) s = CheckPair(input, output);
   if (s.ok()) s = CheckReduceFor(options, input);

@@ -154,10 +154,7 @@ void Engine::RunForCaller(internal::Operation* op, Clock::time_point until) {
           if (op->done()) break;
         }
       }
-      {
-        base::MutexLock lock(&stats_mu_);
-        ++stats_.caller_rounds;
-      }
+      RoundCounters::Add(counters_.caller_rounds);
       more = DriveRound();
     }
     caller_op_ = nullptr;
@@ -212,8 +209,8 @@ bool Engine::DriveRound() {
 }
 
 EngineStats Engine::stats() const {
-  base::MutexLock lock(&stats_mu_);
-  EngineStats stats = stats_;
+  EngineStats stats;
+  counters_.Into(&stats);
   stats.allreduce_collectives = executor_.allreduce_collectives();
   stats.gpu_nccl_batches = executor_.device().nccl_batches();
   stats.gpu_staged_batches = executor_.device().staged_batches();
@@ -223,10 +220,7 @@ EngineStats Engine::stats() const {
 
 bool Engine::Round() {
   if (stay_set_ < 0) {
-    {
-      base::MutexLock lock(&stats_mu_);
-      ++stats_.cycles;
-    }
+    RoundCounters::Add(counters_.cycles);
     if (timeline_) timeline_->MarkCycle();
   }
   bool stop = false;

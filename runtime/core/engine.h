@@ -73,6 +73,7 @@
 #include "base/thread_annotations.h"
 #include "collectives/collectives.h"
 #include "core/device_executor.h"
+#include "core/engine_stats.h"
 #include "core/executor.h"
 #include "core/operation.h"
 #include "core/process_set_table.h"
@@ -106,21 +107,6 @@ struct EngineOptions {
   // Batches of device tensors: the store NCCL ids go through, each rank's host, the NCCL
   // deadline (core/device_executor.h).
   DeviceExecutorOptions gpu;
-};
-
-// Counters for tests, benchmarks and status reports.
-struct EngineStats {
-  uint64_t cycles = 0;                    // rounds of the background loop (global set's cycles)
-  uint64_t set_cycles = 0;                // cycles of process sets run between global rounds
-  uint64_t caller_rounds = 0;             // rounds run on a caller's thread (HVD_RUN_ON_CALLER)
-  uint64_t slow_path_cycles = 0;          // cycles that gathered requests through a set's root
-  uint64_t cache_hits = 0;                // keys run from the response cache
-  uint64_t eager_allreduces = 0;          // ... of them allreduces whose data rode with the bits
-  uint64_t negotiated = 0;                // keys run from coordinator responses
-  uint64_t allreduce_collectives = 0;     // ring allreduces run; a fused batch counts once
-  uint64_t gpu_nccl_batches = 0;          // batches of device tensors run on NCCL...
-  uint64_t gpu_staged_batches = 0;        // ...and staged through host memory
-  uint64_t gpu_hierarchical_batches = 0;  // NCCL allreduces within hosts, the CPU ring across
 };
 
 class Engine {
@@ -273,8 +259,7 @@ class Engine {
   bool others_took_new_work_ = false;    // ... on some rank (the global flags said so)
   Clock::time_point next_stall_report_;
   std::thread thread_;
-  mutable base::Mutex stats_mu_;
-  EngineStats stats_ HVD_GUARDED_BY(stats_mu_);
+  RoundCounters counters_;
 };
 
 }  // namespace hvd::runtime::core

@@ -26,7 +26,7 @@ std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& mem
     std::vector<int> all;
     sets_.Get(0, &all);
     return std::make_unique<SetRunner>(0, all, comm_, nullptr, o, &executor_, timeline_.get(),
-                                       &stats_mu_, &stats_, finish, apply);
+                                       &counters_, finish, apply);
   }
   for (int r : members) {
     o.host_members += std::binary_search(options_.host_ranks.begin(), options_.host_ranks.end(), r);
@@ -36,7 +36,7 @@ std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& mem
   collectives::Comm comm = comm_.Over(view.get());
   comm.job_ranks = std::make_shared<const std::vector<int>>(members);
   return std::make_unique<SetRunner>(id, members, comm, std::move(view), o, &executor_,
-                                     timeline_.get(), &stats_mu_, &stats_, finish, apply);
+                                     timeline_.get(), &counters_, finish, apply);
 }
 
 Status Engine::RunSets() {
@@ -70,10 +70,7 @@ Status Engine::FirstSetCycle(SetRunner* runner) {
 }
 
 Status Engine::StayCycle(SetRunner* runner) {
-  {
-    base::MutexLock lock(&stats_mu_);
-    ++stats_.set_cycles;
-  }
+  RoundCounters::Add(counters_.set_cycles);
   // This rank says it stays until its tick, unless it has a stop request or a submission for
   // another set (or a caller waits for an operation elsewhere), so that those are not held up.
   const bool stay =

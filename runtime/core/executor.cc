@@ -40,13 +40,15 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
   }
   // An operation completes when its last tensor has run (a group may span batches). By response:
   // each response is one operation's.
+  // Each response's operation is looked up once (a lookup compares names).
   std::vector<size_t>& remaining = remaining_;
   remaining.assign(responses.size(), 0);
+  ops_.assign(responses.size(), nullptr);
   for (size_t i = 0; i < responses.size(); ++i) {
     const Response& r = responses[i];
     if (!r.ok()) continue;
     remaining[i] = std::max<size_t>(1, r.tensors.size());
-    internal::Operation* op = lookup(r.key);
+    internal::Operation* op = ops_[i] = lookup(r.key);
     const bool owns_output = r.type == OpType::kAllgather || r.type == OpType::kAlltoall ||
                              r.type == OpType::kReducescatter ||
                              (r.type == OpType::kBroadcast && r.sized_by_root);
@@ -69,8 +71,7 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
       std::vector<BatchRef>& refs = refs_;
       refs.clear();
       for (const auto& it : batch.items) {
-        const Response& r = responses[it.response];
-        refs.push_back({&r, it.tensor, lookup(r.key)});
+        refs.push_back({&responses[it.response], it.tensor, ops_[it.response]});
       }
       auto host = [&](const collectives::Comm& c, const std::vector<BatchRef>& items) {
         return head.reduce_op == ReduceOp::kAdasum ? RunAdasum(c, items[0], n)
@@ -80,7 +81,7 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
       allreduce_collectives_.fetch_add(1);
     } else {
       const size_t t = batch.items[0].tensor;
-      internal::Operation* op = lookup(head.key);
+      internal::Operation* op = ops_[batch.items[0].response];
       auto host = [&](const collectives::Comm& c) { return RunOther(c, head, t, op, n); };
       s = head.gpu ? device_.Other(set_id, comm, head, t, op, n, host) : host(comm);
     }
@@ -95,16 +96,52 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
     }
     for (const auto& it : batch.items) {
       const Response& r = responses[it.response];
-      if (--remaining[it.response] == 0 && lookup(r.key) != nullptr) finish(r.key, Status::OK());
+      if (--remaining[it.response] == 0 && ops_[it.response] != nullptr) {
+        finish(r.key, Status::OK());
+      }
     }
   }
   return Status::OK();
 }
 
+// A tensor alone whose rank has its memory: its pieces are already in ring order, so it reduces
+// in its caller's output buffer, reading its input as the collective goes (a prescale needs a
+// scaled copy first). Its layout is kept between operations (nothing allocated per operation).
+Status Executor::RunAllreduceAlone(const collectives::Comm& comm, const BatchRef& item,
+                                   int contributors) {
+  const Response& head = *item.response;
+  const TensorSpec& spec = head.tensors[item.tensor];
+  const size_t count = static_cast<size_t>(spec.num_elements());
+  const size_t total = count * DataTypeSize(spec.dtype);
+  collectives::AllreduceLayout(comm, count, &parts_);
+
+  const Tensor& in = item.op->inputs[item.tensor];
+  char* buf = static_cast<char*>(item.op->outputs[item.tensor].data);
+  const void* input = nullptr;  // out of place without a prescale: the collective reads it
+  if (in.data != buf && total > 0) {
+    const char* i = static_cast<const char*>(in.data);
+    const bool apart = i + total <= buf || buf + total <= i;
+    if (head.prescale == 1.0 && apart) {
+      input = in.data;
+    } else {
+      std::memmove(buf, in.data, total);  // overlapping buffers: reduce in the output
+    }
+  }
+  const BatchRef items[] = {item};
+  TimelineAllreduceStart(comm, items, total);
+  if (head.prescale != 1.0) collectives::Scale(buf, count, spec.dtype, head.prescale);
+  Status s = collectives::AllreduceParts(comm, input, buf, parts_, spec.dtype,
+                                         WireOp(head.reduce_op), PostFactor(head, contributors));
+  return s.ok() ? s : s.WithContext("allreduce of '" + head.key + "'");
+}
+
 // The fusion buffer's layout (part-major: fusion/fusion_buffer.h) makes fused and unfused results
-// bit-identical; a tensor alone reduces in its caller's output buffer.
+// bit-identical.
 Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
                                    const std::vector<BatchRef>& items, int contributors) {
+  if (items.size() == 1 && items[0].op != nullptr) {
+    return RunAllreduceAlone(comm, items[0], contributors);
+  }
   const Response& head = *items[0].response;
   const DataType dtype = head.tensors[items[0].tensor].dtype;
   const bool fused = items.size() > 1;
@@ -115,68 +152,49 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
     pieces.push_back(collectives::AllreduceLayout(comm, static_cast<size_t>(spec.num_elements())));
   }
   const fusion::BufferLayout layout(std::move(pieces), DataTypeSize(dtype));
-  const size_t count = layout.elements();
   const size_t total = layout.bytes();
 
-  char* buf;
-  const void* input = nullptr;  // out of place without a prescale: the collective reads it
-  const bool in_place = !fused && items[0].op != nullptr;
-  if (in_place) {
-    // Alone, a tensor's pieces are already in ring order: reduce in the caller's output buffer,
-    // reading its input as the collective goes (a prescale needs a scaled copy first).
-    const Tensor& in = items[0].op->inputs[items[0].tensor];
-    const Tensor& out = items[0].op->outputs[items[0].tensor];
-    buf = static_cast<char*>(out.data);
-    if (in.data != out.data && total > 0) {
-      const char* i = static_cast<const char*>(in.data);
-      const bool apart = i + total <= buf || buf + total <= i;
-      if (head.prescale == 1.0 && apart) {
-        input = in.data;
-      } else {
-        std::memmove(buf, in.data, total);  // overlapping buffers: reduce in the output
-      }
-    }
-  } else {
-    std::vector<char>& storage = fused ? fusion_buffer_ : scratch_;
-    if (storage.size() < total) storage.resize(total);
-    buf = storage.data();
-    if (timeline_) {
-      for (const BatchRef& b : items) {
-        timeline_->ActivityStart(b.response->tensors[b.tensor].name, "MEMCPY_IN_FUSION_BUFFER");
-      }
-    }
-    std::vector<const void*> inputs;
+  std::vector<char>& storage = fused ? fusion_buffer_ : scratch_;
+  if (storage.size() < total) storage.resize(total);
+  char* buf = storage.data();
+  if (timeline_) {
     for (const BatchRef& b : items) {
-      inputs.push_back(b.op != nullptr ? b.op->inputs[b.tensor].data : nullptr);
+      timeline_->ActivityStart(b.response->tensors[b.tensor].name, "MEMCPY_IN_FUSION_BUFFER");
     }
-    layout.Pack(inputs, dtype, head.reduce_op, head.prescale, buf);
   }
+  std::vector<const void*> inputs;
+  for (const BatchRef& b : items) {
+    inputs.push_back(b.op != nullptr ? b.op->inputs[b.tensor].data : nullptr);
+  }
+  layout.Pack(inputs, dtype, head.reduce_op, head.prescale, buf);
 
-  if (timeline_ != nullptr && timeline_->recording()) {  // (the arguments cost allocations)
-    const std::string args =
-        TimelineArgs(collectives::AllreduceAlgorithm(comm, total), total, items.size());
-    for (const BatchRef& b : items) {
-      timeline_->ActivityStart(b.response->tensors[b.tensor].name, "ALLREDUCE", args);
-    }
-  }
-  if (in_place && head.prescale != 1.0) collectives::Scale(buf, count, dtype, head.prescale);
-  Status s = collectives::AllreduceParts(comm, input, buf, layout.parts(), dtype,
+  TimelineAllreduceStart(comm, items, total);
+  Status s = collectives::AllreduceParts(comm, nullptr, buf, layout.parts(), dtype,
                                          WireOp(head.reduce_op), PostFactor(head, contributors));
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
 
-  if (!in_place) {
-    if (timeline_) {
-      for (const BatchRef& b : items) {
-        timeline_->ActivityStart(b.response->tensors[b.tensor].name, "MEMCPY_OUT_FUSION_BUFFER");
-      }
-    }
-    std::vector<void*> outputs;
+  if (timeline_) {
     for (const BatchRef& b : items) {
-      outputs.push_back(b.op != nullptr ? b.op->outputs[b.tensor].data : nullptr);
+      timeline_->ActivityStart(b.response->tensors[b.tensor].name, "MEMCPY_OUT_FUSION_BUFFER");
     }
-    layout.Unpack(buf, outputs);
   }
+  std::vector<void*> outputs;
+  for (const BatchRef& b : items) {
+    outputs.push_back(b.op != nullptr ? b.op->outputs[b.tensor].data : nullptr);
+  }
+  layout.Unpack(buf, outputs);
   return Status::OK();
+}
+
+template <typename Items>
+void Executor::TimelineAllreduceStart(const collectives::Comm& comm, const Items& items,
+                                      size_t total) {
+  if (timeline_ == nullptr || !timeline_->recording()) return;  // (the arguments allocate)
+  const std::string args =
+      TimelineArgs(collectives::AllreduceAlgorithm(comm, total), total, std::size(items));
+  for (const BatchRef& b : items) {
+    timeline_->ActivityStart(b.response->tensors[b.tensor].name, "ALLREDUCE", args);
+  }
 }
 
 // Adasum is never fused (the planner keeps it alone): each tensor is combined on its own, as

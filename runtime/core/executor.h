@@ -56,6 +56,11 @@ class Executor {
  private:
   Status RunAllreduceBatch(const collectives::Comm& comm, const std::vector<BatchRef>& items,
                            int contributors);
+  // REQUIRES: item.op != nullptr (this rank holds the tensor).
+  Status RunAllreduceAlone(const collectives::Comm& comm, const BatchRef& item, int contributors);
+  // The ALLREDUCE activity of `items` (BatchRefs) on the timeline, when one records.
+  template <typename Items>
+  void TimelineAllreduceStart(const collectives::Comm& comm, const Items& items, size_t total);
   Status RunAdasum(const collectives::Comm& comm, const BatchRef& item, int contributors);
   // Tensor `t` of a response that is not an allreduce (each runs as its own collective).
   Status RunOther(const collectives::Comm& comm, const negotiation::Response& r, size_t t,
@@ -66,10 +71,13 @@ class Executor {
   fusion::FusionLimits fusion_;
   timeline::Timeline* timeline_;  // null unless this rank writes the timeline
   // Execute's, kept between calls (no allocation per operation at steady state): tensors left
-  // to run by response, the batches planned, the items of the one running.
+  // to run by response, each response's operation (null: none on this rank), the batches
+  // planned, the items of the one running.
   std::vector<size_t> remaining_;
+  std::vector<internal::Operation*> ops_;
   std::vector<fusion::Batch> batches_;
   std::vector<BatchRef> refs_;
+  std::vector<size_t> parts_;  // RunAllreduceAlone's layout
   std::vector<char> fusion_buffer_;
   std::vector<char> scratch_;
   std::atomic<uint64_t> allreduce_collectives_{0};

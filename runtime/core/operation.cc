@@ -22,6 +22,10 @@ ScopedBackgroundThread::~ScopedBackgroundThread() {
 }
 
 Operation::~Operation() {
+  ReleaseDevice();
+}
+
+void Operation::ReleaseDevice() {
   for (const ReadyEvent& r : ready) {
     if (r.event != nullptr) r.device->ReleaseReady(r.event);
   }
@@ -33,7 +37,7 @@ Operation::~Operation() {
 void Operation::Complete(const Status& status) {
   {
     base::MutexLock lock(&mu_);
-    if (done_ || completing_) return;
+    if (done_.load(std::memory_order_relaxed) || completing_) return;
     completing_ = true;
     status_ = status;
   }
@@ -43,14 +47,13 @@ void Operation::Complete(const Status& status) {
   if (callback) callback(status);
   {
     base::MutexLock lock(&mu_);
-    done_ = true;
+    done_.store(true, std::memory_order_release);
   }
   cv_.NotifyAll();
 }
 
 bool Operation::done() const {
-  base::MutexLock lock(&mu_);
-  return done_;
+  return done_.load(std::memory_order_acquire);
 }
 
 // Waiting on the background thread (from a callback) for an operation it has not completed yet
@@ -63,15 +66,18 @@ Status Operation::BackgroundWaitError() const {
 
 Status Operation::Wait() const {
   base::MutexLock lock(&mu_);
-  if (OnBackgroundThread() && !done_) return completing_ ? status_ : BackgroundWaitError();
-  cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return done_; });
+  const bool done = done_.load(std::memory_order_relaxed);
+  if (OnBackgroundThread() && !done) return completing_ ? status_ : BackgroundWaitError();
+  if (!done)
+    cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return done_.load(std::memory_order_relaxed); });
   return status_;
 }
 
 bool Operation::WaitFor(std::chrono::milliseconds timeout) const {
   base::MutexLock lock(&mu_);
-  if (OnBackgroundThread() && !done_) return completing_;
-  return cv_.WaitFor(lock, timeout, [&]() HVD_REQUIRES(mu_) { return done_; });
+  if (OnBackgroundThread() && !done_.load(std::memory_order_relaxed)) return completing_;
+  return cv_.WaitFor(lock, timeout,
+                     [&]() HVD_REQUIRES(mu_) { return done_.load(std::memory_order_relaxed); });
 }
 
 Status Operation::status() const {
@@ -83,6 +89,67 @@ std::shared_ptr<Operation> Operation::Failed(const Status& status) {
   auto op = std::make_shared<Operation>();
   op->Complete(status);
   return op;
+}
+
+namespace {
+
+// Set when this thread's pool is destroyed (thread exit): operations released later are deleted.
+// A bool needs no destructor, so it stays readable to the end.
+thread_local bool t_pool_gone = false;
+
+struct Pool {
+  Pool() { free.reserve(Operation::kPooledPerThread); }
+  ~Pool() { t_pool_gone = true; }  // before `free` goes: what its operations release is deleted
+  std::vector<std::unique_ptr<Operation>> free;
+};
+
+Pool* ThisThreadPool() {
+  if (t_pool_gone) return nullptr;
+  thread_local Pool pool;
+  return &pool;
+}
+
+}  // namespace
+
+std::shared_ptr<Operation> Operation::Reused() {
+  Pool* pool = ThisThreadPool();
+  Operation* op;
+  if (pool != nullptr && !pool->free.empty()) {
+    op = pool->free.back().release();
+    pool->free.pop_back();
+  } else {
+    op = new Operation();
+  }
+  return std::shared_ptr<Operation>(op, Recycle{});
+}
+
+void Operation::Recycle::operator()(Operation* op) const {
+  op->Reset();  // first: a callback's captures may release other operations into the pool
+  Pool* pool = ThisThreadPool();
+  if (pool == nullptr || pool->free.size() >= Operation::kPooledPerThread) {
+    delete op;
+    return;
+  }
+  pool->free.emplace_back(op);  // within the reserved capacity: no allocation, cannot throw
+}
+
+// No other thread can reach the operation: its last reference is gone.
+void Operation::Reset() {
+  ReleaseDevice();
+  ready.clear();
+  results.clear();
+  callback = nullptr;
+  last_joined_rank = -1;
+  result_id = -1;
+  std::string key = std::move(request.key);
+  std::vector<runtime::negotiation::TensorSpec> tensors = std::move(request.tensors);
+  request = runtime::negotiation::Request{};
+  key.clear();  // (keeps its memory)
+  request.key = std::move(key);
+  request.tensors = std::move(tensors);
+  completing_ = false;
+  status_ = Status::OK();
+  done_.store(false, std::memory_order_relaxed);
 }
 
 }  // namespace internal

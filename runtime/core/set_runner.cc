@@ -56,8 +56,8 @@ double StallSeconds(const SetRunnerOptions& o) {
 
 SetRunner::SetRunner(int id, std::vector<int> members, collectives::Comm comm,
                      std::unique_ptr<transport::Transport> view, const SetRunnerOptions& options,
-                     Executor* executor, timeline::Timeline* timeline, base::Mutex* stats_mu,
-                     EngineStats* stats, Finish finish, ApplySetChange apply)
+                     Executor* executor, timeline::Timeline* timeline, RoundCounters* counters,
+                     Finish finish, ApplySetChange apply)
     : id_(id),
       members_(std::move(members)),
       view_(std::move(view)),
@@ -65,8 +65,7 @@ SetRunner::SetRunner(int id, std::vector<int> members, collectives::Comm comm,
       options_(options),
       executor_(executor),
       timeline_(timeline),
-      stats_mu_(stats_mu),
-      stats_(stats),
+      counters_(counters),
       finish_(std::move(finish)),
       apply_(std::move(apply)),
       cache_(options.cache_capacity) {
@@ -273,11 +272,8 @@ Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   TakeHits();
   if (!hits_.empty()) {
     const bool eager = RunsOnRiders(rider);
-    {
-      base::MutexLock lock(stats_mu_);
-      stats_->cache_hits += hits_.size();
-      stats_->eager_allreduces += eager ? 1 : 0;
-    }
+    RoundCounters::Add(counters_->cache_hits, hits_.size());
+    if (eager) RoundCounters::Add(counters_->eager_allreduces);
     if (timeline_) {
       for (const auto& r : hits_) {
         for (const auto& t : r.tensors) timeline_->NegotiateEnd(t.name);
@@ -363,11 +359,8 @@ Status SetRunner::SlowPath() {
       for (const auto& t : r.tensors) timeline_->NegotiateEnd(t.name);
     }
   }
-  {
-    base::MutexLock lock(stats_mu_);
-    ++stats_->slow_path_cycles;
-    stats_->negotiated += list.responses.size();
-  }
+  RoundCounters::Add(counters_->slow_path_cycles);
+  RoundCounters::Add(counters_->negotiated, list.responses.size());
   HVD_RETURN_IF_ERROR(Run(list.responses, comm_));
   for (const Response& r : list.responses) {
     if (ResponseCache::Cacheable(r)) cache_.Put(r);

@@ -30,6 +30,7 @@
 
 #include "base/mutex.h"
 #include "collectives/collectives.h"
+#include "core/engine_stats.h"
 #include "core/executor.h"
 #include "core/operation.h"
 #include "negotiation/coordinator.h"
@@ -38,8 +39,6 @@
 #include "timeline/timeline.h"
 
 namespace hvd::runtime::core {
-
-struct EngineStats;
 
 // Flag bits of word 0 of the control vector; AND-reduced, so each says "every member ...".
 inline constexpr uint64_t kNoUncached = 1;   // ... has nothing for the coordinator (the runner's)
@@ -72,12 +71,12 @@ class SetRunner {
       std::function<Status(const negotiation::Response& response, internal::Operation* op)>;
 
   // `members`: the set's job ranks, sorted; `comm` runs over `view` (null for the global set,
-  // whose comm is the job's). Executor, timeline and stats are shared by all sets and outlive
+  // whose comm is the job's). Executor, timeline and counters are shared by all sets and outlive
   // the runner.
   SetRunner(int id, std::vector<int> members, collectives::Comm comm,
             std::unique_ptr<transport::Transport> view, const SetRunnerOptions& options,
-            Executor* executor, timeline::Timeline* timeline, base::Mutex* stats_mu,
-            EngineStats* stats, Finish finish, ApplySetChange apply);
+            Executor* executor, timeline::Timeline* timeline, RoundCounters* counters,
+            Finish finish, ApplySetChange apply);
   SetRunner(const SetRunner&) = delete;
   SetRunner& operator=(const SetRunner&) = delete;
 
@@ -131,8 +130,7 @@ class SetRunner {
   const SetRunnerOptions options_;
   Executor* const executor_;
   timeline::Timeline* const timeline_;
-  base::Mutex* const stats_mu_;
-  EngineStats* const stats_;
+  RoundCounters* const counters_;
   const Finish finish_;
   const ApplySetChange apply_;
 

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "core/context.h"
+#include "core/operation.h"
 #include "runtime_env.h"
 #include "testutil/multiproc.h"
 
@@ -318,6 +319,92 @@ TEST(Allreduce, PrescalePostscaleAndOutOfPlace) {
     return Shutdown();
   });
   HVD_EXPECT_RANKS_OK(res);
+}
+
+// Single-tensor allreduces reuse released operations (internal::Operation::Reused): nothing of
+// one may carry over into the next. Every varying field in turn (name given or not and of either
+// length, shape and dtype, op, scale factors, callback, in or out of place), each result exact.
+TEST(Allreduce, ReusedOperationsCarryNothingOver) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    const std::string names[] = {"", "a", "a-name-well-beyond-the-inline-buffer-of-std-string"};
+    const std::vector<int64_t> shapes[] = {{5}, {2, 3}, {}, {1, 1, 4}};
+    int callbacks = 0;
+    for (int i = 0; i < 24; ++i) {
+      const std::vector<int64_t>& shape = shapes[i % 4];
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      std::vector<double> in(n), out(n, -7.0);
+      for (int64_t k = 0; k < n; ++k) in[k] = rank + 1 + k;
+      AllreduceOptions o;
+      o.op = i % 3 == 0 ? ReduceOp::kSum : (i % 3 == 1 ? ReduceOp::kMax : ReduceOp::kAverage);
+      o.prescale = i % 2 ? 2.0 : 1.0;
+      o.postscale = i % 5 == 0 ? 0.25 : 1.0;
+      if (i % 4 == 1) o.callback = [&callbacks](const Status&) { ++callbacks; };
+      const bool in_place = i % 2 == 0;
+      std::string name = names[i % 3];
+      if (!name.empty()) name += "." + std::to_string(i);
+      const Tensor input{in.data(), DataType::kFloat64, shape};
+      const Tensor output{in_place ? in.data() : out.data(), DataType::kFloat64, shape};
+      std::vector<double> want(n);
+      for (int64_t k = 0; k < n; ++k) {
+        const double a = (1 + k) * o.prescale, b = (2 + k) * o.prescale;
+        want[k] = (o.op == ReduceOp::kMax ? b : (o.op == ReduceOp::kSum ? a + b : (a + b) / 2)) *
+                  o.postscale;
+      }
+      HVD_RETURN_IF_ERROR(Allreduce(name, input, output, o));
+      const std::vector<double>& got = in_place ? in : out;
+      HVD_RETURN_IF_ERROR(ExpectEqual("allreduce " + std::to_string(i), got, want));
+    }
+    HVD_RETURN_IF_ERROR(Check(callbacks == 6, "callbacks ran " + std::to_string(callbacks) +
+                                                  " times, want 6 (one per operation given one)"));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+// A released operation comes back to the next single-tensor allreduce of the thread that released
+// it, reset: only its name's and specs' memory kept; what its callback held is let go at release.
+TEST(OperationPool, AReleasedOperationComesBackResetToThisThread) {
+  if (internal::Operation::kPooledPerThread == 0) GTEST_SKIP() << "no pool in sanitizer builds";
+  auto held = std::make_shared<int>(1);
+  auto op = internal::Operation::Reused();
+  internal::Operation* const raw = op.get();
+  op->request.type = runtime::negotiation::OpType::kBroadcast;
+  op->request.key = "a-name-well-beyond-the-inline-buffer-of-std-string";
+  op->request.tensors.resize(1);
+  op->request.prescale = 2.0;
+  op->request.root = 3;
+  op->request.splits = {1, 2};
+  op->request.process_set = 4;
+  op->callback = [held](const Status&) {};
+  op->results.resize(2);
+  op->last_joined_rank = 1;
+  op->result_id = 5;
+  op->Complete(Aborted("done"));
+  ASSERT_EQ(held.use_count(), 2);
+  op.reset();
+  EXPECT_EQ(held.use_count(), 1) << "the callback was kept past release";
+
+  auto again = internal::Operation::Reused();
+  ASSERT_EQ(again.get(), raw);
+  EXPECT_FALSE(again->done());
+  EXPECT_TRUE(again->status().ok()) << again->status().ToString();
+  EXPECT_EQ(again->request.type, runtime::negotiation::OpType::kAllreduce);
+  EXPECT_EQ(again->request.prescale, 1.0);
+  EXPECT_EQ(again->request.root, 0);
+  EXPECT_TRUE(again->request.splits.empty());
+  EXPECT_EQ(again->request.process_set, 0);
+  EXPECT_FALSE(again->callback);
+  EXPECT_TRUE(again->results.empty());
+  EXPECT_EQ(again->last_joined_rank, -1);
+  EXPECT_EQ(again->result_id, -1);
+  EXPECT_TRUE(again->request.key.empty());
+  EXPECT_GE(again->request.key.capacity(), 50u) << "the name's memory was not kept";
+  EXPECT_EQ(again->request.tensors.size(), 1u);  // for the caller to assign into
+  // Completes again, as a new operation does.
+  again->Complete(Status::OK());
+  EXPECT_TRUE(again->done());
 }
 
 }  // namespace
