@@ -45,13 +45,19 @@ thread_local int t_spin_ranks = 0;
 ScopedSpinRanks::ScopedSpinRanks(int n) : previous_(t_spin_ranks) {
   if (n > 0) t_spin_ranks = n;
 }
-ScopedSpinRanks::~ScopedSpinRanks() { t_spin_ranks = previous_; }
+ScopedSpinRanks::~ScopedSpinRanks() {
+  t_spin_ranks = previous_;
+}
 
 ScopedPatientWaits::ScopedPatientWaits(bool patient) : previous_(t_patient) {
   t_patient = t_patient || patient;
 }
-ScopedPatientWaits::~ScopedPatientWaits() { t_patient = previous_; }
-bool ScopedPatientWaits::Active() { return t_patient; }
+ScopedPatientWaits::~ScopedPatientWaits() {
+  t_patient = previous_;
+}
+bool ScopedPatientWaits::Active() {
+  return t_patient;
+}
 
 namespace {
 
@@ -79,9 +85,14 @@ class LinkTransport final : public Transport {
     if (abort_->aborted()) return abort_->status();
     bool spinnable = false;
     for (const WaitItem& it : items) spinnable |= it.link != nullptr && Of(it)->CanSpin();
-    if (spinnable && spin_.spin.count() > 0 && !t_patient &&
-        Spin(items, std::min(deadline, Clock::now() + spin_.spin))) {
-      return abort_->aborted() ? abort_->status() : Status::OK();
+    if (spinnable && spin_.spin.count() > 0 && !t_patient) {
+      // Ready already (a peer ahead of this rank): no clock read, which costs as much as a
+      // small message's wait otherwise would.
+      if (AnyReadyNow(items)) return Status::OK();
+      const Clock::time_point now = Clock::now();
+      if (Spin(items, now, std::min(deadline, now + spin_.spin))) {
+        return abort_->aborted() ? abort_->status() : Status::OK();
+      }
     }
     return Sleep(items, deadline);
   }
@@ -104,22 +115,22 @@ class LinkTransport final : public Transport {
   }
 
   // True as soon as an item is ready now or the transport is aborted; false at `until`.
-  // Links that cannot be ready now (TCP) are left to Sleep's poll.
-  bool Spin(const std::vector<WaitItem>& items, Clock::time_point until) {
+  // Links that cannot be ready now (TCP) are left to Sleep's poll. `now`: the clock at the call.
+  bool Spin(const std::vector<WaitItem>& items, Clock::time_point now, Clock::time_point until) {
     auto pause = spin_.pause;
     if (t_spin_ranks > 0) {  // a process set's wait (ScopedSpinRanks): as SpinFor would choose
       pause = static_cast<size_t>(t_spin_ranks) <= spin_.cpus
                   ? std::min(spin_.spin, std::chrono::microseconds(kMaxPause))
                   : std::chrono::microseconds(0);
     }
-    const Clock::time_point yield_from = std::min(until, Clock::now() + pause);
+    const Clock::time_point yield_from = std::min(until, now + pause);
     bool yielding = false;
     for (unsigned i = 0;; ++i) {
       if (AnyReadyNow(items) || abort_->aborted()) return true;
       if (!yielding) {
         CpuRelax();
         if ((i & 15) != 15) continue;  // read the clock every 16 polls
-        const Clock::time_point now = Clock::now();
+        now = Clock::now();
         if (now >= until) return false;
         yielding = now >= yield_from;
         continue;
