@@ -65,6 +65,7 @@ Status Operation::BackgroundWaitError() const {
 }
 
 Status Operation::Wait() const {
+  if (done_.load(std::memory_order_acquire)) return FinalStatus();  // (the caller ran it)
   base::MutexLock lock(&mu_);
   const bool done = done_.load(std::memory_order_relaxed);
   if (OnBackgroundThread() && !done) return completing_ ? status_ : BackgroundWaitError();
@@ -78,6 +79,12 @@ bool Operation::WaitFor(std::chrono::milliseconds timeout) const {
   if (OnBackgroundThread() && !done_.load(std::memory_order_relaxed)) return completing_;
   return cv_.WaitFor(lock, timeout,
                      [&]() HVD_REQUIRES(mu_) { return done_.load(std::memory_order_relaxed); });
+}
+
+// status_ is written before done_ is set (release) and never after: once done() is seen, it
+// can be read without the lock.
+Status Operation::FinalStatus() const {
+  return status_;
 }
 
 Status Operation::status() const {

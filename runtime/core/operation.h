@@ -131,6 +131,8 @@ class Operation {
   void Reset() HVD_NO_THREAD_SAFETY_ANALYSIS;
   // Frees what the operation holds on a device (unused ready events, NCCL-made results).
   void ReleaseDevice();
+  // REQUIRES: done() returned true.
+  Status FinalStatus() const HVD_NO_THREAD_SAFETY_ANALYSIS;
 
   mutable base::Mutex mu_;
   mutable base::CondVar cv_;
