@@ -213,7 +213,9 @@ bool SetRunner::ReadyBits(uint64_t flags) {
 
 // From the agreed bits_: erases the slots some member gave up on (first, so that no rank runs a
 // slot another has given up on), then puts the slots every member is ready for, in slot order,
-// into hits_ (assigned over the last cycle's responses, whose memory they reuse).
+// into hits_ (assigned over the last cycle's responses, whose memory they reuse; not at all where
+// the last cycle's hit at that place was the same slot and the cache has not changed since: a
+// steady state copies no response, each copy being a measurable part of a small operation).
 void SetRunner::TakeHits() {
   const size_t words = (bits_.size() - 1) / 2;
   // Slot by slot over the set bits only (a steady state has one or a few of them).
@@ -229,19 +231,30 @@ void SetRunner::TakeHits() {
       }
     });
   }
+  const uint64_t generation = cache_.generation();
   size_t n = 0;
   for (size_t w = 0; w < words; ++w) {
     each(bits_[1 + w], w, [&](uint32_t s) {
       if (!cache_.Occupied(s)) return;
-      if (n == hits_.size()) hits_.emplace_back();
-      hits_[n] = cache_.Get(s);
-      // Run from the cache, every rank that has not joined contributes (joined ranks never take
-      // the cache path for their own requests); the count recorded at negotiation may be stale.
-      hits_[n++].contributors = 0;
+      if (n == hits_.size()) {
+        hits_.emplace_back();
+        hit_slots_.push_back(kNoSlot);
+      }
+      if (hit_slots_[n] != s || hits_generation_ != generation) {
+        hits_[n] = cache_.Get(s);
+        // Run from the cache, every rank that has not joined contributes (joined ranks never
+        // take the cache path for their own requests); the count recorded at negotiation may be
+        // stale.
+        hits_[n].contributors = 0;
+        hit_slots_[n] = s;
+      }
+      ++n;
       cache_.Touch(s);
     });
   }
   hits_.resize(n);
+  hit_slots_.resize(n);
+  hits_generation_ = generation;
   if (erased) RefreshAfterCacheChange();
 }
 

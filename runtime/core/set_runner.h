@@ -145,6 +145,10 @@ class SetRunner {
   std::vector<uint64_t> bits_;
   negotiation::Riders riders_;
   std::vector<negotiation::Response> hits_;
+  // The cache slot each of hits_ was copied from, at cache generation hits_generation_ (TakeHits).
+  static constexpr uint32_t kNoSlot = ~uint32_t{0};
+  std::vector<uint32_t> hit_slots_;
+  uint64_t hits_generation_ = 0;
   // Coordinator only: the earliest time a stall may force a slow path again (Cycle).
   std::chrono::steady_clock::time_point next_inspection_;
 };

@@ -257,6 +257,28 @@ TEST(ResponseCache, ShapeChangeRenegotiates) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// A slot's response replaced while it runs from the cache: with room for one entry, a cycle that
+// runs "a" from the cache and negotiates "b" evicts "a" for "b" in the same slot, and the next
+// cycle that runs "b" from there must run b's response, not the copy of a's it ran before.
+TEST(ResponseCache, ASlotRefilledInTheCycleItRanFromRunsItsNewResponse) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir, {{"HVD_CACHE_CAPACITY", "1"}}));
+    for (int i = 0; i < 40; ++i) {
+      std::vector<int64_t> a(10, rank + 1), b(30, 10 * (rank + 1));
+      Handle ha = AllreduceAsync("a", MakeTensor(a.data(), DataType::kInt64, 10),
+                                 MakeTensor(a.data(), DataType::kInt64, 10), testing::Sum());
+      Handle hb = AllreduceAsync("b", MakeTensor(b.data(), DataType::kInt64, 30),
+                                 MakeTensor(b.data(), DataType::kInt64, 30), testing::Sum());
+      HVD_RETURN_IF_ERROR(ha.Wait());
+      HVD_RETURN_IF_ERROR(hb.Wait());
+      HVD_RETURN_IF_ERROR(ExpectEqual("a " + std::to_string(i), a, std::vector<int64_t>(10, 3)));
+      HVD_RETURN_IF_ERROR(ExpectEqual("b " + std::to_string(i), b, std::vector<int64_t>(30, 30)));
+    }
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 // A NaN scale factor is refused at submission, by name (it would equal no rank's, its own
 // included, and every rank would be told the requests mismatch).
 TEST(Allreduce, ANanScaleFactorIsRefused) {
