@@ -19,7 +19,11 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
   const std::string& key = op->request.key;
   const int set = op->request.process_set;
   thread_local std::vector<int> members;  // assigned, not allocated, per operation
-  if (!sets_.Get(set, &members)) {
+  // The global set always exists and holds every rank: only a broadcast needs its members (the
+  // root's index), which spares most operations a lock and a copy.
+  if (set == 0 && op->request.type != OpType::kBroadcast) {
+    // (checked below, with the engine's state)
+  } else if (!sets_.Get(set, &members)) {
     reject = InvalidArgument("process set " + std::to_string(set) +
                              " does not exist (registered: " + sets_.DescribeIds() +
                              "); create it with add_process_set on every rank first");
