@@ -72,7 +72,7 @@ void Engine::Loop() {
       auto caller_takes = [&]()
                               HVD_REQUIRES(mu_) { return callers_waiting_ > 0 && CallerMayRun(); };
       auto mine = [&]() HVD_REQUIRES(mu_) {
-        return driver_ == Driver::kNone && !caller_takes() && RoundDue(Clock::now());
+        return driver_ == Driver::kNone && !caller_takes() && RoundDue();
       };
       if (mine()) break;
       if (caller_takes()) caller_cv_.NotifyAll();
@@ -108,16 +108,18 @@ void Engine::Loop() {
   stopped_cv_.NotifyAll();
 }
 
-bool Engine::RoundDue(Clock::time_point now) const {
+bool Engine::RoundDue() const {
   // Staying in a set (RunSets): its next cycle as soon as this rank has something (for that set,
   // or another: then it says it leaves), the set still has work pending, or at the tick.
-  if (staying_ >= 0) return stop_requested_ || !queue_.empty() || stay_busy_ || now >= stay_until_;
+  if (staying_ >= 0) {
+    return stop_requested_ || !queue_.empty() || stay_busy_ || Clock::now() >= stay_until_;
+  }
   // A long round (big collective) does not owe sleep to later ones. A rank that was given nothing
   // new while others were goes straight to the next round and waits there for them (skip_wait_):
   // they keep the cadence (rounds start when the last rank arrives), and it does not make a busy
   // process set wait a tick per operation for ranks outside it. An idle engine starts a round
   // for a submission at once.
-  return stop_requested_ || skip_wait_ || now >= next_round_ || (idle_ && !queue_.empty());
+  return stop_requested_ || skip_wait_ || (idle_ && !queue_.empty()) || Clock::now() >= next_round_;
 }
 
 Engine::Clock::time_point Engine::NextWake() const {
@@ -164,7 +166,7 @@ void Engine::RunForCaller(internal::Operation* op, Clock::time_point until) {
   if (!more) ended_ = true;
   // The background thread sleeps until the tick it last saw, never later than the next one; it
   // is woken only when it waits for the token, must stop, or has a round due at once.
-  if (loop_wants_token_ || ended_ || RoundDue(Clock::now())) wake_cv_.NotifyAll();
+  if (loop_wants_token_ || ended_ || RoundDue()) wake_cv_.NotifyAll();
   if (callers_waiting_ > 0) caller_cv_.NotifyAll();
 }
 

@@ -146,7 +146,9 @@ class Engine {
 
   void Loop();
   // Whether the next round should start now rather than at the tick.
-  bool RoundDue(Clock::time_point now) const HVD_REQUIRES(mu_);
+  // (Reads the clock only when nothing else decides: a clock read is a measurable part of a
+  // small operation.)
+  bool RoundDue() const HVD_REQUIRES(mu_);
   // Whether a caller may take the token for a round now (above).
   bool CallerMayRun() const HVD_REQUIRES(mu_);
   // On the caller's thread, holding the token: rounds until `op` completes (or the engine ends);

@@ -84,7 +84,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
         // token back (RunForCaller): the background thread is not woken for it.
         if (driver_ == Driver::kCaller) {
           caller_cv_.NotifyAll();  // a caller pacing its rounds (RunForCaller) takes it at once
-        } else if (loop_wants_token_ || RoundDue(Clock::now())) {
+        } else if (loop_wants_token_ || RoundDue()) {
           wake_cv_.NotifyAll();
         }
         return;

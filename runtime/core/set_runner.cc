@@ -198,7 +198,7 @@ bool SetRunner::ReadyBits(uint64_t flags) {
   // member's requests have been sent, a key that some member never submits would start none: it
   // would never be warned about nor failed at HVD_STALL_SHUTDOWN_TIME_SECONDS. So while keys wait
   // past the stall time, the set's first member asks for a slow path now and then.
-  if (coordinator_ != nullptr && !uncached) {
+  if (coordinator_ != nullptr && !uncached && coordinator_->waiting()) {  // (else no clock read)
     const double stall_s = StallSeconds(options_);
     const auto now = Clock::now();
     if (stall_s > 0 && now >= next_inspection_ && coordinator_->HasStall(now, stall_s)) {

@@ -42,6 +42,8 @@ class Coordinator {
   // Whether some key has waited at least `seconds` on a rank that has not submitted it: what the
   // stall inspector (run by Compute) would warn about or fail.
   bool HasStall(Clock::time_point now, double seconds) const;
+  // Whether any key waits here for some rank (HasStall can only be true then).
+  bool waiting() const { return !table_.empty(); }
   // The key that has waited longest on missing ranks, when it has waited at least the stall
   // check time (the stall reporter's inspector report); false when none has.
   bool OldestStall(Clock::time_point now, stall::PendingKey* out) const;
