@@ -39,8 +39,7 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
     if (!r.ok() && lookup(r.key) != nullptr) finish(r.key, Aborted(r.error));
   }
   // An operation completes when its last tensor has run (a group may span batches). By response:
-  // each response is one operation's.
-  // Each response's operation is looked up once (a lookup compares names).
+  // each response is one operation's, looked up once here (a lookup compares names).
   std::vector<size_t>& remaining = remaining_;
   remaining.assign(responses.size(), 0);
   ops_.assign(responses.size(), nullptr);

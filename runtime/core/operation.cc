@@ -50,7 +50,7 @@ void Operation::Complete(const Status& status) {
   // The callback runs before the operation is marked done, so that Ready() or a Wait() returning
   // implies the callback ran (marking it done first let a Wait() that started late return while
   // the callback was still running).
-  if (callback) callback(status);
+  callback(status);
   {
     base::MutexLock lock(&mu_);
     done_.store(true, std::memory_order_release);
@@ -73,10 +73,10 @@ Status Operation::BackgroundWaitError() const {
 Status Operation::Wait() const {
   if (done_.load(std::memory_order_acquire)) return FinalStatus();  // (the caller ran it)
   base::MutexLock lock(&mu_);
-  const bool done = done_.load(std::memory_order_relaxed);
-  if (OnBackgroundThread() && !done) return completing_ ? status_ : BackgroundWaitError();
-  if (!done)
-    cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return done_.load(std::memory_order_relaxed); });
+  if (OnBackgroundThread() && !done_.load(std::memory_order_relaxed)) {
+    return completing_ ? status_ : BackgroundWaitError();
+  }
+  cv_.Wait(lock, [&]() HVD_REQUIRES(mu_) { return done_.load(std::memory_order_relaxed); });
   return status_;
 }
 
