@@ -187,13 +187,24 @@ def inplace(tensor, dtype, device):
 
 # ---- names and process sets ---------------------------------------------------------------------
 
+_names = {}  # (kind, name) -> the encoded name: a training loop names the same tensors each step
+_NAMES_MAX = 4096
+
+
 def op_name(kind, name):
     """The runtime's name for an operation: a given name prefixed with the operation, as Horovod
     does ("allreduce.grad.fc1"), so that an allgather and an allreduce may share a user name; None
     for no name: the runtime numbers unnamed operations per process set ("allreduce.noname.7")."""
     if name is None or name == "":
         return None
-    return ("%s.%s" % (kind, name)).encode("utf-8")
+    key = (kind, name)
+    encoded = _names.get(key)
+    if encoded is None:
+        encoded = ("%s.%s" % (kind, name)).encode("utf-8")
+        if len(_names) >= _NAMES_MAX:
+            _names.clear()
+        _names[key] = encoded
+    return encoded
 
 
 def set_id(process_set):
