@@ -301,7 +301,7 @@ Status RunApi(const Options& o, const RankEnv& env, const std::vector<Ref>& refs
       Tensor t, result;
       AllreduceOptions options;
     };
-    auto call = std::make_shared<Call>();
+    auto call = std::make_shared<Call>();  // (`out` is sized above, once: its data() stays)
     path.allreduce = [set, &out, call](void* buf, size_t count, DataType dtype, ReduceOp op) {
       Call& c = *call;
       if (c.name.empty() || c.buf != buf || c.count != count || c.dtype != dtype || c.op != op) {
