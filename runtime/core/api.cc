@@ -59,8 +59,17 @@ std::string Name(std::string_view given, OpType type, int process_set) {
   return name;
 }
 
+// Into `spec`'s memory (Operation::Reused).
+void SpecInto(const std::string& name, const Tensor& t, TensorSpec* spec) {
+  spec->name.assign(name);
+  spec->dtype = t.dtype;
+  spec->shape.assign(t.shape.begin(), t.shape.end());
+}
+
 TensorSpec Spec(const std::string& name, const Tensor& t) {
-  return {name, t.dtype, t.shape};
+  TensorSpec spec;
+  SpecInto(name, t, &spec);
+  return spec;
 }
 
 void SetReduce(Request& r, const AllreduceOptions& o) {
@@ -232,10 +241,7 @@ Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& 
   op->callback = options.callback;
   SetReduce(r, options);
   r.tensors.resize(1);
-  TensorSpec& spec = r.tensors[0];
-  spec.name.assign(r.key);
-  spec.dtype = input.dtype;
-  spec.shape.assign(input.shape.begin(), input.shape.end());
+  SpecInto(r.key, input, &r.tensors[0]);
   op->inputs.resize(1);
   op->inputs[0] = input;
   op->outputs.resize(1);

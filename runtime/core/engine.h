@@ -179,6 +179,8 @@ class Engine {
   // After a stop was agreed: "rank N" for the first rank that asked for it (a collective every
   // rank runs in that same round), "this rank", or "some rank" if that cannot be told.
   std::string WhoStopped();
+  // Enqueue's check of the operation's process set (below); may rewrite a broadcast's root.
+  Status CheckSet(internal::Operation* op) const;
   // The engine's side of completing an operation: forget its name, then complete it.
   void Finish(internal::Operation* op, const Status& status);
   // Fails every queued and pending operation with `status`; later submissions get `later` (the

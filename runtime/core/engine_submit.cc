@@ -12,36 +12,42 @@ namespace {
 constexpr const char* kPeerShutdown = "another rank shut hvd down while this rank still used it";
 }  // namespace
 
-void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
-                     Clock::time_point until) {
-  Status reject;
-  bool report_peer = false;
-  const std::string& key = op->request.key;
+// The operation's process set exists and has this rank (and a broadcast's root: made the set's
+// rank). The global set always exists and holds every rank: only a broadcast needs its members
+// there (the root's index), which spares most operations a lock and a copy.
+Status Engine::CheckSet(internal::Operation* op) const {
   const int set = op->request.process_set;
+  if (set == 0 && op->request.type != OpType::kBroadcast) return Status::OK();
   thread_local std::vector<int> members;  // assigned, not allocated, per operation
-  // The global set always exists and holds every rank: only a broadcast needs its members (the
-  // root's index), which spares most operations a lock and a copy.
-  if (set == 0 && op->request.type != OpType::kBroadcast) {
-    // (checked below, with the engine's state)
-  } else if (!sets_.Get(set, &members)) {
-    reject = InvalidArgument("process set " + std::to_string(set) +
-                             " does not exist (registered: " + sets_.DescribeIds() +
-                             "); create it with add_process_set on every rank first");
-  } else if (!std::binary_search(members.begin(), members.end(), comm_.rank())) {
-    reject = InvalidArgument("rank " + std::to_string(comm_.rank()) + " is not in process set " +
-                             std::to_string(set) + " (ranks " + RanksText(members) +
-                             "); only its members can submit to it");
-  } else if (op->request.type == OpType::kBroadcast) {
+  if (!sets_.Get(set, &members)) {
+    return InvalidArgument("process set " + std::to_string(set) +
+                           " does not exist (registered: " + sets_.DescribeIds() +
+                           "); create it with add_process_set on every rank first");
+  }
+  if (!std::binary_search(members.begin(), members.end(), comm_.rank())) {
+    return InvalidArgument("rank " + std::to_string(comm_.rank()) + " is not in process set " +
+                           std::to_string(set) + " (ranks " + RanksText(members) +
+                           "); only its members can submit to it");
+  }
+  if (op->request.type == OpType::kBroadcast) {
     // The caller names the root by its job rank (as Horovod); the set negotiates with its own.
     const auto it = std::lower_bound(members.begin(), members.end(), op->request.root);
     if (it == members.end() || *it != op->request.root) {
-      reject = InvalidArgument("broadcast root rank " + std::to_string(op->request.root) +
-                               " is not in process set " + std::to_string(set) + " (ranks " +
-                               RanksText(members) + ")");
-    } else {
-      op->request.root = static_cast<int32_t>(it - members.begin());
+      return InvalidArgument("broadcast root rank " + std::to_string(op->request.root) +
+                             " is not in process set " + std::to_string(set) + " (ranks " +
+                             RanksText(members) + ")");
     }
+    op->request.root = static_cast<int32_t>(it - members.begin());
   }
+  return Status::OK();
+}
+
+void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
+                     Clock::time_point until) {
+  Status reject = CheckSet(op.get());
+  bool report_peer = false;
+  const std::string& key = op->request.key;
+  const int set = op->request.process_set;
   if (reject.ok()) {
     base::MutexLock lock(&mu_);
     // final_status_ is set (with the queue drained) the moment the engine fails or stops, so
