@@ -27,9 +27,12 @@ time per step (the job's throughput).
 
 Python overhead: one synchronous hvd.allreduce of 4 KiB (1024 float32, op=hvd.Sum, a fixed name;
 --lat-sizes 4K,64M adds other sizes) from Python on 2 ranks, timed as build/bench/allreduce_bench
--np 2 --api 1 --sizes 4K --iters 1000 times hvd::Allreduce from C++ (5 warmup operations, then
-1000 timed ones after a barrier, above 64 KiB about 256 MiB of traffic and at least 10; the
-slowest rank's time), which this script runs and parses. Also reported: hvd.allreduce_ (in place).
+-np 2 --api 1 --sizes 4K --iters 1000 --out-of-place 1 times hvd::Allreduce from C++ into an
+output of its own (200 warmup operations, then 1000 timed ones after a barrier; above 64 KiB
+about 256 MiB of traffic and at least 10 timed, at most 64 MiB of warmup; the slowest rank's
+time), which this script runs and parses. Also reported: hvd.allreduce_ (in place) against the
+same C++ loop in place. The warmup matters: the first hundred or so operations after init run up
+to 1.7x slower (C++ and Python alike), so 5 warmups made the reference look slower than it is.
 
 Every round runs every configuration once, rotating which implementation goes first, so a slow
 spell of the machine hits both alike; the tables are medians over rounds. Each configuration
@@ -55,7 +58,7 @@ import sys
 import tempfile
 import time
 
-from torch_step_worker import LAT_WARMUP, MODELS, lat_iters
+from torch_step_worker import MODELS, lat_iters, lat_warmup
 
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -85,6 +88,7 @@ def human(n):
             return f"{n >> shift} {unit}"
     return f"{n} B"
 MODULE = "hvd.torch"
+LAT_RUNS = ["cpp-oop", "py", "cpp"]  # the latency part's runs; a round's order rotates
 IMPLS = ["hvd", "ddp", "none"]  # a round's order rotates through these
 IMPLS_ORDERED = ["none", "hvd", "ddp"]
 
@@ -184,9 +188,10 @@ def fields(line):
     return dict(kv.split("=", 1) for kv in line.split()[1:])
 
 
-def cpp_latency(build, timeout, nbytes):
+def cpp_latency(build, timeout, nbytes, out_of_place):
     argv = [os.path.join(build, "bench", "allreduce_bench"), "-np", "2", "--api", "1",
-            "--sizes", str(nbytes), "--iters", str(lat_iters(nbytes)), "--warmup", str(LAT_WARMUP),
+            "--sizes", str(nbytes), "--iters", str(lat_iters(nbytes)),
+            "--warmup", str(lat_warmup(nbytes)), "--out-of-place", "1" if out_of_place else "0",
             "--results", "1", "--ref", "0"]
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                          start_new_session=True)
@@ -288,15 +293,15 @@ def launcher_main(args):
                     print(f"# round {rnd + 1}: {impl:4s} np={np_} {model:5s} {ms:9.2f} ms/step "
                           f"{np_ * args.batch / ms * 1e3:10.1f} samples/s ({f['steps']} steps)",
                           flush=True)
-        order = (["cpp", "py"] if rnd % 2 == 0 else ["py", "cpp"]) if "latency" in parts else []
+        order = (LAT_RUNS[rnd % 3:] + LAT_RUNS[:rnd % 3]) if "latency" in parts else []
         for nbytes in lat_sizes if order else []:
             for which in order:
-                if which == "cpp":
-                    us, why = cpp_latency(build, args.run_timeout, nbytes)
+                if which != "py":
+                    us, why = cpp_latency(build, args.run_timeout, nbytes, which == "cpp-oop")
                     if why:
                         fail(why)
                         continue
-                    lat.setdefault(("cpp", nbytes), {})[rnd] = us
+                    lat.setdefault((which, nbytes), {})[rnd] = us
                 else:
                     res, why = launch("latency", 2, ["--lat-bytes", str(nbytes)], args.run_timeout)
                     if why:
@@ -346,13 +351,16 @@ def launcher_main(args):
     overhead = {}  # bytes -> hvd.allreduce's time over C++'s
     for nbytes in lat_sizes if "latency" in parts else []:
         print(f"# {human(nbytes)} synchronous allreduce on 2 ranks: median us/op over rounds; x C++: "
-              "median over rounds of the same round's ratio")
-        cpp = lat.get(("cpp", nbytes), {})
-        for k in ("cpp", "py-allreduce", "py-allreduce_"):
+              "median over rounds of the same round's ratio to the C++ call doing the same work "
+              "(cpp-oop: out of place, into an output allocated once, as hvd.allreduce; cpp: in "
+              "place, as hvd.allreduce_)")
+        for k, ref in (("cpp-oop", None), ("cpp", None), ("py-allreduce", "cpp-oop"),
+                       ("py-allreduce_", "cpp")):
             v = lat.get((k, nbytes), {})
             print(f"  {k:15s} {med(list(v.values())):9.2f} us" +
-                  (f"   {ratio(v, cpp):.2f}x C++" if k != "cpp" else ""))
-        overhead[nbytes] = ratio(lat.get(("py-allreduce", nbytes), {}), cpp)
+                  (f"   {ratio(v, lat.get((ref, nbytes), {})):.2f}x {ref}" if ref else ""))
+        overhead[nbytes] = ratio(lat.get(("py-allreduce", nbytes), {}),
+                                 lat.get(("cpp-oop", nbytes), {}))
     print()
     if goal_ratios:
         measured = all(not math.isnan(r) for _, r in goal_ratios)

@@ -15,13 +15,20 @@ import time
 
 MODELS = {"large": (1024, 1536, 1024, 10), "small": (64, 256, 256, 10)}
 WARMUP_STEPS = 5
-LAT_WARMUP, LAT_ITERS = 5, 1000
+LAT_WARMUP, LAT_ITERS = 200, 1000
 
 
 def lat_iters(nbytes):
     """Timed operations for the latency part at `nbytes`: LAT_ITERS up to 64 KiB, then about
     256 MiB of traffic (at least 10)."""
     return LAT_ITERS if nbytes <= 65536 else max(10, min(LAT_ITERS, (256 << 20) // nbytes))
+
+
+def lat_warmup(nbytes):
+    """Untimed operations before the latency part's timed loop: LAT_WARMUP (the first ~100 after
+    init run up to 1.5x slower, Python or C++ alike), at most 64 MiB of traffic (at least 1), as
+    allreduce_bench's --warmup."""
+    return max(1, min(LAT_WARMUP, (64 << 20) // nbytes))
 
 
 def build_model(torch, dims):
@@ -165,12 +172,13 @@ def worker_latency(comm, args):
     iters = lat_iters(args.lat_bytes)
     for name, call in (("allreduce", hvd.allreduce), ("allreduce_", hvd.allreduce_)):
         t = torch.zeros(args.lat_bytes // 4)  # float32 zeros stay zeros under Sum
-        for _ in range(LAT_WARMUP):
-            call(t, name=f"bench.lat{args.lat_bytes}", op=hvd.Sum)
+        op_name = f"bench.lat{args.lat_bytes}"  # made once, as allreduce_bench does
+        for _ in range(lat_warmup(args.lat_bytes)):
+            call(t, name=op_name, op=hvd.Sum)
         comm.barrier()
         t0 = time.perf_counter()
         for _ in range(iters):
-            call(t, name=f"bench.lat{args.lat_bytes}", op=hvd.Sum)
+            call(t, name=op_name, op=hvd.Sum)
         s = comm.max(time.perf_counter() - t0)
         if comm.rank == 0:
             print(f"RESULT impl=py-{name} np={comm.size} bytes={args.lat_bytes} "

@@ -15,6 +15,8 @@ packages=(
   # The Python binding (hvd.torch), its tests and examples/torch_train.py, which trains on
   # scikit-learn's digits dataset (shipped inside python3-sklearn: nothing is downloaded).
   python3-torch python3-pytest python3-sklearn
+  # Python's headers for hvd.common._fastcall (python/README.md), against the stable ABI.
+  python3-dev
   # OpenBLAS for Debian's torch: without it torch falls back to the reference BLAS, ~10x slower
   # here (docs/performance.md), which would swamp every training-step measurement.
   libopenblas0

@@ -62,9 +62,12 @@ std::string BadShape(int n, const hvd_tensor* t) {
 }
 
 // A handle already failed with `s` (bad arguments caught at the ABI edge).
+hvd::Handle FailedHandle(const std::string& what) {
+  return hvd::Handle(hvd::internal::Operation::Failed(hvd::InvalidArgument(what)));
+}
+
 hvd_handle* Failed(const std::string& what) {
-  auto op = hvd::internal::Operation::Failed(hvd::InvalidArgument(what));
-  return Wrap(hvd::Handle(op));
+  return Wrap(FailedHandle(what));
 }
 
 hvd::AllreduceOptions Reduce(hvd_reduce_op_t op, double prescale, double postscale, int set) {
@@ -78,6 +81,38 @@ hvd::AllreduceOptions Reduce(hvd_reduce_op_t op, double prescale, double postsca
 
 const char* NameOr(const char* name) {
   return name ? name : "";
+}
+
+// FromC into `*out`, reusing its shape's memory: the allreduce entry points run once per
+// gradient, and the runtime copies what it keeps.
+const hvd::Tensor& Into(const hvd_tensor* t, hvd::Tensor* out) {
+  out->data = t->data;
+  out->dtype = static_cast<hvd::DataType>(t->dtype);
+  if (t->ndim > 0) {
+    out->shape.assign(t->shape, t->shape + t->ndim);
+  } else {
+    out->shape.clear();
+  }
+  out->device = t->device;
+  out->stream = t->stream;
+  return *out;
+}
+
+// hvd_enqueue_allreduce's operation (failed at once for unreadable descriptors).
+hvd::Handle StartAllreduce(const char* name, const hvd_tensor* input, const hvd_tensor* output,
+                           hvd_reduce_op_t op, double prescale, double postscale, int process_set) {
+  if (input == nullptr || output == nullptr) {
+    return FailedHandle("allreduce: input or output is NULL");
+  }
+  if (std::string bad = BadShape(1, input); !bad.empty()) {
+    return FailedHandle("allreduce: input " + bad);
+  }
+  if (std::string bad = BadShape(1, output); !bad.empty()) {
+    return FailedHandle("allreduce: output " + bad);
+  }
+  thread_local hvd::Tensor t_input, t_output;
+  return hvd::AllreduceAsync(NameOr(name), Into(input, &t_input), Into(output, &t_output),
+                             Reduce(op, prescale, postscale, process_set));
 }
 
 }  // namespace
@@ -184,11 +219,7 @@ int hvd_init_with_process_sets(const int* ranks, const int* set_sizes, int num_s
 hvd_handle* hvd_enqueue_allreduce(const char* name, const hvd_tensor* input,
                                   const hvd_tensor* output, hvd_reduce_op_t op, double prescale,
                                   double postscale, int process_set) {
-  if (input == nullptr || output == nullptr) return Failed("allreduce: input or output is NULL");
-  if (!BadShape(1, input).empty()) return Failed("allreduce: input " + BadShape(1, input));
-  if (!BadShape(1, output).empty()) return Failed("allreduce: output " + BadShape(1, output));
-  return Wrap(hvd::AllreduceAsync(NameOr(name), FromC(input), FromC(output),
-                                  Reduce(op, prescale, postscale, process_set)));
+  return Wrap(StartAllreduce(name, input, output, op, prescale, postscale, process_set));
 }
 
 hvd_handle* hvd_run_allreduce(const char* name, const hvd_tensor* input, const hvd_tensor* output,
@@ -202,7 +233,7 @@ int hvd_run_allreduce_for(const char* name, const hvd_tensor* input, const hvd_t
                           hvd_reduce_op_t op, double prescale, double postscale, int process_set,
                           int64_t timeout_ms, hvd_handle** pending) {
   if (pending != nullptr) *pending = nullptr;
-  hvd_handle* h;
+  hvd::Handle h;  // on the heap only when it outlives the call (*pending)
   {
     // This thread runs the rounds for at most `timeout_ms` (a peer may be late): the caller then
     // gets its pending handle back in time to see a Ctrl-C.
@@ -210,19 +241,16 @@ int hvd_run_allreduce_for(const char* name, const hvd_tensor* input, const hvd_t
     hvd::internal::CallerWaits waits(pending != nullptr
                                          ? std::chrono::steady_clock::now() + wait
                                          : std::chrono::steady_clock::time_point::max());
-    h = hvd_enqueue_allreduce(name, input, output, op, prescale, postscale, process_set);
+    h = StartAllreduce(name, input, output, op, prescale, postscale, process_set);
   }
-  const hvd::Status waited =
-      h->handle.WaitFor(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
+  const hvd::Status waited = h.WaitFor(std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms));
   // Whether it completed decides, not the wait's status: an operation may complete between the
   // wait's timeout and here, and its own status is then the answer.
-  if (!h->handle.Ready() && pending != nullptr) {
-    *pending = h;
+  if (!h.Ready() && pending != nullptr) {
+    *pending = Wrap(std::move(h));
     return Report(waited);
   }
-  const int code = Report(h->handle.Wait());  // at once when complete; else (no `pending`) waits
-  delete h;
-  return code;
+  return Report(h.Wait());  // at once when complete; else (no `pending`) waits
 }
 
 hvd_handle* hvd_enqueue_grouped_allreduce(const char* name, int n, const hvd_tensor* inputs,

@@ -5,6 +5,9 @@ kill:      rank 1 dies by SIGKILL while rank 0 waits in an allreduce; rank 0 mus
 interrupt: rank 0 waits in synchronize() for an allreduce rank 1 submits 2 s late; the driver
            sends rank 0 SIGINT meanwhile: KeyboardInterrupt must arrive at once, and the same
            handle must still complete afterwards.
+interrupt-sync: the same in a synchronous hvd.allreduce (the call that submits it waits): the
+           interrupted operation keeps its buffers until it completes, and the job goes on (rank
+           0's next allreduce gets the right sum, so it ran after the interrupted one).
 """
 import os
 import signal
@@ -52,4 +55,21 @@ if mode == "interrupt":
     except KeyboardInterrupt:
         print("KeyboardInterrupt after %.2f s" % (time.monotonic() - start), flush=True)
     print("result %s" % hvd.synchronize(h)[0].item(), flush=True)
+    sys.exit(0)
+
+if mode == "interrupt-sync":
+    if hvd.rank() == 1:
+        time.sleep(2.0)
+        hvd.allreduce(x, name="late", op=hvd.Sum)
+        print("rank 1 result %s" % hvd.allreduce(x * 3, name="after", op=hvd.Sum)[0].item(),
+              flush=True)
+        sys.exit(0)
+    start = time.monotonic()
+    try:
+        hvd.allreduce(x, name="late", op=hvd.Sum)
+        print("allreduce returned before the interrupt", flush=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt after %.2f s" % (time.monotonic() - start), flush=True)
+    print("result %s" % hvd.allreduce(x * 3, name="after", op=hvd.Sum)[0].item(), flush=True)
     sys.exit(0)

@@ -5,7 +5,8 @@ HVD_RENDEZVOUS=file://DIR, with subprocess), so it is skipped inside a job start
 - a peer killed by SIGKILL while this rank waits in an allreduce: HorovodInternalError within
   seconds, on this and on later operations;
 - Ctrl-C (SIGINT) while synchronize() waits: KeyboardInterrupt at once; the operation stays
-  valid and a second synchronize() gets its result.
+  valid and a second synchronize() gets its result; while a synchronous allreduce waits: the
+  same, and the next allreduce completes.
 """
 import os
 import signal
@@ -62,9 +63,12 @@ def test_killed_peer_raises_horovod_internal_error():
     assert seconds_after(out0, "HorovodInternalError after ") < 5.0, out0
 
 
-def test_ctrl_c_interrupts_synchronize_and_the_handle_survives():
+@pytest.mark.parametrize("mode", ["interrupt", "interrupt-sync"])
+def test_ctrl_c_interrupts_the_wait_and_the_operation_survives(mode):
+    """interrupt: synchronize() on an async handle; interrupt-sync: a synchronous allreduce, whose
+    operation the binding keeps (with its buffers) until it completes."""
     with tempfile.TemporaryDirectory() as rendezvous:
-        procs = start_job("interrupt", rendezvous)
+        procs = start_job(mode, rendezvous)
         line = procs[0].stdout.readline()
         assert line.strip() == "ready", line
         time.sleep(0.5)
@@ -75,5 +79,6 @@ def test_ctrl_c_interrupts_synchronize_and_the_handle_survives():
     assert "KeyboardInterrupt after" in out0, out0
     # The wait is sliced every 100 ms: the interrupt lands well before rank 1 arrives (2 s).
     assert seconds_after(out0, "KeyboardInterrupt after ") < 1.5, out0
-    assert "result 2.0" in out0 and "rank 1 result 2.0" in out1, out0 + out1
+    want = "2.0" if mode == "interrupt" else "6.0"
+    assert "result " + want in out0 and "rank 1 result " + want in out1, out0 + out1
     assert time.monotonic() - sent < 30

@@ -189,6 +189,23 @@ def _load_library():
 
 
 lib, library_path = _load_library()
+
+
+def _bind_fastcall():
+    """hvd.common._fastcall bound to `lib`'s allreduce functions, or None where it was not built
+    (no Python headers at build time) or cannot be loaded: ctypes then makes those calls too."""
+    try:
+        from hvd.common import _fastcall
+    except ImportError:
+        return None
+    address = ctypes.cast  # the library's own functions: one runtime in the process
+    _fastcall.bind(address(lib.hvd_run_allreduce_for, ctypes.c_void_p).value,
+                   address(lib.hvd_enqueue_allreduce, ctypes.c_void_p).value)
+    return _fastcall
+
+
+# The allreduce calls every gradient makes, ~0.7 us cheaper each than through ctypes.
+fastcall = _bind_fastcall()
 _wait_for = lib.hvd_wait_for
 _poll = lib.hvd_poll
 _DEADLINE_EXCEEDED = _exc.DEADLINE_EXCEEDED

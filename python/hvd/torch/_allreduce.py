@@ -17,6 +17,8 @@ from hvd.torch import _output_pool as _pool
 from hvd.torch.compression import Compression
 
 _lib = _b.lib
+# The allreduce calls without ctypes (hvd.common._fastcall); None where it is missing.
+_fast = _b.fastcall
 _enqueue_allreduce = _lib.hvd_enqueue_allreduce
 # For a caller that waits at once: it may run on this thread, and is waited for in the same call.
 # The same function without argtypes, every argument passed ready-made (c_double, c_int64,
@@ -25,7 +27,8 @@ _enqueue_allreduce = _lib.hvd_enqueue_allreduce
 _run_allreduce_for = _lib["hvd_run_allreduce_for"]
 _run_allreduce_for.restype = _b.ctypes.c_int
 _ONE = _b.ctypes.c_double(1.0)
-_FIRST_WAIT_MS = _b.ctypes.c_int64(100)
+_FIRST_WAIT_MS_INT = 100
+_FIRST_WAIT_MS = _b.ctypes.c_int64(_FIRST_WAIT_MS_INT)
 _Pending = _b.ctypes.c_void_p
 _byref = _b.ctypes.byref
 _c_double = _b.ctypes.c_double
@@ -34,6 +37,12 @@ _wait = _b.wait
 Average = _b.Average
 
 _HVD_OPS = _b.HVD_OPS
+_DTYPES = _h.DTYPES
+_Tensor = torch.Tensor
+_STRIDED = torch.strided
+_names = {}  # name -> the runtime's name of an allreduce (bytes; None for "")
+# Fewer elements than this: below the output pool's threshold whatever the dtype (8 bytes at most).
+_SMALL_NUMEL = _pool.MIN_BYTES // 8
 handle_average_backwards_compatibility = get_average_backwards_compatibility_fun(_b)
 def _reduce_op(op, average):
     """hvd_reduce_op_t for Horovod's op (and its deprecated boolean `average`)."""
@@ -79,47 +88,88 @@ def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_fa
     c_op = _HVD_OPS.get(op) if average is None and type(op) is int else None
     if c_op is None:
         c_op = _reduce_op(op, average)  # no op, the deprecated `average`, or an unknown op
-    dtype = _h.host_dtype(tensor)
+    # A dense host tensor of a dtype hvd takes: _h.host_dtype, written out.
+    dtype = (_DTYPES.get(tensor.dtype) if isinstance(tensor, _Tensor) and tensor.is_cpu
+             and tensor.layout is _STRIDED else None)
     device = -1
     if dtype is None:
         dtype, device = _h.check_tensor(tensor, "allreduce")  # a CUDA tensor, or the error
-    if inplace and not tensor.is_contiguous():
-        d, keep, finish = _h.inplace(tensor, dtype, device)  # a copy, copied back at the end
-        out_d = d
-    elif inplace:
-        d = out_d = _h.desc(tensor, dtype, device)
-        keep, finish = tensor, None  # the result is `tensor`
-    else:
+    # result: what a synchronous call returns once done (None: finish(None, keep) makes it).
+    if not inplace:
         src = tensor if tensor.is_contiguous() else tensor.contiguous()
         # Contiguous, as src; a large host output reuses pooled memory (no page faults).
-        small = device >= 0 or src.numel() * src.element_size() < _pool.MIN_BYTES
+        small = device >= 0 or src.numel() < _SMALL_NUMEL
         out = torch.empty_like(src) if small else _pool.empty_like(src)
-        d, out_d = _h.desc(src, dtype, device), _h.desc(out, dtype, device)
-        keep, finish = (out, src), _first
+        result, keep, finish = out, (out, src), _first
+    elif tensor.is_contiguous():
+        src = out = result = keep = tensor
+        finish = None
+    else:
+        src, keep, finish = _h.inplace_buffer(tensor)  # a copy, copied back at the end
+        out, result = src, None
+    c_name = _names.get(name)  # _h.op_name("allreduce", name), without its tuple key
+    if c_name is None and name is not None:
+        c_name = _h.op_name("allreduce", name)
+        if len(_names) >= _h.NAMES_MAX:
+            _names.clear()
+        _names[name] = c_name
+    if _fast is None:
+        return _allreduce_ctypes(src, out, keep, finish, c_name, dtype, device, c_op,
+                                 prescale_factor, postscale_factor, ps_id, sync)
+    stream = None if device < 0 else _h.stream(device)
     if not sync:
-        return (_enqueue_allreduce(_h.op_name("allreduce", name), d, out_d, c_op, prescale_factor,
-                                   postscale_factor, ps_id), keep, finish)
+        return (_fast.enqueue_allreduce(c_name, src.data_ptr(), out.data_ptr(), src.shape, dtype,
+                                        device, stream, c_op, prescale_factor, postscale_factor,
+                                        ps_id), keep, finish)
+    done = 0
+    try:
+        done = _fast.run_allreduce(c_name, src.data_ptr(), out.data_ptr(), src.shape, dtype,
+                                   device, stream, c_op, prescale_factor, postscale_factor, ps_id,
+                                   _FIRST_WAIT_MS_INT)
+        if done == 0:
+            return result if result is not None else finish(None, keep)
+        if type(done) is int:  # failed; the runtime released the operation
+            raise _error_from_status(done, _last_error(), None)
+        pending = done[1]  # still running after 100 ms: in slices, so that Ctrl-C is seen
+        code = _wait(pending)
+    except BaseException:
+        _park_if_running(done, keep, finish)
+        raise
+    return _h.complete(pending, code, keep, finish)
+
+
+def _allreduce_ctypes(src, out, keep, finish, c_name, dtype, device, c_op, prescale_factor,
+                      postscale_factor, ps_id, sync):
+    """_allreduce's call through ctypes, where hvd.common._fastcall is missing: descriptors (from
+    _h.desc's cache) and ctypes values made ready for the call."""
+    d = _h.desc(src, dtype, device)
+    out_d = d if out is src else _h.desc(out, dtype, device)
+    if not sync:
+        return (_enqueue_allreduce(c_name, d, out_d, c_op, prescale_factor, postscale_factor,
+                                   ps_id), keep, finish)
     pending = _Pending()
-    done = False  # the runtime has released the operation (completed in the first call)
     try:
         code = _run_allreduce_for(
-            _h.op_name("allreduce", name), _byref(d), _byref(out_d), c_op,
+            c_name, _byref(d), _byref(out_d), c_op,
             _ONE if prescale_factor == 1.0 else _c_double(prescale_factor),
             _ONE if postscale_factor == 1.0 else _c_double(postscale_factor), ps_id,
             _FIRST_WAIT_MS, _byref(pending))
-        if not pending.value:
-            done = True
+        if not pending.value:  # the runtime has released the operation
             if code == 0:
                 return keep if finish is None else finish(None, keep)
             raise _error_from_status(code, _last_error(), None)
         code = _wait(pending.value)  # still running after 100 ms: in slices, Ctrl-C is seen
     except BaseException:
-        # Interrupted (Ctrl-C) while it may still write into its buffers: the handle table keeps
-        # them (under a handle nobody has), as _h.run does.
-        if not done and pending.value:
-            _h.park(pending.value, keep, finish)
+        _park_if_running((code, pending.value) if pending.value else 0, keep, finish)
         raise
     return _h.complete(pending.value, code, keep, finish)
+
+
+def _park_if_running(done, keep, finish):
+    """Interrupted (Ctrl-C) while a synchronous allreduce may still write into its buffers (done:
+    (code, its handle)): the handle table keeps them, under a handle nobody has, as _h.run does."""
+    if type(done) is tuple:
+        _h.park(done[1], keep, finish)
 
 
 def _first(ptr, keep):

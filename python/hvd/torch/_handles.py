@@ -173,8 +173,15 @@ def input_descs(tensors, what):
 def inplace(tensor, dtype, device):
     """(descriptor, keep, finish) for an in-place operation on `tensor`: its own buffer (finish
     None: the result is keep, `tensor`), or a contiguous copy whose result finish copies back."""
+    buf, keep, finish = inplace_buffer(tensor)
+    return desc(buf, dtype, device), keep, finish
+
+
+def inplace_buffer(tensor):
+    """(buffer, keep, finish) for an in-place operation on `tensor`: as inplace(), with the
+    contiguous buffer the runtime works in instead of its descriptor."""
     if tensor.is_contiguous():
-        return desc(tensor, dtype, device), tensor, None  # the result is `tensor` itself
+        return tensor, tensor, None  # the result is `tensor` itself
     buf = tensor.contiguous()
 
     def copy_back(ptr, keep):
@@ -182,13 +189,13 @@ def inplace(tensor, dtype, device):
             tensor.copy_(buf)
         return tensor
 
-    return desc(buf, dtype, device), buf, copy_back
+    return buf, buf, copy_back
 
 
 # ---- names and process sets ---------------------------------------------------------------------
 
 _names = {}  # (kind, name) -> the encoded name: a training loop names the same tensors each step
-_NAMES_MAX = 4096
+NAMES_MAX = 4096  # names cached at most (a loop names the same tensors each step)
 
 
 def op_name(kind, name):
@@ -201,7 +208,7 @@ def op_name(kind, name):
     encoded = _names.get(key)
     if encoded is None:
         encoded = ("%s.%s" % (kind, name)).encode("utf-8")
-        if len(_names) >= _NAMES_MAX:
+        if len(_names) >= NAMES_MAX:
             _names.clear()
         _names[key] = encoded
     return encoded
