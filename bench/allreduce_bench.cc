@@ -305,7 +305,7 @@ Status RunApi(const Options& o, const RankEnv& env, const std::vector<Ref>& refs
     path.allreduce = [set, &out, call](void* buf, size_t count, DataType dtype, ReduceOp op) {
       Call& c = *call;
       if (c.name.empty() || c.buf != buf || c.count != count || c.dtype != dtype || c.op != op) {
-        c = Call{buf, count, dtype, op};
+        c = Call{buf, count, dtype, op, {}, {}, {}, {}};
         c.name = "bench." + std::to_string(count) + "." + std::string(DataTypeName(dtype)) + "." +
                  std::string(ReduceOpName(op));
         c.t = MakeTensor(buf, dtype, static_cast<int64_t>(count));

@@ -202,7 +202,8 @@ const char kLoopFlagsUsage[] =
     "  -t            float32 float64 float16 bfloat16 int8 uint8 int32 int64 int16 bool\n"
     "  -o            sum average min max product (bool: sum/max are or, min/product and)\n"
     "  --iters       auto (each timed loop >= 0.3 s, <= 1000 ops) or a count\n"
-    "  --warmup N    untimed operations per size (default 5; at most 64 MiB of warmup traffic)\n"
+    "  --warmup N    untimed operations per size (default 5; at most 64 MiB of warmup traffic,\n"
+    "                but at least min(N, 16))\n"
     "  --check 0|1   check every element after timing (default 1)\n"
     "  --results 1   also print a machine-readable RESULT line per size\n";
 
@@ -253,7 +254,9 @@ std::string LoopOptionsError(const LoopOptions& o) {
 
 int WarmupCount(const LoopOptions& o, size_t bytes) {
   if (o.warmup == 0) return 0;
-  return std::clamp(static_cast<int>((size_t{64} << 20) / std::max<size_t>(bytes, 1)), 1, o.warmup);
+  constexpr int kMinWarmup = 16;  // the runtime's first algorithm decisions (header)
+  return std::clamp(static_cast<int>((size_t{64} << 20) / std::max<size_t>(bytes, 1)),
+                    std::min(o.warmup, kMinWarmup), o.warmup);
 }
 
 Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& refs,
@@ -334,7 +337,8 @@ void PrintHeader(const LoopOptions& o, const std::string& what, int np) {
   std::printf("# %s, %d ranks\n", what.c_str(), np);
   std::printf("# machine: %s\n", MachineLine().c_str());
   std::printf(
-      "# warmup %d (at most 64 MiB of warmup traffic), iters %s, check %s; busbw = algbw *"
+      "# warmup %d (at most 64 MiB of warmup traffic, at least min(warmup, 16)), iters %s, check "
+      "%s; busbw = algbw *"
       " 2(N-1)/N; time is the slowest rank's\n"
       "# memcpy, reduce2t: one process, same size (reduce2t: 2 threads of the float32 sum"
       " kernel, a[i] += b[i])\n",

@@ -73,7 +73,10 @@ extern const char kLoopFlagsUsage[];
 std::string LoopOptionsError(const LoopOptions& o);
 
 // Untimed operations before a size is timed: o.warmup, but at most 64 MiB of traffic (a large
-// buffer's first operation already touches every page) and at least one; 0 when o.warmup is 0.
+// buffer's first operation already touches every page) and at least min(o.warmup, 16): through
+// the API the runtime chooses its algorithm for a size after the 2nd, 4th, 8th and 16th
+// operation of it, probing the other one before each, and a timed loop of a few large operations
+// would otherwise time the probes. 0 when o.warmup is 0.
 int WarmupCount(const LoopOptions& o, size_t bytes);
 
 // Prints the table's header (rank 0 only calls it): what runs, the machine, the method.

@@ -25,10 +25,11 @@ def lat_iters(nbytes):
 
 
 def lat_warmup(nbytes):
-    """Untimed operations before the latency part's timed loop: LAT_WARMUP (the first ~100 after
-    init run up to 1.5x slower, Python or C++ alike), at most 64 MiB of traffic (at least 1), as
-    allreduce_bench's --warmup."""
-    return max(1, min(LAT_WARMUP, (64 << 20) // nbytes))
+    """Untimed operations before the latency part's timed loop: LAT_WARMUP (the first hundred or
+    so after init run up to 1.7x slower, Python or C++ alike), at most 64 MiB of traffic but at
+    least 16 (the runtime's algorithm choice for a size settles after 16 operations of it), as
+    allreduce_bench's --warmup counts them (WarmupCount)."""
+    return max(min(LAT_WARMUP, 16), min(LAT_WARMUP, (64 << 20) // nbytes))
 
 
 def build_model(torch, dims):
