@@ -34,21 +34,6 @@ hvd_handle* Wrap(hvd::Handle h) {
   return new hvd_handle{std::move(h)};
 }
 
-hvd::Tensor FromC(const hvd_tensor* t) {
-  hvd::Tensor out;
-  if (t == nullptr) return out;
-  out = MakeTensor(t->data, static_cast<hvd_dtype_t>(t->dtype), t->ndim, t->shape);
-  out.device = t->device;
-  out.stream = t->stream;
-  return out;
-}
-
-std::vector<hvd::Tensor> FromC(int n, const hvd_tensor* t) {
-  std::vector<hvd::Tensor> out;
-  for (int i = 0; i < n && t != nullptr; ++i) out.push_back(FromC(&t[i]));
-  return out;
-}
-
 // What is wrong with descriptors whose shape cannot be read (ndim < 0, or ndim > 0 with a NULL
 // shape, which would otherwise pass as a scalar); "" when nothing.
 std::string BadShape(int n, const hvd_tensor* t) {
@@ -83,12 +68,12 @@ const char* NameOr(const char* name) {
   return name ? name : "";
 }
 
-// FromC into `*out`, reusing its shape's memory: the allreduce entry points run once per
-// gradient, and the runtime copies what it keeps.
+// The tensor `t` describes, in `*out` (its shape's memory reused: the allreduce entry points
+// keep one per thread, since they run once per gradient and the runtime copies what it keeps).
 const hvd::Tensor& Into(const hvd_tensor* t, hvd::Tensor* out) {
   out->data = t->data;
   out->dtype = static_cast<hvd::DataType>(t->dtype);
-  if (t->ndim > 0) {
+  if (t->ndim > 0 && t->shape != nullptr) {
     out->shape.assign(t->shape, t->shape + t->ndim);
   } else {
     out->shape.clear();
@@ -96,6 +81,18 @@ const hvd::Tensor& Into(const hvd_tensor* t, hvd::Tensor* out) {
   out->device = t->device;
   out->stream = t->stream;
   return *out;
+}
+
+hvd::Tensor FromC(const hvd_tensor* t) {
+  hvd::Tensor out;
+  if (t != nullptr) Into(t, &out);
+  return out;
+}
+
+std::vector<hvd::Tensor> FromC(int n, const hvd_tensor* t) {
+  std::vector<hvd::Tensor> out;
+  for (int i = 0; i < n && t != nullptr; ++i) out.push_back(FromC(&t[i]));
+  return out;
 }
 
 // hvd_enqueue_allreduce's operation (failed at once for unreadable descriptors).
@@ -110,6 +107,8 @@ hvd::Handle StartAllreduce(const char* name, const hvd_tensor* input, const hvd_
   if (std::string bad = BadShape(1, output); !bad.empty()) {
     return FailedHandle("allreduce: output " + bad);
   }
+  // AllreduceAsync copies both before it submits (a callback run on this thread that comes back
+  // here finds nothing of them still in use).
   thread_local hvd::Tensor t_input, t_output;
   return hvd::AllreduceAsync(NameOr(name), Into(input, &t_input), Into(output, &t_output),
                              Reduce(op, prescale, postscale, process_set));

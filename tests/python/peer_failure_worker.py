@@ -5,9 +5,12 @@ kill:      rank 1 dies by SIGKILL while rank 0 waits in an allreduce; rank 0 mus
 interrupt: rank 0 waits in synchronize() for an allreduce rank 1 submits 2 s late; the driver
            sends rank 0 SIGINT meanwhile: KeyboardInterrupt must arrive at once, and the same
            handle must still complete afterwards.
-interrupt-sync: the same in a synchronous hvd.allreduce (the call that submits it waits): the
-           interrupted operation keeps its buffers until it completes, and the job goes on (rank
-           0's next allreduce gets the right sum, so it ran after the interrupted one).
+interrupt-sync[-ctypes]:SECONDS: the same in a synchronous hvd.allreduce (the call that submits
+           it waits), interrupted by rank 0 itself after SECONDS (SIGALRM raising
+           KeyboardInterrupt: 0.03 lands in the call's first 100 ms, 0.5 in the wait after it;
+           -ctypes: without hvd.common._fastcall): the interrupted operation must be parked in the
+           handle table with its buffers (it is still running), and the job goes on (rank 0's
+           next allreduce gets the right sum, so it ran after the interrupted one).
 """
 import os
 import signal
@@ -57,13 +60,23 @@ if mode == "interrupt":
     print("result %s" % hvd.synchronize(h)[0].item(), flush=True)
     sys.exit(0)
 
-if mode == "interrupt-sync":
+if mode.startswith("interrupt-sync"):
     if hvd.rank() == 1:
         time.sleep(2.0)
         hvd.allreduce(x, name="late", op=hvd.Sum)
         print("rank 1 result %s" % hvd.allreduce(x * 3, name="after", op=hvd.Sum)[0].item(),
               flush=True)
         sys.exit(0)
+    from hvd.torch import _allreduce, _handles
+    if mode.split(":")[0].endswith("-ctypes"):
+        _allreduce._fast = None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGALRM, interrupt)
+    parked_before = len(_handles._table)
+    signal.setitimer(signal.ITIMER_REAL, float(mode.split(":")[1]))
     start = time.monotonic()
     try:
         hvd.allreduce(x, name="late", op=hvd.Sum)
@@ -71,5 +84,6 @@ if mode == "interrupt-sync":
         sys.exit(2)
     except KeyboardInterrupt:
         print("KeyboardInterrupt after %.2f s" % (time.monotonic() - start), flush=True)
+    print("parked %d" % (len(_handles._table) - parked_before), flush=True)
     print("result %s" % hvd.allreduce(x * 3, name="after", op=hvd.Sum)[0].item(), flush=True)
     sys.exit(0)

@@ -19,20 +19,19 @@
 #include <stdint.h>
 
 #include <initializer_list>
+#include <vector>
 
 #include "hvd/c_api.h"
 
 namespace {
 
-using RunFn = int (*)(const char*, const hvd_tensor*, const hvd_tensor*, hvd_reduce_op_t, double,
-                      double, int, int64_t, hvd_handle**);
-using EnqueueFn = hvd_handle* (*)(const char*, const hvd_tensor*, const hvd_tensor*,
-                                  hvd_reduce_op_t, double, double, int);
+using RunFn = decltype(&hvd_run_allreduce_for);  // c_api.h's types: nothing to link
+using EnqueueFn = decltype(&hvd_enqueue_allreduce);
 
 RunFn g_run = nullptr;
 EnqueueFn g_enqueue = nullptr;
 
-constexpr int kMaxDims = 64;  // torch's own limit on a tensor's dimensions
+constexpr int kDimsOnStack = 16;  // more dimensions than this: dims on the heap
 
 // The arguments both calls share, converted from Python objects. Returns false with a Python
 // exception set.
@@ -40,7 +39,8 @@ struct AllreduceArgs {
   const char* name = nullptr;
   hvd_tensor input{};
   hvd_tensor output{};
-  int64_t dims[kMaxDims];
+  int64_t stack_dims[kDimsOnStack];
+  std::vector<int64_t> heap_dims;
   int op = 0;
   double prescale = 1.0;
   double postscale = 1.0;
@@ -91,14 +91,18 @@ bool Parse(PyObject* const* args, AllreduceArgs* a) {
     return false;
   }
   Py_ssize_t ndim = PyTuple_Size(shape);
-  if (ndim > kMaxDims) {
-    PyErr_Format(PyExc_ValueError, "hvd._fastcall: a shape of %zd dimensions (at most %d)", ndim,
-                 kMaxDims);
+  if (ndim > INT32_MAX) {
+    PyErr_Format(PyExc_ValueError, "hvd._fastcall: a shape of %zd dimensions", ndim);
     return false;
   }
+  int64_t* dims = a->stack_dims;
+  if (ndim > kDimsOnStack) {
+    a->heap_dims.resize(static_cast<size_t>(ndim));
+    dims = a->heap_dims.data();
+  }
   for (Py_ssize_t i = 0; i < ndim; ++i) {
-    a->dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));  // borrowed
-    if (a->dims[i] == -1 && PyErr_Occurred()) return false;
+    dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));  // borrowed
+    if (dims[i] == -1 && PyErr_Occurred()) return false;
   }
   int dtype = 0, device = 0;
   void* stream = nullptr;
@@ -113,7 +117,7 @@ bool Parse(PyObject* const* args, AllreduceArgs* a) {
   a->postscale = PyFloat_AsDouble(args[9]);
   if (a->postscale == -1.0 && PyErr_Occurred()) return false;
   for (hvd_tensor* t : {&a->input, &a->output}) {
-    t->shape = a->dims;
+    t->shape = dims;
     t->ndim = static_cast<int32_t>(ndim);
     t->dtype = dtype;
     t->device = device;
@@ -124,14 +128,14 @@ bool Parse(PyObject* const* args, AllreduceArgs* a) {
 
 // The checks both calls make first: the argument count (`extra`: the arguments after
 // process_set), bind() done, the shared arguments converted.
-bool Prepare(const char* fn, const void* bound, Py_ssize_t want, const char* extra,
-             PyObject* const* args, Py_ssize_t nargs, AllreduceArgs* a) {
+bool Prepare(const char* fn, bool bound, Py_ssize_t want, const char* extra, PyObject* const* args,
+             Py_ssize_t nargs, AllreduceArgs* a) {
   if (nargs != want) {
     PyErr_Format(PyExc_TypeError, "hvd._fastcall.%s: takes %zd arguments %s%s), not %zd", fn, want,
                  kArgs, extra, nargs);
     return false;
   }
-  if (bound == nullptr) {
+  if (!bound) {
     PyErr_Format(PyExc_RuntimeError, "hvd._fastcall.%s: bind() was not called", fn);
     return false;
   }
@@ -139,25 +143,35 @@ bool Prepare(const char* fn, const void* bound, Py_ssize_t want, const char* ext
 }
 
 // run_allreduce(name, input_ptr, output_ptr, shape, dtype, device, stream, op, prescale,
-//               postscale, process_set, timeout_ms)
-// hvd_run_allreduce_for: the status code when the operation is over (0: done; its handle
-// released), or (code, pending handle) while it still runs after timeout_ms.
+//               postscale, process_set, timeout_ms, pending)
+// hvd_run_allreduce_for: the status code (0: done). While the operation still runs after
+// timeout_ms, its handle is stored in pending[0] (a list) before this returns: a KeyboardInterrupt
+// raised as the call returns (a Ctrl-C during it) loses the return value, not the handle, and the
+// caller must keep the operation's buffers until it completes.
 PyObject* RunAllreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   AllreduceArgs a;
-  if (!Prepare("run_allreduce", reinterpret_cast<const void*>(g_run), 12, ", timeout_ms", args,
-               nargs, &a)) {
+  if (!Prepare("run_allreduce", g_run != nullptr, 13, ", timeout_ms, pending", args, nargs, &a)) {
     return nullptr;
   }
   long long timeout_ms = PyLong_AsLongLong(args[11]);
   if (timeout_ms == -1 && PyErr_Occurred()) return nullptr;
+  PyObject* slot = args[12];
+  if (!PyList_Check(slot) || PyList_Size(slot) < 1) {
+    PyErr_SetString(PyExc_TypeError, "hvd._fastcall.run_allreduce: pending must be a list [0]");
+    return nullptr;
+  }
   hvd_handle* pending = nullptr;
   int code;
   Py_BEGIN_ALLOW_THREADS;
   code = g_run(a.name, &a.input, &a.output, static_cast<hvd_reduce_op_t>(a.op), a.prescale,
                a.postscale, a.process_set, timeout_ms, &pending);
   Py_END_ALLOW_THREADS;
-  if (pending == nullptr) return PyLong_FromLong(code);
-  return Py_BuildValue("(iN)", code, PyLong_FromVoidPtr(pending));
+  if (pending != nullptr) {
+    // Only memory exhaustion makes this fail; the handle is then lost with a MemoryError.
+    PyObject* handle = PyLong_FromVoidPtr(pending);
+    if (handle == nullptr || PyList_SetItem(slot, 0, handle) != 0) return nullptr;  // steals
+  }
+  return PyLong_FromLong(code);
 }
 
 // enqueue_allreduce(name, input_ptr, output_ptr, shape, dtype, device, stream, op, prescale,
@@ -165,8 +179,7 @@ PyObject* RunAllreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // hvd_enqueue_allreduce: the handle (an int; 0 when the runtime made none).
 PyObject* EnqueueAllreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   AllreduceArgs a;
-  if (!Prepare("enqueue_allreduce", reinterpret_cast<const void*>(g_enqueue), 11, "", args, nargs,
-               &a)) {
+  if (!Prepare("enqueue_allreduce", g_enqueue != nullptr, 11, "", args, nargs, &a)) {
     return nullptr;
   }
   hvd_handle* handle;
@@ -207,7 +220,7 @@ PyMethodDef kMethods[] = {
     {"run_allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(RunAllreduce)),
      METH_FASTCALL,
      "run_allreduce(name, input_ptr, output_ptr, shape, dtype, device, stream, op, prescale, "
-     "postscale, process_set, timeout_ms) -> code, or (code, pending) while it runs"},
+     "postscale, process_set, timeout_ms, pending) -> code; pending[0]: the handle while it runs"},
     {"enqueue_allreduce",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(EnqueueAllreduce)),
      METH_FASTCALL,

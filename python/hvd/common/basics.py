@@ -198,9 +198,9 @@ def _bind_fastcall():
         from hvd.common import _fastcall
     except ImportError:
         return None
-    address = ctypes.cast  # the library's own functions: one runtime in the process
-    _fastcall.bind(address(lib.hvd_run_allreduce_for, ctypes.c_void_p).value,
-                   address(lib.hvd_enqueue_allreduce, ctypes.c_void_p).value)
+    # The addresses of the library's own functions: one runtime in the process.
+    _fastcall.bind(ctypes.cast(lib.hvd_run_allreduce_for, ctypes.c_void_p).value,
+                   ctypes.cast(lib.hvd_enqueue_allreduce, ctypes.c_void_p).value)
     return _fastcall
 
 
