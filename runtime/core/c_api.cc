@@ -46,7 +46,7 @@ std::string BadShape(int n, const hvd_tensor* t) {
   return "";
 }
 
-// A handle already failed with `s` (bad arguments caught at the ABI edge).
+// A handle already failed with InvalidArgument(what) (bad arguments caught at the ABI edge).
 hvd::Handle FailedHandle(const std::string& what) {
   return hvd::Handle(hvd::internal::Operation::Failed(hvd::InvalidArgument(what)));
 }

@@ -37,8 +37,8 @@ def test_fastcall_is_used_where_it_was_built(hvd):
     assert basics.fastcall is not None and _allreduce._fast is basics.fastcall
 
 
-def test_fastcall_links_neither_torch_nor_python_nor_libhvd(hvd):
-    """One build serves every CPython >= 3.10 and every torch: it needs no library at all (the
+def test_fastcall_links_nothing_but_libc(hvd):
+    """One build serves every CPython >= 3.10 and every torch: it needs no library but libc (the
     interpreter provides the C API; libhvd's functions come from bind())."""
     path = _module_file()
     if path is None or shutil.which("readelf") is None:
@@ -46,8 +46,8 @@ def test_fastcall_links_neither_torch_nor_python_nor_libhvd(hvd):
     out = subprocess.run(["readelf", "-d", "-W", path], capture_output=True, text=True,
                          timeout=60, check=True).stdout
     needed = [line.split("[")[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
-    for lib in needed:
-        assert not any(bad in lib for bad in ("torch", "c10", "python", "hvd")), needed
+    # libc at most: no torch, no Python, no libhvd, no C++ runtime.
+    assert all(lib.startswith("libc.so") for lib in needed), needed
 
 
 def test_fastcall_refuses_bad_arguments_before_submitting(hvd):

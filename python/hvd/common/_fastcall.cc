@@ -19,7 +19,6 @@
 #include <stdint.h>
 
 #include <initializer_list>
-#include <vector>
 
 #include "hvd/c_api.h"
 
@@ -40,11 +39,16 @@ struct AllreduceArgs {
   hvd_tensor input{};
   hvd_tensor output{};
   int64_t stack_dims[kDimsOnStack];
-  std::vector<int64_t> heap_dims;
+  int64_t* heap_dims = nullptr;  // PyMem_Malloc'd (freed with the GIL held, on return)
   int op = 0;
   double prescale = 1.0;
   double postscale = 1.0;
   int process_set = 0;
+
+  AllreduceArgs() = default;
+  AllreduceArgs(const AllreduceArgs&) = delete;
+  AllreduceArgs& operator=(const AllreduceArgs&) = delete;
+  ~AllreduceArgs() { PyMem_Free(heap_dims); }
 };
 
 constexpr const char* kArgs =
@@ -97,8 +101,12 @@ bool Parse(PyObject* const* args, AllreduceArgs* a) {
   }
   int64_t* dims = a->stack_dims;
   if (ndim > kDimsOnStack) {
-    a->heap_dims.resize(static_cast<size_t>(ndim));
-    dims = a->heap_dims.data();
+    a->heap_dims = static_cast<int64_t*>(PyMem_Malloc(sizeof(int64_t) * ndim));
+    if (a->heap_dims == nullptr) {
+      PyErr_NoMemory();
+      return false;
+    }
+    dims = a->heap_dims;
   }
   for (Py_ssize_t i = 0; i < ndim; ++i) {
     dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));  // borrowed
