@@ -116,6 +116,11 @@ Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
   return Handle(op);
 }
 
+void RunRoundsUntilDone(Operation* op, std::chrono::steady_clock::time_point until) {
+  if (op->done()) return;
+  if (std::shared_ptr<Context> ctx = Current()) ctx->engine().RunUntilDone(op, until);
+}
+
 CallerWaits::CallerWaits(std::chrono::steady_clock::time_point until)
     : was_(t_caller_waits), was_until_(t_caller_until) {
   t_caller_waits = true;

@@ -28,6 +28,11 @@ std::shared_ptr<Operation> NewOp(runtime::negotiation::OpType type, std::string 
 // (HVD_RUN_ON_CALLER), so that it is complete on return.
 Handle Submit(std::shared_ptr<Operation> op, const Status& error = Status::OK());
 
+// Before a thread waits for `op` (Handle::Wait, Handle::WaitFor): the current engine may run
+// its rounds on this thread until `op` completes or `until` passes (Engine::RunUntilDone), so
+// that an asynchronous operation waited for costs no tick.
+void RunRoundsUntilDone(Operation* op, std::chrono::steady_clock::time_point until);
+
 // Around a submission the calling thread waits for at once (the synchronous calls): the engine
 // may then run it on this thread instead of handing it to the background thread and back, until
 // it completes or `until` passes (then the background thread goes on with it).

@@ -43,17 +43,19 @@
 // hands it over at the end of its round rather than take the caller's operation itself, which
 // would keep every later round on the background thread. A waiting caller also makes its rounds
 // follow one another at once instead of at ticks: its peers' rounds pace them (a peer submitting
-// the same operation a moment later must not cost a tick). The background thread runs rounds
-// when no caller does: ticks, asynchronous submissions (their cadence is what lets tensors fuse),
-// stop. It is never woken per operation: a caller's rounds move the tick on, which the
-// background thread finds at the old tick, sleeping again. After a round in which no rank had
-// anything new and none had to be waited for (every rank's caller waits, e.g. for operations
-// submitted in different orders), a caller's next round comes at the tick, not back to back.
-// Callbacks of operations completing in a caller's round run on its thread, which counts as the
-// background thread meanwhile (blocking calls fail; submissions are queued, never run there).
-// Once a device operation was submitted, every round runs on the background thread (a round may
-// set CUDA's current device, which is per thread: a caller's must not change under it); a caller
-// then running rounds leaves device operations queued and hands the rounds back.
+// the same operation a moment later must not cost a tick). A thread that waits for an
+// asynchronous operation runs the rounds the same way (RunUntilDone): a training step waiting for
+// its gradients does not wait for the tick. The background thread runs rounds when no caller
+// does: ticks, asynchronous submissions (their cadence is what lets tensors fuse), stop. It is
+// never woken per operation: a caller's rounds move the tick on, which the background thread finds
+// at the old tick, sleeping again. After a round in which no rank had anything new and none had to
+// be waited for (every rank's caller waits, e.g. for operations submitted in different orders), a
+// caller's next round comes at the tick, not back to back. Callbacks of operations completing in a
+// caller's round run on its thread, which counts as the background thread meanwhile (blocking calls
+// fail; submissions are queued, never run there). Once a device operation was submitted, every
+// round runs on the background thread (a round may set CUDA's current device, which is per thread:
+// a caller's must not change under it); a caller then running rounds leaves device operations
+// queued and hands the rounds back.
 //
 // A transport failure fails every pending operation with the error (naming the peer) and stops
 // the engine; later submissions fail at once with the same error.
@@ -132,6 +134,14 @@ class Engine {
   void Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits = false,
                Clock::time_point until = Clock::time_point::max());
 
+  // Thread-safe. A caller about to wait for `op`, submitted earlier without waiting (an
+  // asynchronous submission, or a synchronous one whose caller's time ran out): where `op` runs
+  // in host memory and no other thread holds the rounds, this thread runs them until `op`
+  // completes or `until`, as a synchronous submission's caller does (above), instead of waiting
+  // for the background thread's next tick. Returns at once otherwise, and on the background
+  // thread.
+  void RunUntilDone(internal::Operation* op, Clock::time_point until);
+
   // Asks every rank to stop (they stop together at the next round), waits up to `grace` for
   // that, then aborts the transport. Pending operations fail with Aborted. Idempotent.
   Status Stop(std::chrono::milliseconds grace);
@@ -151,6 +161,10 @@ class Engine {
   bool RoundDue() const HVD_REQUIRES(mu_);
   // Whether a caller may take the token for a round now (above).
   bool CallerMayRun() const HVD_REQUIRES(mu_);
+  // REQUIRES: mu_, held by `lock`. A caller that will wait for `op`: waits (until `op` completes,
+  // `until`, or the token is free) and takes the token; false when it did not take it.
+  bool TakeTokenForCaller(internal::Operation* op, Clock::time_point until, base::MutexLock& lock)
+      HVD_REQUIRES(mu_);
   // On the caller's thread, holding the token: rounds until `op` completes (or the engine ends);
   // then gives the token back.
   void RunForCaller(internal::Operation* op, Clock::time_point until);

@@ -69,22 +69,10 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
       const bool device = op->on_device();
       device_ops_ = device_ops_ || device;
       queue_.push_back(op);
-      bool run = false;
       // Not from a thread running rounds (a callback submitting from a caller's round): it would
       // wait here for the token it holds.
-      if (caller_waits && options_.run_on_caller && !device && !internal::OnBackgroundThread()) {
-        // While another thread holds the token (usually the background thread finishing the
-        // round that completed this caller's previous operation), wait for it rather than leave
-        // this operation to that thread: otherwise the background thread, finding it queued,
-        // would run every later round too and each operation would cost its two hand-offs.
-        ++callers_waiting_;
-        if (driver_ == Driver::kCaller) caller_cv_.NotifyAll();  // one pacing its rounds takes it
-        caller_cv_.WaitUntil(lock, until, [&]() HVD_REQUIRES(mu_) {
-          return ended_ || op->done() || CallerMayRun() || driver_ == Driver::kNone;
-        });
-        --callers_waiting_;
-        run = !op->done() && CallerMayRun();
-      }
+      const bool run = caller_waits && options_.run_on_caller && !device &&
+                       !internal::OnBackgroundThread() && TakeTokenForCaller(op.get(), until, lock);
       if (!run) {
         // A caller running rounds takes this in its next one, or hands it on when it gives the
         // token back (RunForCaller): the background thread is not woken for it.
@@ -95,8 +83,6 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
         }
         return;
       }
-      driver_ = Driver::kCaller;
-      idle_ = false;
     }
   }
   if (reject.ok()) {
@@ -106,6 +92,39 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
   // Before user code hears of it: this operation fails because another rank shut hvd down.
   if (report_peer) options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
   op->Complete(reject);
+}
+
+bool Engine::TakeTokenForCaller(internal::Operation* op, Clock::time_point until,
+                                base::MutexLock& lock) {
+  // While another thread holds the token (usually the background thread finishing the round that
+  // completed this caller's previous operation), wait for it rather than leave `op` to that
+  // thread: otherwise the background thread, finding it queued, would run every later round too
+  // and each operation would cost its two hand-offs.
+  ++callers_waiting_;
+  if (driver_ == Driver::kCaller) caller_cv_.NotifyAll();  // one pacing its rounds takes it
+  caller_cv_.WaitUntil(lock, until, [&]() HVD_REQUIRES(mu_) {
+    return ended_ || op->done() || CallerMayRun() || driver_ == Driver::kNone;
+  });
+  --callers_waiting_;
+  if (op->done() || !CallerMayRun()) return false;
+  driver_ = Driver::kCaller;
+  idle_ = false;
+  return true;
+}
+
+void Engine::RunUntilDone(internal::Operation* op, Clock::time_point until) {
+  if (!options_.run_on_caller || op->on_device() || internal::OnBackgroundThread()) return;
+  {
+    base::MutexLock lock(&mu_);
+    // Only an operation of this engine's still to run (one submitted before a re-init completed
+    // when its engine stopped).
+    if (op->done() ||
+        in_flight_.count(InFlightKey{op->request.process_set, op->request.key}) == 0 ||
+        !TakeTokenForCaller(op, until, lock)) {
+      return;
+    }
+  }
+  RunForCaller(op, until);
 }
 
 // The set's nodes are recycled: an operation's name is copied into a node the previous one

@@ -1,5 +1,7 @@
 #include "core/operation.h"
 
+#include "core/api_internal.h"
+
 namespace hvd {
 namespace internal {
 
@@ -184,12 +186,17 @@ bool Handle::Ready() const {
 
 Status Handle::Wait() const {
   if (op_ == nullptr) return FailedPrecondition("Wait() on an empty hvd::Handle");
+  internal::RunRoundsUntilDone(op_.get(), std::chrono::steady_clock::time_point::max());
   return op_->Wait();
 }
 
 Status Handle::WaitFor(std::chrono::milliseconds timeout) const {
   if (op_ == nullptr) return FailedPrecondition("WaitFor() on an empty hvd::Handle");
-  if (!op_->WaitFor(timeout)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  internal::RunRoundsUntilDone(op_.get(), deadline);
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(
+      std::max(deadline - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{}));
+  if (!op_->WaitFor(left)) {
     if (internal::OnBackgroundThread()) return op_->BackgroundWaitError();
     return DeadlineExceeded("operation '" + op_->request.key + "' did not complete within " +
                             std::to_string(timeout.count()) + " ms; it is still pending");

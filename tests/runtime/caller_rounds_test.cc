@@ -71,6 +71,47 @@ TEST(CallerRounds, SynchronousOperationsRunOnTheCallersThread) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// Asynchronous operations waited for (Handle::Wait and WaitFor, as hvd.torch's synchronize()
+// and a training step's gradients): the waiting thread runs their rounds instead of waiting for
+// the background thread's next tick, a second away here.
+TEST(CallerRounds, WaitingForAsynchronousOperationsRunsTheirRounds) {
+  auto res = RunRanks(
+      2,
+      [](int rank, int size, const std::string& dir) -> Status {
+        HVD_RETURN_IF_ERROR(InitRank(rank, size, dir, {{"HVD_CYCLE_TIME", "1000"}}));
+        const auto before = runtime::core::CurrentEngineStats();
+        constexpr int kBatches = 8, kPerBatch = 4;
+        for (int b = 0; b < kBatches; ++b) {
+          std::vector<std::vector<float>> data;
+          std::vector<Handle> handles;
+          for (int i = 0; i < kPerBatch; ++i) {
+            data.emplace_back(100 + i, static_cast<float>(rank + b + i));
+            auto& v = data.back();
+            Tensor t = MakeTensor(v.data(), DataType::kFloat32, static_cast<int64_t>(v.size()));
+            handles.push_back(AllreduceAsync("async." + std::to_string(i), t, t, testing::Sum()));
+          }
+          for (int i = 0; i < kPerBatch; ++i) {
+            HVD_RETURN_IF_ERROR(i % 2 == 0 ? handles[i].Wait()
+                                           : handles[i].WaitFor(std::chrono::seconds(60)));
+            const float want = static_cast<float>(1 + 2 * (b + i));  // ranks 0 and 1
+            HVD_RETURN_IF_ERROR(
+                ExpectEqual("batch " + std::to_string(b) + " op " + std::to_string(i), data[i],
+                            std::vector<float>(data[i].size(), want)));
+          }
+        }
+        const auto after = runtime::core::CurrentEngineStats();
+        const uint64_t caller_rounds = after.caller_rounds - before.caller_rounds;
+        HVD_RETURN_IF_ERROR(Check(caller_rounds >= kBatches, std::to_string(caller_rounds) +
+                                                                 " rounds ran on the waiting "
+                                                                 "thread for " +
+                                                                 std::to_string(kBatches) +
+                                                                 " batches"));
+        return Shutdown();
+      },
+      Opts());
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 TEST(CallerRounds, OffTheBackgroundThreadRunsEveryRound) {
   auto res = RunRanks(
       2,
