@@ -117,7 +117,8 @@ Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
 }
 
 void RunRoundsUntilDone(Operation* op, std::chrono::steady_clock::time_point until) {
-  if (op->done()) return;
+  // Not from a callback (it would wait for the token it holds), nor under g_mu for nothing.
+  if (op->done() || OnBackgroundThread() || op->engine == nullptr) return;
   if (std::shared_ptr<Context> ctx = Current()) ctx->engine().RunUntilDone(op, until);
 }
 

@@ -161,6 +161,10 @@ class Engine {
   bool RoundDue() const HVD_REQUIRES(mu_);
   // Whether a caller may take the token for a round now (above).
   bool CallerMayRun() const HVD_REQUIRES(mu_);
+  // After a submission this thread will not run, or a waiter that did not take the token: tells
+  // whoever should run the next round (a caller pacing its rounds, or the background thread when
+  // it waits for the token or a round is due).
+  void HandOnRounds() HVD_REQUIRES(mu_);
   // REQUIRES: mu_, held by `lock`. A caller that will wait for `op`: waits (until `op` completes,
   // `until`, or the token is free) and takes the token; false when it did not take it.
   bool TakeTokenForCaller(internal::Operation* op, Clock::time_point until, base::MutexLock& lock)

@@ -68,19 +68,14 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
     } else {
       const bool device = op->on_device();
       device_ops_ = device_ops_ || device;
+      op->engine = this;
       queue_.push_back(op);
       // Not from a thread running rounds (a callback submitting from a caller's round): it would
       // wait here for the token it holds.
       const bool run = caller_waits && options_.run_on_caller && !device &&
                        !internal::OnBackgroundThread() && TakeTokenForCaller(op.get(), until, lock);
       if (!run) {
-        // A caller running rounds takes this in its next one, or hands it on when it gives the
-        // token back (RunForCaller): the background thread is not woken for it.
-        if (driver_ == Driver::kCaller) {
-          caller_cv_.NotifyAll();  // a caller pacing its rounds (RunForCaller) takes it at once
-        } else if (loop_wants_token_ || RoundDue()) {
-          wake_cv_.NotifyAll();
-        }
+        HandOnRounds();
         return;
       }
     }
@@ -112,15 +107,32 @@ bool Engine::TakeTokenForCaller(internal::Operation* op, Clock::time_point until
   return true;
 }
 
+void Engine::HandOnRounds() {
+  // A caller running rounds takes the queue in its next one, or hands it on when it gives the
+  // token back (RunForCaller): the background thread is not woken for it.
+  if (driver_ == Driver::kCaller) {
+    caller_cv_.NotifyAll();  // a caller pacing its rounds (RunForCaller) takes it at once
+  } else if (loop_wants_token_ || RoundDue()) {
+    wake_cv_.NotifyAll();
+  }
+}
+
 void Engine::RunUntilDone(internal::Operation* op, Clock::time_point until) {
-  if (!options_.run_on_caller || op->on_device() || internal::OnBackgroundThread()) return;
+  // Only an operation of this engine's (not one of an earlier session's), on host memory, with
+  // time left to wait: a zero timeout (a poll) must not take the token, which would end the
+  // engine's idleness and with it the prompt round a fresh submission gets.
+  if (op->engine != this || !options_.run_on_caller || op->on_device() ||
+      internal::OnBackgroundThread() ||
+      (until != Clock::time_point::max() && Clock::now() >= until)) {
+    return;
+  }
   {
     base::MutexLock lock(&mu_);
-    // Only an operation of this engine's still to run (one submitted before a re-init completed
-    // when its engine stopped).
-    if (op->done() ||
-        in_flight_.count(InFlightKey{op->request.process_set, op->request.key}) == 0 ||
-        !TakeTokenForCaller(op, until, lock)) {
+    if (op->done()) return;
+    if (!TakeTokenForCaller(op, until, lock)) {
+      // The background thread may have handed the token to this thread at the end of the round
+      // that completed `op`, and be waiting to get it back.
+      HandOnRounds();
       return;
     }
   }

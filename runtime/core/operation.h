@@ -85,6 +85,9 @@ class Operation {
   std::vector<ReadyEvent> ready;
   int last_joined_rank = -1;  // join
   int result_id = -1;         // add_process_set: the new set's id
+  // The engine it was queued in (set under that engine's lock): a thread waiting for it runs that
+  // engine's rounds only (Engine::RunUntilDone), never a later session's.
+  const void* engine = nullptr;
 
   // Whether its tensors are in device (GPU) memory.
   bool on_device() const {
