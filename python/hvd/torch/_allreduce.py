@@ -40,7 +40,7 @@ _HVD_OPS = _b.HVD_OPS
 _DTYPES = _h.DTYPES
 _Tensor = torch.Tensor
 _STRIDED = torch.strided
-_names = {}  # str name -> the runtime's name of an allreduce (bytes)
+_names = _h.names("allreduce")
 # Fewer elements than this: below the output pool's threshold whatever the dtype (8 bytes at most).
 _SMALL_NUMEL = _pool.MIN_BYTES // 8
 handle_average_backwards_compatibility = get_average_backwards_compatibility_fun(_b)
@@ -107,13 +107,10 @@ def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_fa
     else:
         src, keep, finish = _h.inplace_buffer(tensor)  # a copy, copied back at the end
         out, result = src, None
-    # _h.op_name("allreduce", name), cached by str names alone (True and 1 are equal keys).
-    c_name = _names.get(name) if type(name) is str else _h.op_name("allreduce", name)
-    if c_name is None and name:
+    # _h.op_name("allreduce", name), its cache looked up here first (no call for a known name).
+    c_name = _names.get(name) if type(name) is str else None
+    if c_name is None:
         c_name = _h.op_name("allreduce", name)
-        if len(_names) >= _h.NAMES_MAX:
-            _names.clear()
-        _names[name] = c_name
     if _fast is None:
         return _allreduce_ctypes(src, out, keep, finish, c_name, dtype, device, c_op,
                                  prescale_factor, postscale_factor, ps_id, sync)

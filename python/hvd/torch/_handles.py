@@ -194,8 +194,15 @@ def inplace_buffer(tensor):
 
 # ---- names and process sets ---------------------------------------------------------------------
 
-_names = {}  # (kind, name) -> the encoded name: a training loop names the same tensors each step
-NAMES_MAX = 4096  # names cached at most (a loop names the same tensors each step)
+# kind -> {str name: the encoded name}: a training loop names the same tensors every step.
+_names = {}
+_NAMES_MAX = 4096  # names cached per kind at most
+
+
+def names(kind):
+    """op_name's cache for `kind` ({str name: encoded name}), for a hot path to look a name up in
+    before calling op_name."""
+    return _names.setdefault(kind, {})
 
 
 def op_name(kind, name):
@@ -204,13 +211,15 @@ def op_name(kind, name):
     for no name: the runtime numbers unnamed operations per process set ("allreduce.noname.7")."""
     if name is None or name == "":
         return None
-    key = (kind, name)
-    encoded = _names.get(key)
+    if type(name) is not str:  # (not cached: True and 1 are equal keys)
+        return ("%s.%s" % (kind, name)).encode("utf-8")
+    cache = names(kind)
+    encoded = cache.get(name)
     if encoded is None:
         encoded = ("%s.%s" % (kind, name)).encode("utf-8")
-        if len(_names) >= NAMES_MAX:
-            _names.clear()
-        _names[key] = encoded
+        if len(cache) >= _NAMES_MAX:
+            cache.clear()
+        cache[name] = encoded
     return encoded
 
 
