@@ -39,6 +39,7 @@
 #include "hvd/types.h"
 #include "rendezvous/store.h"
 #include "transport/connect.h"
+#include "transport/move_off_cpu.h"
 
 namespace hvd::bench {
 namespace {
@@ -88,7 +89,8 @@ struct Options : LoopOptions {
                "  --out-of-place 1  with --api 1: into an output buffer of its own (allocated\n"
                "                once, reused), as hvd.torch.allreduce; default: in place\n"
                "  --stats 1     with --api 1: each rank prints its engine's rounds (and how\n"
-               "                many ran on the caller's thread) to stderr\n"
+               "                many ran on the caller's thread) and its moves off a CPU\n"
+               "                shared with a peer to stderr\n"
                "  --process-set R,R,...  with --api 1: run on a process set of these ranks\n"
                "  --others idle|busy     the ranks outside it idle (default) or run the same\n"
                "                         loop on a set of their own at the same time\n"
@@ -326,11 +328,13 @@ Status RunApi(const Options& o, const RankEnv& env, const std::vector<Ref>& refs
       std::fprintf(
           stderr,
           "# rank %d engine: %llu rounds (%llu on the caller's thread), %llu set cycles, "
-          "%llu allreduces on data that came with the ready bits\n",
+          "%llu allreduces on data that came with the ready bits; %ld moves off a CPU shared "
+          "with a peer since init\n",
           Rank(), static_cast<unsigned long long>(after.cycles - before.cycles),
           static_cast<unsigned long long>(after.caller_rounds - before.caller_rounds),
           static_cast<unsigned long long>(after.set_cycles - before.set_cycles),
-          static_cast<unsigned long long>(after.eager_allreduces - before.eager_allreduces));
+          static_cast<unsigned long long>(after.eager_allreduces - before.eager_allreduces),
+          runtime::transport::MovesOffCpu());
     }
   }
   // Ranks outside the set(s) wait here, idle, until the loop is over.

@@ -31,7 +31,8 @@ const Setting<int64_t> kShmRing("HVD_SHM_RING_BYTES", nullptr, int64_t{1} << 20,
                                 "peer); a power of two >= 4096",
                                 {4096, kGiB});
 const Setting<int64_t> kShmSpin("HVD_SHM_SPIN_MICROSECONDS", nullptr, 100,
-                                "how long a rank waiting on shared memory polls before it sleeps",
+                                "how long a rank waiting on shared memory polls before it sleeps "
+                                "(0: no polling, and so no move off a CPU shared with a peer)",
                                 {0, 10000000});
 const Setting<int64_t> kDirectMaxShm(
     "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", nullptr, 64 << 10,

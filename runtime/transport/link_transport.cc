@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "transport/fd_util.h"
+#include "transport/move_off_cpu.h"
 
 namespace hvd::runtime::transport {
 
@@ -114,6 +115,42 @@ class LinkTransport final : public Transport {
     return false;
   }
 
+  // Whether a waited peer last published `cpu`, this thread's CPU (-1: unknown, never a match).
+  static bool PeerOnCpu(const std::vector<WaitItem>& items, int cpu) {
+    if (cpu < 0) return false;
+    for (const WaitItem& it : items) {
+      if (it.link != nullptr && Of(it)->PeerOnCpu(cpu)) return true;
+    }
+    return false;
+  }
+
+  // Whether to yield from now on: a waited peer last published `*cpu`, this thread's CPU, so it
+  // cannot answer before this thread gives the CPU up. Called only under the pause policy (every
+  // rank of the host could have a CPU of its own): then the higher rank of the two (so only one
+  // of them moves) moves to another allowed CPU (move_off_cpu.h) and goes on pausing there.
+  bool SharingCpu(const std::vector<WaitItem>& items, int* cpu) {
+    if (!PeerOnCpu(items, *cpu)) return false;
+    if (!HigherThanPeerOn(items, *cpu) || !MoveOffCpu(*cpu)) return true;
+    *cpu = sched_getcpu();
+    NoteCpu(items, *cpu);
+    return false;
+  }
+
+  // Whether this rank is higher than every waited peer that published `cpu`.
+  bool HigherThanPeerOn(const std::vector<WaitItem>& items, int cpu) const {
+    for (const WaitItem& it : items) {
+      if (it.link != nullptr && Of(it)->PeerOnCpu(cpu) && it.link->peer() > rank_) return false;
+    }
+    return true;
+  }
+
+  static void NoteCpu(const std::vector<WaitItem>& items, int cpu) {
+    if (cpu < 0) return;
+    for (const WaitItem& it : items) {
+      if (it.link != nullptr) Of(it)->NoteCpu(cpu);
+    }
+  }
+
   // True as soon as an item is ready now or the transport is aborted; false at `until`.
   // Links that cannot be ready now (TCP) are left to Sleep's poll. `now`: the clock at the call.
   bool Spin(const std::vector<WaitItem>& items, Clock::time_point now, Clock::time_point until) {
@@ -124,7 +161,9 @@ class LinkTransport final : public Transport {
                   : std::chrono::microseconds(0);
     }
     const Clock::time_point yield_from = std::min(until, now + pause);
-    bool yielding = false;
+    int cpu = sched_getcpu();  // a load from the rseq area with glibc >= 2.35
+    NoteCpu(items, cpu);
+    bool yielding = pause.count() == 0 || SharingCpu(items, &cpu);
     for (unsigned i = 0;; ++i) {
       if (AnyReadyNow(items) || abort_->aborted()) return true;
       if (!yielding) {
@@ -132,7 +171,7 @@ class LinkTransport final : public Transport {
         if ((i & 15) != 15) continue;  // read the clock every 16 polls
         now = Clock::now();
         if (now >= until) return false;
-        yielding = now >= yield_from;
+        yielding = now >= yield_from || SharingCpu(items, &cpu);
         continue;
       }
       if (Clock::now() >= until) return false;

@@ -18,6 +18,7 @@ struct alignas(64) Header {
   int32_t local_size;
   uint64_t ring_bytes;
   std::atomic<uint32_t> closed;
+  std::atomic<int32_t> cpu;  // see Segment::cpu(); -1 until the owner first waits
 };
 
 size_t ChannelsOffset() {
@@ -76,7 +77,7 @@ Status Segment::Create(const std::string& name, int owner, int local_size, size_
   void* base = nullptr;
   HVD_RETURN_IF_ERROR(MapFd(fd, name, bytes, &base));
   // The file starts zeroed: every channel is empty with no one waiting. Only the header is set.
-  new (base) Header{kMagic, owner, local_size, ring_bytes, {0}};
+  new (base) Header{kMagic, owner, local_size, ring_bytes, {0}, {-1}};
   for (int k = 0; k < local_size; ++k) {
     new (static_cast<char*>(base) + ChannelsOffset() + sizeof(Channel) * k) Channel();
   }
@@ -125,6 +126,10 @@ char* Segment::ring(int k) const {
 
 std::atomic<uint32_t>& Segment::closed() const {
   return static_cast<Header*>(base_)->closed;
+}
+
+std::atomic<int32_t>& Segment::cpu() const {
+  return static_cast<Header*>(base_)->cpu;
 }
 
 }  // namespace hvd::runtime::transport::shm

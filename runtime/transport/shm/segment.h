@@ -10,6 +10,9 @@
 //   waiting   - a flag the sleeping side raises before it sleeps (writer: no space; reader: no
 //               data); the other side, after moving its index, rings the sleeper's doorbell
 //               (an eventfd) only when the flag is up.
+//   cpu       - the CPU the owner last started waiting on (sched_getcpu), -1 before: a peer that
+//               finds the rank it waits for on its own CPU yields at once instead of spinning,
+//               as that rank cannot run until it does.
 //   closed    - raised by the owner when its transport aborts or closes; a reader treats a closed,
 //               drained channel like a socket at EOF.
 // A memfd has no name in any filesystem: it disappears when the last process holding it exits, so
@@ -61,6 +64,7 @@ class Segment {
   Channel* channel(int k) const;
   char* ring(int k) const;
   std::atomic<uint32_t>& closed() const;
+  std::atomic<int32_t>& cpu() const;
 
  private:
   Segment(int fd, std::string name, void* base, size_t bytes, int local_size, size_t ring_bytes);

@@ -156,6 +156,17 @@ bool ShmLink::ReadyNow(bool send, bool recv) {
   return (send || recv) && PeerGone();
 }
 
+void ShmLink::NoteCpu(int cpu) {
+  // Every link of this rank shares its segment: store only a change, so that the line stays
+  // shared in the peers' caches while this rank stays where it is.
+  std::atomic<int32_t>& mine = ends_.mine->cpu();
+  if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);
+}
+
+bool ShmLink::PeerOnCpu(int cpu) const {
+  return cpu >= 0 && ends_.theirs->cpu().load(std::memory_order_relaxed) == cpu;
+}
+
 size_t ShmLink::Arm(bool send, bool recv, std::vector<pollfd>* fds) {
   if (!send && !recv) return 0;
   if (recv) in_->reader_waiting.store(1, std::memory_order_relaxed);
