@@ -20,9 +20,10 @@ namespace hvd::runtime::transport {
 inline constexpr uint32_t kTcpMagic = 0x54445648;
 inline constexpr uint32_t kShmMagic = 0x53445648;
 // Protocol versions, per transport: shared memory's hello grew to this struct's 48 bytes (from 40)
-// with the shared core, so its version moved on; TCP's 32 bytes on the wire did not change.
+// with the shared core (2), then its segment header gained the owner's CPU (3: an older peer's
+// zeroed field would read as "on CPU 0"); TCP's 32 bytes on the wire did not change.
 inline constexpr uint32_t kTcpHelloVersion = 1;
-inline constexpr uint32_t kShmHelloVersion = 2;
+inline constexpr uint32_t kShmHelloVersion = 3;
 
 // Why an acceptor refused a caller, sent back in its reply's `status` (0: accepted).
 enum class Refusal : uint32_t {

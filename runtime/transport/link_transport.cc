@@ -91,9 +91,13 @@ class LinkTransport final : public Transport {
       // small message's wait otherwise would.
       if (AnyReadyNow(items)) return Status::OK();
       const Clock::time_point now = Clock::now();
-      if (Spin(items, now, std::min(deadline, now + spin_.spin))) {
-        return abort_->aborted() ? abort_->status() : Status::OK();
-      }
+      const bool ready = Spin(items, now, std::min(deadline, now + spin_.spin));
+      // Where this thread goes on from here: a yield, a move or a sleep may have moved it.
+      NoteCpu(items, sched_getcpu());
+      if (ready) return abort_->aborted() ? abort_->status() : Status::OK();
+      Status s = Sleep(items, deadline);
+      NoteCpu(items, sched_getcpu());
+      return s;
     }
     return Sleep(items, deadline);
   }
@@ -119,29 +123,31 @@ class LinkTransport final : public Transport {
   static bool PeerOnCpu(const std::vector<WaitItem>& items, int cpu) {
     if (cpu < 0) return false;
     for (const WaitItem& it : items) {
-      if (it.link != nullptr && Of(it)->PeerOnCpu(cpu)) return true;
+      if (it.link != nullptr && Of(it)->PeerCpu() == cpu) return true;
     }
     return false;
   }
 
   // Whether to yield from now on: a waited peer last published `*cpu`, this thread's CPU, so it
   // cannot answer before this thread gives the CPU up. Called only under the pause policy (every
-  // rank of the host could have a CPU of its own): then the higher rank of the two (so only one
-  // of them moves) moves to another allowed CPU (move_off_cpu.h) and goes on pausing there.
+  // rank of the host could have a CPU of its own): then the higher rank of such a pair (so only
+  // one of them moves) moves to an allowed CPU no local peer published (move_off_cpu.h) and goes
+  // on pausing there.
   bool SharingCpu(const std::vector<WaitItem>& items, int* cpu) {
     if (!PeerOnCpu(items, *cpu)) return false;
-    if (!HigherThanPeerOn(items, *cpu) || !MoveOffCpu(*cpu)) return true;
+    for (const WaitItem& it : items) {
+      if (it.link != nullptr && Of(it)->PeerCpu() == *cpu && it.link->peer() > rank_) return true;
+    }
+    cpu_set_t taken;
+    CPU_ZERO(&taken);
+    for (const auto& l : links_) {
+      const int c = l != nullptr ? l->PeerCpu() : -1;
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &taken);
+    }
+    if (!MoveOffCpu(*cpu, taken)) return true;
     *cpu = sched_getcpu();
     NoteCpu(items, *cpu);
     return false;
-  }
-
-  // Whether this rank is higher than every waited peer that published `cpu`.
-  bool HigherThanPeerOn(const std::vector<WaitItem>& items, int cpu) const {
-    for (const WaitItem& it : items) {
-      if (it.link != nullptr && Of(it)->PeerOnCpu(cpu) && it.link->peer() > rank_) return false;
-    }
-    return true;
   }
 
   static void NoteCpu(const std::vector<WaitItem>& items, int cpu) {

@@ -14,11 +14,14 @@
 //               link can be ready now: a peer on another core usually answers within
 //               microseconds, sooner than a sleep and a wake-up take. The first SpinPolicy::pause
 //               of it polls with pause instructions; the rest yields the CPU between polls.
-//               A peer found on the waiting thread's own CPU cannot answer before that thread
+//               Without a pause (more local ranks than CPUs) it yields from the first poll. A
+//               rank publishes its CPU as a wait starts and ends (where it goes on running);
+//               a peer found on the waiting thread's own CPU cannot answer before that thread
 //               gives the CPU up: then the wait yields from the start (pausing there cost every
 //               hand-off the whole pause: 4 KiB allreduce 15.8 us instead of 5.0 with both ranks
 //               on one vCPU of two), and where every local rank could have a CPU of its own the
-//               higher rank of the two moves to another CPU it may run on (move_off_cpu.h).
+//               higher rank of the two moves to an allowed CPU no local peer has published
+//               (move_off_cpu.h).
 // WaitReady = spin, then arm every item, re-check "ready now" (a signal sent between the check
 // and the arming is not lost: the flag is raised before the re-check), poll(2) over the armed fds
 // and the abort eventfd, disarm.
@@ -69,9 +72,10 @@ class PollableLink : public Link {
   // Whether ReadyNow can ever be true (worth spinning on).
   virtual bool CanSpin() const { return false; }
   // Publishes the CPU this rank's waiting thread runs on (shared memory: in this rank's segment,
-  // which all its links share), and whether the peer last published `cpu` (see "spin"). Cheap.
+  // which all its links share), and reads what the peer published (-1: nothing; see "spin").
+  // Cheap: called by every spinning wait.
   virtual void NoteCpu(int cpu) {}
-  virtual bool PeerOnCpu(int cpu) const { return false; }
+  virtual int PeerCpu() const { return -1; }
   // Appends the fds to poll for these directions; returns how many (see "arm").
   virtual size_t Arm(bool send, bool recv, std::vector<pollfd>* fds) = 0;
   // After poll(2): `fds` are the entries this link's Arm appended, with their revents.

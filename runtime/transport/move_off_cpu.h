@@ -1,5 +1,5 @@
-// MoveOffCpu: moving the calling thread to another CPU its affinity allows, without changing that
-// affinity. Internal to transport/ (WaitReady's spin, link_transport.cc).
+// MoveOffCpu: moving the calling thread to another CPU its affinity allows. Internal to
+// transport/ (WaitReady's spin, link_transport.cc).
 //
 // Why: two ranks that hand small messages back and forth keep waking each other, and the
 // scheduler's wake-up placement can keep both on one CPU while another allowed CPU sits idle,
@@ -9,13 +9,22 @@
 // it where it lands.
 #pragma once
 
+#include <sched.h>
+
 namespace hvd::runtime::transport {
 
-// Moves the calling thread off `cpu` when its affinity allows another CPU: narrows the affinity to
-// the others (the kernel migrates the thread before the call returns), then restores it (a thread
-// already on an allowed CPU stays there). At most one try per 100 ms per thread, so a scheduler
-// that keeps putting the ranks back together costs no more than that. Returns whether it moved.
-bool MoveOffCpu(int cpu);
+// Moves the calling thread, now on `cpu`, to a CPU its affinity allows outside `taken` (the CPUs
+// the host's other ranks last published; `cpu` is never chosen): narrows the affinity to those
+// (the kernel migrates the thread before the call returns; which of them is the kernel's choice),
+// then sets it back. At most one try per 100 ms per thread, so a scheduler that keeps putting the
+// ranks back together costs little. Returns whether the thread moved; false when it is not on
+// `cpu` any more or no such CPU is allowed.
+//
+// Setting the mask back makes the mask read before the move the thread's own: a thread that had
+// none (all the cpuset's CPUs) does not gain CPUs a cpuset later adds. Should setting it back
+// fail (the cpuset shrank in between), the thread gets every CPU, which the kernel limits to the
+// cpuset.
+bool MoveOffCpu(int cpu, const cpu_set_t& taken);
 
 // How many times MoveOffCpu moved a thread of this process (diagnostics and tests).
 long MovesOffCpu();

@@ -42,7 +42,7 @@ std::vector<Case> Cases() {
       {Refusal::kBadMagic, [](Hello* h) { h->magic = 0x78787878; },
        "did not send an hvd shm handshake (magic 0x78787878)"},
       {Refusal::kBadVersion, [](Hello* h) { h->version = 9; },
-       "protocol version 9, this rank speaks 2"},  // kShmHelloVersion
+       "protocol version 9, this rank speaks 3"},  // kShmHelloVersion
       {Refusal::kSizeMismatch, [](Hello* h) { h->size = 3; },
        "communicator size 3, this rank has size 4"},
       {Refusal::kScopeMismatch, [](Hello* h) { h->scope_hash = 0xabc; },
@@ -156,9 +156,10 @@ TEST(Handshake, TcpAndShmHellosNeverAgree) {
   // Same scope, same hash; another scope, another.
   EXPECT_EQ(tcp.scope_hash, shm.scope_hash);
   EXPECT_NE(MakeHello(kTcpMagic, 0, 4, "job/8").scope_hash, tcp.scope_hash);
-  // TCP's wire hello is unchanged (version 1); shared memory's grew to 48 bytes (version 2).
+  // TCP's wire hello is unchanged (version 1); shared memory's grew to 48 bytes (version 2), then
+  // its segment header gained the owner's CPU (version 3).
   EXPECT_EQ(tcp.version, 1u);
-  EXPECT_EQ(shm.version, 2u);
+  EXPECT_EQ(shm.version, 3u);
 }
 
 TEST(Handshake, AnUnknownCodeIsNamed) {

@@ -68,8 +68,8 @@ TEST(ShmTransportTest, JobTransportMixesShmAndTcp) {
 
 // A rank that spins in WaitReady publishes its CPU, and its peer's link reads it there: the peer
 // then yields at once instead of pausing, as the rank it waits for cannot run before it gives the
-// CPU up (link_transport.h, "spin"). Rank 0 is pinned to one CPU and waits for rank 1, which
-// answers only after it has read rank 0's CPU off its link.
+// CPU up (link_transport.h, "spin"). Nothing is published before a rank's first wait; then rank 0,
+// pinned to one CPU, waits for rank 1, which answers only after it has read that CPU off its link.
 TEST(ShmTransportTest, AWaitingRankPublishesItsCpu) {
   hvd::testing::RunResult res =
       hvd::testing::RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
@@ -80,6 +80,8 @@ TEST(ShmTransportTest, AWaitingRankPublishesItsCpu) {
         auto* link = static_cast<PollableLink*>(t->link(1 - rank));
         int32_t cpu = 0;
         if (rank == 0) {
+          // No wait on the transport until rank 1 has looked.
+          HVD_RETURN_IF_ERROR(store->Wait({"looked"}, milliseconds(20000)));
           cpu_set_t set;
           if (sched_getaffinity(0, sizeof(set), &set) != 0) return Internal("getaffinity");
           while (cpu < CPU_SETSIZE - 1 && !CPU_ISSET(cpu, &set)) ++cpu;
@@ -90,15 +92,18 @@ TEST(ShmTransportTest, AWaitingRankPublishesItsCpu) {
           uint8_t ack = 0;
           return Recv(*t, 1, &ack, 1, milliseconds(20000));  // spins first: publishes `cpu`
         }
-        if (link->PeerOnCpu(-1)) return Internal("-1 (no CPU published yet) matched");
+        if (link->PeerCpu() != -1) {
+          return Internal("rank 0 has not waited yet, but its link says CPU " +
+                          std::to_string(link->PeerCpu()));
+        }
+        HVD_RETURN_IF_ERROR(store->Set("looked", "1"));
         HVD_RETURN_IF_ERROR(Recv(*t, 0, &cpu, sizeof(cpu), milliseconds(20000)));
         // Rank 0 is in its Recv now or soon: wait (bounded) until its CPU shows.
-        for (int i = 0; i < 2000 && !link->PeerOnCpu(cpu); ++i) usleep(1000);
-        if (!link->PeerOnCpu(cpu)) {
+        for (int i = 0; i < 2000 && link->PeerCpu() != cpu; ++i) usleep(1000);
+        if (link->PeerCpu() != cpu) {
           return Internal("rank 0 waits pinned to CPU " + std::to_string(cpu) +
-                          " but its link does not say so");
+                          " but its link says " + std::to_string(link->PeerCpu()));
         }
-        if (link->PeerOnCpu(cpu + 1)) return Internal("a CPU rank 0 is not on matched");
         const uint8_t ack = 1;
         return Send(*t, 0, &ack, 1, milliseconds(20000));
       });
@@ -126,44 +131,59 @@ cpu_set_t CpuSet(std::initializer_list<int> cpus) {
   return set;
 }
 
-// Each case on a thread of its own: the limit of one try per 100 ms is per thread, and the test's
-// main thread keeps its affinity.
-TEST(MoveOffCpuTest, MovesTheThreadAndLeavesItsAffinityAsItWas) {
+// Puts the calling thread on `cpu` with `allowed` allowed (it stays there until the scheduler
+// moves it): whether it is still on `cpu` after.
+bool PlaceOn(int cpu, const cpu_set_t& allowed) {
+  const cpu_set_t one = CpuSet({cpu});
+  return sched_setaffinity(0, sizeof(one), &one) == 0 &&
+         sched_setaffinity(0, sizeof(allowed), &allowed) == 0 && sched_getcpu() == cpu;
+}
+
+// Each try on a thread of its own: the limit of one try per 100 ms is per thread, and the test's
+// main thread keeps its affinity. A busy machine may move a placed thread first: then try again.
+TEST(MoveOffCpuTest, MovesTheThreadAndSetsItsAffinityBack) {
   int c0 = -1, c1 = -1;
   if (!TwoCpus(&c0, &c1)) GTEST_SKIP() << "needs two CPUs";
+  const cpu_set_t both = CpuSet({c0, c1}), none = CpuSet({});
+  bool moved = false;
+  for (int attempt = 0; attempt < 20 && !moved; ++attempt) {
+    std::thread([&] {
+      if (!PlaceOn(c0, both)) return;
+      EXPECT_FALSE(MoveOffCpu(-1, none));  // sched_getcpu's failure: not counted as a try
+      const long before = MovesOffCpu();
+      const auto start = std::chrono::steady_clock::now();
+      moved = MoveOffCpu(c0, none);
+      if (!moved) return;  // moved by the scheduler in between
+      EXPECT_EQ(MovesOffCpu(), before + 1);
+      cpu_set_t now;
+      ASSERT_EQ(sched_getaffinity(0, sizeof(now), &now), 0);
+      EXPECT_TRUE(CPU_EQUAL(&now, &both));
+      const bool again = PlaceOn(c0, both) && MoveOffCpu(c0, none);
+      if (std::chrono::steady_clock::now() - start < milliseconds(100)) {
+        EXPECT_FALSE(again) << "a second try within 100 ms";
+      }
+    }).join();
+  }
+  EXPECT_TRUE(moved);
   std::thread([&] {
-    const cpu_set_t both = CpuSet({c0, c1}), one = CpuSet({c0});
-    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
-    ASSERT_EQ(sched_setaffinity(0, sizeof(both), &both), 0);  // still on c0 now
-    ASSERT_EQ(sched_getcpu(), c0);
-    EXPECT_FALSE(MoveOffCpu(-1));  // sched_getcpu's failure: not counted as a try
-    const long before = MovesOffCpu();
-    EXPECT_TRUE(MoveOffCpu(c0));
-    EXPECT_EQ(sched_getcpu(), c1);
-    EXPECT_EQ(MovesOffCpu(), before + 1);
-    cpu_set_t now;
-    ASSERT_EQ(sched_getaffinity(0, sizeof(now), &now), 0);
-    EXPECT_TRUE(CPU_EQUAL(&now, &both));
-    EXPECT_FALSE(MoveOffCpu(c1)) << "a second try within 100 ms";
+    if (!PlaceOn(c0, both)) return;
+    EXPECT_FALSE(MoveOffCpu(c0, CpuSet({c1}))) << "the only other CPU is taken";
   }).join();
   std::thread([&] {
-    const cpu_set_t one = CpuSet({c0});
-    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
-    EXPECT_FALSE(MoveOffCpu(c0)) << "no other CPU allowed";
+    if (!PlaceOn(c0, CpuSet({c0}))) return;
+    EXPECT_FALSE(MoveOffCpu(c0, none)) << "no other CPU allowed";
     EXPECT_EQ(sched_getcpu(), c0);
   }).join();
   std::thread([&] {
-    const cpu_set_t one = CpuSet({c1});
-    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
-    EXPECT_FALSE(MoveOffCpu(c0)) << "not an allowed CPU";
-    EXPECT_EQ(sched_getcpu(), c1);
+    if (!PlaceOn(c1, CpuSet({c1}))) return;
+    EXPECT_FALSE(MoveOffCpu(c0, none)) << "not on that CPU";
   }).join();
 }
 
-// Two ranks on one CPU while another is allowed, as the scheduler's wake-up placement can leave
+// Two ranks on one CPU while both may run on two, as the scheduler's wake-up placement can leave
 // them: the higher rank finds the peer it waits for on its own CPU and moves itself off; the lower
-// one never moves. Rank 0 is pinned to c0; rank 1 is put on c0 with c0 and c1 allowed, again each
-// attempt (the scheduler may move it first, and then there is nothing to find).
+// one never moves. Both are put on c0 again each attempt (the scheduler may separate them first,
+// and then there is nothing to find).
 TEST(ShmTransportTest, TheHigherOfTwoRanksSharingACpuMovesOff) {
   int c0 = -1, c1 = -1;
   if (!TwoCpus(&c0, &c1)) GTEST_SKIP() << "needs two CPUs";
@@ -173,28 +193,26 @@ TEST(ShmTransportTest, TheHigherOfTwoRanksSharingACpuMovesOff) {
         HVD_RETURN_IF_ERROR(rendezvous::NewFileStore(dir, &store));
         TransportPtr t;  // connected with both CPUs allowed: the pause policy (two ranks fit)
         HVD_RETURN_IF_ERROR(shm::Connect(*store, rank, size, Options("move"), &t));
-        const cpu_set_t one = CpuSet({c0}), both = CpuSet({c0, c1});
+        const cpu_set_t both = CpuSet({c0, c1});
+        const long before = MovesOffCpu();  // a forked rank inherits the parent's count
         const int peer = 1 - rank;
         uint8_t moved = 0;
         for (int attempt = 0; attempt < 40 && moved == 0; ++attempt) {
-          if (sched_setaffinity(0, sizeof(one), &one) != 0) return Internal("setaffinity");
-          if (rank == 1 && sched_setaffinity(0, sizeof(both), &both) != 0) {
-            return Internal("setaffinity");
-          }
+          PlaceOn(c0, both);
           for (int i = 0; i < 200; ++i) {
             uint8_t out = 1, in = 0;
             HVD_RETURN_IF_ERROR(SendRecv(*t, peer, &out, 1, peer, &in, 1, milliseconds(20000)));
           }
-          uint8_t mine = MovesOffCpu() > 0 ? 1 : 0, theirs = 0;
+          uint8_t mine = MovesOffCpu() > before ? 1 : 0, theirs = 0;
           HVD_RETURN_IF_ERROR(SendRecv(*t, peer, &mine, 1, peer, &theirs, 1, milliseconds(20000)));
+          if (rank == 0 && mine != 0) return Internal("the lower rank moved");
           moved = rank == 1 ? mine : theirs;
           if (moved == 0) usleep(110 * 1000);  // past the limit of one try per 100 ms
         }
-        if (rank == 0 && MovesOffCpu() != 0) return Internal("the lower rank moved");
-        if (rank == 1 && moved == 0) return Internal("rank 1 never moved off rank 0's CPU");
+        if (moved == 0) return Internal("rank 1 never moved off rank 0's CPU");
         cpu_set_t now;
         if (sched_getaffinity(0, sizeof(now), &now) != 0) return Internal("getaffinity");
-        if (!CPU_EQUAL(&now, rank == 1 ? &both : &one)) return Internal("the affinity changed");
+        if (!CPU_EQUAL(&now, &both)) return Internal("the affinity is not as it was set");
         return Status::OK();
       });
   HVD_EXPECT_RANKS_OK(res);

@@ -10,9 +10,10 @@
 //   waiting   - a flag the sleeping side raises before it sleeps (writer: no space; reader: no
 //               data); the other side, after moving its index, rings the sleeper's doorbell
 //               (an eventfd) only when the flag is up.
-//   cpu       - the CPU the owner last started waiting on (sched_getcpu), -1 before: a peer that
-//               finds the rank it waits for on its own CPU yields at once instead of spinning,
-//               as that rank cannot run until it does.
+//   cpu       - the CPU the owner was on when it last started or ended a wait (sched_getcpu),
+//               -1 before its first: a peer that finds the rank it waits for on its own CPU
+//               yields at once instead of pausing, as that rank cannot run until it does
+//               (transport/link_transport.h, "spin").
 //   closed    - raised by the owner when its transport aborts or closes; a reader treats a closed,
 //               drained channel like a socket at EOF.
 // A memfd has no name in any filesystem: it disappears when the last process holding it exits, so

@@ -163,8 +163,8 @@ void ShmLink::NoteCpu(int cpu) {
   if (mine.load(std::memory_order_relaxed) != cpu) mine.store(cpu, std::memory_order_relaxed);
 }
 
-bool ShmLink::PeerOnCpu(int cpu) const {
-  return cpu >= 0 && ends_.theirs->cpu().load(std::memory_order_relaxed) == cpu;
+int ShmLink::PeerCpu() const {
+  return ends_.theirs->cpu().load(std::memory_order_relaxed);
 }
 
 size_t ShmLink::Arm(bool send, bool recv, std::vector<pollfd>* fds) {

@@ -53,7 +53,7 @@ class ShmLink final : public PollableLink {
   bool ReadyNow(bool send, bool recv) override;
   bool CanSpin() const override { return true; }
   void NoteCpu(int cpu) override;
-  bool PeerOnCpu(int cpu) const override;
+  int PeerCpu() const override;
   size_t Arm(bool send, bool recv, std::vector<pollfd>* fds) override;
   void Disarm(bool send, bool recv, const pollfd* fds) override;
   void Shutdown() override;
