@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -117,9 +118,9 @@ std::vector<std::string> NetnsCluster::In(const std::string& ns,
   return v;
 }
 
-Status NetnsCluster::SocketIn(const std::string& ns, int* fd) {
-  // setns moves only the calling thread, so a short-lived thread enters the namespace, makes the
-  // socket there and ends; this thread's namespace never changes.
+Status NetnsCluster::InNamespace(const std::string& ns, const std::function<Status()>& fn) {
+  // setns moves only the calling thread, so a short-lived thread enters the namespace, runs `fn`
+  // there and ends; this thread's namespace never changes.
   Status result;
   std::thread t([&] {
     const std::string path = std::string(kNetnsDir) + "/" + ns;
@@ -128,17 +129,25 @@ Status NetnsCluster::SocketIn(const std::string& ns, int* fd) {
       result = Unavailable("open " + path + ": " + strerror(errno));
       return;
     }
-    if (setns(nsfd, CLONE_NEWNET) != 0) {
-      result = Unavailable("setns " + path + ": " + strerror(errno));
-      close(nsfd);
+    const int r = setns(nsfd, CLONE_NEWNET);
+    const int err = errno;
+    close(nsfd);
+    if (r != 0) {
+      result = Unavailable("setns " + path + ": " + strerror(err));
       return;
     }
-    close(nsfd);
-    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (*fd < 0) result = Unavailable("socket in " + ns + ": " + strerror(errno));
+    result = fn();
   });
   t.join();
   return result;
+}
+
+Status NetnsCluster::SocketIn(const std::string& ns, int* fd) {
+  return InNamespace(ns, [&]() -> Status {
+    *fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (*fd < 0) return Unavailable("socket in " + ns + ": " + strerror(errno));
+    return Status::OK();
+  });
 }
 
 Status NetnsCluster::DeviceBytes(const std::string& ns, const std::string& dev, int64_t* tx,
@@ -174,6 +183,25 @@ Status NetnsCluster::ParseRate(const std::string& rate, double* bits_per_second)
                            "(e.g. 1gbit)");
   }
   *bits_per_second = v * scale;
+  return Status::OK();
+}
+
+Status NetnsCluster::ParseDelay(const std::string& delay, std::chrono::microseconds* out) {
+  size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(delay, &used);
+  } catch (...) {
+    used = 0;
+  }
+  const std::string unit = delay.substr(used);
+  const double us = unit == "us" ? 1 : unit == "ms" ? 1e3 : unit == "s" ? 1e6 : 0;
+  if (used == 0 || us == 0 || !(v >= 0) || !std::isfinite(v) || v * us > 60e6) {
+    return InvalidArgument("delay '" + delay +
+                           "' is not a tc time; use a number with us, ms or s, at most 60 s "
+                           "(e.g. 100us)");
+  }
+  *out = std::chrono::microseconds(static_cast<int64_t>(std::llround(v * us)));
   return Status::OK();
 }
 
@@ -217,6 +245,13 @@ Status NetnsCluster::Create(const NetnsOptions& options, std::unique_ptr<NetnsCl
   }
   double bits = 0;
   if (!options.rate.empty()) HVD_RETURN_IF_ERROR(ParseRate(options.rate, &bits));
+  std::chrono::microseconds delay{0};
+  if (!options.delay.empty()) HVD_RETURN_IF_ERROR(ParseDelay(options.delay, &delay));
+  if (options.delay_by != "" && options.delay_by != "netem" && options.delay_by != "relay") {
+    return InvalidArgument("delay_by '" + options.delay_by +
+                           "': use netem or relay (or leave it "
+                           "empty: netem where the kernel has it)");
+  }
   if (geteuid() != 0) {
     return FailedPrecondition("network namespaces need root (this process runs as uid " +
                               std::to_string(geteuid()) + ")");
@@ -241,21 +276,35 @@ Status NetnsCluster::Build() {
     created_.push_back(ns);
     HVD_RETURN_IF_ERROR(Run({"ip", "-n", ns, "link", "set", "lo", "up"}));
   }
-  HVD_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "add", "br0", "type", "bridge"}));
-  HVD_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "set", "br0", "up"}));
-  HVD_RETURN_IF_ERROR(AddPort(launcher_ns_, "pl", launcher_addr()));
+  if (!options_.delay.empty()) {
+    delay_by_ = !options_.delay_by.empty() ? options_.delay_by : NetemWorks() ? "netem" : "relay";
+  }
+  const bool relay = delay_by_ == "relay";
+  if (relay) {
+    std::chrono::microseconds delay{0};
+    HVD_RETURN_IF_ERROR(ParseDelay(options_.delay, &delay));
+    std::vector<DelayPort> ports = {{launcher_ns_, launcher_addr()}};
+    for (int i = 0; i < options_.hosts; ++i) ports.push_back({host_ns(i), host_addr(i)});
+    HVD_RETURN_IF_ERROR(DelayLine::Start(ports, delay, &relay_));
+  } else {
+    HVD_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "add", "br0", "type", "bridge"}));
+    HVD_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "set", "br0", "up"}));
+    HVD_RETURN_IF_ERROR(AddPort(launcher_ns_, "pl", launcher_addr()));
+  }
   for (int i = 0; i < options_.hosts; ++i) {
     const std::string ns = host_ns(i), port = std::string("p").append(std::to_string(i));
-    HVD_RETURN_IF_ERROR(AddPort(ns, port, host_addr(i)));
+    if (!relay) HVD_RETURN_IF_ERROR(AddPort(ns, port, host_addr(i)));
     if (options_.decoy) {
       HVD_RETURN_IF_ERROR(Run({"ip", "-n", ns, "link", "add", "decoy0", "type", "bridge"}));
       HVD_RETURN_IF_ERROR(
           Run({"ip", "-n", ns, "addr", "add", decoy_addr(i) + "/24", "dev", "decoy0"}));
       HVD_RETURN_IF_ERROR(Run({"ip", "-n", ns, "link", "set", "decoy0", "up"}));
     }
-    if (!options_.rate.empty() || !options_.delay.empty()) {
-      HVD_RETURN_IF_ERROR(Shape(ns, "eth0"));        // host -> switch
-      HVD_RETURN_IF_ERROR(Shape(switch_ns_, port));  // switch -> host
+    if (relay) {
+      if (!options_.rate.empty()) HVD_RETURN_IF_ERROR(Shape(ns, "eth0", false));  // way out
+    } else if (!options_.rate.empty() || !options_.delay.empty()) {
+      HVD_RETURN_IF_ERROR(Shape(ns, "eth0", !options_.delay.empty()));        // host -> switch
+      HVD_RETURN_IF_ERROR(Shape(switch_ns_, port, !options_.delay.empty()));  // switch -> host
     }
   }
   return Status::OK();
@@ -272,7 +321,17 @@ Status NetnsCluster::AddPort(const std::string& ns, const std::string& port,
   return Run({"ip", "-n", ns, "link", "set", "eth0", "up"});
 }
 
-Status NetnsCluster::Shape(const std::string& ns, const std::string& dev) {
+bool NetnsCluster::NetemWorks() {
+  // Tried on the switch's loopback, which carries nothing of the cluster's.
+  if (!Run({"tc", "-n", switch_ns_, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"})
+           .ok()) {
+    return false;
+  }
+  (void)Run({"tc", "-n", switch_ns_, "qdisc", "del", "dev", "lo", "root"});
+  return true;
+}
+
+Status NetnsCluster::Shape(const std::string& ns, const std::string& dev, bool delay) {
   std::vector<std::string> tbf;
   if (!options_.rate.empty()) {
     double bits = 0;
@@ -283,7 +342,7 @@ Status NetnsCluster::Shape(const std::string& ns, const std::string& dev) {
     tbf = {"tbf", "rate", options_.rate, "burst", std::to_string(burst), "latency", "100ms"};
   }
   std::vector<std::string> base = {"tc", "-n", ns, "qdisc", "add", "dev", dev};
-  if (options_.delay.empty()) {
+  if (!delay) {
     std::vector<std::string> cmd = base;
     cmd.push_back("root");
     cmd.insert(cmd.end(), tbf.begin(), tbf.end());
@@ -321,6 +380,7 @@ Status NetnsCluster::BreakRoute(int from, int to) {
 }
 
 Status NetnsCluster::Destroy() {
+  relay_.reset();  // closing the TUN fds deletes the devices
   Status first;
   // The launcher and the hosts first, the switch last; deleting a namespace deletes its devices.
   for (const std::string& ns : created_) {

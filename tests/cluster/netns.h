@@ -9,8 +9,11 @@
 //
 // Nothing is added to the machine's own namespace: the bridge and every veth live in the
 // namespaces, so the addresses are private to this cluster and two clusters never collide. With
-// `rate`, every host's link is shaped both ways with tc tbf (and `delay` with netem, where the
-// kernel has it). The destructor deletes every namespace it created, which removes the veths and
+// `rate`, every host's link is shaped both ways with tc tbf. With `delay`, every packet between
+// the namespaces waits that long: tc netem on every link where the kernel has it, else (or with
+// delay_by "relay") the links are TUN devices behind a userspace relay that holds each packet
+// (tests/cluster/delay_line.h; no bridge then, and the rate is shaped on each namespace's way
+// out only). The destructor deletes every namespace it created, which removes the veths and
 // the bridge with them. Namespaces left by a process that died without its destructor (SIGKILL)
 // carry that pid in their name and are deleted by the next Create.
 //
@@ -19,21 +22,25 @@
 // failure is an error.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "hvd/status.h"
+#include "tests/cluster/delay_line.h"
 
 namespace hvd::clustertest {
 
 struct NetnsOptions {
-  int hosts = 3;       // 1..26
-  bool decoy = false;  // decoy0 on every host
-  std::string rate;    // tc rate per host link, both ways ("1gbit", "500mbit"); "": none
-  std::string delay;   // one-way delay per host link ("1ms"; needs netem); "": none
-  std::string prefix;  // namespace names; "": "hvdt-<pid>-<n>"
+  int hosts = 3;         // 1..26
+  bool decoy = false;    // decoy0 on every host
+  std::string rate;      // tc rate per host link, both ways ("1gbit", "500mbit"); "": none
+  std::string delay;     // one-way delay per host link ("100us", "1ms"); "": none
+  std::string delay_by;  // "netem", "relay" or "": netem where the kernel has it, else relay
+  std::string prefix;    // namespace names; "": "hvdt-<pid>-<n>"
 };
 
 class NetnsCluster {
@@ -44,6 +51,10 @@ class NetnsCluster {
   NetnsCluster& operator=(const NetnsCluster&) = delete;
 
   int hosts() const { return options_.hosts; }
+  // How `delay` is applied: "netem", "relay", or "" without a delay.
+  const std::string& delay_by() const { return delay_by_; }
+  // The relay, with delay_by() "relay"; else null.
+  const DelayLine* relay() const { return relay_.get(); }
   const std::string& launcher_ns() const { return launcher_ns_; }
   std::string launcher_addr() const { return "10.77.0.1"; }
   std::string host_ns(int i) const;
@@ -61,6 +72,9 @@ class NetnsCluster {
   static pid_t Spawn(const std::vector<std::string>& argv, int out_fd, int err_fd);
   // Runs a command to completion (bounded); errors name it and carry its stderr.
   static Status Run(const std::vector<std::string>& argv, std::string* out = nullptr);
+  // Runs `fn` on a thread of its own inside namespace `ns` (setns) and returns its status; the
+  // caller's namespace never changes. What `fn` makes there (sockets, devices) stays there.
+  static Status InNamespace(const std::string& ns, const std::function<Status()>& fn);
   // A TCP socket created inside `ns` (a socket stays in the namespace it was made in, so the
   // caller can connect it from any thread).
   static Status SocketIn(const std::string& ns, int* fd);
@@ -76,14 +90,19 @@ class NetnsCluster {
 
   // Parses a tc rate ("1gbit", "250mbit", "800kbit", "1000000bit") into bits per second.
   static Status ParseRate(const std::string& rate, double* bits_per_second);
+  // Parses a tc time ("100us", "1ms", "0.5ms", "1s") into microseconds.
+  static Status ParseDelay(const std::string& delay, std::chrono::microseconds* out);
 
  private:
   explicit NetnsCluster(NetnsOptions options);
   Status Build();
   Status AddPort(const std::string& ns, const std::string& port, const std::string& addr);
-  Status Shape(const std::string& ns, const std::string& dev);
+  Status Shape(const std::string& ns, const std::string& dev, bool delay);
+  bool NetemWorks();
 
   NetnsOptions options_;
+  std::string delay_by_;
+  std::unique_ptr<DelayLine> relay_;
   std::string switch_ns_, launcher_ns_;
   std::vector<std::string> created_;  // in creation order
 };

@@ -2,6 +2,7 @@
 // benchmarks (the test suites use the same code, tests/cluster/hvd_netns.h).
 //
 //   hvd_netns_cluster [--hosts K] [--slots N] [--decoy] [--rate 1gbit] [--delay 1ms]
+//                     [--delay-by netem|relay]
 //                     [--] COMMAND [ARGS...]
 //
 // Builds K hosts (host-a, host-b, ...) and a launcher namespace, starts hvd-launcherd and one
@@ -36,12 +37,14 @@ int Usage(const std::string& error) {
   if (!error.empty()) std::fprintf(stderr, "hvd_netns_cluster: %s\n", error.c_str());
   std::fprintf(error.empty() ? stdout : stderr,
                "usage: hvd_netns_cluster [--hosts K] [--slots N] [--decoy] [--rate RATE] "
-               "[--delay DELAY] [--] COMMAND [ARGS...]\n"
+               "[--delay DELAY] [--delay-by netem|relay] [--] COMMAND [ARGS...]\n"
                "  --hosts K     test hosts host-a.. (1..26, default 3)\n"
                "  --slots N     slots per agent (default 1)\n"
                "  --decoy       add decoy0 (172.31.0.x/24, routes nowhere) to every host\n"
                "  --rate RATE   shape every host link both ways (tc tbf), e.g. 1gbit\n"
-               "  --delay D     one-way delay per host link (tc netem), e.g. 1ms\n");
+               "  --delay D     one-way delay per host link, e.g. 100us or 1ms: tc netem where\n"
+               "                the kernel has it, else a userspace relay over TUN devices\n"
+               "  --delay-by B  netem or relay: how to delay, whatever the kernel has\n");
   return error.empty() ? 0 : 2;
 }
 
@@ -85,9 +88,9 @@ int main(int argc, char** argv) {
       const int n = std::atoi(v);
       if (n < 1 || (a == "--hosts" && n > 26)) return Usage(a + ": bad value '" + v + "'");
       (a == "--hosts" ? o.net.hosts : o.slots) = n;
-    } else if (a == "--rate" || a == "--delay") {
+    } else if (a == "--rate" || a == "--delay" || a == "--delay-by") {
       if ((v = value()) == nullptr) return Usage(a + " needs a value");
-      (a == "--rate" ? o.net.rate : o.net.delay) = v;
+      (a == "--rate" ? o.net.rate : a == "--delay" ? o.net.delay : o.net.delay_by) = v;
     } else if (a == "--") {
       command.assign(argv + i + 1, argv + argc);
       break;
@@ -124,10 +127,14 @@ int main(int argc, char** argv) {
       setenv("HVD_LAUNCHER", cluster->launcher().c_str(), 1);
       setenv("HVD_TOKEN_FILE", cluster->token_file().c_str(), 1);
       setenv("HVD_NETNS_HOSTS", hosts.c_str(), 1);
-      std::fprintf(stderr, "hvd_netns_cluster: %d host(s) %s, launcher %s%s%s\n", o.net.hosts,
-                   hosts.c_str(), cluster->launcher().c_str(),
-                   o.net.rate.empty() ? "" : ", links shaped to ",
-                   o.net.rate.empty() ? "" : o.net.rate.c_str());
+      std::string links;
+      if (!o.net.rate.empty()) links += ", links shaped to " + o.net.rate;
+      if (!o.net.delay.empty()) {
+        links += ", one-way delay " + o.net.delay + " by " +
+                 (cluster->net().delay_by() == "relay" ? "a userspace relay (TUN)" : "tc netem");
+      }
+      std::fprintf(stderr, "hvd_netns_cluster: %d host(s) %s, launcher %s%s\n", o.net.hosts,
+                   hosts.c_str(), cluster->launcher().c_str(), links.c_str());
       code = RunCommand(NetnsCluster::In(cluster->net().launcher_ns(), command));
     }
     if (cluster) {
