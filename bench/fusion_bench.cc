@@ -129,9 +129,16 @@ AllreduceOptions With(ReduceOp op) {
   return o;
 }
 
+// Field by field: EngineStats has grown fields between these (a positional initializer put the
+// collectives into the cache hits' place).
 EngineStats Delta(const EngineStats& a, const EngineStats& b) {
-  return {b.cycles - a.cycles, b.slow_path_cycles - a.slow_path_cycles, b.cache_hits - a.cache_hits,
-          b.negotiated - a.negotiated, b.allreduce_collectives - a.allreduce_collectives};
+  EngineStats d;
+  d.cycles = b.cycles - a.cycles;
+  d.slow_path_cycles = b.slow_path_cycles - a.slow_path_cycles;
+  d.cache_hits = b.cache_hits - a.cache_hits;
+  d.negotiated = b.negotiated - a.negotiated;
+  d.allreduce_collectives = b.allreduce_collectives - a.allreduce_collectives;
+  return d;
 }
 
 int RunRank(const Options& o, const RankEnv& env, const std::vector<Param>& params,
