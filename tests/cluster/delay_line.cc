@@ -7,7 +7,6 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
-#include <sys/prctl.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
@@ -23,22 +22,32 @@ namespace {
 using Clock = std::chrono::steady_clock;  // CLOCK_MONOTONIC, as the timerfd
 constexpr int kMtu = 65000;
 constexpr size_t kMaxPacket = 65536;
+constexpr int kReadsPerWake = 32;
 
 std::string Errno(const std::string& what) {
   return what + ": " + std::strerror(errno);
+}
+
+// Whether `err` says this machine lets no one make TUN devices (rather than that something broke).
+bool Missing(int err) {
+  return err == ENOENT || err == ENODEV || err == ENXIO || err == EPERM || err == EACCES;
 }
 
 // A TUN device named eth0 made inside `ns` (the fd works from any thread).
 Status TunIn(const std::string& ns, int* fd) {
   return NetnsCluster::InNamespace(ns, [&]() -> Status {
     *fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC | O_NONBLOCK);
-    if (*fd < 0)
-      return Unavailable(Errno("open /dev/net/tun (a delay without tc netem needs TUN)"));
+    if (*fd < 0) {
+      // No TUN here (a container without /dev/net/tun): a setup this machine cannot make.
+      const std::string m = Errno("open /dev/net/tun (a delay without tc netem needs TUN)");
+      return Missing(errno) ? FailedPrecondition(m) : Unavailable(m);
+    }
     ifreq ifr{};
     ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
     std::strncpy(ifr.ifr_name, "eth0", IFNAMSIZ - 1);
     if (ioctl(*fd, TUNSETIFF, &ifr) != 0) {
-      Status s = Unavailable(Errno("TUNSETIFF eth0 in " + ns));
+      const std::string m = Errno("TUNSETIFF eth0 in " + ns);
+      Status s = Missing(errno) ? FailedPrecondition(m) : Unavailable(m);
       close(*fd);
       *fd = -1;
       return s;
@@ -59,6 +68,12 @@ Status DelayLine::Start(const std::vector<DelayPort>& ports, std::chrono::micros
                         std::unique_ptr<DelayLine>* out) {
   if (delay.count() < 0) return InvalidArgument("a delay line's delay cannot be negative");
   std::unique_ptr<DelayLine> d(new DelayLine(delay));
+  d->epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  d->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  d->timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+  if (d->epoll_fd_ < 0 || d->stop_fd_ < 0 || d->timer_fd_ < 0) {
+    return Internal(Errno("epoll_create1/eventfd/timerfd_create"));
+  }
   for (const DelayPort& p : ports) {
     in_addr a{};
     if (inet_pton(AF_INET, p.addr.c_str(), &a) != 1) {
@@ -76,9 +91,14 @@ Status DelayLine::Start(const std::vector<DelayPort>& ports, std::chrono::micros
       HVD_RETURN_IF_ERROR(NetnsCluster::Run(cmd));
     }
   }
-  d->stop_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  d->timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-  if (d->stop_fd_ < 0 || d->timer_fd_ < 0) return Internal(Errno("eventfd/timerfd"));
+  const uint64_t n = d->fds_.size();
+  for (uint64_t tag = 0; tag < n + 2; ++tag) {
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.u64 = tag;  // a port's index; n: the stop eventfd; n + 1: the timer
+    const int fd = tag < n ? d->fds_[tag] : tag == n ? d->stop_fd_ : d->timer_fd_;
+    if (epoll_ctl(d->epoll_fd_, EPOLL_CTL_ADD, fd, &e) != 0) return Internal(Errno("epoll_ctl"));
+  }
   d->thread_ = std::thread([p = d.get()] { p->Relay(); });
   *out = std::move(d);
   return Status::OK();
@@ -91,23 +111,13 @@ DelayLine::~DelayLine() {
     thread_.join();
   }
   for (int fd : fds_) close(fd);
-  if (stop_fd_ >= 0) close(stop_fd_);
-  if (timer_fd_ >= 0) close(timer_fd_);
+  for (int fd : {epoll_fd_, stop_fd_, timer_fd_}) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 void DelayLine::Relay() {
-  prctl(PR_SET_TIMERSLACK, 1UL);  // wake-ups on time: the default slack is 50 us
-  const int ep = epoll_create1(EPOLL_CLOEXEC);
-  auto watch = [ep](int fd, uint64_t tag) {
-    epoll_event e{};
-    e.events = EPOLLIN;
-    e.data.u64 = tag;
-    epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e);
-  };
   const uint64_t kStop = fds_.size(), kTimer = fds_.size() + 1;
-  for (size_t i = 0; i < fds_.size(); ++i) watch(fds_[i], i);
-  watch(stop_fd_, kStop);
-  watch(timer_fd_, kTimer);
   std::deque<Held> held;
   std::vector<char> buf(kMaxPacket);
   epoll_event events[16];
@@ -117,13 +127,14 @@ void DelayLine::Relay() {
       const Held& h = held.front();
       // A TUN write hands the packet to the namespace's stack; it fails only for a malformed
       // packet or a device going away, and then the packet is lost, as on a wire.
-      if (write(h.fd, h.bytes.data(), h.bytes.size()) < 0)
-        dropped_.fetch_add(1);
-      else
+      if (write(h.fd, h.bytes.data(), h.bytes.size()) < 0) {
+        dropped_.fetch_add(1, std::memory_order_relaxed);
+      } else {
         relayed_.fetch_add(1, std::memory_order_relaxed);
+      }
       held.pop_front();
     }
-    itimerspec when{};  // zero: disarmed
+    itimerspec when{};  // zero: disarmed (timerfd timers are exact: no timer slack)
     if (!held.empty()) {
       const auto ns =
           std::chrono::duration_cast<std::chrono::nanoseconds>(held.front().due.time_since_epoch())
@@ -132,30 +143,26 @@ void DelayLine::Relay() {
       when.it_value.tv_nsec = ns % 1000000000;
     }
     timerfd_settime(timer_fd_, TFD_TIMER_ABSTIME, &when, nullptr);
-    const int n = epoll_wait(ep, events, 16, -1);
+    const int n = epoll_wait(epoll_fd_, events, 16, -1);
+    if (n < 0 && errno != EINTR) return;  // cannot wait any more: the links go dead
     for (int k = 0; k < n; ++k) {
       const uint64_t tag = events[k].data.u64;
-      if (tag == kStop) {
-        close(ep);
-        return;
-      }
+      if (tag == kStop) return;
       if (tag == kTimer) {
         uint64_t expirations;
         (void)!read(timer_fd_, &expirations, sizeof(expirations));
         continue;
       }
-      for (;;) {  // every packet the port has now
+      // At most a few packets per port and wake-up, so that due packets go out on time while a
+      // port streams.
+      for (int i = 0; i < kReadsPerWake; ++i) {
         const ssize_t r = read(fds_[tag], buf.data(), buf.size());
-        if (r <= 0) break;  // EAGAIN: drained
-        const auto* b = reinterpret_cast<const unsigned char*>(buf.data());
-        int to = -1;
-        if (r >= 20 && (b[0] >> 4) == 4) {
-          uint32_t dst;
-          std::memcpy(&dst, b + 16, sizeof(dst));
-          for (size_t i = 0; i < addrs_.size(); ++i) {
-            if (addrs_[i] == dst) to = static_cast<int>(i);
-          }
+        if (r < 0 && (errno == EAGAIN || errno == EINTR)) break;
+        if (r <= 0) {  // the device is gone (or broken): stop watching it, or it fires forever
+          epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fds_[tag], nullptr);
+          break;
         }
+        const int to = PortOf(buf.data(), static_cast<size_t>(r));
         if (to < 0) {
           dropped_.fetch_add(1, std::memory_order_relaxed);
           continue;
@@ -165,6 +172,17 @@ void DelayLine::Relay() {
       }
     }
   }
+}
+
+int DelayLine::PortOf(const char* packet, size_t n) const {
+  const auto* b = reinterpret_cast<const unsigned char*>(packet);
+  if (n < 20 || (b[0] >> 4) != 4) return -1;  // IPv4 only
+  uint32_t dst;
+  std::memcpy(&dst, b + 16, sizeof(dst));
+  for (size_t i = 0; i < addrs_.size(); ++i) {
+    if (addrs_[i] == dst) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 }  // namespace hvd::clustertest

@@ -1,6 +1,7 @@
 // The namespace cluster's delayed links without tc netem (delay_line.h): every packet between two
 // hosts waits the delay each way, so a TCP handshake and a request-reply exchange each take at
-// least twice the delay, and a few MiB arrive intact through the relay. Also the delay's parsing.
+// least twice the delay, and a few MiB arrive intact through the relay. Also the delay's parsing
+// and the options refused.
 // Only the lower bound of a time is checked: a loaded machine can only add to it.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -29,6 +30,8 @@ TEST(DelayLineTest, ParsesTcTimes) {
   EXPECT_EQ(d.count(), 1500);
   ASSERT_TRUE(NetnsCluster::ParseDelay("2s", &d).ok());
   EXPECT_EQ(d.count(), 2000000);
+  ASSERT_TRUE(NetnsCluster::ParseDelay("250usec", &d).ok());
+  EXPECT_EQ(d.count(), 250);
   for (const char* bad : {"", "ms", "5", "5 ms", "-1ms", "1h", "61s", "nanus"}) {
     Status s = NetnsCluster::ParseDelay(bad, &d);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
@@ -41,6 +44,11 @@ TEST(DelayLineTest, ParsesTcTimes) {
   Status s = NetnsCluster::Create(o, &c);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("netem or relay"), std::string::npos) << s.message();
+  o.delay = "";
+  o.delay_by = "relay";
+  s = NetnsCluster::Create(o, &c);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("without a delay"), std::string::npos) << s.message();
 }
 
 // Sets a 20 s bound on every blocking call of `fd`.

@@ -31,8 +31,9 @@ for delay in $DELAYS; do
     for r in \$(seq $ROUNDS); do
       for t in default 0; do
         x=''; [ \$t = 0 ] && x='-x HVD_FUSION_THRESHOLD=0'
-        ms=\$($B/cli/hvdrun -H \$HVD_NETNS_HOSTS \$x $B/bench/fusion_bench --rounds 1 \
+        ms=\$('$B/cli/hvdrun' -H \$HVD_NETNS_HOSTS \$x '$B/bench/fusion_bench' --rounds 1 \
               --steps $STEPS --warmup 2 | awk '/<stdout>: +env /{ print \$5, \$8 }')
+        [ -n \"\$ms\" ] || { echo \"fusion_delay_bench: a launch failed (threshold \$t)\" >&2; exit 1; }
         echo \"\$t \$ms\"
       done
     done" 2>&1 | tee /dev/stderr | grep -E '^(default|0) ')

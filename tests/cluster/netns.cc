@@ -195,7 +195,10 @@ Status NetnsCluster::ParseDelay(const std::string& delay, std::chrono::microseco
     used = 0;
   }
   const std::string unit = delay.substr(used);
-  const double us = unit == "us" ? 1 : unit == "ms" ? 1e3 : unit == "s" ? 1e6 : 0;
+  const double us = unit == "us" || unit == "usec"   ? 1
+                    : unit == "ms" || unit == "msec" ? 1e3
+                    : unit == "s" || unit == "sec"   ? 1e6
+                                                     : 0;
   if (used == 0 || us == 0 || !(v >= 0) || !std::isfinite(v) || v * us > 60e6) {
     return InvalidArgument("delay '" + delay +
                            "' is not a tc time; use a number with us, ms or s, at most 60 s "
@@ -249,8 +252,11 @@ Status NetnsCluster::Create(const NetnsOptions& options, std::unique_ptr<NetnsCl
   if (!options.delay.empty()) HVD_RETURN_IF_ERROR(ParseDelay(options.delay, &delay));
   if (options.delay_by != "" && options.delay_by != "netem" && options.delay_by != "relay") {
     return InvalidArgument("delay_by '" + options.delay_by +
-                           "': use netem or relay (or leave it "
-                           "empty: netem where the kernel has it)");
+                           "': use netem or relay (or leave it empty: netem where the kernel has "
+                           "it)");
+  }
+  if (!options.delay_by.empty() && options.delay.empty()) {
+    return InvalidArgument("delay_by '" + options.delay_by + "' without a delay: give one too");
   }
   if (geteuid() != 0) {
     return FailedPrecondition("network namespaces need root (this process runs as uid " +
@@ -290,6 +296,7 @@ Status NetnsCluster::Build() {
     HVD_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "add", "br0", "type", "bridge"}));
     HVD_RETURN_IF_ERROR(Run({"ip", "-n", switch_ns_, "link", "set", "br0", "up"}));
     HVD_RETURN_IF_ERROR(AddPort(launcher_ns_, "pl", launcher_addr()));
+    HVD_RETURN_IF_ERROR(Shape(launcher_ns_, "eth0", false, delay_by_ == "netem"));
   }
   for (int i = 0; i < options_.hosts; ++i) {
     const std::string ns = host_ns(i), port = std::string("p").append(std::to_string(i));
@@ -300,12 +307,11 @@ Status NetnsCluster::Build() {
           Run({"ip", "-n", ns, "addr", "add", decoy_addr(i) + "/24", "dev", "decoy0"}));
       HVD_RETURN_IF_ERROR(Run({"ip", "-n", ns, "link", "set", "decoy0", "up"}));
     }
-    if (relay) {
-      if (!options_.rate.empty()) HVD_RETURN_IF_ERROR(Shape(ns, "eth0", false));  // way out
-    } else if (!options_.rate.empty() || !options_.delay.empty()) {
-      HVD_RETURN_IF_ERROR(Shape(ns, "eth0", !options_.delay.empty()));        // host -> switch
-      HVD_RETURN_IF_ERROR(Shape(switch_ns_, port, !options_.delay.empty()));  // switch -> host
-    }
+    // The rate both ways; netem's delay once per packet, on its way out of a namespace (as the
+    // relay holds each packet once).
+    const bool rate = !options_.rate.empty();
+    HVD_RETURN_IF_ERROR(Shape(ns, "eth0", rate, delay_by_ == "netem"));     // host -> switch
+    if (!relay) HVD_RETURN_IF_ERROR(Shape(switch_ns_, port, rate, false));  // switch -> host
   }
   return Status::OK();
 }
@@ -331,9 +337,10 @@ bool NetnsCluster::NetemWorks() {
   return true;
 }
 
-Status NetnsCluster::Shape(const std::string& ns, const std::string& dev, bool delay) {
+Status NetnsCluster::Shape(const std::string& ns, const std::string& dev, bool rate, bool delay) {
+  if (!rate && !delay) return Status::OK();
   std::vector<std::string> tbf;
-  if (!options_.rate.empty()) {
+  if (rate) {
     double bits = 0;
     HVD_RETURN_IF_ERROR(ParseRate(options_.rate, &bits));
     // 10 ms worth of bytes, at least 64 KiB: veth hands tbf whole 64 KiB GSO packets, and a

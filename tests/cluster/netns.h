@@ -1,8 +1,9 @@
-// A cluster of test hosts on one machine: Linux network namespaces joined by a bridge.
+// A cluster of test hosts on one machine: Linux network namespaces joined by a bridge (or, for a
+// delay without netem, by a userspace relay; see below).
 //
-//   <prefix>-sw   the "switch": bridge br0, one veth port per namespace below
-//   <prefix>-l    the launcher's host, eth0 10.77.0.1/24
-//   <prefix>-h<i> host i ("host-a", "host-b", ...), eth0 10.77.0.(11+i)/24, and with `decoy` a
+//   <prefix>-sw   the "switch": bridge br0, one veth port per namespace below (empty with the
+//   relay) <prefix>-l    the launcher's host, eth0 10.77.0.1/24 <prefix>-h<i> host i ("host-a",
+//   "host-b", ...), eth0 10.77.0.(11+i)/24, and with `decoy` a
 //                 second interface decoy0 172.31.0.(11+i)/24: a bridge with no ports, present on
 //                 every host like docker0 but routing nowhere (packets to another host's decoy
 //                 address are dropped silently, so a dial hangs until its deadline)
@@ -10,7 +11,8 @@
 // Nothing is added to the machine's own namespace: the bridge and every veth live in the
 // namespaces, so the addresses are private to this cluster and two clusters never collide. With
 // `rate`, every host's link is shaped both ways with tc tbf. With `delay`, every packet between
-// the namespaces waits that long: tc netem on every link where the kernel has it, else (or with
+// the namespaces waits that long once: tc netem on every namespace's way out (the launcher's
+// included) where the kernel has it, else (or with
 // delay_by "relay") the links are TUN devices behind a userspace relay that holds each packet
 // (tests/cluster/delay_line.h; no bridge then, and the rate is shaped on each namespace's way
 // out only). The destructor deletes every namespace it created, which removes the veths and
@@ -90,14 +92,15 @@ class NetnsCluster {
 
   // Parses a tc rate ("1gbit", "250mbit", "800kbit", "1000000bit") into bits per second.
   static Status ParseRate(const std::string& rate, double* bits_per_second);
-  // Parses a tc time ("100us", "1ms", "0.5ms", "1s") into microseconds.
+  // Parses a tc time with its unit ("100us", "1ms", "0.5msec", "1s") into microseconds.
   static Status ParseDelay(const std::string& delay, std::chrono::microseconds* out);
 
  private:
   explicit NetnsCluster(NetnsOptions options);
   Status Build();
   Status AddPort(const std::string& ns, const std::string& port, const std::string& addr);
-  Status Shape(const std::string& ns, const std::string& dev, bool delay);
+  // tc tbf at `rate` and/or netem's delay on `dev`'s way out of `ns` (nothing when neither).
+  Status Shape(const std::string& ns, const std::string& dev, bool rate, bool delay);
   bool NetemWorks();
 
   NetnsOptions options_;
