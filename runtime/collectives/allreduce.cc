@@ -38,10 +38,10 @@ Comm Comm::Over(transport::Transport* t) const {
   return c;
 }
 
-std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
-                                               const std::vector<std::string>& hosts,
-                                               size_t local_direct_max_bytes,
-                                               size_t cross_direct_max_bytes) {
+std::shared_ptr<Hierarchy> MakeHierarchy(transport::Transport* t,
+                                         const std::vector<std::string>& hosts,
+                                         size_t local_direct_max_bytes,
+                                         size_t cross_direct_max_bytes) {
   if (hosts.size() != static_cast<size_t>(t->size())) return nullptr;
   // Ranks per host in rank order, hosts in order of their lowest rank.
   std::map<std::string, std::vector<int>> by_host;

@@ -37,6 +37,8 @@ struct Hierarchy {
   std::unique_ptr<transport::Transport> cross;  // this local rank's rank on every host
   size_t local_direct_max_bytes = 0;            // Comm::direct_max_bytes within the host...
   size_t cross_direct_max_bytes = 0;            // ...and across hosts
+  size_t local_ring_chunk_bytes = 0;            // Comm::ring_chunk_bytes within the host and
+  size_t cross_ring_chunk_bytes = 0;            // across hosts; 0: the job's communicator's
 };
 
 // Every rank's input of one allreduce, received already (the negotiation carried it with the
@@ -86,10 +88,10 @@ struct Comm {
 
 // The hierarchy for a job whose ranks run on `hosts` (indexed by rank), or null when they share
 // one host or the hosts hold different numbers of ranks. `t` must outlive the result.
-std::shared_ptr<const Hierarchy> MakeHierarchy(transport::Transport* t,
-                                               const std::vector<std::string>& hosts,
-                                               size_t local_direct_max_bytes,
-                                               size_t cross_direct_max_bytes);
+std::shared_ptr<Hierarchy> MakeHierarchy(transport::Transport* t,
+                                         const std::vector<std::string>& hosts,
+                                         size_t local_direct_max_bytes,
+                                         size_t cross_direct_max_bytes);
 
 // ---- Allreduce ----
 //

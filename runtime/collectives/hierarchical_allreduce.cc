@@ -35,6 +35,12 @@ Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size
   Comm cross = comm.Over(comm.hierarchy->cross.get());
   local.direct_max_bytes = comm.hierarchy->local_direct_max_bytes;
   cross.direct_max_bytes = comm.hierarchy->cross_direct_max_bytes;
+  if (comm.hierarchy->local_ring_chunk_bytes > 0) {
+    local.ring_chunk_bytes = comm.hierarchy->local_ring_chunk_bytes;
+  }
+  if (comm.hierarchy->cross_ring_chunk_bytes > 0) {
+    cross.ring_chunk_bytes = comm.hierarchy->cross_ring_chunk_bytes;
+  }
   const int nl = local.size(), nh = cross.size();
   if (off.size() != static_cast<size_t>(nl * nh) + 1) {
     return Internal("hierarchical allreduce: " + std::to_string(off.size() - 1) + " parts for " +

@@ -11,8 +11,11 @@
 #include <sstream>
 
 #include "base/settings.h"
+#include "collectives/collectives.h"
+#include "core/context.h"
 #include "core/job_settings.h"
 #include "hvd/hvd.h"
+#include "rendezvous/store.h"
 #include "runtime_env.h"
 #include "testutil/multiproc.h"
 
@@ -94,8 +97,8 @@ TEST(SameOnEveryRank, FlaggedWhereDeclared) {
                          "HVD_CACHE_CAPACITY", "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM",
                          "HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "HVD_FUSION_MAX_TENSOR_BYTES",
                          "HVD_FUSION_THRESHOLD", "HVD_HIERARCHICAL_ALLREDUCE",
-                         "HVD_RING_CHUNK_BYTES", "HVD_SHM", "HVD_SINGLE_COPY_MEASURE",
-                         "HVD_SINGLE_COPY_MIN_BYTES"}));
+                         "HVD_RING_CHUNK_BYTES", "HVD_RING_CHUNK_BYTES_TCP", "HVD_SHM",
+                         "HVD_SINGLE_COPY_MEASURE", "HVD_SINGLE_COPY_MIN_BYTES"}));
 }
 
 TEST(SameOnEveryRank, PublishedInNameOrderNormalized) {
@@ -107,7 +110,8 @@ TEST(SameOnEveryRank, PublishedInNameOrderNormalized) {
             "HVD_CACHE_CAPACITY=1024 HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM=65536 "
             "HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP=262144 HVD_FUSION_MAX_TENSOR_BYTES=65536 "
             "HVD_FUSION_THRESHOLD=0x10 HVD_HIERARCHICAL_ALLREDUCE=1 HVD_RING_CHUNK_BYTES=262144 "
-            "HVD_SHM=1 HVD_SINGLE_COPY_MEASURE=1 HVD_SINGLE_COPY_MIN_BYTES=262144");
+            "HVD_RING_CHUNK_BYTES_TCP=262144 HVD_SHM=1 HVD_SINGLE_COPY_MEASURE=1 "
+            "HVD_SINGLE_COPY_MIN_BYTES=262144");
   unsetenv("HVD_SHM");
   unsetenv("HOROVOD_FUSION_THRESHOLD");
   std::string theirs = line;
@@ -179,6 +183,44 @@ TEST(Breadcrumbs, InitLogsWhatTookEffect) {
                  "rank: " + log);
   });
   HVD_EXPECT_RANKS_OK(res);
+}
+
+// The ring's chunk: HVD_RING_CHUNK_BYTES within a host, HVD_RING_CHUNK_BYTES_TCP (set to 1 MiB
+// here) for a job across hosts and for the hierarchical allreduce's ring across hosts (each chunk
+// waits a link delay there: docs/performance.md). Four ranks on two simulated hosts, then on one.
+TEST(RingChunk, LargerAcrossHostsAndOnTheHierarchysCrossRing) {
+  for (int hosts : {2, 1}) {
+    auto res = testing::RunRanks(4, [hosts](int rank, int size, const std::string& dir) -> Status {
+      setenv("HVD_RING_CHUNK_BYTES_TCP", "1048576", 1);
+      setenv("HVD_ADVERTISE_ADDR", "127.0.0.1", 1);
+      std::unique_ptr<runtime::rendezvous::Store> store;
+      HVD_RETURN_IF_ERROR(runtime::rendezvous::NewFileStore(dir, &store));
+      std::unique_ptr<runtime::transport::Transport> t;
+      runtime::collectives::Comm comm;
+      HVD_RETURN_IF_ERROR(
+          runtime::core::ConnectComm(*store, rank, size, testing::SplitHosts(size, hosts),
+                                     std::chrono::milliseconds(20000), nullptr, &t, &comm));
+      const size_t want = hosts > 1 ? size_t{1} << 20 : size_t{256} << 10;
+      HVD_RETURN_IF_ERROR(testing::Check(comm.ring_chunk_bytes == want,
+                                         "ring chunk " + std::to_string(comm.ring_chunk_bytes)));
+      if (hosts > 1) {
+        HVD_RETURN_IF_ERROR(testing::Check(comm.hierarchy != nullptr, "no hierarchy"));
+        HVD_RETURN_IF_ERROR(testing::Check(
+            comm.hierarchy->local_ring_chunk_bytes == size_t{256} << 10 &&
+                comm.hierarchy->cross_ring_chunk_bytes == size_t{1} << 20,
+            "hierarchy chunks " + std::to_string(comm.hierarchy->local_ring_chunk_bytes) + ", " +
+                std::to_string(comm.hierarchy->cross_ring_chunk_bytes)));
+      }
+      std::vector<int64_t> v(300000, rank + 1);  // several chunks of either size
+      HVD_RETURN_IF_ERROR(runtime::collectives::Allreduce(comm, v.data(), v.size(),
+                                                          DataType::kInt64, ReduceOp::kSum));
+      for (int64_t x : v) {
+        HVD_RETURN_IF_ERROR(testing::Check(x == 10, "sum " + std::to_string(x) + " != 10"));
+      }
+      return Status::OK();
+    });
+    HVD_EXPECT_RANKS_OK(res);
+  }
 }
 
 }  // namespace
