@@ -39,6 +39,7 @@ struct Hierarchy {
   size_t cross_direct_max_bytes = 0;            // ...and across hosts
   size_t local_ring_chunk_bytes = 0;            // Comm::ring_chunk_bytes within the host and
   size_t cross_ring_chunk_bytes = 0;            // across hosts; 0: the job's communicator's
+  int cross_ring_lookahead_chunks = 0;          // Comm::ring_lookahead_chunks across hosts
 };
 
 // Every rank's input of one allreduce, received already (the negotiation carried it with the
@@ -56,6 +57,7 @@ struct Comm {
   // The ring runs each segment in chunks of about this many bytes, chunk by chunk, so the bytes a
   // rank reduces are forwarded while they are still in its cache.
   size_t ring_chunk_bytes = 256 << 10;
+  int ring_lookahead_chunks = 0;  // ring_allreduce.cc, "look-ahead"; the same on every rank
   // An allreduce takes the direct (latency) path (direct_allreduce.cc) when each rank would send
   // at most this many bytes on it: (size - 1) x the buffer.
   size_t direct_max_bytes = 0;

@@ -41,6 +41,8 @@ Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size
   if (comm.hierarchy->cross_ring_chunk_bytes > 0) {
     cross.ring_chunk_bytes = comm.hierarchy->cross_ring_chunk_bytes;
   }
+  local.ring_lookahead_chunks = 0;  // within a host: forward each chunk while it is in cache
+  cross.ring_lookahead_chunks = comm.hierarchy->cross_ring_lookahead_chunks;
   const int nl = local.size(), nh = cross.size();
   if (off.size() != static_cast<size_t>(nl * nh) + 1) {
     return Internal("hierarchical allreduce: " + std::to_string(off.size() - 1) + " parts for " +

@@ -16,6 +16,12 @@
 //   schedule   - the streams run chunk by chunk: S_0(0) .. S_{2N-3}(0), S_0(1) .. . A chunk
 //                reduced at R_j is forwarded at S_{j+1} right away, while it is still in this
 //                rank's cache; one pass over the whole segment per step would evict it first.
+//   look-ahead - L = Comm::ring_lookahead_chunks > 0 puts step j of chunk c at slot c + jL
+//                (then by j): each gate has L chunks of slack, so a rank goes on sending while
+//                the peer's chunk crosses a slow link, instead of one chunk per one-way delay
+//                (docs/performance.md, "Tensor fusion across delayed links"). Both streams take
+//                the same order on every rank, and a chunk's own steps keep theirs, so the
+//                argument below holds per chunk as before.
 //   gate       - S_{j+1}(c) is the chunk R_j(c) just produced, so it may send its first k bytes
 //                once k bytes of R_j(c) are processed: send, receive and reduce overlap, and each
 //                rank sends 2(N-1)/N of the buffer in total (bandwidth-optimal).
@@ -41,13 +47,32 @@
 // Deadlock freedom: every rank always receives (the scratch ring drains as it reduces), so every
 // send eventually completes; sends wait only on the left neighbour's data.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "collectives/collectives.h"
 #include "collectives/pipeline.h"
 
 namespace hvd::runtime::collectives {
 namespace {
+
+// The position in both streams of step j (0-based among the run's `steps`) of chunk c, at
+// index c * steps + j: by slot c + j x lookahead, then by j (see "look-ahead").
+std::vector<int> Schedule(int chunks, int steps, int lookahead) {
+  std::vector<std::pair<std::pair<int64_t, int>, int>> keys;
+  keys.reserve(static_cast<size_t>(chunks) * steps);
+  for (int c = 0; c < chunks; ++c) {
+    for (int j = 0; j < steps; ++j) {
+      keys.push_back({{c + int64_t{j} * lookahead, j}, c * steps + j});
+    }
+  }
+  if (lookahead > 0) std::sort(keys.begin(), keys.end());
+  std::vector<int> at(keys.size());
+  for (size_t q = 0; q < keys.size(); ++q) at[keys[q].second] = static_cast<int>(q);
+  return at;
+}
 
 // Steps [first, last) of the ring's 2N-2, for every chunk.
 Status RunSteps(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
@@ -90,18 +115,19 @@ Status RunSteps(const Comm& comm, const void* in, void* buf, const std::vector<s
   plan.dtype = dtype;
   plan.op = op;
   const int steps = last - first;
+  const std::vector<int> at = Schedule(chunks, steps, comm.ring_lookahead_chunks);
   plan.sends.resize(static_cast<size_t>(steps) * chunks);
   plan.recvs.resize(static_cast<size_t>(steps) * chunks);
   for (int c = 0; c < chunks; ++c) {
     for (int j = first; j < last; ++j) {
-      const int k = c * steps + (j - first);
+      const int k = at[c * steps + (j - first)];
       char* data;
       size_t bytes;
       piece(r - j, c, &data, &bytes);
       // The first step sends what this rank already holds (its input, or after a reduce-scatter
       // its reduced segment); every later one forwards the chunk just received.
       plan.sends[k] = {input != nullptr && j == 0 ? local(data) : data, bytes,
-                       j == first ? -1 : k - 1};
+                       j == first ? -1 : at[c * steps + (j - 1 - first)]};
       piece(r - 1 - j, c, &data, &bytes);
       plan.recvs[k] = {data, bytes, /*reduce=*/j < n - 1, /*scale=*/j == n - 2 ? scale : 1.0,
                        /*local=*/input != nullptr && j < n - 1 ? local(data) : nullptr};

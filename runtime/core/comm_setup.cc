@@ -44,17 +44,21 @@ const Setting<int64_t> kDirectMaxTcp("HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", nullp
 const Setting<int64_t> kRingChunk("HVD_RING_CHUNK_BYTES", nullptr, 256 << 10,
                                   "the ring moves each segment in chunks of about this size",
                                   {4096, kGiB}, kSameOnEveryRank);
-// Across hosts the ring's send stream goes chunk by chunk and each chunk waits for the peer's
-// over one link delay, so a ring moves about two chunks per one-way delay: on slow links
-// (1 ms one way, 5 Gbit/s) 4 MiB chunks made a step 1.7x faster than 256 KiB, while on fast
-// ones (10 Gbit/s, no delay) they were 1.3x slower (docs/performance.md, "Tensor fusion across
-// delayed links"). So the default stays the host's, and a job on slow links sets this; the
-// hierarchical allreduce keeps the small chunk within hosts.
-const Setting<int64_t> kRingChunkTcp(
-    "HVD_RING_CHUNK_BYTES_TCP", nullptr, 256 << 10,
-    "the same for rings across hosts (TCP links); larger where a link's delay is long "
-    "(e.g. 4194304 at 1 ms one way)",
-    {4096, kGiB}, kSameOnEveryRank);
+// Across hosts a chunk crossing a link delays every gate waiting for it: without the look-ahead
+// a ring moves about two chunks per one-way delay (docs/performance.md, "Tensor fusion across
+// delayed links": 1 ms, 5 Gbit/s, a ResNet-50 step 325 ms; with 4 chunks of look-ahead 193 ms, and
+// the same as without it at 0 and 100 us). Within a host the ring forwards each chunk while it
+// is in cache: no look-ahead there.
+const Setting<int64_t> kRingLookaheadTcp(
+    "HVD_RING_LOOKAHEAD_CHUNKS_TCP", nullptr, 4,
+    "chunks a ring across hosts (TCP links) sends ahead of the ones it waits for; 0: one at a "
+    "time",
+    {0, 64}, kSameOnEveryRank);
+// The chunk of rings across hosts, apart from the host's (a larger one did what the look-ahead
+// does at 1 ms, and lost 1.3x where the relay decided the rate).
+const Setting<int64_t> kRingChunkTcp("HVD_RING_CHUNK_BYTES_TCP", nullptr, 256 << 10,
+                                     "the same for rings across hosts (TCP links)", {4096, kGiB},
+                                     kSameOnEveryRank);
 const Setting<int64_t> kSingleCopyMin(
     "HVD_SINGLE_COPY_MIN_BYTES", nullptr, 256 << 10,
     "among ranks of one host, allreduces of at least this size may read the peers' buffers "
@@ -87,7 +91,8 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
                    collectives::Comm* comm) {
   transport::ConnectOptions o;
   o.hosts = hosts;
-  int64_t socket_buffer, ring, spin, direct_shm, direct_tcp, chunk, chunk_tcp, single_copy;
+  int64_t socket_buffer, ring, spin, direct_shm, direct_tcp, chunk, chunk_tcp, lookahead_tcp,
+      single_copy;
   bool hierarchical, measure;
   HVD_RETURN_IF_ERROR(kAdvertiseAddr.Get(&o.tcp.advertise_addr));
   HVD_RETURN_IF_ERROR(kSocketBuffer.Get(&socket_buffer));
@@ -98,6 +103,7 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
   HVD_RETURN_IF_ERROR(kDirectMaxTcp.Get(&direct_tcp));
   HVD_RETURN_IF_ERROR(kRingChunk.Get(&chunk));
   HVD_RETURN_IF_ERROR(kRingChunkTcp.Get(&chunk_tcp));
+  HVD_RETURN_IF_ERROR(kRingLookaheadTcp.Get(&lookahead_tcp));
   HVD_RETURN_IF_ERROR(kSingleCopyMin.Get(&single_copy));
   HVD_RETURN_IF_ERROR(kSingleCopyMeasure.Get(&measure));
   HVD_RETURN_IF_ERROR(kHierarchical.Get(&hierarchical));
@@ -133,12 +139,14 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
   const size_t within_host = static_cast<size_t>(o.use_shm ? direct_shm : direct_tcp);
   comm->direct_max_bytes = one_host ? within_host : static_cast<size_t>(direct_tcp);
   comm->ring_chunk_bytes = static_cast<size_t>(one_host ? chunk : chunk_tcp);
+  comm->ring_lookahead_chunks = one_host ? 0 : static_cast<int>(lookahead_tcp);
   if (hierarchical && size > 1) {
     std::shared_ptr<collectives::Hierarchy> h = collectives::MakeHierarchy(
         transport->get(), hosts, within_host, static_cast<size_t>(direct_tcp));
     if (h != nullptr) {
       h->local_ring_chunk_bytes = static_cast<size_t>(chunk);
       h->cross_ring_chunk_bytes = static_cast<size_t>(chunk_tcp);
+      h->cross_ring_lookahead_chunks = static_cast<int>(lookahead_tcp);
     }
     comm->hierarchy = std::move(h);
   }

@@ -26,6 +26,7 @@ struct Config {
   size_t direct_max = 64 << 10;
   size_t chunk = 256 << 10;
   size_t single_copy_min = 0;  // > 0: allreduces from this size read peers' memory (Enable)
+  int lookahead = 0;           // Comm::ring_lookahead_chunks (and the hierarchy's cross ring's)
 };
 
 inline void PrintTo(const Config& c, std::ostream* os) {
@@ -39,8 +40,11 @@ inline Comm MakeComm(const Config& setup, Transport* t, Millis idle_timeout) {
   comm.idle_timeout = idle_timeout;
   comm.direct_max_bytes = setup.direct_max;
   comm.ring_chunk_bytes = setup.chunk;
-  comm.hierarchy = MakeHierarchy(t, hvd::testing::SplitHosts(setup.ranks, setup.hosts),
-                                 setup.direct_max, setup.direct_max);
+  comm.ring_lookahead_chunks = setup.lookahead;
+  std::shared_ptr<Hierarchy> h = MakeHierarchy(
+      t, hvd::testing::SplitHosts(setup.ranks, setup.hosts), setup.direct_max, setup.direct_max);
+  if (h != nullptr) h->cross_ring_lookahead_chunks = setup.lookahead;
+  comm.hierarchy = std::move(h);
   return comm;
 }
 

@@ -336,13 +336,16 @@ TEST(AllreduceAlgorithms, AgreeBitForBit) {
       {{"direct", 3, 1, true, kAlways},
        {"ring", 3, 1, true, 0, 4096},
        {"ring", 3, 1, true, 0},
+       {"ring_ahead", 3, 1, true, 0, 4096, 0, 3},
        {"single_copy", 3, 1, true, 0, 4096, 1}},
       {{"direct", 5, 1, true, kAlways},
        {"ring", 5, 1, true, 0, 8192},
        {"tcp", 5},
+       {"tcp_ahead", 5, 1, false, 0, 8192, 0, 4},
        {"single_copy", 5, 1, true, 0, 8192, 1}},
       {{"hier_direct", 4, 2, true, kAlways},
        {"hier_ring", 4, 2, true, 0, 4096},
+       {"hier_ahead", 4, 2, true, 0, 4096, 0, 2},
        {"hier", 4, 2, true}},
   };
   const std::string why = hvd::testing::CrossMemoryUnavailable();

@@ -93,12 +93,13 @@ TEST(SameOnEveryRank, FlaggedWhereDeclared) {
     if (s.same_on_every_rank()) flagged.push_back(s.name);
   }
   std::sort(flagged.begin(), flagged.end());
-  EXPECT_EQ(flagged, (std::vector<std::string>{
-                         "HVD_CACHE_CAPACITY", "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM",
-                         "HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "HVD_FUSION_MAX_TENSOR_BYTES",
-                         "HVD_FUSION_THRESHOLD", "HVD_HIERARCHICAL_ALLREDUCE",
-                         "HVD_RING_CHUNK_BYTES", "HVD_RING_CHUNK_BYTES_TCP", "HVD_SHM",
-                         "HVD_SINGLE_COPY_MEASURE", "HVD_SINGLE_COPY_MIN_BYTES"}));
+  EXPECT_EQ(flagged,
+            (std::vector<std::string>{
+                "HVD_CACHE_CAPACITY", "HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM",
+                "HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "HVD_FUSION_MAX_TENSOR_BYTES",
+                "HVD_FUSION_THRESHOLD", "HVD_HIERARCHICAL_ALLREDUCE", "HVD_RING_CHUNK_BYTES",
+                "HVD_RING_CHUNK_BYTES_TCP", "HVD_RING_LOOKAHEAD_CHUNKS_TCP", "HVD_SHM",
+                "HVD_SINGLE_COPY_MEASURE", "HVD_SINGLE_COPY_MIN_BYTES"}));
 }
 
 TEST(SameOnEveryRank, PublishedInNameOrderNormalized) {
@@ -110,7 +111,8 @@ TEST(SameOnEveryRank, PublishedInNameOrderNormalized) {
             "HVD_CACHE_CAPACITY=1024 HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM=65536 "
             "HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP=262144 HVD_FUSION_MAX_TENSOR_BYTES=65536 "
             "HVD_FUSION_THRESHOLD=0x10 HVD_HIERARCHICAL_ALLREDUCE=1 HVD_RING_CHUNK_BYTES=262144 "
-            "HVD_RING_CHUNK_BYTES_TCP=262144 HVD_SHM=1 HVD_SINGLE_COPY_MEASURE=1 "
+            "HVD_RING_CHUNK_BYTES_TCP=262144 HVD_RING_LOOKAHEAD_CHUNKS_TCP=4 HVD_SHM=1 "
+            "HVD_SINGLE_COPY_MEASURE=1 "
             "HVD_SINGLE_COPY_MIN_BYTES=262144");
   unsetenv("HVD_SHM");
   unsetenv("HOROVOD_FUSION_THRESHOLD");
@@ -203,11 +205,15 @@ TEST(RingChunk, LargerAcrossHostsAndOnTheHierarchysCrossRing) {
       const size_t want = hosts > 1 ? size_t{1} << 20 : size_t{256} << 10;
       HVD_RETURN_IF_ERROR(testing::Check(comm.ring_chunk_bytes == want,
                                          "ring chunk " + std::to_string(comm.ring_chunk_bytes)));
+      HVD_RETURN_IF_ERROR(
+          testing::Check(comm.ring_lookahead_chunks == (hosts > 1 ? 4 : 0),
+                         "look-ahead " + std::to_string(comm.ring_lookahead_chunks)));
       if (hosts > 1) {
         HVD_RETURN_IF_ERROR(testing::Check(comm.hierarchy != nullptr, "no hierarchy"));
         HVD_RETURN_IF_ERROR(testing::Check(
             comm.hierarchy->local_ring_chunk_bytes == size_t{256} << 10 &&
-                comm.hierarchy->cross_ring_chunk_bytes == size_t{1} << 20,
+                comm.hierarchy->cross_ring_chunk_bytes == size_t{1} << 20 &&
+                comm.hierarchy->cross_ring_lookahead_chunks == 4,
             "hierarchy chunks " + std::to_string(comm.hierarchy->local_ring_chunk_bytes) + ", " +
                 std::to_string(comm.hierarchy->cross_ring_chunk_bytes)));
       }
