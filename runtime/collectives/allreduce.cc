@@ -38,6 +38,22 @@ Comm Comm::Over(transport::Transport* t) const {
   return c;
 }
 
+Comm Comm::OverLocal() const {
+  Comm c = Over(hierarchy->local.get());
+  c.direct_max_bytes = hierarchy->local_direct_max_bytes;
+  if (hierarchy->local_ring_chunk_bytes > 0) c.ring_chunk_bytes = hierarchy->local_ring_chunk_bytes;
+  c.ring_lookahead_chunks = 0;  // within a host: forward each chunk while it is in cache
+  return c;
+}
+
+Comm Comm::OverCross() const {
+  Comm c = Over(hierarchy->cross.get());
+  c.direct_max_bytes = hierarchy->cross_direct_max_bytes;
+  if (hierarchy->cross_ring_chunk_bytes > 0) c.ring_chunk_bytes = hierarchy->cross_ring_chunk_bytes;
+  c.ring_lookahead_chunks = hierarchy->cross_ring_lookahead_chunks;
+  return c;
+}
+
 std::shared_ptr<Hierarchy> MakeHierarchy(transport::Transport* t,
                                          const std::vector<std::string>& hosts,
                                          size_t local_direct_max_bytes,

@@ -86,6 +86,10 @@ struct Comm {
   int JobRank(int r) const { return job_ranks != nullptr ? (*job_ranks)[r] : r; }
   // This communicator over another transport (a group view), without the hierarchy.
   Comm Over(transport::Transport* t) const;
+  // This communicator over the hierarchy's local or cross group, with the group's own
+  // direct-path size, ring chunk and look-ahead. REQUIRES: hierarchy != nullptr.
+  Comm OverLocal() const;
+  Comm OverCross() const;
 };
 
 // The hierarchy for a job whose ranks run on `hosts` (indexed by rank), or null when they share

@@ -31,18 +31,8 @@ namespace hvd::runtime::collectives {
 Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off,
                              DataType dtype, ReduceOp op) {
   if (comm.hierarchy == nullptr) return Internal("hierarchical allreduce without a hierarchy");
-  Comm local = comm.Over(comm.hierarchy->local.get());
-  Comm cross = comm.Over(comm.hierarchy->cross.get());
-  local.direct_max_bytes = comm.hierarchy->local_direct_max_bytes;
-  cross.direct_max_bytes = comm.hierarchy->cross_direct_max_bytes;
-  if (comm.hierarchy->local_ring_chunk_bytes > 0) {
-    local.ring_chunk_bytes = comm.hierarchy->local_ring_chunk_bytes;
-  }
-  if (comm.hierarchy->cross_ring_chunk_bytes > 0) {
-    cross.ring_chunk_bytes = comm.hierarchy->cross_ring_chunk_bytes;
-  }
-  local.ring_lookahead_chunks = 0;  // within a host: forward each chunk while it is in cache
-  cross.ring_lookahead_chunks = comm.hierarchy->cross_ring_lookahead_chunks;
+  const Comm local = comm.OverLocal();
+  const Comm cross = comm.OverCross();
   const int nl = local.size(), nh = cross.size();
   if (off.size() != static_cast<size_t>(nl * nh) + 1) {
     return Internal("hierarchical allreduce: " + std::to_string(off.size() - 1) + " parts for " +

@@ -17,7 +17,7 @@
 //                reduced at R_j is forwarded at S_{j+1} right away, while it is still in this
 //                rank's cache; one pass over the whole segment per step would evict it first.
 //   look-ahead - L = Comm::ring_lookahead_chunks > 0 puts step j of chunk c at slot c + jL
-//                (then by j): each gate has L chunks of slack, so a rank goes on sending while
+//                (then by j): each gate has L slots of slack, so a rank goes on sending while
 //                the peer's chunk crosses a slow link, instead of one chunk per one-way delay
 //                (docs/performance.md, "Tensor fusion across delayed links"). Both streams take
 //                the same order on every rank, and a chunk's own steps keep theirs, so the
@@ -45,11 +45,12 @@
 // needs nothing more: segment r of the output is first written by R_{N-1}.
 //
 // Deadlock freedom: every rank always receives (the scratch ring drains as it reduces), so every
-// send eventually completes; sends wait only on the left neighbour's data.
+// send eventually completes; sends wait only on the left neighbour's data, and each send's gate
+// comes before it in the streams' order (the look-ahead's slot of S_{j-1}(c) is before S_j(c)'s),
+// so by induction over positions every gate is met.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <utility>
 #include <vector>
 
 #include "collectives/collectives.h"
@@ -59,19 +60,25 @@ namespace hvd::runtime::collectives {
 namespace {
 
 // The position in both streams of step j (0-based among the run's `steps`) of chunk c, at
-// index c * steps + j: by slot c + j x lookahead, then by j (see "look-ahead").
+// index c * steps + j: by slot c + j x lookahead, then by j (see "look-ahead"); built slot by
+// slot, in linear time. Empty for the plain order (no look-ahead, or a single chunk).
 std::vector<int> Schedule(int chunks, int steps, int lookahead) {
-  std::vector<std::pair<std::pair<int64_t, int>, int>> keys;
-  keys.reserve(static_cast<size_t>(chunks) * steps);
-  for (int c = 0; c < chunks; ++c) {
+  std::vector<int> at;
+  if (lookahead <= 0 || chunks <= 1) return at;
+  at.resize(static_cast<size_t>(chunks) * steps);
+  int next = 0;
+  const int64_t slots = chunks + int64_t{steps - 1} * lookahead;
+  for (int64_t slot = 0; slot < slots; ++slot) {
     for (int j = 0; j < steps; ++j) {
-      keys.push_back({{c + int64_t{j} * lookahead, j}, c * steps + j});
+      const int64_t c = slot - int64_t{j} * lookahead;
+      if (c >= 0 && c < chunks) at[static_cast<size_t>(c) * steps + j] = next++;
     }
   }
-  if (lookahead > 0) std::sort(keys.begin(), keys.end());
-  std::vector<int> at(keys.size());
-  for (size_t q = 0; q < keys.size(); ++q) at[keys[q].second] = static_cast<int>(q);
   return at;
+}
+
+int Position(const std::vector<int>& at, int k) {
+  return at.empty() ? k : at[static_cast<size_t>(k)];
 }
 
 // Steps [first, last) of the ring's 2N-2, for every chunk.
@@ -120,14 +127,14 @@ Status RunSteps(const Comm& comm, const void* in, void* buf, const std::vector<s
   plan.recvs.resize(static_cast<size_t>(steps) * chunks);
   for (int c = 0; c < chunks; ++c) {
     for (int j = first; j < last; ++j) {
-      const int k = at[c * steps + (j - first)];
+      const int k = Position(at, c * steps + (j - first));
       char* data;
       size_t bytes;
       piece(r - j, c, &data, &bytes);
       // The first step sends what this rank already holds (its input, or after a reduce-scatter
       // its reduced segment); every later one forwards the chunk just received.
       plan.sends[k] = {input != nullptr && j == 0 ? local(data) : data, bytes,
-                       j == first ? -1 : at[c * steps + (j - 1 - first)]};
+                       j == first ? -1 : Position(at, c * steps + (j - 1 - first))};
       piece(r - 1 - j, c, &data, &bytes);
       plan.recvs[k] = {data, bytes, /*reduce=*/j < n - 1, /*scale=*/j == n - 2 ? scale : 1.0,
                        /*local=*/input != nullptr && j < n - 1 ? local(data) : nullptr};

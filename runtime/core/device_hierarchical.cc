@@ -39,8 +39,7 @@ Status DeviceExecutor::FormLocal(const collectives::Comm& comm, SetState* st,
       "the NCCL communicator of host " + std::to_string(host) + "'s ranks (hierarchical allreduce)";
   HVD_RETURN_IF_ERROR(FormComm(x, st->device, cancelled, what, &st->local));
   st->hierarchy = comm.hierarchy;
-  st->cross = comm.Over(h.cross.get());
-  st->cross.direct_max_bytes = h.cross_direct_max_bytes;
+  st->cross = comm.OverCross();
   if (comm.rank() == 0) {
     HVD_LOG(INFO) << "GPU allreduces are hierarchical: NCCL within each host (" << x.size
                   << " ranks), hvd's ring across " << h.cross->size() << " hosts";

@@ -68,6 +68,10 @@ std::vector<Config> Grid() {
   grid.push_back({"3hosts_ring", 6, 3, true, 0, 4096});
   grid.push_back({"2hosts_direct", 6, 2, true, kAlways});
   for (int n : {3, 5}) grid.push_back({"2hosts_unequal", n, 2, true});
+  // The ring's look-ahead (ring_allreduce.cc), as jobs across hosts run it: flat over mixed
+  // links, and the hierarchical allreduce's cross ring of 3 hosts; many chunks.
+  grid.push_back({"2hosts_unequal_ahead", 5, 2, true, 0, 4096, 0, 4});
+  grid.push_back({"3hosts_ring_ahead", 6, 3, true, 0, 4096, 0, 3});
   return grid;
 }
 
