@@ -119,25 +119,21 @@ class LinkTransport final : public Transport {
     return false;
   }
 
-  // Whether a waited peer last published `cpu`, this thread's CPU (-1: unknown, never a match).
-  static bool PeerOnCpu(const std::vector<WaitItem>& items, int cpu) {
-    if (cpu < 0) return false;
-    for (const WaitItem& it : items) {
-      if (it.link != nullptr && Of(it)->PeerCpu() == cpu) return true;
-    }
-    return false;
-  }
-
   // Whether to yield from now on: a waited peer last published `*cpu`, this thread's CPU, so it
   // cannot answer before this thread gives the CPU up. Called only under the pause policy (every
   // rank of the host could have a CPU of its own): then the higher rank of such a pair (so only
   // one of them moves) moves to an allowed CPU no local peer published (move_off_cpu.h) and goes
   // on pausing there.
   bool SharingCpu(const std::vector<WaitItem>& items, int* cpu) {
-    if (!PeerOnCpu(items, *cpu)) return false;
+    if (*cpu < 0) return false;  // sched_getcpu failed: never a match
+    bool sharing = false, higher_peer = false;
     for (const WaitItem& it : items) {
-      if (it.link != nullptr && Of(it)->PeerCpu() == *cpu && it.link->peer() > rank_) return true;
+      if (it.link == nullptr || Of(it)->PeerCpu() != *cpu) continue;
+      sharing = true;
+      higher_peer |= it.link->peer() > rank_;
     }
+    if (!sharing) return false;
+    if (higher_peer) return true;  // that peer moves
     cpu_set_t taken;
     CPU_ZERO(&taken);
     for (const auto& l : links_) {

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <deque>
 
+#include "base/errno_text.h"
 #include "tests/cluster/netns.h"
 
 namespace hvd::clustertest {
@@ -25,7 +26,7 @@ constexpr size_t kMaxPacket = 65536;
 constexpr int kReadsPerWake = 32;
 
 std::string Errno(const std::string& what) {
-  return what + ": " + std::strerror(errno);
+  return what + ": " + base::ErrnoText(errno);
 }
 
 // Whether `err` says this machine lets no one make TUN devices (rather than that something broke).
