@@ -11,8 +11,10 @@
 //                  where Comm::single_copy_choice measured it faster than the ring (if set);
 //   ring         - otherwise.
 // All four reduce every element in the same order (collectives.h), so the choice never changes
-// a result. Special cases: count 0 is a no-op on every rank; with one rank the data is already the
-// result and only kAverage's scaling (by 1, exact) runs.
+// a result. AllreduceExtents (a buffer in several places) runs only where the choice is the ring
+// (RingTakes), which is the one algorithm that reduces extents. Special cases: count 0 is a no-op
+// on every rank; with one rank the data is already the result and only kAverage's scaling (by 1,
+// exact) runs.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -129,10 +131,29 @@ bool RingOrSingleCopy(Algorithm a) {
   return a == Algorithm::kRing || a == Algorithm::kSingleCopy;
 }
 
+// What AllreduceParts and AllreduceExtents check first.
+Status CheckArguments(const Comm& comm, const std::vector<size_t>& parts, DataType dtype,
+                      ReduceOp op) {
+  if (comm.transport == nullptr) return InvalidArgument("allreduce: no transport");
+  if (!IsValid(dtype)) {
+    return InvalidArgument("allreduce: invalid dtype " + std::to_string(static_cast<int>(dtype)));
+  }
+  if (!IsValid(op)) {
+    return InvalidArgument("allreduce: invalid reduce op " + std::to_string(static_cast<int>(op)));
+  }
+  if (parts.empty()) return InvalidArgument("allreduce: no part boundaries");
+  return Status::OK();
+}
+
 }  // namespace
 
 bool UseDirect(const Comm& comm, size_t bytes) {
   return comm.size() > 1 && bytes <= comm.direct_max_bytes / static_cast<size_t>(comm.size() - 1);
+}
+
+bool RingTakes(const Comm& comm, size_t bytes) {
+  return comm.size() > 1 && comm.hierarchy == nullptr && !UseDirect(comm, bytes) &&
+         !SingleCopySize(comm, bytes);
 }
 
 const char* AllreduceAlgorithm(const Comm& comm, size_t bytes) {
@@ -147,14 +168,7 @@ Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& pa
 
 Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& parts,
                       DataType dtype, ReduceOp op, double postscale) {
-  if (comm.transport == nullptr) return InvalidArgument("allreduce: no transport");
-  if (!IsValid(dtype)) {
-    return InvalidArgument("allreduce: invalid dtype " + std::to_string(static_cast<int>(dtype)));
-  }
-  if (!IsValid(op)) {
-    return InvalidArgument("allreduce: invalid reduce op " + std::to_string(static_cast<int>(op)));
-  }
-  if (parts.empty()) return InvalidArgument("allreduce: no part boundaries");
+  HVD_RETURN_IF_ERROR(CheckArguments(comm, parts, dtype, op));
   const size_t count = parts.back();
   if (count == 0) return Status::OK();
   if (buf == nullptr) return InvalidArgument("allreduce: null buffer for a non-empty tensor");
@@ -210,6 +224,42 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
     Scale(buf, count, dtype, factor);
   }
   return Status::OK();
+}
+
+Status AllreduceExtents(const Comm& comm, const std::vector<Extent>& extents,
+                        const std::vector<size_t>& parts, DataType dtype, ReduceOp op,
+                        double postscale) {
+  HVD_RETURN_IF_ERROR(CheckArguments(comm, parts, dtype, op));
+  const size_t count = parts.back();
+  if (count == 0) return Status::OK();
+  if (extents.empty() || extents[0].begin != 0) {
+    return InvalidArgument("allreduce over extents: the first extent must begin at element 0");
+  }
+  for (size_t k = 0; k < extents.size(); ++k) {
+    const size_t end = k + 1 < extents.size() ? extents[k + 1].begin : count;
+    if (end < extents[k].begin || end > count) {
+      return InvalidArgument("allreduce over extents: extent " + std::to_string(k) +
+                             " begins at element " + std::to_string(extents[k].begin) +
+                             ", past the next one or the buffer's " + std::to_string(count));
+    }
+    if (end > extents[k].begin && extents[k].data == nullptr) {
+      return InvalidArgument("allreduce over extents: extent " + std::to_string(k) +
+                             " holds elements but no memory");
+    }
+  }
+  const size_t bytes = count * DataTypeSize(dtype);
+  if (!RingTakes(comm, bytes)) {
+    return FailedPrecondition(std::string("allreduce over extents: ") + std::to_string(bytes) +
+                              " bytes take the " + AllreduceAlgorithm(comm, bytes) +
+                              " path here, and only the ring reduces extents");
+  }
+  if (comm.gathered != nullptr) {
+    return Internal("allreduce over extents: the inputs came with the negotiation");
+  }
+  // As AllreduceParts: one factor, applied inside the ring to each piece as it completes.
+  const double factor = op == ReduceOp::kAverage ? postscale / comm.size() : postscale;
+  return RingAllreduce(comm, extents, parts, dtype, op == ReduceOp::kAverage ? ReduceOp::kSum : op,
+                       factor);
 }
 
 Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op) {

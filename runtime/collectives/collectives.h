@@ -138,6 +138,32 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
 // Whether `bytes` go through the direct path on `comm` (see Comm::direct_max_bytes).
 bool UseDirect(const Comm& comm, size_t bytes);
 
+// ---- Allreduce of a buffer in pieces ----
+//
+// One allreduce over memory in several places: the buffer the algorithms see (its parts, its
+// element order) is virtual, and extent k of it, elements [begin_k, begin_{k+1}) (the last one up
+// to parts.back()), lies at `data`, its input at `in` when out of place (only read; null: in
+// place). Tensor fusion uses it to reduce large tensors where they are and the small ones packed
+// in the fusion buffer in one collective, without copying the large ones
+// (core/executor_in_place.cc).
+struct Extent {
+  size_t begin = 0;  // the first element's index in the virtual buffer
+  char* data = nullptr;
+  const char* in = nullptr;
+};
+
+// Whether AllreduceParts runs the ring for `bytes` on `comm` (more than one rank, flat, neither
+// the direct path nor the single copy): then AllreduceExtents may run. The same on every rank.
+bool RingTakes(const Comm& comm, size_t bytes);
+
+// AllreduceParts over `extents` (increasing `begin`, the first 0; extents of no elements are
+// allowed): every element ends as AllreduceParts would leave it at that virtual index, bit for
+// bit. REQUIRES: RingTakes(comm, parts.back() x the element size); FailedPrecondition otherwise.
+// No extent's `in` may overlap any extent's `data`.
+Status AllreduceExtents(const Comm& comm, const std::vector<Extent>& extents,
+                        const std::vector<size_t>& parts, DataType dtype, ReduceOp op,
+                        double postscale = 1.0);
+
 // The algorithm AllreduceParts runs for `bytes`: "ring", "direct", "hierarchical" or
 // "single-copy".
 const char* AllreduceAlgorithm(const Comm& comm, size_t bytes);
@@ -151,6 +177,10 @@ Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off
 // place.
 Status RingAllreduce(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
                      DataType dtype, ReduceOp op, double scale = 1.0);
+// Over extents (see AllreduceExtents; `off` has size() + 1 entries).
+Status RingAllreduce(const Comm& comm, const std::vector<Extent>& extents,
+                     const std::vector<size_t>& off, DataType dtype, ReduceOp op,
+                     double scale = 1.0);
 // Single copy, among ranks of one host whose memory this process may read (process_vm_readv):
 // the owner of each part reads it from every rank's source and reduces it in the ring's order,
 // then every rank reads the other parts from their owners (single_copy_allreduce.cc). `in` as

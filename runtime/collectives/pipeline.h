@@ -61,9 +61,10 @@ struct Pipeline {
 };
 
 // Runs both streams to completion. Errors read "<algorithm> step k/n: recv from <link>: ...".
-// REQUIRES: a gate names an earlier-or-equal receive step index and the gated send step is no
-// longer than that receive step; the plan is deadlock-free across ranks (every rank always
-// receives, so every send eventually drains).
+// REQUIRES: a gate names a receive step that comes before its send step in the plan's own order
+// of both streams (the ring's pairs of steps; the indices of the two streams may differ) and the
+// gated send step is no longer than that receive step; the plan is deadlock-free across ranks
+// (every rank always receives, so every send eventually drains).
 Status RunPipeline(const Comm& comm, const Pipeline& plan);
 
 // Per-thread scratch areas, kept between calls so a training loop does not fault in fresh pages

@@ -25,7 +25,11 @@
 //   gate       - S_{j+1}(c) is the chunk R_j(c) just produced, so it may send its first k bytes
 //                once k bytes of R_j(c) are processed: send, receive and reduce overlap, and each
 //                rank sends 2(N-1)/N of the buffer in total (bandwidth-optimal).
-// Reduction order: segment i is reduced along the ring from rank i (collectives.h), whatever C.
+//   extents    - the buffer may lie in several places (collectives.h, Extent): segments and
+//                chunks are ranges of virtual elements, and a step that touches several extents
+//                is one pipeline step per extent ("fragment"), gated fragment by fragment.
+// Reduction order: segment i is reduced along the ring from rank i (collectives.h), whatever C
+// and whatever the extents.
 //
 // Why bytes are never overwritten before they are sent (per chunk; chunks are disjoint):
 //   - Reduce steps write segment (r-1-j) for j <= N-2. Its sends are S_{j+1} (gated on that very
@@ -46,8 +50,9 @@
 //
 // Deadlock freedom: every rank always receives (the scratch ring drains as it reduces), so every
 // send eventually completes; sends wait only on the left neighbour's data, and each send's gate
-// comes before it in the streams' order (the look-ahead's slot of S_{j-1}(c) is before S_j(c)'s),
-// so by induction over positions every gate is met.
+// comes before it in the streams' order of (chunk, step) pairs (the look-ahead's slot of
+// S_{j-1}(c) is before S_j(c)'s; fragments only split a pair), so by induction over positions
+// every gate is met.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -81,24 +86,53 @@ int Position(const std::vector<int>& at, int k) {
   return at.empty() ? k : at[static_cast<size_t>(k)];
 }
 
-// Steps [first, last) of the ring's 2N-2, for every chunk.
-Status RunSteps(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
-                DataType dtype, ReduceOp op, int first, int last, const char* algorithm,
-                double scale = 1.0) {
+// Calls fn(data, in, bytes) for each run of the virtual elements [a, b) that lies in one extent,
+// in order (none for an empty range; runs of 0 bytes are skipped).
+template <typename Fn>
+void ForEachFragment(const std::vector<Extent>& x, size_t total, size_t es, size_t a, size_t b,
+                     Fn&& fn) {
+  if (a >= b) return;
+  // The last extent that begins at or before a.
+  size_t k =
+      static_cast<size_t>(std::upper_bound(x.begin(), x.end(), a,
+                                           [](size_t v, const Extent& e) { return v < e.begin; }) -
+                          x.begin() - 1);
+  for (; a < b; ++k) {
+    const size_t end = std::min(b, k + 1 < x.size() ? x[k + 1].begin : total);
+    if (end <= a) continue;
+    const size_t skip = (a - x[k].begin) * es;
+    fn(x[k].data + skip, x[k].in != nullptr ? x[k].in + skip : nullptr, (end - a) * es);
+    a = end;
+  }
+}
+
+// Steps [first, last) of the ring's 2N-2, for every chunk. Each step of a chunk is one pipeline
+// step per extent it touches ("fragment"): a send step and the receive step it forwards cover
+// the same virtual elements, so their fragments pair up one to one for the gates. The byte
+// stream between two ranks is the virtual buffer's bytes in the streams' order whatever either
+// rank's extents are, so ranks may lay the same virtual buffer out differently.
+Status RunSteps(const Comm& comm, const std::vector<Extent>& extents,
+                const std::vector<size_t>& off, DataType dtype, ReduceOp op, int first, int last,
+                const char* algorithm, double scale = 1.0) {
   const int n = comm.size();
   const int r = comm.rank();
   if (off.size() != static_cast<size_t>(n) + 1) {
     return Internal(std::string(algorithm) + ": " + std::to_string(off.size()) +
                     " segment offsets for " + std::to_string(n) + " ranks");
   }
-  if (off.back() == 0) return Status::OK();
+  const size_t total = off.back();
+  if (total == 0) return Status::OK();
+  if (extents.empty() || extents[0].begin != 0) {
+    return Internal(std::string(algorithm) + ": the extents do not start at element 0");
+  }
+  const size_t es = DataTypeSize(dtype);
   if (n == 1) {  // the data is the result: out of place, it still goes to the output
-    if (in != nullptr && in != buf) std::memcpy(buf, in, off.back() * DataTypeSize(dtype));
+    ForEachFragment(extents, total, es, 0, total, [](char* data, const char* in, size_t bytes) {
+      if (in != nullptr && in != data) std::memcpy(data, in, bytes);
+    });
     return Status::OK();
   }
 
-  const size_t es = DataTypeSize(dtype);
-  char* base = static_cast<char*>(buf);
   size_t max_bytes = 0;
   for (int i = 0; i < n; ++i) max_bytes = std::max(max_bytes, (off[i + 1] - off[i]) * es);
   const size_t chunk_bytes = std::max<size_t>(comm.ring_chunk_bytes, es);
@@ -106,14 +140,12 @@ Status RunSteps(const Comm& comm, const void* in, void* buf, const std::vector<s
       static_cast<int>(std::max<size_t>(1, (max_bytes + chunk_bytes - 1) / chunk_bytes));
   std::vector<std::vector<size_t>> cuts(n);
   for (int i = 0; i < n; ++i) cuts[i] = internal::SplitEvenly(off[i + 1] - off[i], chunks);
-  const char* input = in != nullptr && in != buf ? static_cast<const char*>(in) : nullptr;
-  auto piece = [&](int i, int c, char** data, size_t* bytes) {
+  // Virtual elements [*a, *b) of chunk c of segment i (mod n).
+  auto piece = [&](int i, int c, size_t* a, size_t* b) {
     const size_t s = static_cast<size_t>(((i % n) + n) % n);
-    *data = base + (off[s] + cuts[s][c]) * es;
-    *bytes = (cuts[s][c + 1] - cuts[s][c]) * es;
+    *a = off[s] + cuts[s][c];
+    *b = off[s] + cuts[s][c + 1];
   };
-  // The same piece in the input (out of place).
-  auto local = [&](const char* data) { return input + (data - base); };
 
   internal::Pipeline plan;
   plan.algorithm = algorithm;
@@ -122,25 +154,41 @@ Status RunSteps(const Comm& comm, const void* in, void* buf, const std::vector<s
   plan.dtype = dtype;
   plan.op = op;
   const int steps = last - first;
+  const size_t pairs = static_cast<size_t>(steps) * chunks;  // (chunk, step), index c*steps + j
   const std::vector<int> at = Schedule(chunks, steps, comm.ring_lookahead_chunks);
-  plan.sends.resize(static_cast<size_t>(steps) * chunks);
-  plan.recvs.resize(static_cast<size_t>(steps) * chunks);
-  for (int c = 0; c < chunks; ++c) {
-    for (int j = first; j < last; ++j) {
-      const int k = Position(at, c * steps + (j - first));
-      char* data;
-      size_t bytes;
-      piece(r - j, c, &data, &bytes);
-      // The first step sends what this rank already holds (its input, or after a reduce-scatter
-      // its reduced segment); every later one forwards the chunk just received.
-      plan.sends[k] = {input != nullptr && j == 0 ? local(data) : data, bytes,
-                       j == first ? -1 : Position(at, c * steps + (j - 1 - first))};
-      piece(r - 1 - j, c, &data, &bytes);
-      plan.recvs[k] = {data, bytes, /*reduce=*/j < n - 1, /*scale=*/j == n - 2 ? scale : 1.0,
-                       /*local=*/input != nullptr && j < n - 1 ? local(data) : nullptr};
-    }
+  std::vector<int> order(pairs);  // the pair at each position of both streams
+  for (size_t k = 0; k < pairs; ++k) order[Position(at, static_cast<int>(k))] = static_cast<int>(k);
+  std::vector<size_t> recv_first(pairs);  // each pair's first receive step in plan.recvs
+  plan.sends.reserve(pairs);
+  plan.recvs.reserve(pairs);
+  for (const int k : order) {
+    const int c = k / steps;
+    const int j = first + k % steps;
+    size_t a, b;
+    piece(r - j, c, &a, &b);
+    // The first step sends what this rank already holds (its input, or after a reduce-scatter
+    // its reduced segment); every later one forwards the chunk just received, fragment by
+    // fragment.
+    size_t f = 0;
+    ForEachFragment(extents, total, es, a, b, [&](char* data, const char* in, size_t bytes) {
+      const int gate = j == first ? -1 : static_cast<int>(recv_first[k - 1] + f++);
+      plan.sends.push_back({in != nullptr && j == 0 ? in : data, bytes, gate});
+    });
+    recv_first[k] = plan.recvs.size();
+    piece(r - 1 - j, c, &a, &b);
+    ForEachFragment(extents, total, es, a, b, [&](char* data, const char* in, size_t bytes) {
+      plan.recvs.push_back({data, bytes, /*reduce=*/j < n - 1,
+                            /*scale=*/j == n - 2 ? scale : 1.0,
+                            /*local=*/j < n - 1 ? in : nullptr});
+    });
   }
   return internal::RunPipeline(comm, plan);
+}
+
+// A buffer in one piece: one extent, its input out of place when `in` is another buffer.
+std::vector<Extent> Whole(const void* in, void* buf) {
+  return {Extent{0, static_cast<char*>(buf),
+                 in != nullptr && in != buf ? static_cast<const char*>(in) : nullptr}};
 }
 
 }  // namespace
@@ -154,7 +202,16 @@ Status RingAllreduce(const Comm& comm, const void* in, void* buf, const std::vec
   if (op == ReduceOp::kAverage) {
     return InvalidArgument("ring allreduce: kAverage must be a sum followed by Scale");
   }
-  return RunSteps(comm, in, buf, off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce", scale);
+  return RunSteps(comm, Whole(in, buf), off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce",
+                  scale);
+}
+
+Status RingAllreduce(const Comm& comm, const std::vector<Extent>& extents,
+                     const std::vector<size_t>& off, DataType dtype, ReduceOp op, double scale) {
+  if (op == ReduceOp::kAverage) {
+    return InvalidArgument("ring allreduce: kAverage must be a sum followed by Scale");
+  }
+  return RunSteps(comm, extents, off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce", scale);
 }
 
 Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
@@ -167,12 +224,13 @@ Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>&
   if (op == ReduceOp::kAverage) {
     return InvalidArgument("ring reduce-scatter: kAverage must be a sum followed by Scale");
   }
-  return RunSteps(comm, nullptr, buf, off, dtype, op, 0, comm.size() - 1, "ring reduce-scatter");
+  return RunSteps(comm, Whole(nullptr, buf), off, dtype, op, 0, comm.size() - 1,
+                  "ring reduce-scatter");
 }
 
 Status RingAllgather(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype) {
   const int n = comm.size();
-  return RunSteps(comm, nullptr, buf, off, dtype, ReduceOp::kSum, n - 1, 2 * (n - 1),
+  return RunSteps(comm, Whole(nullptr, buf), off, dtype, ReduceOp::kSum, n - 1, 2 * (n - 1),
                   "ring allgather");
 }
 

@@ -43,6 +43,7 @@ struct BatchRef {
   const negotiation::Response* response;
   size_t tensor;
   internal::Operation* op;
+  bool in_place = false;  // a large host tensor, never packed (fusion/fusion_planner.h)
 };
 
 // The reduction an allreduce runs on the wire (an average is a sum), and the factor applied

@@ -16,7 +16,7 @@ struct EngineStats {
   uint64_t cache_hits = 0;                // keys run from the response cache
   uint64_t eager_allreduces = 0;          // ... of them allreduces whose data rode with the bits
   uint64_t negotiated = 0;                // keys run from coordinator responses
-  uint64_t allreduce_collectives = 0;     // ring allreduces run; a fused batch counts once
+  uint64_t allreduce_collectives = 0;     // allreduce collectives run (a batch may run several)
   uint64_t gpu_nccl_batches = 0;          // batches of device tensors run on NCCL...
   uint64_t gpu_staged_batches = 0;        // ...and staged through host memory
   uint64_t gpu_hierarchical_batches = 0;  // NCCL allreduces within hosts, the CPU ring across

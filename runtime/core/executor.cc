@@ -70,14 +70,16 @@ Status Executor::Execute(int set_id, const collectives::Comm& comm,
       std::vector<BatchRef>& refs = refs_;
       refs.clear();
       for (const auto& it : batch.items) {
-        refs.push_back({&responses[it.response], it.tensor, ops_[it.response]});
+        refs.push_back({&responses[it.response], it.tensor, ops_[it.response], it.in_place});
       }
+      bool on_host = false;  // the host path counts its own collectives (one batch may run several)
       auto host = [&](const collectives::Comm& c, const std::vector<BatchRef>& items) {
+        on_host = true;
         return head.reduce_op == ReduceOp::kAdasum ? RunAdasum(c, items[0], n)
                                                    : RunAllreduceBatch(c, items, n);
       };
       s = head.gpu ? device_.Allreduce(set_id, comm, refs, n, host) : host(comm, refs);
-      allreduce_collectives_.fetch_add(1);
+      if (!on_host) allreduce_collectives_.fetch_add(1);
     } else {
       const size_t t = batch.items[0].tensor;
       internal::Operation* op = ops_[batch.items[0].response];
@@ -114,6 +116,20 @@ Status Executor::RunAllreduceAlone(const collectives::Comm& comm, const BatchRef
   const size_t total = count * DataTypeSize(spec.dtype);
   collectives::AllreduceLayout(comm, count, &parts_);
 
+  char* buf = static_cast<char*>(item.op->outputs[item.tensor].data);
+  const void* input = PrepareInPlace(item);
+  const BatchRef items[] = {item};
+  TimelineAllreduceStart(comm, items, total);
+  allreduce_collectives_.fetch_add(1);
+  Status s = collectives::AllreduceParts(comm, input, buf, parts_, spec.dtype,
+                                         WireOp(head.reduce_op), PostFactor(head, contributors));
+  return s.ok() ? s : s.WithContext("allreduce of '" + head.key + "'");
+}
+
+const void* Executor::PrepareInPlace(const BatchRef& item) {
+  const Response& head = *item.response;
+  const TensorSpec& spec = head.tensors[item.tensor];
+  const size_t total = Bytes(spec);
   const Tensor& in = item.op->inputs[item.tensor];
   char* buf = static_cast<char*>(item.op->outputs[item.tensor].data);
   const void* input = nullptr;  // out of place without a prescale: the collective reads it
@@ -126,12 +142,10 @@ Status Executor::RunAllreduceAlone(const collectives::Comm& comm, const BatchRef
       std::memmove(buf, in.data, total);  // overlapping buffers: reduce in the output
     }
   }
-  const BatchRef items[] = {item};
-  TimelineAllreduceStart(comm, items, total);
-  if (head.prescale != 1.0) collectives::Scale(buf, count, spec.dtype, head.prescale);
-  Status s = collectives::AllreduceParts(comm, input, buf, parts_, spec.dtype,
-                                         WireOp(head.reduce_op), PostFactor(head, contributors));
-  return s.ok() ? s : s.WithContext("allreduce of '" + head.key + "'");
+  if (head.prescale != 1.0 && total > 0) {
+    collectives::Scale(buf, static_cast<size_t>(spec.num_elements()), spec.dtype, head.prescale);
+  }
+  return input;
 }
 
 // The fusion buffer's layout (part-major: fusion/fusion_buffer.h) makes fused and unfused results
@@ -140,6 +154,26 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
                                    const std::vector<BatchRef>& items, int contributors) {
   if (items.size() == 1 && items[0].op != nullptr) {
     return RunAllreduceAlone(comm, items[0], contributors);
+  }
+  if (items.size() > 1 &&
+      std::any_of(items.begin(), items.end(), [](const BatchRef& b) { return b.in_place; })) {
+    size_t bytes = 0;
+    for (const BatchRef& b : items) bytes += Bytes(b.response->tensors[b.tensor]);
+    if (collectives::RingTakes(comm, bytes)) return RunAllreduceInPlace(comm, items, contributors);
+    // Elsewhere (one host's single copy or direct path, a hierarchy): the packed items fused,
+    // then each in-place one alone, the same collectives on every rank.
+    std::vector<BatchRef> packed, one(1);
+    for (const BatchRef& b : items) {
+      if (!b.in_place) packed.push_back(b);
+    }
+    if (!packed.empty()) HVD_RETURN_IF_ERROR(RunAllreduceBatch(comm, packed, contributors));
+    for (const BatchRef& b : items) {
+      if (!b.in_place) continue;
+      one[0] = b;
+      one[0].in_place = false;
+      HVD_RETURN_IF_ERROR(RunAllreduceBatch(comm, one, contributors));
+    }
+    return Status::OK();
   }
   const Response& head = *items[0].response;
   const DataType dtype = head.tensors[items[0].tensor].dtype;
@@ -168,6 +202,7 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
   layout.Pack(inputs, dtype, head.reduce_op, head.prescale, buf);
 
   TimelineAllreduceStart(comm, items, total);
+  allreduce_collectives_.fetch_add(1);
   Status s = collectives::AllreduceParts(comm, nullptr, buf, layout.parts(), dtype,
                                          WireOp(head.reduce_op), PostFactor(head, contributors));
   if (!s.ok()) return s.WithContext("allreduce of '" + head.key + "'");
@@ -195,6 +230,9 @@ void Executor::TimelineAllreduceStart(const collectives::Comm& comm, const Items
     timeline_->ActivityStart(b.response->tensors[b.tensor].name, "ALLREDUCE", args);
   }
 }
+// Also called from executor_in_place.cc, which does not see the definition.
+template void Executor::TimelineAllreduceStart(const collectives::Comm& comm,
+                                               const std::vector<BatchRef>& items, size_t total);
 
 // Adasum is never fused (the planner keeps it alone): each tensor is combined on its own, as
 // Horovod combines per layer.
@@ -218,6 +256,7 @@ Status Executor::RunAdasum(const collectives::Comm& comm, const BatchRef& item, 
   if (timeline_ != nullptr && timeline_->recording()) {
     timeline_->ActivityStart(spec.name, "ALLREDUCE", TimelineArgs("adasum", bytes, 1));
   }
+  allreduce_collectives_.fetch_add(1);
   Status s = collectives::AdasumAllreduce(comm, buf, {count}, spec.dtype);
   if (!s.ok()) return s.WithContext("adasum allreduce of '" + spec.name + "'");
   if (item.op != nullptr && r.postscale != 1.0) {

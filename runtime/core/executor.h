@@ -45,7 +45,7 @@ class Executor {
                  const std::vector<negotiation::Response>& responses, int contributors,
                  const Lookup& lookup, const Finish& finish);
 
-  // Allreduce batches run so far (EngineStats); readable from any thread.
+  // Allreduce collectives run so far (EngineStats); readable from any thread.
   uint64_t allreduce_collectives() const { return allreduce_collectives_.load(); }
   const DeviceExecutor& device() const { return device_; }
   // Any thread: aborts the NCCL communicators (core/device_executor.h).
@@ -58,6 +58,15 @@ class Executor {
                            int contributors);
   // REQUIRES: item.op != nullptr (this rank holds the tensor).
   Status RunAllreduceAlone(const collectives::Comm& comm, const BatchRef& item, int contributors);
+  // A batch with in-place items where the ring runs: one ring over the packed items and the
+  // in-place ones where they lie (executor_in_place.cc).
+  // REQUIRES: collectives::RingTakes(comm, the batch's bytes).
+  Status RunAllreduceInPlace(const collectives::Comm& comm, const std::vector<BatchRef>& items,
+                             int contributors);
+  // An item reduced in its own output: null once its input is there (prescaled, when it has a
+  // prescale), else its input, for the collective to read as it goes (out of place).
+  // REQUIRES: item.op != nullptr.
+  static const void* PrepareInPlace(const BatchRef& item);
   // The ALLREDUCE activity of `items` (BatchRefs) on the timeline, when one records.
   template <typename Items>
   void TimelineAllreduceStart(const collectives::Comm& comm, const Items& items, size_t total);

@@ -63,16 +63,22 @@ void PlanBatches(const std::vector<negotiation::Response>& responses, const Fusi
     if (head.type != OpType::kAllreduce) continue;
     const TensorSpec& spec = head.tensors[items[i].tensor];
     b.bytes = Bytes(spec);
-    if (large(b.bytes)) continue;
+    if (large(b.bytes)) {
+      if (head.gpu) continue;
+      b.items[0].in_place = true;
+    }
     for (size_t j = i + 1; j < items.size() && b.bytes < threshold; ++j) {
       if (taken[j]) continue;
       const Response& other = responses[items[j].response];
       if (!Fusable(head, other)) continue;
       const TensorSpec& s = other.tensors[items[j].tensor];
-      if (s.dtype != spec.dtype || large(Bytes(s)) || b.bytes + Bytes(s) > threshold) continue;
+      const bool in_place = large(Bytes(s));
+      if (s.dtype != spec.dtype || (in_place && head.gpu) || b.bytes + Bytes(s) > threshold) {
+        continue;
+      }
       taken[j] = true;
       b.bytes += Bytes(s);
-      b.items.push_back(items[j]);
+      b.items.push_back({items[j].response, items[j].tensor, in_place});
     }
   }
   batches->resize(n);

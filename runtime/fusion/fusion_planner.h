@@ -6,10 +6,15 @@
 //            reduce op and scales and their bytes fit the threshold (HVD_FUSION_THRESHOLD);
 //            everything else runs alone. A single item larger than the threshold runs alone,
 //            without a copy into the fusion buffer.
-//   large  - an item above max_tensor_bytes (HVD_FUSION_MAX_TENSOR_BYTES). It runs alone, in
-//            the caller's buffer: fusing saves one collective's fixed cost (microseconds on
-//            shared memory, tens of them on TCP) but costs a copy in and a copy out, which for a
-//            tensor of megabytes is far more (docs/performance.md, "Tensor fusion").
+//   large  - an item above max_tensor_bytes (HVD_FUSION_MAX_TENSOR_BYTES). It is never copied
+//            into the fusion buffer: a copy in and a copy out of a tensor of megabytes cost far
+//            more than the collective's fixed cost that fusing saves (microseconds on shared
+//            memory, tens of them on TCP: docs/performance.md, "Tensor fusion"). A large host
+//            item still joins a batch, `in_place`: where the batch takes the ring, the executor
+//            reduces it where it lies in the same collective as the rest (collectives::Extent),
+//            which saves the fixed cost without the copies (one delay per collective across
+//            hosts); elsewhere it runs alone after the batch's fused items. A large device item
+//            runs alone.
 // The plan depends only on the response list, so every rank computes the same plan.
 #pragma once
 
@@ -24,6 +29,7 @@ namespace hvd::runtime::fusion {
 struct BatchItem {
   size_t response = 0;
   size_t tensor = 0;
+  bool in_place = false;  // large: reduced where it lies, never packed (see "large")
 };
 
 // The defaults of HVD_FUSION_THRESHOLD and HVD_FUSION_MAX_TENSOR_BYTES (fusion_settings.cc),

@@ -215,11 +215,36 @@ TEST(FusionPlanner, FusesCompatibleAllreducesUnderTheThreshold) {
   EXPECT_EQ(unfused.size(), 5u);
 }
 
-TEST(FusionPlanner, LargeTensorsRunAloneAndSmallOnesAroundThemStillFuse) {
-  // float32 x count: 40, 400, 40, 400, 40 bytes; tensors above 100 bytes are never fused.
+TEST(FusionPlanner, LargeHostTensorsJoinInPlaceAndLargeDeviceOnesRunAlone) {
+  // float32 x count: 40, 400, 40, 400, 40 bytes; tensors above 100 bytes are never packed.
   std::vector<Response> rs = {Cached("a", 10), Cached("B", 100), Cached("c", 10), Cached("D", 100),
                               Cached("e", 10)};
   auto batches = fusion::PlanBatches(rs, {1 << 20, 100});
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].items.size(), 5u);  // in response order, B and D in place
+  EXPECT_EQ(batches[0].bytes, 920);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(batches[0].items[i].response, i);
+    EXPECT_EQ(batches[0].items[i].in_place, i == 1 || i == 3) << i;
+  }
+  // A large head pulls the others in too; the threshold counts in-place bytes.
+  auto two = fusion::PlanBatches({rs[1], rs[0], rs[3]}, {500, 100});
+  ASSERT_EQ(two.size(), 2u);
+  ASSERT_EQ(two[0].items.size(), 2u);  // B (in place) + a; D would pass 500 bytes
+  EXPECT_TRUE(two[0].items[0].in_place);
+  EXPECT_FALSE(two[0].items[1].in_place);
+  EXPECT_TRUE(two[1].items[0].in_place);
+
+  // A tensor exactly at the limit is packed; 0 means no limit.
+  for (size_t limit : {400, 0}) {
+    auto all = fusion::PlanBatches(rs, {1 << 20, static_cast<int64_t>(limit)});
+    ASSERT_EQ(all.size(), 1u);
+    for (const auto& it : all[0].items) EXPECT_FALSE(it.in_place) << limit;
+  }
+
+  // Device tensors: the large ones run alone, the small ones around them still fuse.
+  for (Response& r : rs) r.gpu = true;
+  batches = fusion::PlanBatches(rs, {1 << 20, 100});
   ASSERT_EQ(batches.size(), 3u);
   ASSERT_EQ(batches[0].items.size(), 3u);  // a, c, e: pulled forward past B and D
   EXPECT_EQ(batches[0].items[1].response, 2u);
@@ -227,12 +252,9 @@ TEST(FusionPlanner, LargeTensorsRunAloneAndSmallOnesAroundThemStillFuse) {
   EXPECT_EQ(batches[0].bytes, 120);
   ASSERT_EQ(batches[1].items.size(), 1u);
   EXPECT_EQ(batches[1].items[0].response, 1u);
+  EXPECT_FALSE(batches[1].items[0].in_place);
   ASSERT_EQ(batches[2].items.size(), 1u);
   EXPECT_EQ(batches[2].items[0].response, 3u);
-
-  // A tensor exactly at the limit still fuses; 0 means no limit.
-  EXPECT_EQ(fusion::PlanBatches(rs, {1 << 20, 400}).size(), 1u);
-  EXPECT_EQ(fusion::PlanBatches(rs, {1 << 20, 0}).size(), 1u);
 }
 
 // GPU operations (Request::gpu): carried on the wire, agreed by every rank, cached with the flag,
@@ -251,7 +273,8 @@ TEST(GpuFlag, TravelsMustAgreeAndNeverFusesWithHost) {
   ResponseList rl = c.Compute(now);
   ASSERT_EQ(rl.responses.size(), 1u);
   const std::string& e = rl.responses[0].error;
-  EXPECT_NE(e.find("rank 0 submitted allreduce float32 [4] on a GPU op=sum;"), std::string::npos) << e;
+  EXPECT_NE(e.find("rank 0 submitted allreduce float32 [4] on a GPU op=sum;"), std::string::npos)
+      << e;
   EXPECT_NE(e.find("same kind of memory"), std::string::npos) << e;
 
   Coordinator agree(2, 0, 0);
