@@ -11,10 +11,10 @@
 //                  where Comm::single_copy_choice measured it faster than the ring (if set);
 //   ring         - otherwise.
 // All four reduce every element in the same order (collectives.h), so the choice never changes
-// a result. AllreduceExtents (a buffer in several places) runs only where the choice is the ring
-// (RingTakes), which is the one algorithm that reduces extents. Special cases: count 0 is a no-op
-// on every rank; with one rank the data is already the result and only kAverage's scaling (by 1,
-// exact) runs.
+// a result. AllreduceExtents (a buffer in several places) runs only where the choice is rings
+// (ExtentsTake): the flat ring, or the hierarchical allreduce's large buffers' path. Special cases:
+// count 0 is a no-op on every rank; with one rank the data is already the result and only
+// kAverage's scaling (by 1, exact) runs.
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -151,9 +151,17 @@ bool UseDirect(const Comm& comm, size_t bytes) {
   return comm.size() > 1 && bytes <= comm.direct_max_bytes / static_cast<size_t>(comm.size() - 1);
 }
 
-bool RingTakes(const Comm& comm, size_t bytes) {
-  return comm.size() > 1 && comm.hierarchy == nullptr && !UseDirect(comm, bytes) &&
-         !SingleCopySize(comm, bytes);
+bool ExtentsTake(const Comm& comm, size_t count, DataType dtype) {
+  const size_t bytes = count * DataTypeSize(dtype);
+  if (comm.size() <= 1) return false;
+  if (comm.hierarchy == nullptr) return !UseDirect(comm, bytes) && !SingleCopySize(comm, bytes);
+  // HierarchicalAllreduce's choices: its large buffers' path, and the ring across hosts for the
+  // smallest local segment that holds elements (count / L of them, at least one), so for every
+  // rank's (an empty segment has nothing to reduce across hosts).
+  const Comm local = comm.OverLocal(), cross = comm.OverCross();
+  const size_t per_rank = count / static_cast<size_t>(local.size());
+  const size_t smallest = std::max<size_t>(per_rank, 1) * DataTypeSize(dtype);
+  return !(UseDirect(local, bytes) && UseDirect(cross, bytes)) && !UseDirect(cross, smallest);
 }
 
 const char* AllreduceAlgorithm(const Comm& comm, size_t bytes) {
@@ -248,18 +256,21 @@ Status AllreduceExtents(const Comm& comm, const std::vector<Extent>& extents,
     }
   }
   const size_t bytes = count * DataTypeSize(dtype);
-  if (!RingTakes(comm, bytes)) {
+  if (!ExtentsTake(comm, count, dtype)) {
     return FailedPrecondition(std::string("allreduce over extents: ") + std::to_string(bytes) +
                               " bytes take the " + AllreduceAlgorithm(comm, bytes) +
-                              " path here, and only the ring reduces extents");
+                              " path here (or its direct path), and only rings reduce extents");
   }
   if (comm.gathered != nullptr) {
     return Internal("allreduce over extents: the inputs came with the negotiation");
   }
-  // As AllreduceParts: one factor, applied inside the ring to each piece as it completes.
+  // As AllreduceParts: one factor, applied inside the (cross) ring to each piece as it completes.
   const double factor = op == ReduceOp::kAverage ? postscale / comm.size() : postscale;
-  return RingAllreduce(comm, extents, parts, dtype, op == ReduceOp::kAverage ? ReduceOp::kSum : op,
-                       factor);
+  const ReduceOp sum_op = op == ReduceOp::kAverage ? ReduceOp::kSum : op;
+  if (comm.hierarchy != nullptr) {
+    return HierarchicalAllreduce(comm, extents, parts, dtype, sum_op, factor);
+  }
+  return RingAllreduce(comm, extents, parts, dtype, sum_op, factor);
 }
 
 Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, ReduceOp op) {

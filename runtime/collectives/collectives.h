@@ -152,14 +152,16 @@ struct Extent {
   const char* in = nullptr;
 };
 
-// Whether AllreduceParts runs the ring for `bytes` on `comm` (more than one rank, flat, neither
-// the direct path nor the single copy): then AllreduceExtents may run. The same on every rank.
-bool RingTakes(const Comm& comm, size_t bytes);
+// Whether AllreduceExtents runs for `count` elements of `dtype` on `comm`: where AllreduceParts
+// would run rings only (more than one rank; flat: neither the direct path nor the single copy;
+// hierarchical: the rings within the host, and across hosts for every rank's segment). The same
+// on every rank.
+bool ExtentsTake(const Comm& comm, size_t count, DataType dtype);
 
 // AllreduceParts over `extents` (increasing `begin`, the first 0; extents of no elements are
 // allowed): every element ends as AllreduceParts would leave it at that virtual index, bit for
-// bit. REQUIRES: RingTakes(comm, parts.back() x the element size); FailedPrecondition otherwise.
-// No extent's `in` may overlap any extent's `data`.
+// bit. REQUIRES: ExtentsTake(comm, parts.back(), dtype); FailedPrecondition otherwise. No
+// extent's `in` may overlap any extent's `data`.
 Status AllreduceExtents(const Comm& comm, const std::vector<Extent>& extents,
                         const std::vector<size_t>& parts, DataType dtype, ReduceOp op,
                         double postscale = 1.0);
@@ -200,6 +202,11 @@ Status EnableSingleCopy(Comm* comm, size_t min_bytes, bool measure, std::string*
 Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,
                          DataType dtype, ReduceOp op);
 Status RingAllgather(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype);
+// The same over extents (the reduce-scatter reads an extent's `in` as RingAllreduce does).
+Status RingReduceScatter(const Comm& comm, const std::vector<Extent>& extents,
+                         const std::vector<size_t>& off, DataType dtype, ReduceOp op);
+Status RingAllgather(const Comm& comm, const std::vector<Extent>& extents,
+                     const std::vector<size_t>& off, DataType dtype);
 // Latency path: every rank sends its buffer to every other and reduces locally
 // (direct_allreduce.cc). `off` may have any number of parts; part i is reduced in ring order
 // from rank i mod size().
@@ -209,6 +216,11 @@ Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& o
 // (hierarchical_allreduce.cc). REQUIRES: comm.hierarchy.
 Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off,
                              DataType dtype, ReduceOp op);
+// Its rings alone, over extents, each result element multiplied by `scale` in the cross ring.
+// REQUIRES: ExtentsTake(comm, off.back(), dtype).
+Status HierarchicalAllreduce(const Comm& comm, const std::vector<Extent>& extents,
+                             const std::vector<size_t>& off, DataType dtype, ReduceOp op,
+                             double scale);
 
 // Splits `count` elements into `parts` contiguous pieces of whole elements, the first
 // count % parts one element longer. Returns parts + 1 element offsets.

@@ -23,45 +23,101 @@
 //      starts at cross rank u, as step 2 above).
 // Both orders are the same: local segment t in ring order from local rank t, then part t*H+u in
 // ring order from host u, so results do not depend on the size thresholds.
+// Over extents (a buffer in several places: collectives.h) only the large buffers' path runs:
+// its rings take extents, the cross ring a slice of them (ExtentsTake says where).
+#include <algorithm>
+
 #include "collectives/collectives.h"
 #include "collectives/pipeline.h"
 
 namespace hvd::runtime::collectives {
+namespace {
 
-Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off,
-                             DataType dtype, ReduceOp op) {
-  if (comm.hierarchy == nullptr) return Internal("hierarchical allreduce without a hierarchy");
+// Virtual elements [begin, end) of the `total` in `x` as extents of their own from element 0,
+// without inputs: the cross ring reduces what the host's reduce-scatter left in the output.
+std::vector<Extent> Slice(const std::vector<Extent>& x, size_t total, size_t es, size_t begin,
+                          size_t end) {
+  std::vector<Extent> out;
+  for (size_t k = 0; k < x.size(); ++k) {
+    const size_t b = x[k].begin, e = k + 1 < x.size() ? x[k + 1].begin : total;
+    const size_t lo = std::max(b, begin), hi = std::min(e, end);
+    if (lo < hi) out.push_back({lo - begin, x[k].data + (lo - b) * es, nullptr});
+  }
+  return out;
+}
+
+// The large buffers' path: the rings within the host, and the cross group's allreduce of this
+// rank's segment (the direct path there only for a buffer in one piece).
+Status Rings(const Comm& comm, const std::vector<Extent>& extents, const std::vector<size_t>& off,
+             DataType dtype, ReduceOp op, double scale) {
   const Comm local = comm.OverLocal();
   const Comm cross = comm.OverCross();
   const int nl = local.size(), nh = cross.size();
-  if (off.size() != static_cast<size_t>(nl * nh) + 1) {
-    return Internal("hierarchical allreduce: " + std::to_string(off.size() - 1) + " parts for " +
-                    std::to_string(nl) + " local ranks x " + std::to_string(nh) + " hosts");
-  }
   const size_t es = DataTypeSize(dtype);
   std::vector<size_t> local_off(nl + 1);
   for (int t = 0; t <= nl; ++t) local_off[t] = off[static_cast<size_t>(t) * nh];
 
-  const size_t bytes = off.back() * es;
-  if (UseDirect(local, bytes) && UseDirect(cross, bytes)) {
-    HVD_RETURN_IF_ERROR_CTX(DirectAllreduce(local, buf, local_off, dtype, op),
-                            "hierarchical allreduce, within the host");
-    return DirectAllreduce(cross, buf, off, dtype, op)
-        .WithContext("hierarchical allreduce, across hosts");
-  }
-
-  HVD_RETURN_IF_ERROR_CTX(RingReduceScatter(local, buf, local_off, dtype, op),
+  HVD_RETURN_IF_ERROR_CTX(RingReduceScatter(local, extents, local_off, dtype, op),
                           "hierarchical allreduce, within the host");
   // The segment this rank holds reduced over its host, and its H parts relative to its start.
   const int t = (local.rank() + 1) % nl;
   std::vector<size_t> parts(nh + 1);
   for (int u = 0; u <= nh; ++u) parts[u] = off[static_cast<size_t>(t) * nh + u] - local_off[t];
-  char* segment = static_cast<char*>(buf) + local_off[t] * es;
-  Status s = UseDirect(cross, parts.back() * es) ? DirectAllreduce(cross, segment, parts, dtype, op)
-                                                 : RingAllreduce(cross, segment, parts, dtype, op);
+  const std::vector<Extent> segment =
+      Slice(extents, off.back(), es, local_off[t], local_off[t + 1]);
+  Status s;  // an empty segment (fewer elements than local ranks) has nothing to reduce
+  if (segment.empty()) {
+  } else if (UseDirect(cross, parts.back() * es)) {
+    if (segment.size() > 1 || scale != 1.0) {
+      return Internal("hierarchical allreduce: the direct path across hosts for extents");
+    }
+    s = DirectAllreduce(cross, segment[0].data, parts, dtype, op);
+  } else {
+    s = RingAllreduce(cross, segment, parts, dtype, op, scale);
+  }
   HVD_RETURN_IF_ERROR_CTX(s, "hierarchical allreduce, across hosts");
-  return RingAllgather(local, buf, local_off, dtype)
+  return RingAllgather(local, extents, local_off, dtype)
       .WithContext("hierarchical allreduce, within the host");
+}
+
+Status CheckParts(const Comm& comm, const std::vector<size_t>& off) {
+  if (comm.hierarchy == nullptr) return Internal("hierarchical allreduce without a hierarchy");
+  const int nl = comm.hierarchy->local->size(), nh = comm.hierarchy->cross->size();
+  if (off.size() != static_cast<size_t>(nl * nh) + 1) {
+    return Internal("hierarchical allreduce: " + std::to_string(off.size() - 1) + " parts for " +
+                    std::to_string(nl) + " local ranks x " + std::to_string(nh) + " hosts");
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off,
+                             DataType dtype, ReduceOp op) {
+  HVD_RETURN_IF_ERROR(CheckParts(comm, off));
+  const Comm local = comm.OverLocal();
+  const Comm cross = comm.OverCross();
+  const size_t bytes = off.back() * DataTypeSize(dtype);
+  if (UseDirect(local, bytes) && UseDirect(cross, bytes)) {
+    const int nl = local.size(), nh = cross.size();
+    std::vector<size_t> local_off(nl + 1);
+    for (int t = 0; t <= nl; ++t) local_off[t] = off[static_cast<size_t>(t) * nh];
+    HVD_RETURN_IF_ERROR_CTX(DirectAllreduce(local, buf, local_off, dtype, op),
+                            "hierarchical allreduce, within the host");
+    return DirectAllreduce(cross, buf, off, dtype, op)
+        .WithContext("hierarchical allreduce, across hosts");
+  }
+  return Rings(comm, {Extent{0, static_cast<char*>(buf), nullptr}}, off, dtype, op, 1.0);
+}
+
+Status HierarchicalAllreduce(const Comm& comm, const std::vector<Extent>& extents,
+                             const std::vector<size_t>& off, DataType dtype, ReduceOp op,
+                             double scale) {
+  HVD_RETURN_IF_ERROR(CheckParts(comm, off));
+  if (!ExtentsTake(comm, off.back(), dtype)) {
+    return Internal("hierarchical allreduce over extents where a direct path runs");
+  }
+  return Rings(comm, extents, off, dtype, op, scale);
 }
 
 }  // namespace hvd::runtime::collectives

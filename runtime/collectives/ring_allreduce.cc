@@ -199,11 +199,7 @@ std::vector<size_t> RingSegments(size_t count, int parts) {
 
 Status RingAllreduce(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
                      DataType dtype, ReduceOp op, double scale) {
-  if (op == ReduceOp::kAverage) {
-    return InvalidArgument("ring allreduce: kAverage must be a sum followed by Scale");
-  }
-  return RunSteps(comm, Whole(in, buf), off, dtype, op, 0, 2 * (comm.size() - 1), "ring allreduce",
-                  scale);
+  return RingAllreduce(comm, Whole(in, buf), off, dtype, op, scale);
 }
 
 Status RingAllreduce(const Comm& comm, const std::vector<Extent>& extents,
@@ -221,17 +217,25 @@ Status RingAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off
 
 Status RingReduceScatter(const Comm& comm, void* buf, const std::vector<size_t>& off,
                          DataType dtype, ReduceOp op) {
+  return RingReduceScatter(comm, Whole(nullptr, buf), off, dtype, op);
+}
+
+Status RingReduceScatter(const Comm& comm, const std::vector<Extent>& extents,
+                         const std::vector<size_t>& off, DataType dtype, ReduceOp op) {
   if (op == ReduceOp::kAverage) {
     return InvalidArgument("ring reduce-scatter: kAverage must be a sum followed by Scale");
   }
-  return RunSteps(comm, Whole(nullptr, buf), off, dtype, op, 0, comm.size() - 1,
-                  "ring reduce-scatter");
+  return RunSteps(comm, extents, off, dtype, op, 0, comm.size() - 1, "ring reduce-scatter");
 }
 
 Status RingAllgather(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype) {
+  return RingAllgather(comm, Whole(nullptr, buf), off, dtype);
+}
+
+Status RingAllgather(const Comm& comm, const std::vector<Extent>& extents,
+                     const std::vector<size_t>& off, DataType dtype) {
   const int n = comm.size();
-  return RunSteps(comm, Whole(nullptr, buf), off, dtype, ReduceOp::kSum, n - 1, 2 * (n - 1),
-                  "ring allgather");
+  return RunSteps(comm, extents, off, dtype, ReduceOp::kSum, n - 1, 2 * (n - 1), "ring allgather");
 }
 
 }  // namespace hvd::runtime::collectives

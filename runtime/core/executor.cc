@@ -157,10 +157,15 @@ Status Executor::RunAllreduceBatch(const collectives::Comm& comm,
   }
   if (items.size() > 1 &&
       std::any_of(items.begin(), items.end(), [](const BatchRef& b) { return b.in_place; })) {
-    size_t bytes = 0;
-    for (const BatchRef& b : items) bytes += Bytes(b.response->tensors[b.tensor]);
-    if (collectives::RingTakes(comm, bytes)) return RunAllreduceInPlace(comm, items, contributors);
-    // Elsewhere (one host's single copy or direct path, a hierarchy): the packed items fused,
+    size_t count = 0;
+    for (const BatchRef& b : items) {
+      count += static_cast<size_t>(b.response->tensors[b.tensor].num_elements());
+    }
+    const DataType dtype = items[0].response->tensors[items[0].tensor].dtype;
+    if (collectives::ExtentsTake(comm, count, dtype)) {
+      return RunAllreduceInPlace(comm, items, contributors);
+    }
+    // Elsewhere (one host's single copy, a direct path): the packed items fused,
     // then each in-place one alone, the same collectives on every rank.
     std::vector<BatchRef> packed, one(1);
     for (const BatchRef& b : items) {

@@ -58,9 +58,9 @@ class Executor {
                            int contributors);
   // REQUIRES: item.op != nullptr (this rank holds the tensor).
   Status RunAllreduceAlone(const collectives::Comm& comm, const BatchRef& item, int contributors);
-  // A batch with in-place items where the ring runs: one ring over the packed items and the
+  // A batch with in-place items where rings run it: one allreduce over the packed items and the
   // in-place ones where they lie (executor_in_place.cc).
-  // REQUIRES: collectives::RingTakes(comm, the batch's bytes).
+  // REQUIRES: collectives::ExtentsTake(comm, the batch's elements, its dtype).
   Status RunAllreduceInPlace(const collectives::Comm& comm, const std::vector<BatchRef>& items,
                              int contributors);
   // An item reduced in its own output: null once its input is there (prescaled, when it has a

@@ -1,9 +1,11 @@
 // Tensor fusion without copying the large tensors: a batch whose large items stay where they
-// lie (BatchItem::in_place, fusion/fusion_planner.h) runs as one ring over a virtual buffer
-// (collectives::Extent). Its layout is the fusion buffer's, part-major over every item of the
-// batch in batch order (fusion/fusion_buffer.h), so an element is reduced in the same part, and
-// so the same order, as fused or alone: the results are bit-identical to both. The small items
-// lie packed in the fusion buffer; each large one's piece of part s is its own memory.
+// lie (BatchItem::in_place, fusion/fusion_planner.h) runs as one allreduce over a virtual buffer
+// (collectives::Extent) where rings run it (collectives::ExtentsTake: the flat ring, or the
+// hierarchical allreduce's rings within and across hosts). Its layout is the fusion buffer's,
+// part-major over every item of the batch in batch order (fusion/fusion_buffer.h), so an element is
+// reduced in the same part, and so the same order, as fused or alone: the results are bit-identical
+// to both. The small items lie packed in the fusion buffer; each large one's piece of part s is its
+// own memory.
 //
 // Why: across hosts a collective costs at least a few one-way delays however small it is, and a
 // copy of a large tensor in and out of the fusion buffer costs more than the collective it saves
@@ -81,7 +83,6 @@ Status Executor::RunAllreduceInPlace(const collectives::Comm& comm,
   const Response& head = *items[0].response;
   const DataType dtype = head.tensors[items[0].tensor].dtype;
   const size_t es = DataTypeSize(dtype);
-  const int nparts = comm.size();  // flat: the ring's segments (RingTakes)
 
   std::vector<std::vector<size_t>> pieces(items.size());
   std::vector<bool> packed(items.size());
@@ -91,6 +92,7 @@ Status Executor::RunAllreduceInPlace(const collectives::Comm& comm,
     packed[i] = !items[i].in_place || items[i].op == nullptr;
   }
   PackOverlapping(items, &packed);
+  const int nparts = static_cast<int>(pieces[0].size()) - 1;  // every item has the comm's parts
 
   std::vector<std::vector<size_t>> packed_pieces;
   std::vector<const void*> inputs;

@@ -10,7 +10,7 @@
 //            into the fusion buffer: a copy in and a copy out of a tensor of megabytes cost far
 //            more than the collective's fixed cost that fusing saves (microseconds on shared
 //            memory, tens of them on TCP: docs/performance.md, "Tensor fusion"). A large host
-//            item still joins a batch, `in_place`: where the batch takes the ring, the executor
+//            item still joins a batch, `in_place`: where rings take the batch, the executor
 //            reduces it where it lies in the same collective as the rest (collectives::Extent),
 //            which saves the fixed cost without the copies (one delay per collective across
 //            hosts); elsewhere it runs alone after the batch's fused items. A large device item

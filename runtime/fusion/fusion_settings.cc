@@ -13,8 +13,8 @@ const base::Setting<int64_t> kFusionThreshold("HVD_FUSION_THRESHOLD", "HOROVOD_F
                                               {0, kMaxBytes}, base::kSameOnEveryRank);
 const base::Setting<int64_t> kFusionMaxTensor(
     "HVD_FUSION_MAX_TENSOR_BYTES", nullptr, kDefaultFusionMaxTensorBytes,
-    "larger tensors are reduced where they lie, not copied into the fusion buffer (in one ring "
-    "with the fused ones where the ring runs, else alone); 0: no limit",
+    "larger tensors are reduced where they lie, not copied into the fusion buffer (in one "
+    "allreduce with the fused ones where rings run it, else alone); 0: no limit",
     {0, kMaxBytes, "0 means no limit; give a value in that range, or unset it for the default"},
     base::kSameOnEveryRank);
 

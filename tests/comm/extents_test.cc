@@ -1,9 +1,9 @@
 // AllreduceExtents: the ring over a buffer that lies in several places (collectives.h, Extent)
 // leaves every element as AllreduceParts leaves it in one buffer, bit for bit, whatever each
 // rank's extents (the ranks cut the same virtual buffer differently), in place or out of place,
-// with and without the look-ahead, over shared memory, TCP and both, for 4- and 8-byte elements
-// and every op; it never writes an input; and where the ring does not run it refuses, naming the
-// path that does.
+// with and without the look-ahead, over shared memory, TCP and both, flat and hierarchical, for 4-
+// and 8-byte elements and every op; it never writes an input; and where rings do not run it
+// refuses, naming the path that does.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -119,6 +119,9 @@ TEST(AllreduceExtents, MatchesOneBufferBitForBit) {
       {"tcp_ahead", 5, 1, false, 0, 8192, 0, 4},
       // Unequal hosts (2 + 1): flat, shared memory within the host and TCP across.
       {"mixed_ahead", 3, 2, true, 0, 4096, 0, 2},
+      // Hierarchical: the rings within 2 hosts of 2 and 3 ranks, and the cross ring's slices.
+      {"hier", 4, 2, true, 0, 4096},
+      {"hier_ahead", 6, 2, true, 0, 8192, 0, 3},
   };
   for (size_t i = 0; i < configs.size(); ++i) {
     const Config& c = configs[i];
@@ -129,7 +132,7 @@ TEST(AllreduceExtents, MatchesOneBufferBitForBit) {
   }
 }
 
-TEST(AllreduceExtents, RefusesWhereTheRingDoesNotRun) {
+TEST(AllreduceExtents, RefusesWhereNoRingRuns) {
   constexpr size_t kAlways = ~size_t{0};
   const Config c{"direct", 2, 1, true, kAlways};
   RunResult res = RunRanks(2, [&](int rank, int, const std::string& dir) -> Status {

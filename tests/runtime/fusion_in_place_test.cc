@@ -1,8 +1,8 @@
 // Tensor fusion with large tensors reduced where they lie (core/executor_in_place.cc) through the
 // public API: every rank's fused results bit-identical to unfused ones, in place and out of place
 // (two tensors reading one input), with an average, a prescale and a postscale, with a joined
-// rank; one collective for a whole group where the ring runs, and each large tensor alone with
-// the same results where it does not (the direct path, the hierarchical allreduce).
+// rank; one collective for a whole group where rings run it (flat, hierarchical), and each large
+// tensor alone with the same results where they do not (the direct path).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -168,13 +168,14 @@ TEST(FusionInPlace, SeparateTensorsAndAJoinedRankAcrossHosts) {
   ExpectFusedEqualsUnfused({3, 3, false, false, 1.0});
 }
 
-// Where the ring does not take the batch: the direct path on one host, the hierarchical
-// allreduce across 2 hosts of 2 ranks. (On one host with the ring taking the batch, and the
-// single copy off, the in-place ring runs over shared memory: the first case below.)
-TEST(FusionInPlace, ElsewhereEachLargeTensorRunsAloneWithTheSameResults) {
+// The hierarchical allreduce's rings (2 hosts of 2 ranks) and the ring on one host (the batch
+// below the single copy's size) take the batch too; the direct path does not, and there each
+// large tensor runs alone.
+TEST(FusionInPlace, HierarchicalAndOneHostAndWhereNoRingRuns) {
+  EXPECT_EQ(ExpectFusedEqualsUnfused({4, 2, true, false, 1.0}), kRingOnly);
+  EXPECT_EQ(ExpectFusedEqualsUnfused({4, 2, true, true, 0.5}), kRingOnly);
   EXPECT_EQ(ExpectFusedEqualsUnfused({3, 1, true, false, 1.0}), kRingOnly);
   EXPECT_EQ(ExpectFusedEqualsUnfused({3, 1, true, true, 0.5, 1 << 20}), kEachAlone);
-  EXPECT_EQ(ExpectFusedEqualsUnfused({4, 2, true, false, 1.0}), kEachAlone);
 }
 
 }  // namespace
