@@ -155,13 +155,8 @@ bool ExtentsTake(const Comm& comm, size_t count, DataType dtype) {
   const size_t bytes = count * DataTypeSize(dtype);
   if (comm.size() <= 1) return false;
   if (comm.hierarchy == nullptr) return !UseDirect(comm, bytes) && !SingleCopySize(comm, bytes);
-  // HierarchicalAllreduce's choices: its large buffers' path, and the ring across hosts for the
-  // smallest local segment that holds elements (count / L of them, at least one), so for every
-  // rank's (an empty segment has nothing to reduce across hosts).
-  const Comm local = comm.OverLocal(), cross = comm.OverCross();
-  const size_t per_rank = count / static_cast<size_t>(local.size());
-  const size_t smallest = std::max<size_t>(per_rank, 1) * DataTypeSize(dtype);
-  return !(UseDirect(local, bytes) && UseDirect(cross, bytes)) && !UseDirect(cross, smallest);
+  // HierarchicalAllreduce's large buffers' path (its cross step takes extents either way).
+  return !(UseDirect(comm.OverLocal(), bytes) && UseDirect(comm.OverCross(), bytes));
 }
 
 const char* AllreduceAlgorithm(const Comm& comm, size_t bytes) {

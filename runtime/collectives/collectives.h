@@ -153,9 +153,8 @@ struct Extent {
 };
 
 // Whether AllreduceExtents runs for `count` elements of `dtype` on `comm`: where AllreduceParts
-// would run rings only (more than one rank; flat: neither the direct path nor the single copy;
-// hierarchical: the rings within the host, and across hosts for every rank's segment). The same
-// on every rank.
+// would run rings (more than one rank; flat: neither the direct path nor the single copy;
+// hierarchical: its large buffers' path, the rings within the host). The same on every rank.
 bool ExtentsTake(const Comm& comm, size_t count, DataType dtype);
 
 // AllreduceParts over `extents` (increasing `begin`, the first 0; extents of no elements are

@@ -23,12 +23,15 @@
 //      starts at cross rank u, as step 2 above).
 // Both orders are the same: local segment t in ring order from local rank t, then part t*H+u in
 // ring order from host u, so results do not depend on the size thresholds.
-// Over extents (a buffer in several places: collectives.h) only the large buffers' path runs:
-// its rings take extents, the cross ring a slice of them (ExtentsTake says where).
+// Over extents (a buffer in several places: collectives.h) only the large buffers' path runs
+// (ExtentsTake says where): its rings take extents, the cross step a slice of them (the direct
+// path there through a contiguous copy of at most its size limit).
 #include <algorithm>
+#include <cstring>
 
 #include "collectives/collectives.h"
 #include "collectives/pipeline.h"
+#include "collectives/reduce.h"
 
 namespace hvd::runtime::collectives {
 namespace {
@@ -46,8 +49,30 @@ std::vector<Extent> Slice(const std::vector<Extent>& x, size_t total, size_t es,
   return out;
 }
 
+// The direct allreduce across hosts of a segment in several extents, or one to scale (the
+// extents' version scales here, before the allgather): through a contiguous copy, at most the
+// cross group's direct size, reduced in the same order, so the same bits.
+Status DirectThroughCopy(const Comm& cross, const std::vector<Extent>& segment,
+                         const std::vector<size_t>& parts, DataType dtype, ReduceOp op,
+                         double scale) {
+  const size_t es = DataTypeSize(dtype), bytes = parts.back() * es;
+  thread_local std::vector<char> copy;
+  if (copy.size() < bytes) copy.resize(bytes);
+  auto each = [&](auto&& fn) {
+    for (size_t k = 0; k < segment.size(); ++k) {
+      const size_t end = k + 1 < segment.size() ? segment[k + 1].begin : parts.back();
+      fn(segment[k].data, copy.data() + segment[k].begin * es, (end - segment[k].begin) * es);
+    }
+  };
+  each([](char* data, char* c, size_t n) { std::memcpy(c, data, n); });
+  HVD_RETURN_IF_ERROR(DirectAllreduce(cross, copy.data(), parts, dtype, op));
+  if (scale != 1.0) Scale(copy.data(), parts.back(), dtype, scale);
+  each([](char* data, char* c, size_t n) { std::memcpy(data, c, n); });
+  return Status::OK();
+}
+
 // The large buffers' path: the rings within the host, and the cross group's allreduce of this
-// rank's segment (the direct path there only for a buffer in one piece).
+// rank's segment, each result element multiplied by `scale` there.
 Status Rings(const Comm& comm, const std::vector<Extent>& extents, const std::vector<size_t>& off,
              DataType dtype, ReduceOp op, double scale) {
   const Comm local = comm.OverLocal();
@@ -68,10 +93,9 @@ Status Rings(const Comm& comm, const std::vector<Extent>& extents, const std::ve
   Status s;  // an empty segment (fewer elements than local ranks) has nothing to reduce
   if (segment.empty()) {
   } else if (UseDirect(cross, parts.back() * es)) {
-    if (segment.size() > 1 || scale != 1.0) {
-      return Internal("hierarchical allreduce: the direct path across hosts for extents");
-    }
-    s = DirectAllreduce(cross, segment[0].data, parts, dtype, op);
+    s = segment.size() == 1 && scale == 1.0
+            ? DirectAllreduce(cross, segment[0].data, parts, dtype, op)
+            : DirectThroughCopy(cross, segment, parts, dtype, op, scale);
   } else {
     s = RingAllreduce(cross, segment, parts, dtype, op, scale);
   }
@@ -115,7 +139,7 @@ Status HierarchicalAllreduce(const Comm& comm, const std::vector<Extent>& extent
                              double scale) {
   HVD_RETURN_IF_ERROR(CheckParts(comm, off));
   if (!ExtentsTake(comm, off.back(), dtype)) {
-    return Internal("hierarchical allreduce over extents where a direct path runs");
+    return Internal("hierarchical allreduce over extents where its small buffers' path runs");
   }
   return Rings(comm, extents, off, dtype, op, scale);
 }

@@ -79,7 +79,20 @@ Status CheckType(const Comm& comm, const Config& c, int rank, int index, DataTyp
       for (size_t i = 0; i < count; ++i) {  // order-dependent sums; products within range
         v[i] = static_cast<T>(Mix(i * 977 + rank) % 100000) * T(1e-3) + T(1) / T(rank + 3);
       }
-      const std::vector<size_t> parts = AllreduceLayout(comm, count);
+      // The parts of a fused batch of three tensors, as the executor lays them out.
+      std::vector<size_t> parts = AllreduceLayout(comm, count / 3);
+      for (size_t c : {count / 5, count - count / 3 - count / 5}) {
+        const std::vector<size_t> more = AllreduceLayout(comm, c);
+        for (size_t s = 0; s < parts.size(); ++s) parts[s] += more[s];
+      }
+      if (!ExtentsTake(comm, count, dtype)) {  // the small buffers' path: refused, on every rank
+        const Status s = AllreduceExtents(comm, {Extent{0, reinterpret_cast<char*>(v.data())}},
+                                          parts, dtype, op);
+        if (s.code() != StatusCode::kFailedPrecondition) {
+          return Internal(what + ": want FailedPrecondition, got " + s.ToString());
+        }
+        continue;
+      }
       std::vector<T> want = v;
       HVD_RETURN_IF_ERROR(AllreduceParts(comm, want.data(), parts, dtype, op, 0.5));
       Cut<T> cut = CutUp(v, count * 7 + static_cast<uint64_t>(rank) * 1000003 + index);
@@ -119,9 +132,13 @@ TEST(AllreduceExtents, MatchesOneBufferBitForBit) {
       {"tcp_ahead", 5, 1, false, 0, 8192, 0, 4},
       // Unequal hosts (2 + 1): flat, shared memory within the host and TCP across.
       {"mixed_ahead", 3, 2, true, 0, 4096, 0, 2},
-      // Hierarchical: the rings within 2 hosts of 2 and 3 ranks, and the cross ring's slices.
+      // Hierarchical: the rings within 2 hosts of 2 and 3 ranks, and the cross ring's slices;
+      // with a direct size, the small buffers refused and the cross step direct (through a copy
+      // of the slice) for the larger ones.
       {"hier", 4, 2, true, 0, 4096},
       {"hier_ahead", 6, 2, true, 0, 8192, 0, 3},
+      {"hier_direct_cross", 4, 2, true, 256 << 10, 4096},
+      {"hier3_direct_cross", 6, 2, true, 256 << 10, 8192, 0, 3},
   };
   for (size_t i = 0; i < configs.size(); ++i) {
     const Config& c = configs[i];

@@ -34,6 +34,7 @@ struct Scenario {
   double prescale = 1.0;
   // > 0: the direct path takes a whole batch on one host (not the ring: each item alone).
   int64_t direct_max = 0;
+  int64_t direct_max_tcp = 0;  // > 0: across hosts too
 };
 
 // One rank's steps; its results of every step into `out`, and the allreduce collectives of the
@@ -97,7 +98,7 @@ Results Run(const Scenario& sc, const std::string& fusion) {
                   {"HVD_ADVERTISE_ADDR", "127.0.0.1"},
                   {"HVD_FUSION_THRESHOLD", fusion},
                   {"HVD_FUSION_MAX_TENSOR_BYTES", "4200"},
-                  {"HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", "0"},
+                  {"HVD_DIRECT_ALLREDUCE_MAX_BYTES_TCP", std::to_string(sc.direct_max_tcp)},
                   {"HVD_DIRECT_ALLREDUCE_MAX_BYTES_SHM", std::to_string(sc.direct_max)}}));
     std::vector<float> out;
     uint64_t n = 0;
@@ -174,6 +175,10 @@ TEST(FusionInPlace, SeparateTensorsAndAJoinedRankAcrossHosts) {
 TEST(FusionInPlace, HierarchicalAndOneHostAndWhereNoRingRuns) {
   EXPECT_EQ(ExpectFusedEqualsUnfused({4, 2, true, false, 1.0}), kRingOnly);
   EXPECT_EQ(ExpectFusedEqualsUnfused({4, 2, true, true, 0.5}), kRingOnly);
+  // The cross step direct for one local rank's segment (36872 bytes: the limit) and the ring for
+  // the other's; then both paths direct: the hierarchical allreduce's small path, each alone.
+  EXPECT_EQ(ExpectFusedEqualsUnfused({4, 2, true, false, 0.5, 0, 36872}), kRingOnly);
+  EXPECT_EQ(ExpectFusedEqualsUnfused({4, 2, true, false, 1.0, 1 << 20, 1 << 20}), kEachAlone);
   EXPECT_EQ(ExpectFusedEqualsUnfused({3, 1, true, false, 1.0}), kRingOnly);
   EXPECT_EQ(ExpectFusedEqualsUnfused({3, 1, true, true, 0.5, 1 << 20}), kEachAlone);
 }
