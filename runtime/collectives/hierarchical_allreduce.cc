@@ -26,7 +26,6 @@
 // Over extents (a buffer in several places: collectives.h) only the large buffers' path runs
 // (ExtentsTake says where): its rings take extents, the cross step a slice of them (the direct
 // path there through a contiguous copy of at most its size limit).
-#include <algorithm>
 #include <cstring>
 
 #include "collectives/collectives.h"
@@ -41,11 +40,11 @@ namespace {
 std::vector<Extent> Slice(const std::vector<Extent>& x, size_t total, size_t es, size_t begin,
                           size_t end) {
   std::vector<Extent> out;
-  for (size_t k = 0; k < x.size(); ++k) {
-    const size_t b = x[k].begin, e = k + 1 < x.size() ? x[k + 1].begin : total;
-    const size_t lo = std::max(b, begin), hi = std::min(e, end);
-    if (lo < hi) out.push_back({lo - begin, x[k].data + (lo - b) * es, nullptr});
-  }
+  size_t at = 0;
+  internal::ForEachFragment(x, total, es, begin, end, [&](char* data, const char*, size_t bytes) {
+    out.push_back({at, data, nullptr});
+    at += bytes / es;
+  });
   return out;
 }
 
@@ -58,11 +57,14 @@ Status DirectThroughCopy(const Comm& cross, const std::vector<Extent>& segment,
   const size_t es = DataTypeSize(dtype), bytes = parts.back() * es;
   thread_local std::vector<char> copy;
   if (copy.size() < bytes) copy.resize(bytes);
+  // Calls fn(the extent's bytes, their place in the copy, their size) along the segment.
   auto each = [&](auto&& fn) {
-    for (size_t k = 0; k < segment.size(); ++k) {
-      const size_t end = k + 1 < segment.size() ? segment[k + 1].begin : parts.back();
-      fn(segment[k].data, copy.data() + segment[k].begin * es, (end - segment[k].begin) * es);
-    }
+    char* c = copy.data();
+    internal::ForEachFragment(segment, parts.back(), es, 0, parts.back(),
+                              [&](char* data, const char*, size_t n) {
+                                fn(data, c, n);
+                                c += n;
+                              });
   };
   each([](char* data, char* c, size_t n) { std::memcpy(c, data, n); });
   HVD_RETURN_IF_ERROR(DirectAllreduce(cross, copy.data(), parts, dtype, op));
@@ -91,13 +93,14 @@ Status Rings(const Comm& comm, const std::vector<Extent>& extents, const std::ve
   const std::vector<Extent> segment =
       Slice(extents, off.back(), es, local_off[t], local_off[t + 1]);
   Status s;  // an empty segment (fewer elements than local ranks) has nothing to reduce
-  if (segment.empty()) {
-  } else if (UseDirect(cross, parts.back() * es)) {
-    s = segment.size() == 1 && scale == 1.0
-            ? DirectAllreduce(cross, segment[0].data, parts, dtype, op)
-            : DirectThroughCopy(cross, segment, parts, dtype, op, scale);
-  } else {
-    s = RingAllreduce(cross, segment, parts, dtype, op, scale);
+  if (!segment.empty()) {
+    if (!UseDirect(cross, parts.back() * es)) {
+      s = RingAllreduce(cross, segment, parts, dtype, op, scale);
+    } else if (segment.size() == 1 && scale == 1.0) {
+      s = DirectAllreduce(cross, segment[0].data, parts, dtype, op);
+    } else {
+      s = DirectThroughCopy(cross, segment, parts, dtype, op, scale);
+    }
   }
   HVD_RETURN_IF_ERROR_CTX(s, "hierarchical allreduce, across hosts");
   return RingAllgather(local, extents, local_off, dtype)

@@ -19,6 +19,7 @@
 // names the peer(s) waited on.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -79,6 +80,28 @@ char* ThreadScratch(Scratch which, size_t bytes);
 // count % parts one element longer. Returns parts + 1 element offsets.
 std::vector<size_t> SplitEvenly(size_t count, int parts);
 void SplitEvenly(size_t count, int parts, std::vector<size_t>* off);  // into `off`'s memory
+
+// Calls fn(data, in, bytes) for each run of the virtual elements [a, b) that lies in one extent,
+// in order (none for an empty range; runs of 0 bytes are skipped). `x`: a buffer of `total`
+// elements of `es` bytes in extents (collectives.h, Extent); the ring's steps and the
+// hierarchical allreduce's slices are made of these runs.
+template <typename Fn>
+void ForEachFragment(const std::vector<Extent>& x, size_t total, size_t es, size_t a, size_t b,
+                     Fn&& fn) {
+  if (a >= b) return;
+  // The last extent that begins at or before a.
+  size_t k =
+      static_cast<size_t>(std::upper_bound(x.begin(), x.end(), a,
+                                           [](size_t v, const Extent& e) { return v < e.begin; }) -
+                          x.begin() - 1);
+  for (; a < b; ++k) {
+    const size_t end = std::min(b, k + 1 < x.size() ? x[k + 1].begin : total);
+    if (end <= a) continue;
+    const size_t skip = (a - x[k].begin) * es;
+    fn(x[k].data + skip, x[k].in != nullptr ? x[k].in + skip : nullptr, (end - a) * es);
+    a = end;
+  }
+}
 
 // "rank 2 (127.0.0.1:40113)" for error messages; just "rank 2" when `error` (if given) already
 // names the link, so context does not repeat the address.

@@ -86,26 +86,6 @@ int Position(const std::vector<int>& at, int k) {
   return at.empty() ? k : at[static_cast<size_t>(k)];
 }
 
-// Calls fn(data, in, bytes) for each run of the virtual elements [a, b) that lies in one extent,
-// in order (none for an empty range; runs of 0 bytes are skipped).
-template <typename Fn>
-void ForEachFragment(const std::vector<Extent>& x, size_t total, size_t es, size_t a, size_t b,
-                     Fn&& fn) {
-  if (a >= b) return;
-  // The last extent that begins at or before a.
-  size_t k =
-      static_cast<size_t>(std::upper_bound(x.begin(), x.end(), a,
-                                           [](size_t v, const Extent& e) { return v < e.begin; }) -
-                          x.begin() - 1);
-  for (; a < b; ++k) {
-    const size_t end = std::min(b, k + 1 < x.size() ? x[k + 1].begin : total);
-    if (end <= a) continue;
-    const size_t skip = (a - x[k].begin) * es;
-    fn(x[k].data + skip, x[k].in != nullptr ? x[k].in + skip : nullptr, (end - a) * es);
-    a = end;
-  }
-}
-
 // Steps [first, last) of the ring's 2N-2, for every chunk. Each step of a chunk is one pipeline
 // step per extent it touches ("fragment"): a send step and the receive step it forwards cover
 // the same virtual elements, so their fragments pair up one to one for the gates. The byte
@@ -127,9 +107,10 @@ Status RunSteps(const Comm& comm, const std::vector<Extent>& extents,
   }
   const size_t es = DataTypeSize(dtype);
   if (n == 1) {  // the data is the result: out of place, it still goes to the output
-    ForEachFragment(extents, total, es, 0, total, [](char* data, const char* in, size_t bytes) {
-      if (in != nullptr && in != data) std::memcpy(data, in, bytes);
-    });
+    internal::ForEachFragment(extents, total, es, 0, total,
+                              [](char* data, const char* in, size_t bytes) {
+                                if (in != nullptr && in != data) std::memcpy(data, in, bytes);
+                              });
     return Status::OK();
   }
 
@@ -170,17 +151,19 @@ Status RunSteps(const Comm& comm, const std::vector<Extent>& extents,
     // its reduced segment); every later one forwards the chunk just received, fragment by
     // fragment.
     size_t f = 0;
-    ForEachFragment(extents, total, es, a, b, [&](char* data, const char* in, size_t bytes) {
-      const int gate = j == first ? -1 : static_cast<int>(recv_first[k - 1] + f++);
-      plan.sends.push_back({in != nullptr && j == 0 ? in : data, bytes, gate});
-    });
+    internal::ForEachFragment(
+        extents, total, es, a, b, [&](char* data, const char* in, size_t bytes) {
+          const int gate = j == first ? -1 : static_cast<int>(recv_first[k - 1] + f++);
+          plan.sends.push_back({in != nullptr && j == 0 ? in : data, bytes, gate});
+        });
     recv_first[k] = plan.recvs.size();
     piece(r - 1 - j, c, &a, &b);
-    ForEachFragment(extents, total, es, a, b, [&](char* data, const char* in, size_t bytes) {
-      plan.recvs.push_back({data, bytes, /*reduce=*/j < n - 1,
-                            /*scale=*/j == n - 2 ? scale : 1.0,
-                            /*local=*/j < n - 1 ? in : nullptr});
-    });
+    internal::ForEachFragment(extents, total, es, a, b,
+                              [&](char* data, const char* in, size_t bytes) {
+                                plan.recvs.push_back({data, bytes, /*reduce=*/j < n - 1,
+                                                      /*scale=*/j == n - 2 ? scale : 1.0,
+                                                      /*local=*/j < n - 1 ? in : nullptr});
+                              });
   }
   return internal::RunPipeline(comm, plan);
 }
