@@ -5,10 +5,11 @@ kill:      rank 1 dies by SIGKILL while rank 0 waits in an allreduce; rank 0 mus
 interrupt: rank 0 waits in synchronize() for an allreduce rank 1 submits 2 s late; the driver
            sends rank 0 SIGINT meanwhile: KeyboardInterrupt must arrive at once, and the same
            handle must still complete afterwards.
-interrupt-sync[-ctypes]:SECONDS: the same in a synchronous hvd.allreduce (the call that submits
-           it waits), interrupted by rank 0 itself after SECONDS (SIGALRM raising
-           KeyboardInterrupt: 0.03 lands in the call's first 100 ms, 0.5 in the wait after it;
-           -ctypes: without hvd.common._fastcall): the interrupted operation must be parked in the
+interrupt-sync[-python|-ctypes]:SECONDS: the same in a synchronous hvd.allreduce (the call that
+           submits it waits), interrupted by rank 0 itself after SECONDS (SIGALRM raising
+           KeyboardInterrupt: 0.03 lands in the call's first 100 ms, 0.5 in the wait after it),
+           through hvd.common._fastcall's tensor path (the name is cached first), its Python path
+           (-python) or ctypes alone (-ctypes): the interrupted operation must be parked in the
            handle table with its buffers (it is still running), and the job goes on (rank 0's
            next allreduce gets the right sum, so it ran after the interrupted one).
 """
@@ -68,8 +69,13 @@ if mode.startswith("interrupt-sync"):
               flush=True)
         sys.exit(0)
     from hvd.torch import _allreduce, _handles
-    if mode.split(":")[0].endswith("-ctypes"):
-        _allreduce._fast = None
+    variant = mode.split(":")[0]
+    if variant.endswith("-ctypes"):
+        _allreduce._fast = _allreduce._tensor_path = None
+    elif variant.endswith("-python"):
+        _allreduce._tensor_path = None
+    else:
+        _handles.op_name("allreduce", "late")  # cached: the tensor path takes the call
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -84,6 +90,9 @@ if mode.startswith("interrupt-sync"):
         sys.exit(2)
     except KeyboardInterrupt:
         print("KeyboardInterrupt after %.2f s" % (time.monotonic() - start), flush=True)
-    print("parked %d" % (len(_handles._table) - parked_before), flush=True)
+    parked = list(_handles._table.values())[parked_before:]
+    # The tensor path parks (ptr, (input, output), None); the Python path a finish function.
+    print("parked %d by the %s path" % (len(parked), "C" if parked and parked[-1][2] is None
+                                                      else "Python"), flush=True)
     print("result %s" % hvd.allreduce(x * 3, name="after", op=hvd.Sum)[0].item(), flush=True)
     sys.exit(0)

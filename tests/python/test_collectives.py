@@ -142,7 +142,7 @@ def test_synchronous_allreduce_past_its_first_wait(hvd):
     """A synchronous allreduce the background thread runs (HVD_RUN_ON_CALLER=0 here; a CUDA
     tensor's always) is waited for 100 ms in the call that submits it; a late peer makes the
     others wait on: out of place, in place and in place on a non-contiguous tensor all still come
-    out right, through hvd.common._fastcall and through ctypes."""
+    out right, through hvd.common._fastcall's tensor path, its Python path and ctypes."""
     n, r = hvd.size(), hvd.rank()
     hvd.barrier()  # shutdown fails what is pending on other ranks
     hvd.shutdown()
@@ -151,11 +151,18 @@ def test_synchronous_allreduce_past_its_first_wait(hvd):
         hvd.init(process_sets="dynamic")
         _late_peer_allreduces(hvd, n, r)
         from hvd.torch import _allreduce
-        fast, _allreduce._fast = _allreduce._fast, None  # again through ctypes alone
+        path, _allreduce._tensor_path = _allreduce._tensor_path, None  # the Python path
         try:
             _late_peer_allreduces(hvd, n, r)
         finally:
-            _allreduce._fast = fast
+            _allreduce._tensor_path = path
+        # Again through ctypes alone (the tensor path is _fastcall's too).
+        fast, path = _allreduce._fast, _allreduce._tensor_path
+        _allreduce._fast = _allreduce._tensor_path = None
+        try:
+            _late_peer_allreduces(hvd, n, r)
+        finally:
+            _allreduce._fast, _allreduce._tensor_path = fast, path
     finally:
         del os.environ["HVD_RUN_ON_CALLER"]
         if hvd.is_initialized():

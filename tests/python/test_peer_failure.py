@@ -64,12 +64,12 @@ def test_killed_peer_raises_horovod_internal_error():
 
 
 @pytest.mark.parametrize("mode", ["interrupt", "interrupt-sync:0.03", "interrupt-sync:0.5",
-                                  "interrupt-sync-ctypes:0.03"])
+                                  "interrupt-sync-python:0.03", "interrupt-sync-ctypes:0.03"])
 def test_ctrl_c_interrupts_the_wait_and_the_operation_survives(mode):
     """interrupt: SIGINT while synchronize() waits on an async handle; interrupt-sync: a
     synchronous allreduce interrupted in its first call (0.03 s) or in the wait after it (0.5 s),
-    through hvd.common._fastcall or ctypes: its operation, still running, is parked with its
-    buffers until it completes."""
+    through hvd.common._fastcall's tensor path, its Python path or ctypes: its operation, still
+    running, is parked with its buffers until it completes."""
     with tempfile.TemporaryDirectory() as rendezvous:
         procs = start_job(mode, rendezvous)
         line = procs[0].stdout.readline()
@@ -84,7 +84,8 @@ def test_ctrl_c_interrupts_the_wait_and_the_operation_survives(mode):
     # The wait is sliced every 100 ms: the interrupt lands well before rank 1 arrives (2 s).
     assert seconds_after(out0, "KeyboardInterrupt after ") < 1.5, out0
     if mode != "interrupt":
-        assert "parked 1" in out0, out0
+        path = "C" if mode.startswith("interrupt-sync:") else "Python"
+        assert "parked 1 by the %s path" % path in out0, out0
     want = "2.0" if mode == "interrupt" else "6.0"
     assert "result " + want in out0 and "rank 1 result " + want in out1, out0 + out1
     assert time.monotonic() - sent < 30

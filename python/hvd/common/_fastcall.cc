@@ -8,29 +8,26 @@
 //
 // Why it breaks nothing that ctypes avoids (python/README.md, "Why ctypes"): it is compiled
 // against CPython's stable ABI (Py_LIMITED_API, 3.10: one build serves every CPython from 3.10
-// on), never against PyTorch (it takes ints: data pointers, a shape, enum values) and never
-// links libhvd.so: hvd.common.basics hands it the addresses of the two functions from the library
-// it loaded with ctypes (bind()), so there is one runtime in the process whichever way it is
-// called. It releases the GIL for each call, as ctypes does. Optional: hvd.torch falls back to
-// ctypes where it was not built (no Python headers) or cannot be imported.
-#define Py_LIMITED_API 0x030A0000
-#include <Python.h>
+// on), never against PyTorch (it takes ints: data pointers, a shape, enum values; the tensor path
+// in _fastcall_tensor.cc reads tensors through their Python API) and never links libhvd.so:
+// hvd.common.basics hands it the addresses of the functions it calls, from the library it loaded
+// with ctypes (bind()), so there is one runtime in the process whichever way it is called. It
+// releases the GIL for each call, as ctypes does. Optional: hvd.torch falls back to ctypes where
+// it was not built (no Python headers) or cannot be imported.
+#include "_fastcall.h"
 
 #include <stdint.h>
 
 #include <initializer_list>
 
-#include "hvd/c_api.h"
+namespace hvd_fastcall {
+Runtime g_runtime;
+}  // namespace hvd_fastcall
 
 namespace {
 
-using RunFn = decltype(&hvd_run_allreduce_for);  // c_api.h's types: nothing to link
-using EnqueueFn = decltype(&hvd_enqueue_allreduce);
-
-RunFn g_run = nullptr;
-EnqueueFn g_enqueue = nullptr;
-
-constexpr int kDimsOnStack = 16;  // more dimensions than this: dims on the heap
+using hvd_fastcall::g_runtime;
+using hvd_fastcall::kDimsOnStack;
 
 // The arguments both calls share, converted from Python objects. Returns false with a Python
 // exception set.
@@ -158,7 +155,8 @@ bool Prepare(const char* fn, bool bound, Py_ssize_t want, const char* extra, PyO
 // caller must keep the operation's buffers until it completes.
 PyObject* RunAllreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   AllreduceArgs a;
-  if (!Prepare("run_allreduce", g_run != nullptr, 13, ", timeout_ms, pending", args, nargs, &a)) {
+  if (!Prepare("run_allreduce", g_runtime.run_allreduce_for != nullptr, 13, ", timeout_ms, pending",
+               args, nargs, &a)) {
     return nullptr;
   }
   long long timeout_ms = PyLong_AsLongLong(args[11]);
@@ -171,8 +169,9 @@ PyObject* RunAllreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   hvd_handle* pending = nullptr;
   int code;
   Py_BEGIN_ALLOW_THREADS;
-  code = g_run(a.name, &a.input, &a.output, static_cast<hvd_reduce_op_t>(a.op), a.prescale,
-               a.postscale, a.process_set, timeout_ms, &pending);
+  code =
+      g_runtime.run_allreduce_for(a.name, &a.input, &a.output, static_cast<hvd_reduce_op_t>(a.op),
+                                  a.prescale, a.postscale, a.process_set, timeout_ms, &pending);
   Py_END_ALLOW_THREADS;
   if (pending != nullptr) {
     // Only memory exhaustion makes this fail; the handle is then lost with a MemoryError.
@@ -187,44 +186,58 @@ PyObject* RunAllreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
 // hvd_enqueue_allreduce: the handle (an int; 0 when the runtime made none).
 PyObject* EnqueueAllreduce(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   AllreduceArgs a;
-  if (!Prepare("enqueue_allreduce", g_enqueue != nullptr, 11, "", args, nargs, &a)) {
+  if (!Prepare("enqueue_allreduce", g_runtime.enqueue_allreduce != nullptr, 11, "", args, nargs,
+               &a)) {
     return nullptr;
   }
   hvd_handle* handle;
   Py_BEGIN_ALLOW_THREADS;
-  handle = g_enqueue(a.name, &a.input, &a.output, static_cast<hvd_reduce_op_t>(a.op), a.prescale,
-                     a.postscale, a.process_set);
+  handle =
+      g_runtime.enqueue_allreduce(a.name, &a.input, &a.output, static_cast<hvd_reduce_op_t>(a.op),
+                                  a.prescale, a.postscale, a.process_set);
   Py_END_ALLOW_THREADS;
   return PyLong_FromVoidPtr(handle);
 }
 
-// bind(run_allreduce_for_address, enqueue_allreduce_address): the library's functions.
+// bind(run_allreduce_for, enqueue_allreduce, wait_for, poll, wait, release): the addresses of
+// the library's functions of those names (hvd_...).
 PyObject* Bind(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
-    PyErr_SetString(PyExc_TypeError,
-                    "hvd._fastcall.bind: takes (run_allreduce_for_address, "
-                    "enqueue_allreduce_address)");
+  constexpr const char* kNames[] = {
+      "run_allreduce_for", "enqueue_allreduce", "wait_for", "poll", "wait", "release"};
+  constexpr Py_ssize_t kCount = sizeof(kNames) / sizeof(kNames[0]);
+  if (nargs != kCount) {
+    PyErr_Format(PyExc_TypeError,
+                 "hvd._fastcall.bind: takes the addresses of hvd_run_allreduce_for, "
+                 "hvd_enqueue_allreduce, hvd_wait_for, hvd_poll, hvd_wait and hvd_release "
+                 "(%zd), not %zd arguments",
+                 kCount, nargs);
     return nullptr;
   }
-  void* run = nullptr;
-  void* enqueue = nullptr;
-  if (!ToPtr(args[0], &run, "run_allreduce_for_address") ||
-      !ToPtr(args[1], &enqueue, "enqueue_allreduce_address")) {
-    return nullptr;
+  void* fn[kCount];
+  for (Py_ssize_t i = 0; i < kCount; ++i) {
+    if (!ToPtr(args[i], &fn[i], kNames[i])) return nullptr;
+    if (fn[i] == nullptr) {
+      PyErr_Format(PyExc_ValueError, "hvd._fastcall.bind: the address of hvd_%s is NULL",
+                   kNames[i]);
+      return nullptr;
+    }
   }
-  if (run == nullptr || enqueue == nullptr) {
-    PyErr_SetString(PyExc_ValueError, "hvd._fastcall.bind: a function address is NULL");
-    return nullptr;
-  }
-  g_run = reinterpret_cast<RunFn>(run);
-  g_enqueue = reinterpret_cast<EnqueueFn>(enqueue);
+  hvd_fastcall::Runtime r;
+  r.run_allreduce_for = reinterpret_cast<decltype(r.run_allreduce_for)>(fn[0]);
+  r.enqueue_allreduce = reinterpret_cast<decltype(r.enqueue_allreduce)>(fn[1]);
+  r.wait_for = reinterpret_cast<decltype(r.wait_for)>(fn[2]);
+  r.poll = reinterpret_cast<decltype(r.poll)>(fn[3]);
+  r.wait = reinterpret_cast<decltype(r.wait)>(fn[4]);
+  r.release = reinterpret_cast<decltype(r.release)>(fn[5]);
+  g_runtime = r;
   Py_RETURN_NONE;
 }
 
 // The casts through void* are how CPython's method table holds fast-call functions.
 PyMethodDef kMethods[] = {
     {"bind", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(Bind)), METH_FASTCALL,
-     "bind(run_allreduce_for_address, enqueue_allreduce_address)"},
+     "bind(run_allreduce_for, enqueue_allreduce, wait_for, poll, wait, release): the addresses "
+     "of libhvd.so's functions"},
     {"run_allreduce", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(RunAllreduce)),
      METH_FASTCALL,
      "run_allreduce(name, input_ptr, output_ptr, shape, dtype, device, stream, op, prescale, "
@@ -234,6 +247,22 @@ PyMethodDef kMethods[] = {
      METH_FASTCALL,
      "enqueue_allreduce(name, input_ptr, output_ptr, shape, dtype, device, stream, op, "
      "prescale, postscale, process_set) -> handle (0: none)"},
+    {"configure_tensors",
+     reinterpret_cast<PyCFunction>(
+         reinterpret_cast<void (*)(void)>(hvd_fastcall::ConfigureTensors)),
+     METH_VARARGS | METH_KEYWORDS,
+     "configure_tensors(*, tensor_type, empty_like, strided, dtypes, names, encode_name, ops, "
+     "average_op, no_compression, global_set, max_new_numel, make_error, table, ids, "
+     "from_dlpack, max_pooled): what allreduce_tensor needs of the framework "
+     "(_fastcall_tensor.cc)"},
+    {"allreduce_tensor",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)(void)>(hvd_fastcall::AllreduceTensor)),
+     METH_FASTCALL,
+     "allreduce_tensor(tensor, inplace, average, name, compression, op, prescale_factor, "
+     "postscale_factor, process_set) -> the result, or NotImplemented where the Python path "
+     "must take the call"},
+    {"output_slots", hvd_fastcall::OutputSlots, METH_NOARGS,
+     "output_slots() -> the data addresses of the free output blocks kept for reuse (tests)"},
     {nullptr, nullptr, 0, nullptr}};
 
 PyModuleDef kModule = {PyModuleDef_HEAD_INIT,

@@ -199,8 +199,12 @@ def _bind_fastcall():
     except ImportError:
         return None
     # The addresses of the library's own functions: one runtime in the process.
-    _fastcall.bind(ctypes.cast(lib.hvd_run_allreduce_for, ctypes.c_void_p).value,
-                   ctypes.cast(lib.hvd_enqueue_allreduce, ctypes.c_void_p).value)
+    try:
+        _fastcall.bind(*[ctypes.cast(getattr(lib, "hvd_" + name), ctypes.c_void_p).value
+                         for name in ("run_allreduce_for", "enqueue_allreduce", "wait_for",
+                                      "poll", "wait", "release")])
+    except TypeError:  # a _fastcall.abi3.so older than this file (another bind()): ctypes
+        return None
     return _fastcall
 
 

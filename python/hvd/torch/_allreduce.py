@@ -44,6 +44,45 @@ _names = _h.names("allreduce")
 # Fewer elements than this: below the output pool's threshold whatever the dtype (8 bytes at most).
 _SMALL_NUMEL = _pool.MIN_BYTES // 8
 handle_average_backwards_compatibility = get_average_backwards_compatibility_fun(_b)
+
+
+def _error_for(code):
+    """The exception for a failed operation's status code (the tensor path's errors)."""
+    return _error_from_status(code, _last_error(), None)
+
+
+def _configure_tensor_path():
+    """hvd.common._fastcall's tensor path (the synchronous allreduce of a plain host tensor in C,
+    _fastcall_tensor.cc) told what it needs of torch and of this module; returns its entry point,
+    allreduce_tensor(tensor, inplace, average, name, compression, op, prescale_factor,
+    postscale_factor, process_set) -> the result or NotImplemented; None without the module.
+    Its outputs below the output pool's size are tensors over memory of its own, through DLPack
+    where torch takes it (_fastcall_outputs.cc), kept for reuse up to 16 blocks of at most 1/16
+    of HVD_TORCH_OUTPUT_POOL_BYTES (0: torch.empty_like for every output)."""
+    if _fast is None:
+        return None
+    pool_bytes = _pool.limit()
+    try:
+        _fast.configure_tensors(
+            tensor_type=torch.Tensor, empty_like=torch.empty_like, strided=_STRIDED,
+            dtypes=_DTYPES, names=_names, encode_name=_encode_name, ops=_HVD_OPS,
+            average_op=_HVD_OPS[Average], no_compression=Compression.none,
+            global_set=global_process_set,
+            max_new_numel=_SMALL_NUMEL if pool_bytes else 1 << 62, make_error=_error_for,
+            table=_h.handle_table(), ids=_h.handle_ids(),
+            from_dlpack=getattr(torch._C, "_from_dlpack", None) if pool_bytes else None,
+            max_pooled=min(pool_bytes, 16 << 20) // 16)
+    except (AttributeError, TypeError):  # a _fastcall.abi3.so older than this file
+        return None
+    return _fast.allreduce_tensor
+
+
+def _encode_name(name):
+    return _h.op_name("allreduce", name)
+
+
+_tensor_path = _configure_tensor_path()
+_NO_COMPRESSION = Compression.none  # allreduce_ takes no compression
 def _reduce_op(op, average):
     """hvd_reduce_op_t for Horovod's op (and its deprecated boolean `average`)."""
     if op is None or average is not None:
@@ -218,7 +257,16 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` over the ranks of `process_set` and returns the result (a new tensor;
     `tensor` is not modified). Differentiable. `compression` (Compression.fp16) compresses the
-    tensor for the transfer. See allreduce_async for the other arguments."""
+    tensor for the transfer. See allreduce_async for the other arguments.
+
+    The result of a host tensor that needs no gradient, and any result of 4 MiB or more, is over
+    memory hvd reuses once torch frees it: its storage cannot grow (resize_ to more elements
+    than it has fails; HVD_TORCH_OUTPUT_POOL_BYTES=0 turns this off)."""
+    if _tensor_path is not None:  # a plain host tensor, all in C
+        result = _tensor_path(tensor, False, average, name, compression, op, prescale_factor,
+                              postscale_factor, process_set)
+        if result is not NotImplemented:
+            return result
     plain = compression is Compression.none  # the common case, without two calls that do nothing
     compressed, ctx = (tensor, None) if plain else compression.compress(tensor)
     if getattr(compressed, "requires_grad", False) and torch.is_grad_enabled():
@@ -233,6 +281,11 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                postscale_factor=1.0, process_set=global_process_set):
     """Reduces `tensor` in place and returns it."""
+    if _tensor_path is not None:  # a plain host tensor, all in C
+        result = _tensor_path(tensor, True, average, name, _NO_COMPRESSION, op, prescale_factor,
+                              postscale_factor, process_set)
+        if result is not NotImplemented:
+            return result
     return _allreduce(tensor, True, name, op, average, prescale_factor, postscale_factor,
                       process_set, sync=True)
 

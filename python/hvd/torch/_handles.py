@@ -252,6 +252,16 @@ _table = {}
 _ids = itertools.count(1)
 
 
+def handle_table():
+    """The table itself, for hvd.common._fastcall's tensor path to park an interrupted operation
+    in (with handle_ids()' next handle), as park() does."""
+    return _table
+
+
+def handle_ids():
+    return _ids
+
+
 def _no_handle():
     return HorovodInternalError("hvd returned no handle (out of memory?)")
 

@@ -91,6 +91,11 @@ def _holder(nbytes):
     return cls
 
 
+def limit():
+    """HVD_TORCH_OUTPUT_POOL_BYTES: the most bytes the pool keeps (0: no pool)."""
+    return _limit
+
+
 def pooled(nbytes):
     """Whether an output of nbytes comes from the pool."""
     return nbytes >= MIN_BYTES and _limit > 0
