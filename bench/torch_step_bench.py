@@ -4,7 +4,8 @@ DistributedDataParallel on gloo, side by side, and hvd.allreduce's Python overhe
 
     PYTHONPATH=build/python /usr/bin/python3 bench/torch_step_bench.py
         [--np 2,4] [--rounds 3] [--models large,small] [--batch 32] [--seconds 1.0]
-        [--parts steps,latency] [--lat-sizes 4K] [--build-dir build] [--run-timeout 180]
+        [--parts steps,latency] [--lat-sizes 4K] [--lat-np 2] [--build-dir build]
+        [--run-timeout 180]
         [--module hvd.torch]
 
 Training steps: the same MLP, the same synthetic batch (per rank; fixed, so no data loading is
@@ -26,8 +27,9 @@ last --seconds (5..2000 steps); time per step = the slowest rank's; samples/s = 
 time per step (the job's throughput).
 
 Python overhead: one synchronous hvd.allreduce of 4 KiB (1024 float32, op=hvd.Sum, a fixed name;
---lat-sizes 4K,64M adds other sizes) from Python on 2 ranks, timed as build/bench/allreduce_bench
--np 2 --api 1 --sizes 4K --iters 1000 --out-of-place 1 times hvd::Allreduce from C++ into an
+--lat-sizes 4K,64M adds other sizes) from Python on 2 ranks (--lat-np 2,4 adds rank counts),
+timed as build/bench/allreduce_bench -np 2 --api 1 --sizes 4K --iters 1000 --out-of-place 1
+times hvd::Allreduce from C++ into an
 output of its own (200 warmup operations, then 1000 timed ones after a barrier; above 64 KiB
 about 256 MiB of traffic and at least 10 timed, at most 64 MiB of warmup; the slowest rank's
 time), which this script runs and parses. Also reported: hvd.allreduce_ (in place) against the
@@ -67,6 +69,17 @@ ROOT = os.path.dirname(HERE)
 GOAL_THROUGHPUT = 1.5  # hvd samples/s over DDP-gloo's, large model
 GOAL_OVERHEAD = 2.0    # Python time per 4 KiB allreduce over C++'s
 GOAL_OVERHEAD_LARGE = 1.05  # ... per allreduce of 64 MiB and more
+
+
+def parse_ranks(text):
+    """'2' -> 2: a rank count of --lat-np (at least 2)."""
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 2:
+        sys.exit(f"torch_step_bench: --lat-np: {text!r} is not a rank count of 2 or more")
+    return n
 
 
 def parse_bytes(text):
@@ -188,8 +201,8 @@ def fields(line):
     return dict(kv.split("=", 1) for kv in line.split()[1:])
 
 
-def cpp_latency(build, timeout, nbytes, out_of_place):
-    argv = [os.path.join(build, "bench", "allreduce_bench"), "-np", "2", "--api", "1",
+def cpp_latency(build, timeout, np_, nbytes, out_of_place):
+    argv = [os.path.join(build, "bench", "allreduce_bench"), "-np", str(np_), "--api", "1",
             "--sizes", str(nbytes), "--iters", str(lat_iters(nbytes)),
             "--warmup", str(lat_warmup(nbytes)), "--out-of-place", "1" if out_of_place else "0",
             "--results", "1", "--ref", "0"]
@@ -265,8 +278,9 @@ def launcher_main(args):
     print(f"# {args.rounds} rounds, ranks {nps}, batch {args.batch} per rank, one intra-op thread "
           f"per rank; medians over rounds")
     step = {}  # (np, model, impl) -> {round: step_ms}
-    lat = {}   # (impl, bytes) -> {round: us}
+    lat = {}   # (impl, ranks, bytes) -> {round: us}
     lat_sizes = [parse_bytes(x) for x in args.lat_sizes.split(",")]
+    lat_nps = [parse_ranks(x) for x in args.lat_np.split(",")]
     failed = []
 
     def fail(why):
@@ -294,25 +308,27 @@ def launcher_main(args):
                           f"{np_ * args.batch / ms * 1e3:10.1f} samples/s ({f['steps']} steps)",
                           flush=True)
         order = (LAT_RUNS[rnd % 3:] + LAT_RUNS[:rnd % 3]) if "latency" in parts else []
-        for nbytes in lat_sizes if order else []:
+        for np_, nbytes in [(n, b) for n in lat_nps for b in lat_sizes] if order else []:
             for which in order:
                 if which != "py":
-                    us, why = cpp_latency(build, args.run_timeout, nbytes, which == "cpp-oop")
+                    us, why = cpp_latency(build, args.run_timeout, np_, nbytes,
+                                          which == "cpp-oop")
                     if why:
                         fail(why)
                         continue
-                    lat.setdefault((which, nbytes), {})[rnd] = us
+                    lat.setdefault((which, np_, nbytes), {})[rnd] = us
                 else:
-                    res, why = launch("latency", 2, ["--lat-bytes", str(nbytes)], args.run_timeout)
+                    res, why = launch("latency", np_, ["--lat-bytes", str(nbytes)],
+                                      args.run_timeout)
                     if why:
                         fail(why)
                         continue
                     for line in res:
                         f = fields(line)
-                        lat.setdefault((f["impl"], nbytes), {})[rnd] = float(f["us"])
-            print(f"# round {rnd + 1}: {human(nbytes)} allreduce, us/op: " + ", ".join(
-                f"{k} {v[rnd]:.2f}" for (k, b), v in sorted(lat.items()) if b == nbytes and rnd in v),
-                flush=True)
+                        lat.setdefault((f["impl"], np_, nbytes), {})[rnd] = float(f["us"])
+            print(f"# round {rnd + 1}: {human(nbytes)} allreduce on {np_} ranks, us/op: " +
+                  ", ".join(f"{k} {v[rnd]:.2f}" for (k, n, b), v in sorted(lat.items())
+                            if (n, b) == (np_, nbytes) and rnd in v), flush=True)
 
     nan = float("nan")
     med = lambda xs: statistics.median(xs) if xs else nan
@@ -348,19 +364,19 @@ def launcher_main(args):
             rate = lambda ms: np_ * args.batch / ms * 1e3
             print(f"{np_:>5} {model:>6} {mb:7.2f} {none:8.2f} {h:8.2f} {d:8.2f} {h - none:8.2f} "
                   f"{d - none:8.2f} {rate(h):10.1f} {rate(d):10.1f} {r:7.2f}x")
-    overhead = {}  # bytes -> hvd.allreduce's time over C++'s
-    for nbytes in lat_sizes if "latency" in parts else []:
-        print(f"# {human(nbytes)} synchronous allreduce on 2 ranks: median us/op over rounds; x C++: "
-              "median over rounds of the same round's ratio to the C++ call doing the same work "
-              "(cpp-oop: out of place, into an output allocated once, as hvd.allreduce; cpp: in "
-              "place, as hvd.allreduce_)")
+    overhead = {}  # (ranks, bytes) -> hvd.allreduce's time over C++'s
+    for np_, nbytes in [(n, b) for n in lat_nps for b in lat_sizes] if "latency" in parts else []:
+        print(f"# {human(nbytes)} synchronous allreduce on {np_} ranks: median us/op over rounds; "
+              "x C++: median over rounds of the same round's ratio to the C++ call doing the same "
+              "work (cpp-oop: out of place, into an output allocated once, as hvd.allreduce; cpp: "
+              "in place, as hvd.allreduce_)")
         for k, ref in (("cpp-oop", None), ("cpp", None), ("py-allreduce", "cpp-oop"),
                        ("py-allreduce_", "cpp")):
-            v = lat.get((k, nbytes), {})
+            v = lat.get((k, np_, nbytes), {})
             print(f"  {k:15s} {med(list(v.values())):9.2f} us" +
-                  (f"   {ratio(v, lat.get((ref, nbytes), {})):.2f}x {ref}" if ref else ""))
-        overhead[nbytes] = ratio(lat.get(("py-allreduce", nbytes), {}),
-                                 lat.get(("cpp-oop", nbytes), {}))
+                  (f"   {ratio(v, lat.get((ref, np_, nbytes), {})):.2f}x {ref}" if ref else ""))
+        overhead[np_, nbytes] = ratio(lat.get(("py-allreduce", np_, nbytes), {}),
+                                      lat.get(("cpp-oop", np_, nbytes), {}))
     print()
     if goal_ratios:
         measured = all(not math.isnan(r) for _, r in goal_ratios)
@@ -368,11 +384,11 @@ def launcher_main(args):
         print(f"goal hvd >= {GOAL_THROUGHPUT}x DDP-gloo samples/s on >= 10 MB gradients: "
               f"{verdict(ok, measured)} (" + ", ".join(
                   f"{n} ranks {r:.2f}x" for n, r in goal_ratios) + ")")
-    for nbytes, r in overhead.items():
+    for (np_, nbytes), r in overhead.items():
         # Issue 17: small tensors within 2x of C++; from 64 MiB, within 5% (the bytes dominate).
         goal = GOAL_OVERHEAD if nbytes < (64 << 20) else GOAL_OVERHEAD_LARGE
-        print(f"goal hvd.allreduce from Python within {goal}x of C++ ({human(nbytes)}): "
-              f"{verdict(r <= goal, not math.isnan(r))} ({r:.2f}x)")
+        print(f"goal hvd.allreduce from Python within {goal}x of C++ ({human(nbytes)}, {np_} "
+              f"ranks): {verdict(r <= goal, not math.isnan(r))} ({r:.2f}x)")
     if failed:
         print(f"torch_step_bench: {len(failed)} run(s) failed", file=sys.stderr)
         return 1
@@ -386,6 +402,9 @@ def main():
     p.add_argument("--models", default="large,small")
     p.add_argument("--lat-sizes", default="4K",
                    help="latency: tensor sizes, comma-separated (e.g. 4K,64M)")
+    p.add_argument("--lat-np", default="2",
+                   help="latency: rank counts, comma-separated (e.g. 2,4; more ranks than CPUs "
+                        "are oversubscribed)")
     p.add_argument("--parts", default="steps,latency",
                    help="what to measure: steps (training steps), latency (4 KiB allreduce)")
     p.add_argument("--batch", type=int, default=32, help="samples per rank per step")

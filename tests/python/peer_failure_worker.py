@@ -8,8 +8,8 @@ interrupt: rank 0 waits in synchronize() for an allreduce rank 1 submits 2 s lat
 interrupt-sync[-python|-ctypes]:SECONDS: the same in a synchronous hvd.allreduce (the call that
            submits it waits), interrupted by rank 0 itself after SECONDS (SIGALRM raising
            KeyboardInterrupt: 0.03 lands in the call's first 100 ms, 0.5 in the wait after it),
-           through hvd.common._fastcall's tensor path (the name is cached first), its Python path
-           (-python) or ctypes alone (-ctypes): the interrupted operation must be parked in the
+           through hvd.common._fastcall's tensor path, its Python path (-python) or ctypes
+           alone (-ctypes): the interrupted operation must be parked in the
            handle table with its buffers (it is still running), and the job goes on (rank 0's
            next allreduce gets the right sum, so it ran after the interrupted one).
 """
@@ -74,8 +74,6 @@ if mode.startswith("interrupt-sync"):
         _allreduce._fast = _allreduce._tensor_path = None
     elif variant.endswith("-python"):
         _allreduce._tensor_path = None
-    else:
-        _handles.op_name("allreduce", "late")  # cached: the tensor path takes the call
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt

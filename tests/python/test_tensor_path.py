@@ -118,7 +118,10 @@ def test_outputs_are_made_as_torch_empty_like_makes_them(hvd, path):
         "channels last": torch.ones(2, 3, 1, 1).to(memory_format=torch.channels_last),
         "named": named,
         "an offset": base[2:8],
+        "one element, stride 3": torch.ones(1, 3)[:, 0],
+        "empty, transposed": torch.empty(3, 0).t(),
     }
+    results = {}
     for what, x in inputs.items():
         assert x.is_contiguous(), what
         name = _cached("tensor_path.like.%s" % what)
@@ -128,6 +131,8 @@ def test_outputs_are_made_as_torch_empty_like_makes_them(hvd, path):
         assert torch.equal(got.rename(None), want.rename(None)), what
         assert got.stride() == want.stride() == x.stride(), what
         assert got.names == want.names == x.names, what
+        results[what] = got
+    got = results["an offset"]
     assert got.storage_offset() == 0 and torch.equal(got, base[2:8] * n)
     assert_equal(base, torch.arange(12, dtype=torch.float32), "the offset tensor's base")
     with torch.inference_mode():
@@ -140,7 +145,7 @@ def test_outputs_are_made_as_torch_empty_like_makes_them(hvd, path):
 
 
 def test_anything_else_is_left_to_the_python_path(hvd, path):
-    """NotImplemented, before anything is submitted (no rank calls the runtime here)."""
+    """NotImplemented, before anything is submitted (every rank makes the same calls)."""
     x = torch.ones(3, 4)
     cases = {
         "a subclass": (torch.nn.Parameter(torch.ones(3), requires_grad=False), {}),
@@ -157,19 +162,24 @@ def test_anything_else_is_left_to_the_python_path(hvd, path):
         "compression": (x, {"compression": hvd.Compression.fp16}),
         "an int scale factor": (x, {"prescale": 2}),
         "another process set": (x, {"process_set": hvd.ProcessSet([0])}),
+        "a name UTF-8 cannot encode": (x, {"name": "\udc80"}),
     }
     for what, (t, kw) in cases.items():
         assert path(t, False, *_args(hvd, **kw)) is NotImplemented, what
         assert path(t, True, *_args(hvd, **kw)) is NotImplemented, what + ", in place"
     # Out of place, an output hvd.torch takes from its pool (4 MiB and up) is the Python path's;
     # in place there is no output to make.
-    from hvd.torch import _output_pool
-    big = torch.zeros(_output_pool.MIN_BYTES // 4)
-    want = NotImplemented if _output_pool.pooled(_output_pool.MIN_BYTES) else None
-    if want is NotImplemented:
+    from hvd.torch import _allreduce, _output_pool
+    small = _allreduce._SMALL_NUMEL  # float64: 4 MiB
+    big = torch.zeros(small, dtype=torch.float64)
+    if _output_pool.pooled(_output_pool.MIN_BYTES):
         assert path(big, False, *_args(hvd)) is NotImplemented
     assert path(big, True, *_args(hvd, op=hvd.Sum)) is big
-    assert_equal(big, torch.zeros(_output_pool.MIN_BYTES // 4), "zeros")
+    assert_equal(big, torch.zeros(small, dtype=torch.float64), "zeros")
+    below = torch.ones(small - 1, dtype=torch.float64)
+    assert_equal(path(below, False, *_args(hvd, op=hvd.Sum)), below * hvd.size(), "below")
+    with pytest.raises(UnicodeEncodeError):  # the Python path's error for that name
+        hvd.allreduce(x, name="\udc80")
 
 
 def test_errors_are_the_python_paths(hvd, path):
@@ -273,7 +283,7 @@ def test_outputs_reuse_memory_only_once_torch_has_freed_it(hvd, path):
     assert fifth.data_ptr() != held, "a numpy array's memory was given to a new output"
     fifth.zero_()
     assert torch.equal(torch.from_numpy(array), want), "the numpy array was overwritten"
-    # An output dropped on another thread (no GIL in the deleter's way) comes back too.
+    # An output dropped on another thread comes back too.
     import threading
     box = [reduce()]
     dropped = box[0].data_ptr()

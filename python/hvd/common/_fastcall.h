@@ -34,8 +34,9 @@ PyObject* AllreduceTensor(PyObject* module, PyObject* const* args, Py_ssize_t na
 
 // New output tensors over blocks of this module's (_fastcall_outputs.cc). With the GIL held.
 // Where torch takes DLPack capsules (from_dlpack: torch._C._from_dlpack, or None), probes which
-// of `dtypes` ({torch.dtype: hvd_dtype_t}) it takes; blocks up to max_pooled bytes are kept for
-// reuse once torch frees them (0: none). False with an error set.
+// of `dtypes` ({torch.dtype: hvd_dtype_t}) it takes; blocks of up to max_pooled bytes of data are
+// kept for reuse once torch frees them (0: none). False with an error set (an interrupt during
+// the probe), nothing changed.
 bool ConfigureOutputs(PyObject* from_dlpack, PyObject* dtypes, long long max_pooled);
 // output_slots() -> [the data address of each free block in the slots]: for tests.
 PyObject* OutputSlots(PyObject* module, PyObject* unused);

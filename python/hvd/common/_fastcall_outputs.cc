@@ -105,7 +105,7 @@ Block* Take(size_t bytes) {
 // one in turn, whose block is freed (the sizes freed last stay: those a loop makes again).
 void GiveBack(DLManagedTensor* managed) {
   Block* b = reinterpret_cast<Block*>(managed);
-  if (b->bytes > g_max_pooled.load(std::memory_order_relaxed)) {
+  if (b->bytes - kHeader > g_max_pooled.load(std::memory_order_relaxed)) {
     free(b);
     return;
   }
@@ -125,10 +125,10 @@ void DropCapsule(PyObject* capsule) {
 }
 
 // A dense tensor of `ndim` dims and `type` over a block (row-major, or `strides` where given: a
-// permutation of them that covers the same numel elements): a new reference, or nullptr with an
-// error set.
-PyObject* Wrap(int32_t ndim, const int64_t* dims, const int64_t* strides, int type,
-               long long numel) {
+// permutation of them that covers the same numel elements), made by from_dlpack: a new
+// reference, or nullptr with an error set.
+PyObject* Wrap(PyObject* from_dlpack, int32_t ndim, const int64_t* dims, const int64_t* strides,
+               int type, long long numel) {
   const size_t bytes = kHeader + static_cast<size_t>(numel) * (kTypes[type].bits / 8);
   Block* b = Take(bytes);
   if (b == nullptr) {
@@ -158,7 +158,7 @@ PyObject* Wrap(int32_t ndim, const int64_t* dims, const int64_t* strides, int ty
     free(b);
     return nullptr;
   }
-  PyObject* tensor = PyObject_CallFunctionObjArgs(g_from_dlpack, capsule, nullptr);
+  PyObject* tensor = PyObject_CallFunctionObjArgs(from_dlpack, capsule, nullptr);
   // Taken: torch's from now on; else DropCapsule gives the block back. (torch renames the capsule
   // only once its tensor exists, so a failure in between, memory only, would give it back twice.)
   Py_DECREF(capsule);
@@ -168,35 +168,42 @@ PyObject* Wrap(int32_t ndim, const int64_t* dims, const int64_t* strides, int ty
 }  // namespace
 
 bool ConfigureOutputs(PyObject* from_dlpack, PyObject* dtypes, long long max_pooled) {
-  Py_CLEAR(g_from_dlpack);
-  for (bool& takes : g_takes) takes = false;
-  g_max_pooled.store(max_pooled > 0 ? static_cast<size_t>(max_pooled) : 0);
-  if (from_dlpack == Py_None) return true;
-  Py_INCREF(from_dlpack);
-  g_from_dlpack = from_dlpack;
-  // The probe: a tensor of 3 elements of each dtype, which torch must take as that dtype.
-  PyObject *key, *value;
-  Py_ssize_t pos = 0;
-  while (PyDict_Next(dtypes, &pos, &key, &value)) {
-    const long type = PyLong_AsLong(value);
+  // The probe, before anything changes: a tensor of 3 elements of each dtype, which torch must
+  // take as that dtype. (A copy of the items: the calls into torch could change the dict.)
+  bool takes[kTypeCount] = {};
+  PyObject* items = from_dlpack == Py_None ? nullptr : PyDict_Items(dtypes);
+  if (from_dlpack != Py_None && items == nullptr) return false;
+  for (Py_ssize_t i = 0; items != nullptr && i < PyList_Size(items); ++i) {
+    PyObject* item = PyList_GetItem(items, i);  // (dtype, hvd_dtype_t)
+    const long type = PyLong_AsLong(PyTuple_GetItem(item, 1));
     if (type < 0 || type >= kTypeCount) {
-      if (PyErr_Occurred()) return false;
+      if (PyErr_Occurred()) break;
       continue;
     }
     const int64_t dims[1] = {3};
-    PyObject* probe = Wrap(1, dims, nullptr, static_cast<int>(type), 3);
-    if (probe == nullptr) {
-      PyErr_Clear();  // refused (bool in torch 1.13): torch.empty_like
-      continue;
-    }
-    PyObject* dtype = PyObject_GetAttrString(probe, "dtype");
-    PyObject* numel = PyObject_CallMethod(probe, "numel", nullptr);
-    g_takes[type] = dtype == key && numel != nullptr && PyLong_AsLong(numel) == 3;
-    Py_XDECREF(dtype);
+    PyObject* probe = Wrap(from_dlpack, 1, dims, nullptr, static_cast<int>(type), 3);
+    PyObject* dtype = probe != nullptr ? PyObject_GetAttrString(probe, "dtype") : nullptr;
+    PyObject* numel = dtype != nullptr ? PyObject_CallMethod(probe, "numel", nullptr) : nullptr;
+    takes[type] =
+        numel != nullptr && dtype == PyTuple_GetItem(item, 0) && PyLong_AsLong(numel) == 3;
     Py_XDECREF(numel);
-    Py_DECREF(probe);
-    if (PyErr_Occurred()) PyErr_Clear();
+    Py_XDECREF(dtype);
+    Py_XDECREF(probe);
+    // Refused (bool in torch 1.13): that dtype keeps torch.empty_like. Not so an interrupt.
+    if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_Exception)) break;
+    PyErr_Clear();
   }
+  Py_XDECREF(items);
+  if (PyErr_Occurred()) return false;
+  // Committed.
+  Py_XINCREF(from_dlpack == Py_None ? nullptr : from_dlpack);
+  PyObject* previous = g_from_dlpack;
+  g_from_dlpack = from_dlpack == Py_None ? nullptr : from_dlpack;
+  Py_XDECREF(previous);
+  for (int t = 0; t < kTypeCount; ++t) g_takes[t] = takes[t];
+  g_max_pooled.store(g_from_dlpack != nullptr && max_pooled > 0 ? max_pooled : 0);
+  // The slots start empty: no probe's block, nothing kept of a size limit that changed.
+  for (std::atomic<Block*>& slot : g_slots) free(slot.exchange(nullptr));
   return true;
 }
 
@@ -222,7 +229,7 @@ bool TakesOutputs(int type) {
 }
 
 PyObject* NewOutput(const hvd_tensor& like, long long numel, const int64_t* strides) {
-  return Wrap(like.ndim, like.shape, strides, like.dtype, numel);
+  return Wrap(g_from_dlpack, like.ndim, like.shape, strides, like.dtype, numel);
 }
 
 }  // namespace hvd_fastcall

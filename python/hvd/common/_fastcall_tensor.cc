@@ -12,11 +12,12 @@
 // The plain case, taken here: a torch.Tensor (the exact type: a subclass may override anything)
 // that needs no gradient, on the CPU, strided, contiguous, of a dtype hvd takes, with at most
 // kDimsOnStack dimensions; op None (Average) or one of hvd's ops; no `average`; the default
-// compression and process set; float scale factors; no name or a name already in hvd.torch's
-// cache; out of place, an output below the size hvd.torch takes from its output pool. Anything
-// else returns NotImplemented before touching the runtime, and the Python path, which handles
-// every case and names every error, takes the call. Both paths make the same runtime call, so
-// their results are the same bits.
+// compression and process set; float scale factors; no name or a str (encoded and cached by
+// hvd.torch's own function); out of place, an output below the size hvd.torch takes from its
+// output pool. Anything else returns NotImplemented before touching the runtime, and the Python
+// path, which handles every case and names every error, takes the call. Both paths make the same
+// runtime call, so their results are the same bits; the output is made as torch.empty_like makes
+// it (strides, names), over memory of ours where torch takes it (_fastcall_outputs.cc).
 //
 // Still nothing coupled to PyTorch's ABI: the tensor is a Python object read through its Python
 // API (attributes and methods), with the objects hvd.torch hands over in configure_tensors().
@@ -134,7 +135,8 @@ struct Call {
   ~Call() { Py_XDECREF(name); }
 };
 
-// 1: the arguments other than the tensor are the plain case (filled in), 0: not, -1: error.
+// 1: the arguments other than the tensor are the plain case (filled in, but for the name: None
+// or a str, read by ReadName once the tensor is known to be plain), 0: not.
 int ReadOptions(PyObject* const* args, Call* c) {
   PyObject* average = args[2];
   PyObject* name = args[3];
@@ -151,18 +153,23 @@ int ReadOptions(PyObject* const* args, Call* c) {
   }
   c->prescale = PyFloat_AsDouble(args[6]);
   c->postscale = PyFloat_AsDouble(args[7]);
-  if (name == Py_None) return 1;
-  if (!PyUnicode_CheckExact(name)) return 0;
-  PyObject* encoded = PyDict_GetItem(g_config->names, name);  // borrowed
+  return name == Py_None || PyUnicode_CheckExact(name) ? 1 : 0;
+}
+
+// The runtime's name for `name` (None or a str: ReadOptions took it) into c->name, encoded and
+// cached as the Python path does it (_handles.op_name): 1, or 0 where that failed (the Python
+// path then takes the call, and raises what it raises first).
+int ReadName(PyObject* name, Call* c) {
+  if (name == Py_None || PyUnicode_GetLength(name) == 0) return 1;  // "": no name
+  PyObject* encoded = PyDict_GetItem(g_config->names, name);        // borrowed
   if (encoded != nullptr) {
     Py_INCREF(encoded);
-  } else {  // a name not cached yet ("" is no name): encoded as the Python path does, and cached
+  } else {
     encoded = PyObject_CallFunctionObjArgs(g_config->encode_name, name, nullptr);
-    if (encoded == nullptr) return -1;
-  }
-  if (encoded == Py_None) {
-    Py_DECREF(encoded);
-    return 1;
+    if (encoded == nullptr) {  // (an unencodable str: the Python path's error, in its order)
+      PyErr_Clear();
+      return 0;
+    }
   }
   if (!PyBytes_CheckExact(encoded)) {
     Py_DECREF(encoded);
@@ -173,9 +180,9 @@ int ReadOptions(PyObject* const* args, Call* c) {
 }
 
 // 1: `t` is a plain tensor (its dtype, shape and input pointer filled in), 0: not, -1: error.
-// Sets *numel, and *unit_dim where a dimension of size 1 among several may have any stride (a
-// contiguous tensor's strides are then not necessarily the row-major ones).
-int ReadTensor(PyObject* t, Call* c, long long* numel, bool* unit_dim) {
+// Sets *numel, and *any_strides where a contiguous tensor's strides need not be the row-major
+// ones (a dimension of size 1 may have any stride; so may every dimension of an empty tensor).
+int ReadTensor(PyObject* t, Call* c, long long* numel, bool* any_strides) {
   if (reinterpret_cast<PyObject*>(Py_TYPE(t)) != g_config->tensor_type) return 0;
   int is = AttrIs(t, g_config->requires_grad, Py_False);
   if (is == 1) is = AttrIs(t, g_config->is_cpu, Py_True);
@@ -196,14 +203,17 @@ int ReadTensor(PyObject* t, Call* c, long long* numel, bool* unit_dim) {
     return 0;
   }
   long long n = 1;
-  *unit_dim = false;
+  *any_strides = false;
   for (Py_ssize_t i = 0; i < ndim; ++i) {
     c->dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
-    n *= c->dims[i];
-    *unit_dim = *unit_dim || (c->dims[i] == 1 && ndim > 1);
+    *any_strides = *any_strides || c->dims[i] <= 1;
+    if (__builtin_mul_overflow(n, c->dims[i], &n)) n = 0;  // (only with a dimension of 0)
   }
   Py_DECREF(shape);
   if (PyErr_Occurred()) return -1;
+  for (Py_ssize_t i = 0; i < ndim; ++i) {
+    if (c->dims[i] == 0) n = 0;
+  }
   c->input.data = DataPtr(t);
   if (PyErr_Occurred()) return -1;
   c->input.shape = c->dims;
@@ -295,14 +305,16 @@ PyObject* Run(Call* c, PyObject* tensor, PyObject* out) {
 // The new output for `tensor`: as torch.empty_like(tensor) makes it (a dense tensor's strides
 // and dimension names kept), over a block of ours where NewOutput takes the dtype. A new
 // reference, or nullptr with an error set.
-PyObject* MakeOutput(PyObject* tensor, const Call& c, long long numel, bool unit_dim) {
+PyObject* MakeOutput(PyObject* tensor, const Call& c, long long numel, bool any_strides) {
   int named = 0;
-  if (TakesOutputs(c.input.dtype)) named = CallIs(tensor, g_config->has_names, Py_True);
+  if (TakesOutputs(c.input.dtype) && numel > 0) {
+    named = CallIs(tensor, g_config->has_names, Py_True);
+  }
   if (named < 0) return nullptr;
-  if (!TakesOutputs(c.input.dtype) || named) {
+  if (!TakesOutputs(c.input.dtype) || numel == 0 || named) {  // (empty: strides as torch's)
     return PyObject_CallFunctionObjArgs(g_config->empty_like, tensor, nullptr);
   }
-  if (!unit_dim) return NewOutput(c.input, numel, nullptr);
+  if (!any_strides) return NewOutput(c.input, numel, nullptr);
   // A dimension of size 1 may have any stride in a contiguous tensor: empty_like keeps them.
   int64_t strides[kDimsOnStack];
   PyObject* given = PyObject_CallMethodObjArgs(tensor, g_config->stride, nullptr);
@@ -411,17 +423,20 @@ PyObject* AllreduceTensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   int plain = ReadOptions(args, &c);
   PyObject* tensor = args[0];
   long long numel = 0;
-  bool unit_dim = false;
-  if (plain == 1) plain = ReadTensor(tensor, &c, &numel, &unit_dim);
+  bool any_strides = false;
+  if (plain == 1) plain = ReadTensor(tensor, &c, &numel, &any_strides);
   if (plain != 1) {
     if (plain == 0) Py_RETURN_NOTIMPLEMENTED;
     return nullptr;
   }
   const int inplace = PyObject_IsTrue(args[1]);
   if (inplace < 0) return nullptr;
+  // Out of place, an output the Python path takes from its pool (4 MiB and more) is its call.
+  if ((!inplace && numel >= g_config->max_new_numel) || !ReadName(args[3], &c)) {
+    Py_RETURN_NOTIMPLEMENTED;
+  }
   if (inplace) return Run(&c, tensor, tensor);
-  if (numel >= g_config->max_new_numel) Py_RETURN_NOTIMPLEMENTED;  // from the output pool
-  PyObject* out = MakeOutput(tensor, c, numel, unit_dim);
+  PyObject* out = MakeOutput(tensor, c, numel, any_strides);
   if (out == nullptr) return nullptr;
   c.output.data = DataPtr(out);
   PyObject* result = PyErr_Occurred() ? nullptr : Run(&c, tensor, out);

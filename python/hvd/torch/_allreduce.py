@@ -259,9 +259,10 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     `tensor` is not modified). Differentiable. `compression` (Compression.fp16) compresses the
     tensor for the transfer. See allreduce_async for the other arguments.
 
-    The result of a host tensor that needs no gradient, and any result of 4 MiB or more, is over
-    memory hvd reuses once torch frees it: its storage cannot grow (resize_ to more elements
-    than it has fails; HVD_TORCH_OUTPUT_POOL_BYTES=0 turns this off)."""
+    The result of a contiguous host torch.Tensor that needs no gradient (the common case, made
+    in C), and any result of 4 MiB or more, is over memory hvd reuses once torch frees it: its
+    storage cannot grow (resize_ to more elements than it has fails;
+    HVD_TORCH_OUTPUT_POOL_BYTES=0 makes every result with torch.empty_like)."""
     if _tensor_path is not None:  # a plain host tensor, all in C
         result = _tensor_path(tensor, False, average, name, compression, op, prescale_factor,
                               postscale_factor, process_set)
