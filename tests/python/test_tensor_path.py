@@ -178,6 +178,8 @@ def test_anything_else_is_left_to_the_python_path(hvd, path):
     assert_equal(big, torch.zeros(small, dtype=torch.float64), "zeros")
     below = torch.ones(small - 1, dtype=torch.float64)
     assert_equal(path(below, False, *_args(hvd, op=hvd.Sum)), below * hvd.size(), "below")
+    half = torch.ones(small, dtype=torch.float32)  # 2 MiB: below the pool's outputs
+    assert_equal(path(half, False, *_args(hvd, op=hvd.Sum)), half * hvd.size(), "2 MiB")
     with pytest.raises(UnicodeEncodeError):  # the Python path's error for that name
         hvd.allreduce(x, name="\udc80")
 
@@ -197,7 +199,7 @@ def test_errors_are_the_python_paths(hvd, path):
     from hvd.common import basics
     keywords = ("tensor_type empty_like strided dtypes names encode_name ops average_op "
                 "no_compression "
-                "global_set max_new_numel make_error table ids from_dlpack max_pooled").split()
+                "global_set max_new_bytes make_error table ids from_dlpack max_pooled").split()
     with pytest.raises(TypeError, match="no positional arguments"):
         basics.fastcall.configure_tensors(torch.Tensor)
     with pytest.raises(TypeError, match="max_pooled= is missing"):

@@ -40,6 +40,8 @@ PyObject* AllreduceTensor(PyObject* module, PyObject* const* args, Py_ssize_t na
 bool ConfigureOutputs(PyObject* from_dlpack, PyObject* dtypes, long long max_pooled);
 // output_slots() -> [the data address of each free block in the slots]: for tests.
 PyObject* OutputSlots(PyObject* module, PyObject* unused);
+// The bytes of an element of hvd_dtype_t `type` (0 for an unknown type).
+long long ItemSize(int type);
 // Whether NewOutput makes tensors of hvd_dtype_t `type`.
 bool TakesOutputs(int type);
 // A new dense tensor shaped and typed as `like` (numel elements), row-major or with `strides`

@@ -224,6 +224,10 @@ PyObject* OutputSlots(PyObject*, PyObject*) {
   return free_blocks;
 }
 
+long long ItemSize(int type) {
+  return type >= 0 && type < kTypeCount ? kTypes[type].bits / 8 : 0;
+}
+
 bool TakesOutputs(int type) {
   return g_from_dlpack != nullptr && type >= 0 && type < kTypeCount && g_takes[type];
 }

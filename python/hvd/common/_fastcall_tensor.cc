@@ -47,7 +47,7 @@ struct Config {
   int average_op = 0;                  // op None
   PyObject* no_compression = nullptr;  // Compression.none
   PyObject* global_set = nullptr;      // global_process_set
-  long long max_new_numel = 0;         // out of place: fewer elements than this
+  long long max_new_bytes = 0;         // out of place: outputs of fewer bytes than this
   PyObject* make_error = nullptr;      // make_error(code) -> the exception to raise
   PyObject* table = nullptr;           // the handle table {handle: (ptr, keep, finish)}
   PyObject* ids = nullptr;             // its handles (an iterator)
@@ -332,12 +332,12 @@ PyObject* MakeOutput(PyObject* tensor, const Call& c, long long numel, bool any_
 }  // namespace
 
 // configure_tensors(*, tensor_type, empty_like, strided, dtypes, names, encode_name, ops,
-//                   average_op, no_compression, global_set, max_new_numel, make_error, table, ids,
+//                   average_op, no_compression, global_set, max_new_bytes, make_error, table, ids,
 //                   from_dlpack, max_pooled): every one required, by keyword.
 PyObject* ConfigureTensors(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kKeywords[] = {
       "tensor_type", "empty_like", "strided",        "dtypes",     "names",         "encode_name",
-      "ops",         "average_op", "no_compression", "global_set", "max_new_numel", "make_error",
+      "ops",         "average_op", "no_compression", "global_set", "max_new_bytes", "make_error",
       "table",       "ids",        "from_dlpack",    "max_pooled", nullptr};
   constexpr int kCount = sizeof(kKeywords) / sizeof(kKeywords[0]) - 1;
   PyObject* v[kCount] = {};
@@ -365,12 +365,12 @@ PyObject* ConfigureTensors(PyObject*, PyObject* args, PyObject* kwargs) {
     return nullptr;
   }
   const long average_op = PyLong_AsLong(v[7]);
-  const long long max_new_numel = PyLong_AsLongLong(v[10]);
+  const long long max_new_bytes = PyLong_AsLongLong(v[10]);
   const long long max_pooled = PyLong_AsLongLong(v[15]);
   if (PyErr_Occurred()) return nullptr;
   Config next;
   next.average_op = static_cast<int>(average_op);
-  next.max_new_numel = max_new_numel;
+  next.max_new_bytes = max_new_bytes;
   PyObject** objects[] = {&next.tensor_type,    &next.empty_like,  &next.strided, &next.dtypes,
                           &next.names,          &next.encode_name, &next.ops,     nullptr,
                           &next.no_compression, &next.global_set,  nullptr,       &next.make_error,
@@ -432,7 +432,8 @@ PyObject* AllreduceTensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   const int inplace = PyObject_IsTrue(args[1]);
   if (inplace < 0) return nullptr;
   // Out of place, an output the Python path takes from its pool (4 MiB and more) is its call.
-  if ((!inplace && numel >= g_config->max_new_numel) || !ReadName(args[3], &c)) {
+  if ((!inplace && numel * ItemSize(c.input.dtype) >= g_config->max_new_bytes) ||
+      !ReadName(args[3], &c)) {
     Py_RETURN_NOTIMPLEMENTED;
   }
   if (inplace) return Run(&c, tensor, tensor);

@@ -68,7 +68,7 @@ def _configure_tensor_path():
             dtypes=_DTYPES, names=_names, encode_name=_encode_name, ops=_HVD_OPS,
             average_op=_HVD_OPS[Average], no_compression=Compression.none,
             global_set=global_process_set,
-            max_new_numel=_SMALL_NUMEL if pool_bytes else 1 << 62, make_error=_error_for,
+            max_new_bytes=_pool.MIN_BYTES if pool_bytes else 1 << 62, make_error=_error_for,
             table=_h.handle_table(), ids=_h.handle_ids(),
             from_dlpack=getattr(torch._C, "_from_dlpack", None) if pool_bytes else None,
             max_pooled=min(pool_bytes, 16 << 20) // 16)
@@ -259,10 +259,10 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     `tensor` is not modified). Differentiable. `compression` (Compression.fp16) compresses the
     tensor for the transfer. See allreduce_async for the other arguments.
 
-    The result of a contiguous host torch.Tensor that needs no gradient (the common case, made
-    in C), and any result of 4 MiB or more, is over memory hvd reuses once torch frees it: its
-    storage cannot grow (resize_ to more elements than it has fails;
-    HVD_TORCH_OUTPUT_POOL_BYTES=0 makes every result with torch.empty_like)."""
+    A result may be over memory hvd reuses once torch frees it (that of a contiguous host
+    torch.Tensor needing no gradient, made in C, and any of 4 MiB or more): its storage cannot
+    grow (resize_ to more elements than it has fails; HVD_TORCH_OUTPUT_POOL_BYTES=0 makes every
+    result with torch.empty_like)."""
     if _tensor_path is not None:  # a plain host tensor, all in C
         result = _tensor_path(tensor, False, average, name, compression, op, prescale_factor,
                               postscale_factor, process_set)
