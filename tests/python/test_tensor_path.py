@@ -322,3 +322,40 @@ def test_without_a_pool_outputs_come_from_torch(hvd, path):
         from hvd.torch import _output_pool
         _reconfigured(_output_pool.limit())
     assert_equal(hvd.allreduce(x, op=hvd.Sum, name=name), x * hvd.size(), "reconfigured")
+
+
+def test_threads_calling_at_once(hvd, path):
+    """Four threads per rank, each its own names, outputs kept (some as views) and dropped at
+    random while the others run: every result right, every kept one intact."""
+    import random
+    import threading
+    n, r = hvd.size(), hvd.rank()
+    errors = []
+
+    def work(tid):
+        pick = random.Random(tid * 1000 + r)
+        kept = []
+        try:
+            for i in range(200):
+                size = (1, 7, 64, 1000)[i % 4]
+                want = float(n * (n + 1) // 2 + n * tid)
+                got = hvd.allreduce(torch.full((size,), float(r + 1 + tid)), op=hvd.Sum,
+                                    name="tensor_path.thread%d.%d" % (tid, i % 4))
+                if not torch.all(got == want):
+                    errors.append("thread %d op %d: %s" % (tid, i, got[:3]))
+                if pick.random() < 0.3:
+                    kept.append(got if pick.random() < 0.5 else got[1:])
+                if len(kept) > 8:
+                    del kept[pick.randrange(len(kept))]
+                if any(k.numel() and not torch.all(k == want) for k in kept):
+                    errors.append("thread %d op %d: a kept output changed" % (tid, i))
+        except Exception as e:  # (reported below, not lost in the thread)
+            errors.append("thread %d: %r" % (tid, e))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a thread did not finish in 60 s"
+    assert not errors, errors[:5]
