@@ -10,7 +10,9 @@ back to a free list instead of to the system, with its pages still in place, for
 of the same size. The free list holds at most HVD_TORCH_OUTPUT_POOL_BYTES (default 256 MiB; 0: no
 pool, every output from torch.empty_like), the blocks freed longest ago leaving first, so sizes
 that never come back (an allgather's output follows the data) do not hold the memory for good.
-Blocks in use are the caller's tensors and are not counted.
+Blocks in use are the caller's tensors and are not counted. (The smaller outputs of a
+synchronous allreduce of a plain host tensor are made in C, over blocks hvd.common._fastcall
+keeps in slots of its own, which this variable sizes and turns off too: _fastcall_outputs.cc.)
 
 The tensors are ordinary CPU tensors (not views: in-place changes and autograd behave as on
 torch.empty's) with one difference: their storage cannot grow (resize_ to a larger size, or an
