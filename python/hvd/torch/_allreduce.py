@@ -83,6 +83,8 @@ def _encode_name(name):
 
 _tensor_path = _configure_tensor_path()
 _NO_COMPRESSION = Compression.none  # allreduce_ takes no compression
+
+
 def _reduce_op(op, average):
     """hvd_reduce_op_t for Horovod's op (and its deprecated boolean `average`)."""
     if op is None or average is not None:
