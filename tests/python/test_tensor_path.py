@@ -199,7 +199,7 @@ def test_errors_are_the_python_paths(hvd, path):
     from hvd.common import basics
     keywords = ("tensor_type empty_like strided dtypes names encode_name ops average_op "
                 "no_compression "
-                "global_set max_new_bytes make_error table ids from_dlpack max_pooled").split()
+                "global_set max_new_bytes check table ids from_dlpack max_pooled").split()
     with pytest.raises(TypeError, match="no positional arguments"):
         basics.fastcall.configure_tensors(torch.Tensor)
     with pytest.raises(TypeError, match="max_pooled= is missing"):

@@ -252,7 +252,7 @@ PyMethodDef kMethods[] = {
          reinterpret_cast<void (*)(void)>(hvd_fastcall::ConfigureTensors)),
      METH_VARARGS | METH_KEYWORDS,
      "configure_tensors(*, tensor_type, empty_like, strided, dtypes, names, encode_name, ops, "
-     "average_op, no_compression, global_set, max_new_bytes, make_error, table, ids, "
+     "average_op, no_compression, global_set, max_new_bytes, check, table, ids, "
      "from_dlpack, max_pooled): what allreduce_tensor needs of the framework "
      "(_fastcall_tensor.cc)"},
     {"allreduce_tensor",

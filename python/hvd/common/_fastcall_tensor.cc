@@ -48,7 +48,7 @@ struct Config {
   PyObject* no_compression = nullptr;  // Compression.none
   PyObject* global_set = nullptr;      // global_process_set
   long long max_new_bytes = 0;         // out of place: outputs of fewer bytes than this
-  PyObject* make_error = nullptr;      // make_error(code) -> the exception to raise
+  PyObject* check = nullptr;           // hvd.common.basics.check(code): raises code's error
   PyObject* table = nullptr;           // the handle table {handle: (ptr, keep, finish)}
   PyObject* ids = nullptr;             // its handles (an iterator)
   PyObject* requires_grad = nullptr;
@@ -66,7 +66,7 @@ struct Config {
 void Release(Config* c) {
   PyObject** refs[] = {&c->tensor_type,   &c->empty_like,    &c->strided,  &c->dtypes,
                        &c->names,         &c->encode_name,   &c->ops,      &c->no_compression,
-                       &c->global_set,    &c->make_error,    &c->table,    &c->ids,
+                       &c->global_set,    &c->check,         &c->table,    &c->ids,
                        &c->requires_grad, &c->is_cpu,        &c->layout,   &c->dtype,
                        &c->shape,         &c->is_contiguous, &c->data_ptr, &c->has_names,
                        &c->stride};
@@ -203,17 +203,17 @@ int ReadTensor(PyObject* t, Call* c, long long* numel, bool* any_strides) {
     return 0;
   }
   long long n = 1;
+  bool empty = false;
   *any_strides = false;
   for (Py_ssize_t i = 0; i < ndim; ++i) {
     c->dims[i] = PyLong_AsLongLong(PyTuple_GetItem(shape, i));
     *any_strides = *any_strides || c->dims[i] <= 1;
-    if (__builtin_mul_overflow(n, c->dims[i], &n)) n = 0;  // (only with a dimension of 0)
+    empty = empty || c->dims[i] == 0;
+    if (__builtin_mul_overflow(n, c->dims[i], &n)) n = 0;  // (only an empty tensor's)
   }
   Py_DECREF(shape);
   if (PyErr_Occurred()) return -1;
-  for (Py_ssize_t i = 0; i < ndim; ++i) {
-    if (c->dims[i] == 0) n = 0;
-  }
+  if (empty) n = 0;
   c->input.data = DataPtr(t);
   if (PyErr_Occurred()) return -1;
   c->input.shape = c->dims;
@@ -225,12 +225,10 @@ int ReadTensor(PyObject* t, Call* c, long long* numel, bool* any_strides) {
   return 1;
 }
 
-// Raises the exception for a non-zero status code (make_error's).
+// Raises the exception for a non-zero status code, as the Python path does (basics.check).
 PyObject* Raise(int code) {
-  PyObject* exc = PyObject_CallFunction(g_config->make_error, "i", code);
-  if (exc == nullptr) return nullptr;
-  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc)), exc);
-  Py_DECREF(exc);
+  PyObject* none = PyObject_CallFunction(g_config->check, "i", code);
+  Py_XDECREF(none);  // (not reached with an error set: check raises for every code but 0)
   return nullptr;
 }
 
@@ -306,14 +304,11 @@ PyObject* Run(Call* c, PyObject* tensor, PyObject* out) {
 // and dimension names kept), over a block of ours where NewOutput takes the dtype. A new
 // reference, or nullptr with an error set.
 PyObject* MakeOutput(PyObject* tensor, const Call& c, long long numel, bool any_strides) {
-  int named = 0;
-  if (TakesOutputs(c.input.dtype) && numel > 0) {
-    named = CallIs(tensor, g_config->has_names, Py_True);
-  }
-  if (named < 0) return nullptr;
-  if (!TakesOutputs(c.input.dtype) || numel == 0 || named) {  // (empty: strides as torch's)
-    return PyObject_CallFunctionObjArgs(g_config->empty_like, tensor, nullptr);
-  }
+  // Empty (any strides), named, or a dtype torch refused through DLPack: torch's own.
+  int ours = TakesOutputs(c.input.dtype) && numel > 0;
+  if (ours) ours = CallIs(tensor, g_config->has_names, Py_False);
+  if (ours < 0) return nullptr;
+  if (!ours) return PyObject_CallFunctionObjArgs(g_config->empty_like, tensor, nullptr);
   if (!any_strides) return NewOutput(c.input, numel, nullptr);
   // A dimension of size 1 may have any stride in a contiguous tensor: empty_like keeps them.
   int64_t strides[kDimsOnStack];
@@ -332,12 +327,12 @@ PyObject* MakeOutput(PyObject* tensor, const Call& c, long long numel, bool any_
 }  // namespace
 
 // configure_tensors(*, tensor_type, empty_like, strided, dtypes, names, encode_name, ops,
-//                   average_op, no_compression, global_set, max_new_bytes, make_error, table, ids,
+//                   average_op, no_compression, global_set, max_new_bytes, check, table, ids,
 //                   from_dlpack, max_pooled): every one required, by keyword.
 PyObject* ConfigureTensors(PyObject*, PyObject* args, PyObject* kwargs) {
   static const char* kKeywords[] = {
       "tensor_type", "empty_like", "strided",        "dtypes",     "names",         "encode_name",
-      "ops",         "average_op", "no_compression", "global_set", "max_new_bytes", "make_error",
+      "ops",         "average_op", "no_compression", "global_set", "max_new_bytes", "check",
       "table",       "ids",        "from_dlpack",    "max_pooled", nullptr};
   constexpr int kCount = sizeof(kKeywords) / sizeof(kKeywords[0]) - 1;
   PyObject* v[kCount] = {};
@@ -360,7 +355,7 @@ PyObject* ConfigureTensors(PyObject*, PyObject* args, PyObject* kwargs) {
       !PyIter_Check(v[13]) || (v[14] != Py_None && !PyCallable_Check(v[14]))) {
     PyErr_SetString(PyExc_TypeError,
                     "hvd._fastcall.configure_tensors: dtypes, names, ops and table must be dicts, "
-                    "empty_like, encode_name and make_error callables, ids an iterator, "
+                    "empty_like, encode_name and check callables, ids an iterator, "
                     "from_dlpack a callable or None");
     return nullptr;
   }
@@ -373,7 +368,7 @@ PyObject* ConfigureTensors(PyObject*, PyObject* args, PyObject* kwargs) {
   next.max_new_bytes = max_new_bytes;
   PyObject** objects[] = {&next.tensor_type,    &next.empty_like,  &next.strided, &next.dtypes,
                           &next.names,          &next.encode_name, &next.ops,     nullptr,
-                          &next.no_compression, &next.global_set,  nullptr,       &next.make_error,
+                          &next.no_compression, &next.global_set,  nullptr,       &next.check,
                           &next.table,          &next.ids};
   for (size_t i = 0; i < sizeof(objects) / sizeof(objects[0]); ++i) {
     if (objects[i] == nullptr) continue;

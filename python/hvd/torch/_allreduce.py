@@ -46,11 +46,6 @@ _SMALL_NUMEL = _pool.MIN_BYTES // 8
 handle_average_backwards_compatibility = get_average_backwards_compatibility_fun(_b)
 
 
-def _error_for(code):
-    """The exception for a failed operation's status code (the tensor path's errors)."""
-    return _error_from_status(code, _last_error(), None)
-
-
 def _configure_tensor_path():
     """hvd.common._fastcall's tensor path (the synchronous allreduce of a plain host tensor in C,
     _fastcall_tensor.cc) told what it needs of torch and of this module; returns its entry point,
@@ -68,7 +63,7 @@ def _configure_tensor_path():
             dtypes=_DTYPES, names=_names, encode_name=_encode_name, ops=_HVD_OPS,
             average_op=_HVD_OPS[Average], no_compression=Compression.none,
             global_set=global_process_set,
-            max_new_bytes=_pool.MIN_BYTES if pool_bytes else 1 << 62, make_error=_error_for,
+            max_new_bytes=_pool.MIN_BYTES if pool_bytes else 1 << 62, check=_b.check,
             table=_h.handle_table(), ids=_h.handle_ids(),
             from_dlpack=getattr(torch._C, "_from_dlpack", None) if pool_bytes else None,
             max_pooled=min(pool_bytes, 16 << 20) // 16)
