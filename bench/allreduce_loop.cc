@@ -139,9 +139,20 @@ int64_t CountWrong(const void* buf, size_t count, const LoopOptions& o, int np) 
   return wrong;
 }
 
-double MaxAcrossRanks(const Path& path, double v, Status* s) {
-  if (s->ok()) *s = path.allreduce(&v, 1, DataType::kFloat64, ReduceOp::kMax);
+// The result of path.allreduce(buf, ...): in buf, or where an out-of-place path puts it.
+template <typename T>
+T ResultOf(const Path& path, const T* buf) {
+  T v;
+  std::memcpy(&v, path.result ? path.result(buf) : buf, sizeof v);
   return v;
+}
+
+// Every rank gets the same value (the iteration counts below derive from it: a rank reading its
+// own input instead, out of place, ran another count than its peers and left them waiting).
+double MaxAcrossRanks(const Path& path, double v, Status* s) {
+  if (!s->ok()) return v;
+  *s = path.allreduce(&v, 1, DataType::kFloat64, ReduceOp::kMax);
+  return ResultOf(path, &v);
 }
 
 // Times `iters` allreduces; returns the slowest rank's seconds.
@@ -307,6 +318,7 @@ Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& 
       const void* result = path.result ? path.result(buf.get()) : buf.get();
       size_wrong = s.ok() ? CountWrong(result, count, o, np) : 0;
       if (s.ok()) s = path.allreduce(&size_wrong, 1, DataType::kInt64, ReduceOp::kSum);
+      if (s.ok()) size_wrong = ResultOf(path, &size_wrong);
     }
     if (!s.ok()) break;
     *wrong += size_wrong;

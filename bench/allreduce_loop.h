@@ -58,7 +58,9 @@ struct Path {
   std::function<Status(void* buf, size_t count, DataType dtype, ReduceOp op)> allreduce;
   std::function<Status()> barrier;
   bool prints = true;  // rank 0 prints the table (false: a second set timing the same thing)
-  // Where the result of allreduce(buf, ...) is, for the check (unset: buf itself, in place).
+  // Where the result of allreduce(buf, ...) is (unset: buf itself, in place): read after every
+  // allreduce the loop runs, the check's and the slowest rank's time (which sets every rank's
+  // iteration count) included.
   std::function<const void*(const void* buf)> result;
 };
 

@@ -35,6 +35,11 @@ done
 out=$(try "allreduce_bench --api 1" "$bench" -np 2 --api 1 --sizes 4100,1M --iters 3 --ref 0 \
   --results 1)
 expect_results "allreduce_bench --api 1" 2 "$out"
+# Out of place with the iteration count calibrated (no --iters): every rank must read the slowest
+# rank's time from the output, or the ranks run different counts and wait for each other.
+out=$(try "allreduce_bench --api 1 --out-of-place 1" "$bench" -np 3 --api 1 --out-of-place 1 \
+  --sizes 4100,1M --ref 0 --results 1)
+expect_results "allreduce_bench --api 1 --out-of-place 1" 2 "$out"
 for others in idle busy; do
   out=$(try "allreduce_bench --process-set 0,1 --others $others" "$bench" -np 4 --api 1 \
     --process-set 0,1 --others $others --sizes 4100,64K --iters 3 --ref 0 --results 1)
@@ -75,6 +80,11 @@ if [ -x "$build/cli/hvdrun" ]; then
   expect_results "hvdrun -np 2 allreduce_bench --transport shm" 1 "${out//\[0\]<stdout>:/}"
 fi
 
+impls=$impls,hvd-api-oop
+# hvd.torch's allreduce from Python, where Debian's torch and the Python package are.
+if [ -d "$build/python/hvd" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  impls=$impls,hvd-torch
+fi
 # compare.py kills what it runs when its own timeout (SIGTERM) or --run-timeout strikes.
 out=$(timeout 240 python3 "$src/bench/peers/compare.py" --build-dir "$build" --rounds 1 --np 2 \
   --sizes 4K --impls $impls --launch-runs 0 --fusion-rounds 0 --run-timeout 60 2>&1) ||

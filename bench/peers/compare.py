@@ -7,6 +7,8 @@ Runs (after bench/peers/run.sh has installed the peers and built everything):
   hvd-api     allreduce_bench --api 1           hvd::Allreduce: negotiation, cache, fusion, engine
   hvd-api-ring  the same without the single copy  HVD_SINGLE_COPY_MIN_BYTES=0: the ring above 64 KiB
   hvd-api-tcp   the same over TCP only            HVD_SHM=0: what operations pay between hosts
+  hvd-api-oop   the same into an output of its own  --out-of-place 1: what hvd.torch.allreduce runs
+  hvd-torch   torch_allreduce.py --backend hvd  hvd.torch.allreduce from Python (out of place)
   mpi-shm     mpirun ... --mca btl self,vader   Open MPI's MPI_Allreduce over shared memory
   mpi-tcp     mpirun ... --mca btl self,tcp     Open MPI's MPI_Allreduce over TCP on lo
   gloo        gloo_allreduce                    Gloo's AllreduceRingChunked over TCP
@@ -17,7 +19,7 @@ on the same sizes and rank counts, every program timed and checked by the same m
 size, the sizes one after the other and the programs' order rotated, so that drift on a shared
 machine hits the programs compared at a size alike; tables show medians over the rounds. Then the
 launch time (hvdrun, mpirun, torchrun to every rank's first allreduce, then exit) and the fusion
-benchmark; then the issue's targets, each with its measured ratio.
+benchmark; then the targets of issues 6 and 17, each with its measured ratio.
 
   bench/peers/compare.py [--rounds 3] [--np 2,4] [--sizes 4K,64K,1M,16M,64M,256M]
                          [--impls hvd-shm,...] [--launch-runs 10] [--fusion-rounds 3]
@@ -32,13 +34,14 @@ import subprocess
 import sys
 import time
 
-from torch_allreduce import parse_bytes  # its sibling; imports torch only when it runs ranks
+from targets import human, print_targets  # siblings; torch_allreduce imports torch only for its ranks
+from torch_allreduce import parse_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.join(ROOT, "build")  # --build-dir changes it
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives there, not in a pyenv python3
-IMPLS = ["hvd-shm", "hvd-tcp", "hvd-api", "hvd-api-ring", "hvd-api-tcp", "mpi-shm", "mpi-tcp",
-         "gloo", "torch-gloo"]
+IMPLS = ["hvd-shm", "hvd-tcp", "hvd-api", "hvd-api-ring", "hvd-api-tcp", "hvd-api-oop",
+         "hvd-torch", "mpi-shm", "mpi-tcp", "gloo", "torch-gloo"]
 RUN_TIMEOUT_S = 900  # one program at one size; a hang ends as a failure (--run-timeout)
 KILL_GRACE_S = 5     # SIGTERM first (mpirun tears its job down), then SIGKILL
 _running = None      # the child now running, killed with its session on SIGTERM/SIGINT
@@ -47,13 +50,6 @@ MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none
 MPI_BTL = {"mpi-shm": ["--mca", "btl", "self,vader"],
            "mpi-tcp": ["--mca", "btl", "self,tcp", "--mca", "btl_tcp_if_include", "lo"]}
 RESULT = re.compile(r"^RESULT (.*)$", re.M)
-
-
-def human(n):
-    for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
-        if n >= 1 << shift and n % (1 << shift) == 0:
-            return f"{n >> shift}{unit}"
-    return str(n)
 
 
 def binary(*parts):
@@ -77,6 +73,8 @@ def command(impl, np_, sizes):
     if impl == "hvd-api-tcp":
         # The API over TCP only: what every operation pays between hosts.
         return ([bench, "-np", str(np_), "--api", "1", "--ref", "0"] + loop, {"HVD_SHM": "0"})
+    if impl == "hvd-api-oop":
+        return [bench, "-np", str(np_), "--api", "1", "--out-of-place", "1", "--ref", "0"] + loop, {}
     if impl == "memref":
         return [bench, "-np", "1", "--iters", "1", "--warmup", "0"] + loop, {}
     if impl in MPI_BTL:
@@ -84,9 +82,15 @@ def command(impl, np_, sizes):
                                           "--impl", impl] + loop, {})
     if impl == "gloo":
         return [binary("bench", "peers", "gloo_allreduce"), "-np", str(np_)] + loop, {}
-    if impl == "torch-gloo":
+    if impl in ("torch-gloo", "hvd-torch"):
+        backend = "gloo" if impl == "torch-gloo" else "hvd"
+        env = {"OMP_NUM_THREADS": "1"}
+        if impl == "hvd-torch":
+            env["PYTHONPATH"] = os.pathsep.join(
+                [binary("python")] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
+                                      if p])
         return [PYTHON, os.path.join(ROOT, "bench", "peers", "torch_allreduce.py"),
-                "-np", str(np_)] + loop, {"OMP_NUM_THREADS": "1"}
+                "-np", str(np_), "--backend", backend] + loop, env
     raise ValueError(impl)
 
 
@@ -199,14 +203,16 @@ def available(impl):
     need = {"mpi-shm": binary("bench", "peers", "mpi_allreduce"),
             "mpi-tcp": binary("bench", "peers", "mpi_allreduce"),
             "gloo": binary("bench", "peers", "gloo_allreduce"),
-            "torch-gloo": PYTHON}
+            "torch-gloo": PYTHON, "hvd-torch": PYTHON}
     path = need.get(impl, binary("bench", "allreduce_bench"))
     if not os.access(path, os.X_OK):
         return f"{path} is missing (run bench/peers/run.sh, which installs the peers and builds)"
-    if impl == "torch-gloo":
+    if impl in ("torch-gloo", "hvd-torch"):
         r = subprocess.run([PYTHON, "-c", "import torch.distributed"], capture_output=True)
         if r.returncode != 0:
             return "python3-torch is not installed (bench/peers/run.sh installs it)"
+    if impl == "hvd-torch" and not os.path.isfile(binary("python", "hvd", "torch", "__init__.py")):
+        return f"{binary('python', 'hvd')} is missing (the build makes hvd's Python package there)"
     return None
 
 
@@ -247,6 +253,7 @@ def print_tables(args, impls, res):
         pairs = [(a, p) for a, p in [("hvd-shm", "mpi-shm"), ("hvd-shm", "gloo"),
                                      ("hvd-shm", "torch-gloo"), ("hvd-tcp", "mpi-tcp"),
                                      ("hvd-tcp", "gloo"), ("hvd-api", "mpi-shm"),
+                                     ("hvd-torch", "torch-gloo"),
                                      ("hvd-api-ring", "mpi-shm"), ("hvd-api-tcp", "mpi-tcp")]
                  if a in impls and p in impls]
         if pairs:
@@ -320,74 +327,6 @@ def bench_fusion(args, res):
             print(line)
     m = re.search(r"speedup fused/unfused.*?: ([0-9.]+)x", out)
     return float(m.group(1)) if m else None
-
-
-def verdict(ok, text):
-    return f"  [{'met' if ok else 'MISSED'}] {text}"
-
-
-def print_targets(args, impls, res, launch, fusion):
-    print("\n## targets (issue 6), from the medians above")
-    lines = []
-    M = 1 << 20
-
-    def ratio(a, p, np_, b):
-        ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
-        return up / ua if ua and up else None
-
-    def rounds(a, p, np_, b):
-        return "; per round " + " ".join(f"{x:.2f}" for x in res.round_ratios(a, p, np_, b))
-
-    if 2 in args.np and 64 * M in args.sizes:
-        for peer, want in (("mpi-shm", 2.0), ("gloo", 4.0)):
-            x = ratio("hvd-shm", peer, 2, 64 * M)
-            if x is not None:
-                lines.append(verdict(x >= want, f"2 ranks, 64 MiB: hvd-shm busbw {x:.2f}x {peer}'s "
-                                     f"(want >= {want}x)" + rounds("hvd-shm", peer, 2, 64 * M)))
-        bw, rd = res.busbw("hvd-shm", 2, 64 * M), res.ref_gbs(64 * M, "reduce2t")
-        if bw and rd:
-            lines.append(verdict(bw >= rd / 2, f"2 ranks, 64 MiB: hvd-shm busbw {bw:.2f} GB/s = "
-                                 f"{bw / rd:.2f} of the 2-thread reduce's {rd:.2f} GB/s (want >= 0.5)"
-                                 "; per round " + " ".join(
-                                     f"{x:.2f}" for x in res.round_ref_ratios("hvd-shm", 2, 64 * M,
-                                                                              "reduce2t"))))
-    if 2 in args.np:
-        mid = [b for b in args.sizes if 64 << 10 <= b <= 16 * M]
-        xs = [(b, ratio("hvd-shm", "mpi-shm", 2, b)) for b in mid]
-        xs = [(b, x) for b, x in xs if x is not None]
-        if xs:
-            worst = min(xs, key=lambda t: t[1])
-            lines.append(verdict(worst[1] >= 1.0, "2 ranks, 64 KiB-16 MiB: hvd-shm / mpi-shm "
-                                 f"at least 1x at every size: lowest {worst[1]:.2f}x at "
-                                 f"{human(worst[0])}"))
-    if 4 << 10 in args.sizes:
-        for np_ in args.np:
-            x = ratio("hvd-shm", "mpi-shm", np_, 4 << 10)
-            if x is not None:
-                lines.append(verdict(x >= 0.5, f"{np_} ranks, 4 KiB: hvd-shm time {1 / x:.2f}x "
-                                     "mpi-shm's (want <= 2x)"))
-            x = ratio("hvd-shm", "gloo", np_, 4 << 10)
-            if x is not None:
-                lines.append(verdict(x >= 20, f"{np_} ranks, 4 KiB: hvd-shm {x:.1f}x faster "
-                                     "than gloo (want >= 20x)"))
-    for np_ in args.np:
-        for b in (16 * M, 64 * M):
-            x = ratio("hvd-tcp", "mpi-tcp", np_, b)
-            if b in args.sizes and x is not None:
-                lines.append(verdict(x >= 1.5, f"{np_} ranks, {human(b)}: hvd-tcp {x:.2f}x "
-                                     "mpi-tcp (want >= 1.5x)" + rounds("hvd-tcp", "mpi-tcp", np_, b)))
-    if fusion is not None:
-        lines.append(verdict(fusion >= 1.65, f"fusion, ResNet-50 step, 2 ranks: fused {fusion:.2f}x "
-                             "faster than unfused (want >= 1.65x)"))
-    if "hvdrun" in launch and "mpirun" in launch:
-        x = launch["hvdrun"] / launch["mpirun"]
-        lines.append(verdict(x <= 0.5, f"launch -np 4: hvdrun takes {x:.2f} of mpirun's time "
-                             "(want <= 0.5)"))
-    if "hvdrun" in launch and "torchrun" in launch:
-        x = launch["torchrun"] / launch["hvdrun"]
-        lines.append(verdict(x >= 20, f"launch -np 4: hvdrun {x:.1f}x faster than torchrun "
-                             "(want >= 20x)"))
-    print("\n".join(lines) if lines else "  (none measured)")
 
 
 def main():
