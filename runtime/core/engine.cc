@@ -108,18 +108,19 @@ void Engine::Loop() {
   stopped_cv_.NotifyAll();
 }
 
-bool Engine::RoundDue() const {
+bool Engine::RoundDue(const Clock::time_point* now) const {
+  auto at = [now] { return now != nullptr ? *now : Clock::now(); };
   // Staying in a set (RunSets): its next cycle as soon as this rank has something (for that set,
   // or another: then it says it leaves), the set still has work pending, or at the tick.
   if (staying_ >= 0) {
-    return stop_requested_ || !queue_.empty() || stay_busy_ || Clock::now() >= stay_until_;
+    return stop_requested_ || !queue_.empty() || stay_busy_ || at() >= stay_until_;
   }
   // A long round (big collective) does not owe sleep to later ones. A rank that was given nothing
   // new while others were goes straight to the next round and waits there for them (skip_wait_):
   // they keep the cadence (rounds start when the last rank arrives), and it does not make a busy
   // process set wait a tick per operation for ranks outside it. An idle engine starts a round
   // for a submission at once.
-  return stop_requested_ || skip_wait_ || (idle_ && !queue_.empty()) || Clock::now() >= next_round_;
+  return stop_requested_ || skip_wait_ || (idle_ && !queue_.empty()) || at() >= next_round_;
 }
 
 Engine::Clock::time_point Engine::NextWake() const {
@@ -134,6 +135,7 @@ bool Engine::CallerMayRun() const {
 void Engine::RunForCaller(internal::Operation* op, Clock::time_point until) {
   const bool bounded = until != Clock::time_point::max();
   bool more = true;
+  bool ran = false;  // a round: its end time serves the wake-up decision below
   {
     internal::ScopedBackgroundThread as_background;
     caller_op_ = op;
@@ -158,6 +160,7 @@ void Engine::RunForCaller(internal::Operation* op, Clock::time_point until) {
       }
       RoundCounters::Add(counters_.caller_rounds);
       more = DriveRound();
+      ran = true;
     }
     caller_op_ = nullptr;
   }
@@ -165,8 +168,10 @@ void Engine::RunForCaller(internal::Operation* op, Clock::time_point until) {
   driver_ = Driver::kNone;
   if (!more) ended_ = true;
   // The background thread sleeps until the tick it last saw, never later than the next one; it
-  // is woken only when it waits for the token, must stop, or has a round due at once.
-  if (loop_wants_token_ || ended_ || RoundDue()) wake_cv_.NotifyAll();
+  // is woken only when it waits for the token, must stop, or has a round due at once. Due as of
+  // the last round's end (a clock read is a measurable part of a small operation): a tick that
+  // passed since is one the background thread's own timed wait has reached already.
+  if (loop_wants_token_ || ended_ || RoundDue(ran ? &round_end_ : nullptr)) wake_cv_.NotifyAll();
   if (callers_waiting_ > 0) caller_cv_.NotifyAll();
 }
 
@@ -206,6 +211,7 @@ bool Engine::DriveRound() {
   // by submissions must not push the tick ever further ahead (a busy rank with a request still
   // pending would then sleep for seconds while the others wait for it).
   next_round_ = round_start_ + options_.cycle_time;
+  round_end_ = now;
   skip_wait_ = !took_new_work_ && others_took_new_work_;
   return true;
 }

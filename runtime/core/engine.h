@@ -156,9 +156,9 @@ class Engine {
 
   void Loop();
   // Whether the next round should start now rather than at the tick.
-  // (Reads the clock only when nothing else decides: a clock read is a measurable part of a
-  // small operation.)
-  bool RoundDue() const HVD_REQUIRES(mu_);
+  // (Reads the clock only when nothing else decides, and not at all given `now`, a read the
+  // caller already has: a clock read is a measurable part of a small operation.)
+  bool RoundDue(const Clock::time_point* now = nullptr) const HVD_REQUIRES(mu_);
   // Whether a caller may take the token for a round now (above).
   bool CallerMayRun() const HVD_REQUIRES(mu_);
   // After a submission this thread will not run, or a waiter that did not take the token: tells
@@ -230,6 +230,7 @@ class Engine {
   bool device_ops_ HVD_GUARDED_BY(mu_) = false;  // a device operation was submitted
   // The next round's schedule, from the last round: its tick, and whether it is due at once.
   Clock::time_point next_round_ HVD_GUARDED_BY(mu_){};
+  Clock::time_point round_end_ HVD_GUARDED_BY(mu_){};  // the last round's last clock read
   bool skip_wait_ HVD_GUARDED_BY(mu_) = false;
   // ... or, staying in a set (stay_set_ as of the last step): until when, and whether the set has
   // work pending (its next cycle is then due at once).

@@ -129,7 +129,13 @@ bool SetRunner::OldestStall(Clock::time_point now, stall::PendingKey* out) const
 // Decides, for every pending request not yet sent to the coordinator, whether it can take the
 // cached path.
 void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
-  const auto now = Clock::now();
+  // Read once, and only for a request cached in an earlier cycle: a new one (the usual case of a
+  // small synchronous operation) needs no clock, whose read is a measurable part of it.
+  Clock::time_point now{};
+  auto waited = [&](const Pending& p) {
+    if (now == Clock::time_point{}) now = Clock::now();
+    return now - p.enqueued;
+  };
   // A cached request waiting this long is stalled on another rank: move it to the coordinator so
   // the stall inspector can name who is missing (check time) or fail it (shutdown time). Either
   // setting alone must reach the coordinator: with warnings off (check 0) a stalled cached
@@ -143,7 +149,7 @@ void SetRunner::Classify(std::vector<uint32_t>* invalidate) {
       // A joined rank's own requests (submitted before it joined) must not run from the cache:
       // its wildcard bits would make the others count it as not contributing. Through the
       // coordinator the response counts it (Response::contributors).
-      if (joined || (stall_s > 0 && now - p.enqueued >= stall_after)) {
+      if (joined || (stall_s > 0 && waited(p) >= stall_after)) {
         invalidate->push_back(p.slot);
       }
       continue;
