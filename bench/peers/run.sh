@@ -3,10 +3,10 @@
 #   bench/peers/run.sh [compare.py flags]      e.g. --rounds 5 --np 2 --sizes 4K,64M
 # Installs the peers (Open MPI, Gloo, PyTorch: Debian's packages; they are not build or test
 # dependencies), builds hvd and the peers' programs, then runs bench/peers/compare.py: hvd over
-# shared memory, TCP and the full runtime path against Open MPI (shared memory and TCP), Gloo and
-# torch.distributed on the same sizes and rank counts, the launch times and the fusion
-# benchmark, and prints the tables, the ratios and the targets. Not a test: docs/performance.md
-# quotes it.
+# shared memory, TCP, the full runtime path (in place and out of place) and hvd.torch against
+# Open MPI (shared memory and TCP), Gloo and torch.distributed on the same sizes and rank counts,
+# the launch times and the fusion benchmark, and prints the tables, the ratios and the targets
+# (bench/peers/targets.py). Not a test: docs/performance.md quotes it.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
