@@ -81,8 +81,10 @@ if [ -x "$build/cli/hvdrun" ]; then
 fi
 
 impls=$impls,hvd-api-oop
-# hvd.torch's allreduce from Python, where Debian's torch and the Python package are.
-if [ -d "$build/python/hvd" ] && /usr/bin/python3 -c "import torch" 2>/dev/null; then
+# hvd.torch's allreduce from Python, where Debian's torch and the Python package are (compare.py's
+# own test for it: else it skips the program and the row check below fails).
+if [ -f "$build/python/hvd/torch/__init__.py" ] &&
+  /usr/bin/python3 -c "import torch.distributed" 2>/dev/null; then
   impls=$impls,hvd-torch
 fi
 # compare.py kills what it runs when its own timeout (SIGTERM) or --run-timeout strikes.

@@ -34,7 +34,8 @@ import subprocess
 import sys
 import time
 
-from targets import human, print_targets  # siblings; torch_allreduce imports torch only for its ranks
+# Siblings; torch_allreduce imports torch only for its ranks.
+from targets import human, print_targets
 from torch_allreduce import parse_bytes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -74,7 +75,8 @@ def command(impl, np_, sizes):
         # The API over TCP only: what every operation pays between hosts.
         return ([bench, "-np", str(np_), "--api", "1", "--ref", "0"] + loop, {"HVD_SHM": "0"})
     if impl == "hvd-api-oop":
-        return [bench, "-np", str(np_), "--api", "1", "--out-of-place", "1", "--ref", "0"] + loop, {}
+        return ([bench, "-np", str(np_), "--api", "1", "--out-of-place", "1", "--ref", "0"] + loop,
+                {})
     if impl == "memref":
         return [bench, "-np", "1", "--iters", "1", "--warmup", "0"] + loop, {}
     if impl in MPI_BTL:

@@ -26,7 +26,6 @@ def verdict(ok, text):
 def print_targets_6(args, impls, res, launch, fusion):
     print("\n## targets (issue 6), from the medians above")
     lines = []
-    M = 1 << 20
 
     def ratio(a, p, np_, b):
         ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
@@ -100,6 +99,9 @@ def print_targets_17(args, res, fusion):
     def per_round(xs):
         return "; per round " + " ".join(f"{x:.2f}" for x in xs)
 
+    def times(a, p, np_, b):  # a's time / p's time in each round both ran (a 0 us round: none)
+        return [1 / r for r in res.round_ratios(a, p, np_, b) if r]
+
     for np_ in args.np:
         tag = f"{np_} ranks" + (f" (oversubscribed: {os.cpu_count()} CPUs)"
                                    if np_ > (os.cpu_count() or np_) else "")
@@ -107,8 +109,7 @@ def print_targets_17(args, res, fusion):
         if x is not None:
             lines.append(verdict(x <= 1.5, f"{tag}, 4 KiB: hvd-api time {x:.2f}x mpi-shm's "
                                  "(want <= 1.5x)" + per_round(
-                                     1 / r for r in res.round_ratios("hvd-api", "mpi-shm", np_,
-                                                                     4 * K))))
+                                     times("hvd-api", "mpi-shm", np_, 4 * K))))
         worst = None  # (speed, size) of the worst round at 64 KiB-256 MiB
         for b in [b for b in args.sizes if 64 * K <= b <= 256 * M]:
             for r in res.round_ratios("hvd-api", "mpi-shm", np_, b):
@@ -126,18 +127,17 @@ def print_targets_17(args, res, fusion):
             bw, rd = res.busbw("hvd-api", np_, 64 * M), res.ref_gbs(64 * M, "reduce2t")
             if bw and rd:
                 lines.append(verdict(bw >= rd / 2, f"{tag}, 64 MiB: hvd-api busbw {bw:.2f} GB/s "
-                                     f"= {bw / rd:.2f} of the 2-thread reduce's {rd:.2f} "
+                                     f"= {bw / rd:.2f} of the 2-thread reduce's {rd:.2f} GB/s "
                                      "(want >= 0.5)"))
         for b, want in ((4 * K, 2.0), (64 * M, 1.05)):
             x = time_ratio("hvd-torch", "hvd-api-oop", np_, b)
             if b in args.sizes and x is not None:
                 lines.append(verdict(x <= want, f"{tag}, {iec(b)}: hvd.torch.allreduce time "
                                      f"{x:.2f}x hvd::Allreduce's out of place (want <= {want}x)"
-                                     + per_round(1 / r for r in res.round_ratios(
-                                         "hvd-torch", "hvd-api-oop", np_, b))))
+                                     + per_round(times("hvd-torch", "hvd-api-oop", np_, b))))
         for b in (4 * K, 16 * M):
             v = res.us.get(("hvd-api", np_, b), {})
-            if b in args.sizes and len(v) >= 2:
+            if b in args.sizes and len(v) >= 2 and min(v.values()) > 0:
                 spread = max(v.values()) / min(v.values())
                 lines.append(verdict(spread <= 2, f"{tag}, {iec(b)}: hvd-api's worst round "
                                      f"{spread:.2f}x its best (want <= 2x, on a quiet machine)"))

@@ -9,9 +9,10 @@ python3-torch); --backend hvd needs hvd's Python package on PYTHONPATH (build/py
     torchrun --nproc_per_node 2 torch_allreduce.py --hello 1      launch test: one allreduce
 
 --backend hvd times what a user's `out = hvd.allreduce(t, op=hvd.Sum, name=...)` costs: out of
-place, a new result tensor per call (dropped at the next), named as a training loop's tensors
-are (an unnamed call gets a new name every time, so Horovod's response cache never serves it);
-allreduce_bench --api 1 --out-of-place 1 is the same operation from C++.
+place, a new result tensor per call (dropped at once, as torch_step_bench.py's loop does), named
+as a training loop's tensors are (an unnamed call gets a new name every time, so Horovod's
+response cache never serves it); allreduce_bench --api 1 --out-of-place 1 is the same operation
+from C++.
 
 Same method as the C++ loop: per size, warmup (5, but at most 64 MiB of warmup traffic and at
 least 1), a probe loop of n ops grown x4 until it lasts 0.03 s, then ceil(0.3 s x n / probe time)
@@ -98,8 +99,8 @@ class HvdTorch:
 
     def __init__(self, torch, rank, np_, init_method):
         # hvd's ranks meet through its own env rendezvous: a file store in the same directory.
-        os.environ.update(HVD_RANK=str(rank), HVD_SIZE=str(np_),
-                          HVD_RENDEZVOUS=init_method.replace("/store", "/hvd-rendezvous"))
+        store = os.path.join(os.path.dirname(init_method), "hvd-rendezvous")  # file://<dir>/...
+        os.environ.update(HVD_RANK=str(rank), HVD_SIZE=str(np_), HVD_RENDEZVOUS=store)
         import hvd.torch as hvd
         self.hvd = hvd
         hvd.init()
@@ -114,7 +115,7 @@ class HvdTorch:
     def loop(self, buf, nbytes, iters):
         allreduce, op, name = self.hvd.allreduce, self.hvd.Sum, self.name(nbytes)
         for _ in range(iters):
-            allreduce(buf, op=op, name=name)  # the result is dropped at the next call
+            allreduce(buf, op=op, name=name)  # the result is dropped at once
 
     def reduced(self, buf, nbytes):
         return self.hvd.allreduce(buf, op=self.hvd.Sum, name=self.name(nbytes))
