@@ -139,11 +139,15 @@ int64_t CountWrong(const void* buf, size_t count, const LoopOptions& o, int np) 
   return wrong;
 }
 
-// The result of path.allreduce(buf, ...): in buf, or where an out-of-place path puts it.
+// Where path.allreduce(buf, ...) left its result: buf, or an out-of-place path's output.
+const void* ResultAt(const Path& path, const void* buf) {
+  return path.result ? path.result(buf) : buf;
+}
+
 template <typename T>
 T ResultOf(const Path& path, const T* buf) {
   T v;
-  std::memcpy(&v, path.result ? path.result(buf) : buf, sizeof v);
+  std::memcpy(&v, ResultAt(path, buf), sizeof v);
   return v;
 }
 
@@ -315,7 +319,7 @@ Status RunSizes(const Path& path, const LoopOptions& o, const std::vector<Ref>& 
     if (o.check && s.ok()) {
       Fill(buf.get(), count, o, rank, np);
       s = path.allreduce(buf.get(), count, o.dtype, o.op);
-      const void* result = path.result ? path.result(buf.get()) : buf.get();
+      const void* result = ResultAt(path, buf.get());
       size_wrong = s.ok() ? CountWrong(result, count, o, np) : 0;
       if (s.ok()) s = path.allreduce(&size_wrong, 1, DataType::kInt64, ReduceOp::kSum);
       if (s.ok()) size_wrong = ResultOf(path, &size_wrong);

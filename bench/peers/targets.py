@@ -3,7 +3,7 @@ printed as met or MISSED with the ratio measured (medians over rounds, and the r
 where a goal says "every round")."""
 import os
 
-M = 1 << 20
+K, M = 1 << 10, 1 << 20
 
 
 def human(n):
@@ -23,16 +23,25 @@ def verdict(ok, text):
     return f"  [{'met' if ok else 'MISSED'}] {text}"
 
 
+def time_ratio(res, a, p, np_, b):
+    """a's median time / p's at np_ ranks and b bytes; None unless both ran."""
+    ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
+    return ua / up if ua and up else None
+
+
+def per_round(xs):
+    return "; per round " + " ".join(f"{x:.2f}" for x in xs)
+
+
 def print_targets_6(args, impls, res, launch, fusion):
     print("\n## targets (issue 6), from the medians above")
     lines = []
 
-    def ratio(a, p, np_, b):
-        ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
-        return up / ua if ua and up else None
+    def ratio(a, p, np_, b):  # a's speed over p's
+        return time_ratio(res, p, a, np_, b)
 
     def rounds(a, p, np_, b):
-        return "; per round " + " ".join(f"{x:.2f}" for x in res.round_ratios(a, p, np_, b))
+        return per_round(res.round_ratios(a, p, np_, b))
 
     if 2 in args.np and 64 * M in args.sizes:
         for peer, want in (("mpi-shm", 2.0), ("gloo", 4.0)):
@@ -90,14 +99,6 @@ def print_targets_17(args, res, fusion):
     """Issue 17: the path users take (hvd::Allreduce, hvd.torch) against the peers under it."""
     print("\n## targets (issue 17), from the same run")
     lines = []
-    K = 1 << 10
-
-    def time_ratio(a, p, np_, b):  # a's time / p's time (medians)
-        ua, up = res.median_us(a, np_, b), res.median_us(p, np_, b)
-        return ua / up if ua and up else None
-
-    def per_round(xs):
-        return "; per round " + " ".join(f"{x:.2f}" for x in xs)
 
     def times(a, p, np_, b):  # a's time / p's time in each round both ran (a 0 us round: none)
         return [1 / r for r in res.round_ratios(a, p, np_, b) if r]
@@ -105,7 +106,7 @@ def print_targets_17(args, res, fusion):
     for np_ in args.np:
         tag = f"{np_} ranks" + (f" (oversubscribed: {os.cpu_count()} CPUs)"
                                    if np_ > (os.cpu_count() or np_) else "")
-        x = time_ratio("hvd-api", "mpi-shm", np_, 4 * K)
+        x = time_ratio(res, "hvd-api", "mpi-shm", np_, 4 * K)
         if x is not None:
             lines.append(verdict(x <= 1.5, f"{tag}, 4 KiB: hvd-api time {x:.2f}x mpi-shm's "
                                  "(want <= 1.5x)" + per_round(
@@ -120,7 +121,7 @@ def print_targets_17(args, res, fusion):
                                  "mpi-shm's speed in every round: the worst round "
                                  f"{worst[0]:.2f}x, at {iec(worst[1])}"))
         if 64 * M in args.sizes:
-            x = time_ratio("gloo", "hvd-api", np_, 64 * M)
+            x = time_ratio(res, "gloo", "hvd-api", np_, 64 * M)
             if x is not None:
                 lines.append(verdict(x >= 2, f"{tag}, 64 MiB: hvd-api {x:.2f}x gloo's speed "
                                      "(want >= 2x)"))
@@ -130,7 +131,7 @@ def print_targets_17(args, res, fusion):
                                      f"= {bw / rd:.2f} of the 2-thread reduce's {rd:.2f} GB/s "
                                      "(want >= 0.5)"))
         for b, want in ((4 * K, 2.0), (64 * M, 1.05)):
-            x = time_ratio("hvd-torch", "hvd-api-oop", np_, b)
+            x = time_ratio(res, "hvd-torch", "hvd-api-oop", np_, b)
             if b in args.sizes and x is not None:
                 lines.append(verdict(x <= want, f"{tag}, {iec(b)}: hvd.torch.allreduce time "
                                      f"{x:.2f}x hvd::Allreduce's out of place (want <= {want}x)"

@@ -105,14 +105,13 @@ class HvdTorch:
         self.hvd = hvd
         hvd.init()
         self.title = f"hvd.torch.allreduce (out of place), torch {torch.__version__}"
-        self.names = {}
 
-    def name(self, nbytes):
-        if nbytes not in self.names:
-            self.names[nbytes] = f"bench.{nbytes}"  # made once, as a training loop's names are
-        return self.names[nbytes]
+    @staticmethod
+    def name(nbytes):
+        return f"bench.{nbytes}"
 
     def loop(self, buf, nbytes, iters):
+        # The name made once per loop, as a training loop's names are.
         allreduce, op, name = self.hvd.allreduce, self.hvd.Sum, self.name(nbytes)
         for _ in range(iters):
             allreduce(buf, op=op, name=name)  # the result is dropped at once
