@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -18,12 +17,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "testutil/proc_counts.h"
 #include "timeline/timeline.h"
 #include "timeline_harness.h"
 
 namespace hvd::runtime::timeline {
 namespace {
 
+using hvd::testing::CountEntries;
+using hvd::testing::SettledThreadCount;
+using hvd::testing::ThreadsSettlingAtMost;
 using nlohmann::json;
 using test::RunLifecycle;
 using test::TensorName;
@@ -33,24 +36,6 @@ using test::TimelineTest;
 
 bool Exists(const std::string& path) {
   return access(path.c_str(), F_OK) == 0;
-}
-
-// Entries of a /proc/self directory (threads in task/, open descriptors in fd/).
-size_t CountEntries(const char* dir) {
-  size_t n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++n;
-  return n;
-}
-
-// A joined thread may stay listed in /proc/self/task for a moment after pthread_join returns (the
-// kernel clears the joiner's tid before it reaps the task), so wait a little for the count.
-size_t ThreadsSettlingAt(size_t expected) {
-  size_t n = CountEntries("/proc/self/task");
-  for (int i = 0; i < 200 && n != expected; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    n = CountEntries("/proc/self/task");
-  }
-  return n;
 }
 
 const std::vector<std::string> kLifecyclePhases = {"NEGOTIATE_ALLREDUCE", "QUEUE",
@@ -192,7 +177,7 @@ TEST_F(TimelineTest, EmptyPathIsInvalidArgument) {
 // Ranks other than 0 write nothing, yet start_timeline()/stop_timeline() must answer there as on
 // rank 0 (the same call runs on every rank).
 TEST_F(TimelineTest, ANonWritingTimelineKeepsTheStateButWritesNothing) {
-  const size_t threads = ThreadsSettlingAt(CountEntries("/proc/self/task"));
+  const size_t threads = SettledThreadCount();
   const size_t fds = CountEntries("/proc/self/fd");
   std::unique_ptr<Timeline> tl = Timeline::Create(/*writes_file=*/false);
   ASSERT_TRUE(tl->Start(path_, /*mark_cycles=*/true).ok());
@@ -210,7 +195,7 @@ TEST_F(TimelineTest, ANonWritingTimelineKeepsTheStateButWritesNothing) {
   EXPECT_TRUE(tl->Start(dir_ + "/no/such/dir/t.json").ok());
   tl.reset();
   EXPECT_FALSE(Exists(path_));
-  EXPECT_EQ(ThreadsSettlingAt(threads), threads);
+  EXPECT_EQ(ThreadsSettlingAtMost(threads), threads);
 }
 
 // A write that fails (here: a full disk) is reported by Stop(), naming the file.
@@ -351,7 +336,7 @@ TEST_F(TimelineTest, EventsWhileOtherThreadsStartAndStopGiveValidFiles) {
 // A stopped timeline holds no thread and no descriptor (processes init and shut hvd down many
 // times); a recording one holds exactly one of each.
 TEST_F(TimelineTest, OnlyARecordingTimelineHoldsAThreadAndAFile) {
-  const size_t threads = ThreadsSettlingAt(CountEntries("/proc/self/task"));
+  const size_t threads = SettledThreadCount();
   const size_t fds = CountEntries("/proc/self/fd");
   std::unique_ptr<Timeline> tl = Timeline::Create();
   EXPECT_EQ(CountEntries("/proc/self/task"), threads);
@@ -362,12 +347,12 @@ TEST_F(TimelineTest, OnlyARecordingTimelineHoldsAThreadAndAFile) {
     EXPECT_EQ(CountEntries("/proc/self/fd"), fds + 1);
     RunLifecycle(tl.get(), "t", 1, Status::OK());
     ASSERT_TRUE(tl->Stop().ok());
-    EXPECT_EQ(ThreadsSettlingAt(threads), threads) << "after stop " << i;
+    EXPECT_EQ(ThreadsSettlingAtMost(threads), threads) << "after stop " << i;
     EXPECT_EQ(CountEntries("/proc/self/fd"), fds) << "after stop " << i;
   }
   ASSERT_TRUE(tl->Start(path_).ok());
   tl.reset();  // destroyed while recording: stops and joins
-  EXPECT_EQ(ThreadsSettlingAt(threads), threads);
+  EXPECT_EQ(ThreadsSettlingAtMost(threads), threads);
   EXPECT_EQ(CountEntries("/proc/self/fd"), fds);
   EXPECT_EQ(ReadTrace().size(), 0u);
 }

@@ -2,7 +2,6 @@
 // can run many Init/Shutdown sessions in a row without leaking threads, descriptors or
 // shared-memory mappings, and a rank whose peers shut down while it still has operations pending
 // gets an error on each of them, never a hang.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -15,28 +14,19 @@
 
 #include "runtime_env.h"
 #include "testutil/multiproc.h"
+#include "testutil/proc_counts.h"
 
 namespace hvd {
 namespace {
 
 using testing::Check;
 using testing::Contains;
+using testing::CountEntries;
 using testing::ExpectEqual;
 using testing::InitRank;
 using testing::RunRanks;
-
-// Entries of a /proc directory, without "." and "..".
-int CountDirEntries(const char* path) {
-  DIR* d = opendir(path);
-  if (d == nullptr) return -1;
-  int n = 0;
-  while (dirent* e = readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") ++n;
-  }
-  closedir(d);
-  return n;
-}
+using testing::SettledThreadCount;
+using testing::ThreadsSettlingAtMost;
 
 // Mappings of shared-memory segments: hvd's are memfds ("/memfd:hvd-shm:... (deleted)",
 // transport/shm/segment.cc); POSIX shm would show as /dev/shm.
@@ -52,14 +42,26 @@ int CountShmMappings() {
 
 struct Resources {
   int threads = 0;
-  int fds = 0;  // includes the descriptor opendir holds while counting
+  int fds = 0;  // includes the descriptor that reads /proc/self/fd
   int shm_maps = 0;
 
   static Resources Now() {
     Resources r;
-    r.threads = CountDirEntries("/proc/self/task");
-    r.fds = CountDirEntries("/proc/self/fd");
+    r.threads = static_cast<int>(CountEntries("/proc/self/task"));
+    r.fds = static_cast<int>(CountEntries("/proc/self/fd"));
     r.shm_maps = CountShmMappings();
+    return r;
+  }
+  // After a Shutdown: the threads it joined are no longer listed (testutil/proc_counts.h).
+  static Resources Settled() {
+    Resources r = Now();
+    r.threads = static_cast<int>(SettledThreadCount());
+    return r;
+  }
+  // After a Shutdown, for comparing with `limit`: a joined thread still listed is waited for.
+  static Resources SettledAtMost(const Resources& limit) {
+    Resources r = Now();
+    r.threads = static_cast<int>(ThreadsSettlingAtMost(static_cast<size_t>(limit.threads)));
     return r;
   }
   std::string ToString() const {
@@ -139,9 +141,9 @@ void RunCycles(int size, int cycles, bool shm) {
           const int64_t want = int64_t{size} * (size + 1) / 2 * (c + 1);
           HVD_RETURN_IF_ERROR(ExpectEqual(at, v, std::vector<int64_t>(1000, want)));
           HVD_RETURN_IF_ERROR_CTX(Shutdown(), at + ": Shutdown");
-          if (c == 0) first = Resources::Now();
+          if (c == 0) first = Resources::Settled();
         }
-        const Resources last = Resources::Now();
+        const Resources last = Resources::SettledAtMost(first);
         if (rank == 0) {
           std::printf("rank 0: %d cycles in %s; after the first: %s; after the last: %s\n", cycles,
                       Seconds(t0).c_str(), first.ToString().c_str(), last.ToString().c_str());
@@ -205,9 +207,9 @@ TEST(Lifecycle, CyclesWithTimelineAndProcessSetsLeakNothing) {
       }
       HVD_RETURN_IF_ERROR_CTX(RemoveProcessSet(added), at);
       HVD_RETURN_IF_ERROR_CTX(Shutdown(), at + ": Shutdown");
-      if (c == 0) first = Resources::Now();
+      if (c == 0) first = Resources::Settled();
     }
-    const Resources last = Resources::Now();
+    const Resources last = Resources::SettledAtMost(first);
     return Check(
         last.threads <= first.threads && last.fds <= first.fds && last.shm_maps <= first.shm_maps,
         "rank " + std::to_string(rank) + " leaked: after the first " + first.ToString() +
