@@ -52,7 +52,7 @@ struct Resources {
     r.shm_maps = CountShmMappings();
     return r;
   }
-  // After a Shutdown: the threads it joined are no longer listed (testutil/proc_counts.h).
+  // After an Init or a Shutdown: threads they joined are no longer listed (testutil/proc_counts.h).
   static Resources Settled() {
     Resources r = Now();
     r.threads = static_cast<int>(SettledThreadCount());
@@ -82,7 +82,7 @@ TEST(Lifecycle, InitTwiceIsANoOpAndShutdownTwiceIsFine) {
   auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
     HVD_RETURN_IF_ERROR(Shutdown());  // before any Init: nothing to do
     HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
-    const Resources before = Resources::Now();
+    const Resources before = Resources::Settled();  // Init joined its connecting threads
     // Different options must not matter either: the running session is kept.
     InitOptions other;
     other.rank = 1 - rank;
