@@ -33,6 +33,14 @@ def per_round(xs):
     return "; per round " + " ".join(f"{x:.2f}" for x in xs)
 
 
+def spread_of(res, impl, np_, b):
+    """The worst round's time over the best round's, or None (fewer than 2 rounds, a 0 us one)."""
+    v = res.us.get((impl, np_, b), {})
+    if len(v) < 2 or min(v.values()) <= 0:
+        return None
+    return max(v.values()) / min(v.values())
+
+
 def print_targets_6(args, impls, res, launch, fusion):
     print("\n## targets (issue 6), from the medians above")
     lines = []
@@ -137,11 +145,14 @@ def print_targets_17(args, res, fusion):
                                      f"{x:.2f}x hvd::Allreduce's out of place (want <= {want}x)"
                                      + per_round(times("hvd-torch", "hvd-api-oop", np_, b))))
         for b in (4 * K, 16 * M):
-            v = res.us.get(("hvd-api", np_, b), {})
-            if b in args.sizes and len(v) >= 2 and min(v.values()) > 0:
-                spread = max(v.values()) / min(v.values())
+            spread = spread_of(res, "hvd-api", np_, b)
+            if b in args.sizes and spread is not None:
+                # The peers' spread in the same rounds says how quiet the machine was.
+                peers = [f"{p} {x:.2f}x" for p in ("mpi-shm", "hvd-shm")
+                         for x in [spread_of(res, p, np_, b)] if x is not None]
                 lines.append(verdict(spread <= 2, f"{tag}, {iec(b)}: hvd-api's worst round "
-                                     f"{spread:.2f}x its best (want <= 2x, on a quiet machine)"))
+                                     f"{spread:.2f}x its best (want <= 2x, on a quiet machine)"
+                                     + (f"; the same for {', '.join(peers)}" if peers else "")))
     if fusion is not None:
         lines.append(verdict(fusion >= 1.0, f"fusion, ResNet-50 step, 2 ranks, one host: fused "
                              f"{fusion:.2f}x unfused's speed (want: never slower)"))

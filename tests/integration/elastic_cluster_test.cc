@@ -56,10 +56,12 @@ class ElasticCluster : public ClusterHarness {
 };
 
 TEST_F(ElasticCluster, AnAgentThatRegistersMidJobGetsWorkersUpToMaxNp) {
-  // 2 workers on node-a; the job may grow to 4.
+  // 2 workers on node-a; the job may grow to 4. The steps leave the new workers (python3 and
+  // torch's import on a loaded machine: 2-5 s) several seconds to join before the last commit.
+  constexpr int kSteps = 90;
   std::unique_ptr<Proc> run =
       Start(Job({"-np", "2", "--min-np", "1", "--max-np", "4"},
-                {"--steps", "60", "--step-sleep", "0.1", "--report-first"}));
+                {"--steps", std::to_string(kSteps), "--step-sleep", "0.1", "--report-first"}));
   const std::string id = NewJob({});
   ASSERT_FALSE(id.empty());
   // Training is under way on node-a: both workers completed an allreduce.
@@ -70,13 +72,14 @@ TEST_F(ElasticCluster, AnAgentThatRegistersMidJobGetsWorkersUpToMaxNp) {
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_HAS(r.err, " joined; 4 workers (--max-np 4)");
-  // Workers 0 and 1 moved at the commit of step k: weight = 2*k + 4*(60-k) everywhere.
+  // Workers 0 and 1 moved at the commit of step k: weight = 2*k + 4*(kSteps-k) everywhere.
   const std::string marker = "[0]<stdout>:worker 0 reset: rank 0/4 at step ";
   const size_t at = r.out.find(marker);
   ASSERT_NE(at, std::string::npos) << r.out << r.err;
   const int k = std::atoi(r.out.c_str() + at + marker.size());
   EXPECT_GT(k, 0);
-  const std::string weight = "weight " + std::to_string(2 * k + 4 * (60 - k)) + " steps 60";
+  const std::string weight =
+      "weight " + std::to_string(2 * k + 4 * (kSteps - k)) + " steps " + std::to_string(kSteps);
   for (int w = 0; w < 4; ++w) {
     const std::string me = std::to_string(w);
     EXPECT_HAS(r.out, "[" + me + "]<stdout>:worker " + me + " final: rank " + me + "/4 " + weight);

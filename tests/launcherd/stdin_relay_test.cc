@@ -86,7 +86,9 @@ TEST(StdinRelay, DropAndPruneFreeTheJobAndWakeWaiters) {
   bool eof;
   Status reader;
   std::thread r([&] { reader = relay.Read("gone", 0, 10, milliseconds(5000), &data, &eof); });
-  std::this_thread::sleep_for(milliseconds(20));
+  // The reader made "gone"'s entry under the lock it waits with: once it is listed (beside "j"
+  // and "live"), it waits.
+  for (int i = 0; i < 2000 && relay.jobs() < 3; ++i) std::this_thread::sleep_for(milliseconds(1));
   relay.Prune([](const std::string& job) { return job != "live"; });
   r.join();
   EXPECT_EQ(reader.code(), StatusCode::kFailedPrecondition);

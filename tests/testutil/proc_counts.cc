@@ -23,8 +23,15 @@ size_t ThreadsSettlingAtMost(size_t limit) {
 }
 
 size_t SettledThreadCount() {
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  return CountEntries("/proc/self/task");
+  // An exiting thread preempted on a busy machine can stay listed for more than a moment.
+  size_t n = CountEntries("/proc/self/task");
+  for (int same = 0, i = 0; same < 10 && i < 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    const size_t now = CountEntries("/proc/self/task");
+    same = now == n ? same + 1 : 0;
+    n = now;
+  }
+  return n;
 }
 
 }  // namespace testing

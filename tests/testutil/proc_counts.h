@@ -18,8 +18,8 @@ size_t CountEntries(const char* dir);
 // stays above `limit`, so a real leak still shows.
 size_t ThreadsSettlingAtMost(size_t limit);
 
-// The thread count a moment (10 ms) from now, by when a thread joined just before is no longer
-// listed: the baseline that ThreadsSettlingAtMost's limit is compared to.
+// The thread count once it has not changed for 50 ms (waiting at most 1 s), by when a thread
+// joined just before is no longer listed: the baseline ThreadsSettlingAtMost's limit comes from.
 size_t SettledThreadCount();
 
 }  // namespace testing
