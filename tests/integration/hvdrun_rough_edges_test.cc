@@ -133,7 +133,11 @@ TEST_F(HvdrunRoughEdges, AStallIsReportedOnceByHvdrun) {
              "echo $$ > pid.$HVD_RANK; exec " EXAMPLE_TRAIN_PATH " --steps 100000000"});
   std::vector<pid_t> pids = RankPids(p.get(), 2);
   ASSERT_EQ(pids.size(), 2u);
-  std::this_thread::sleep_for(milliseconds(500));  // past hvd::Init, into the training loop
+  // Both ranks past hvd::Init, in the training loop: rank 0 reports steps (its stdout is a pipe,
+  // so in blocks, each of many steps), which needs rank 1's part of every allreduce.
+  ASSERT_TRUE(
+      WaitUntil([&] { return p->Out().find("<stdout>:step ") != std::string::npos; }, seconds(30)))
+      << "rank 0 reported no step: " << p->Out() << p->Err();
   ASSERT_EQ(kill(pids[1], SIGSTOP), 0);
   ProcResult r = p->Wait(seconds(30));
   ASSERT_FALSE(r.timed_out) << r.err;

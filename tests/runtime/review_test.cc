@@ -1,9 +1,11 @@
 // Regression tests for engine bugs found in review. Each TEST is one bug; see the comment above it.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <thread>
 
@@ -162,8 +164,15 @@ TEST(ReviewApi, SubmissionAfterPeerShutdownSaysSo) {
       2,
       [](int rank, int size, const std::string& dir) -> Status {
         HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
-        if (rank == 0) return Shutdown();
-        SleepMs(300);  // the engines stopped together
+        const std::string down = dir + "/rank0.down";
+        if (rank == 0) {
+          HVD_RETURN_IF_ERROR(Shutdown());
+          std::FILE* f = std::fopen(down.c_str(), "w");
+          return Check(f != nullptr && std::fclose(f) == 0, "cannot write " + down);
+        }
+        // Rank 0's Shutdown returns once the engines agreed to stop, in the same round on both.
+        for (int i = 0; i < 3000 && access(down.c_str(), F_OK) != 0; ++i) SleepMs(10);
+        SleepMs(100);
         std::vector<float> v(4, 1.0f);
         Status s = Allreduce("late", MakeTensor(v.data(), DataType::kFloat32, 4),
                              MakeTensor(v.data(), DataType::kFloat32, 4));
@@ -184,12 +193,10 @@ TEST(ReviewApi, InitAfterShutdownInTheSameProcess) {
       [](int rank, int size, const std::string& dir) -> Status {
         setenv("HVD_START_TIMEOUT_SECONDS", "3", 1);
         for (int round = 0; round < 2; ++round) {
-          HVD_RETURN_IF_ERROR_CTX(InitRank(rank, size, dir),
-                                  "Init round " + std::to_string(round));
+          HVD_RETURN_IF_ERROR_CTX(InitRank(rank, size, dir), "Init round " + std::to_string(round));
           std::vector<int32_t> v(4, rank + 1);
           HVD_RETURN_IF_ERROR(Allreduce("v", MakeTensor(v.data(), DataType::kInt32, 4),
-                                        MakeTensor(v.data(), DataType::kInt32, 4),
-                                        testing::Sum()));
+                                        MakeTensor(v.data(), DataType::kInt32, 4), testing::Sum()));
           HVD_RETURN_IF_ERROR(ExpectEqual("v", v, std::vector<int32_t>(4, 3)));
           if (rank == 0 && round == 0) SleepMs(300);  // rank 1 re-inits first
           HVD_RETURN_IF_ERROR(Shutdown());
@@ -208,8 +215,7 @@ TEST(ReviewApi, BlockingCallsFromACallbackFailInsteadOfAbortingOrHanging) {
   auto res = RunRanks(
       2,
       [](int rank, int size, const std::string& dir) -> Status {
-        HVD_RETURN_IF_ERROR(
-            InitRank(rank, size, dir, {{"HVD_SHUTDOWN_TIMEOUT_SECONDS", "0.5"}}));
+        HVD_RETURN_IF_ERROR(InitRank(rank, size, dir, {{"HVD_SHUTDOWN_TIMEOUT_SECONDS", "0.5"}}));
         std::vector<float> v(4, 1.0f), w(4, 1.0f);
         Status from_cb_shutdown, from_cb_allreduce;
         AllreduceOptions o;
@@ -223,10 +229,9 @@ TEST(ReviewApi, BlockingCallsFromACallbackFailInsteadOfAbortingOrHanging) {
         Status s = h.WaitFor(std::chrono::milliseconds(3000));
         HVD_RETURN_IF_ERROR(Check(s.ok(), "outer: " + s.ToString()));
         HVD_RETURN_IF_ERROR(Shutdown());
-        HVD_RETURN_IF_ERROR(
-            Check(from_cb_shutdown.code() == StatusCode::kFailedPrecondition &&
-                      Contains(from_cb_shutdown.message(), "callback"),
-                  "Shutdown() from a callback: " + from_cb_shutdown.ToString()));
+        HVD_RETURN_IF_ERROR(Check(from_cb_shutdown.code() == StatusCode::kFailedPrecondition &&
+                                      Contains(from_cb_shutdown.message(), "callback"),
+                                  "Shutdown() from a callback: " + from_cb_shutdown.ToString()));
         return Check(from_cb_allreduce.code() == StatusCode::kFailedPrecondition &&
                          Contains(from_cb_allreduce.message(), "callback"),
                      "Allreduce() from a callback: " + from_cb_allreduce.ToString());
