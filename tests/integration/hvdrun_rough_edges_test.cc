@@ -119,7 +119,9 @@ TEST_F(HvdrunRoughEdges, SecondSignalKillsTheRanksAtOnce) {
   const double after = std::chrono::duration<double>(Clock::now() - second).count();
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
-  EXPECT_LT(after, 1.5) << "hvdrun took " << after << " s after the second signal: " << r.err;
+  // Without the second signal the kill grace would end about 4.8 s from here; a loaded machine
+  // may take a second or two to kill, reap and tear down the embedded daemons.
+  EXPECT_LT(after, 3.0) << "hvdrun took " << after << " s after the second signal: " << r.err;
   EXPECT_HAS(r.err, "second signal: stopping its ranks now");
   EXPECT_EQ(r.err.find("did not end in time"), std::string::npos) << r.err;
   for (pid_t pid : pids) EXPECT_FALSE(ProcessAlive(pid)) << "rank " << pid << " survived";
