@@ -9,7 +9,10 @@
 namespace hvd::control {
 
 void FlagSet::Add(const char* names, Kind kind, void* target, const char* help) {
-  Flag f{{}, kind, target, help};
+  Flag f;
+  f.kind = kind;
+  f.target = target;
+  f.help = help;
   f.group = group_;
   std::stringstream ss(names);
   std::string n;

@@ -43,7 +43,10 @@ void Job::NewGeneration(std::vector<int> workers, const std::string& what, Insta
   if (e.generation > 0 && reset) ++e.resets;
   e.workers = std::move(workers);
   e.below_min_since_ms = 0;
-  publications_.push_back({e.generation, e.workers});
+  Publication p;
+  p.generation = e.generation;
+  p.workers = e.workers;
+  publications_.push_back(std::move(p));
   AddMembershipEvent(what, now);
   Changed(/*marker=*/true);
 }

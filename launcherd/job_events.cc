@@ -28,7 +28,9 @@ void JobManager::PublishMembershipLocked(Job& job) {
   for (const Job::Publication& p : job.TakePublications()) {
     if (!p.finished.empty()) {
       Status s = store_->Set(scope + base::ElasticFinishedKey(), p.finished);
-      if (!s.ok()) HVD_LOG(ERROR) << "job " << job.id() << ": " << s.message();
+      if (!s.ok()) {
+        HVD_LOG(ERROR) << "job " << job.id() << ": " << s.message();
+      }
       continue;
     }
     Status s = store_->Set(scope + base::ElasticGenerationKey(p.generation),

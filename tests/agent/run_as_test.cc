@@ -144,8 +144,15 @@ class RunAsWorkers : public ::testing::Test {
     EXPECT_EQ(errno, ECHILD);
   }
 
+  static WorkersOptions TestOptions() {
+    WorkersOptions o;
+    o.wrapper = HVD_AGENT_PATH;
+    o.host = "host-w";
+    return o;
+  }
+
   Outbox outbox_;
-  Workers workers_{&outbox_, WorkersOptions{{}, HVD_AGENT_PATH, nullptr, "", {}, false, "host-w"}};
+  Workers workers_{&outbox_, TestOptions()};
   std::vector<v1::AgentMessage> all_;
 };
 

@@ -63,10 +63,16 @@ class WorkersTest : public ::testing::Test {
     EXPECT_EQ(errno, ECHILD);
   }
 
+  static WorkersOptions TestOptions() {
+    WorkersOptions o;
+    o.gpus = {"3", "5"};
+    o.wrapper = HVD_AGENT_PATH;
+    o.rendezvous_ca_pem = "CA-OF-THE-AGENT";
+    return o;
+  }
+
   Outbox outbox_;
-  Workers workers_{&outbox_, WorkersOptions{.gpus = {"3", "5"},
-                                            .wrapper = HVD_AGENT_PATH,
-                                            .rendezvous_ca_pem = "CA-OF-THE-AGENT"}};
+  Workers workers_{&outbox_, TestOptions()};
   std::vector<v1::AgentMessage> all_;
 };
 

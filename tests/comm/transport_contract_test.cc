@@ -321,7 +321,9 @@ TEST_P(TransportContract, ContinuationsCarryWhatTheHeaderAnnounces) {
     for (int r = 0; r < size; ++r) {
       ASSERT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].ToString();
       for (int p = 0; p < size; ++p) {
-        if (p != r) EXPECT_EQ(f[r].in[p], f[p].out) << "rank " << r << " from " << p;
+        if (p != r) {
+          EXPECT_EQ(f[r].in[p], f[p].out) << "rank " << r << " from " << p;
+        }
       }
     }
   }

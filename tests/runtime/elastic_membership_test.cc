@@ -52,7 +52,9 @@ TEST(ElasticMembershipTest, WorkersParseAndFormat) {
     SCOPED_TRACE(bad);
     Status s = base::ParseElasticWorkers(bad, &w);
     ASSERT_EQ(s.code(), StatusCode::kInvalidArgument);
-    if (*bad) EXPECT_HAS(s.message(), std::string("\"") + bad + "\"");
+    if (*bad) {
+      EXPECT_HAS(s.message(), std::string("\"") + bad + "\"");
+    }
   }
   EXPECT_HAS(base::ParseElasticWorkers("", &w).message(), "empty");
 }

@@ -75,7 +75,9 @@ TEST(ThreadAffinity, PinsTheCallingThreadFromTheEnvironment) {
   });
   t.join();
   EXPECT_EQ(pinned, -1);
-  if (CPU_COUNT(&allowed) > 1) EXPECT_EQ(seen, -1);
+  if (CPU_COUNT(&allowed) > 1) {
+    EXPECT_EQ(seen, -1);
+  }
 }
 
 }  // namespace

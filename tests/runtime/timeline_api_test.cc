@@ -301,7 +301,9 @@ TEST(HorovodEnv, UnimplementedVariablesAreReported) {
     if (w.rfind("HOROVOD_AUTOTUNE ", 0) == 0) {
       EXPECT_TRUE(Contains(w, "does not autotune")) << w;
     }
-    if (w.rfind("HOROVOD_FOO ", 0) == 0) EXPECT_TRUE(Contains(w, "no such setting")) << w;
+    if (w.rfind("HOROVOD_FOO ", 0) == 0) {
+      EXPECT_TRUE(Contains(w, "no such setting")) << w;
+    }
   }
   for (const std::string& w : runtime::core::UnimplementedHorovodVariables()) {
     EXPECT_NE(w.rfind("HOROVOD_FOO ", 0), 0u) << "reported after unsetenv: " << w;
