@@ -28,7 +28,9 @@ inline constexpr int kNumDataTypes = 10;
 // Values are part of the C ABI (hvd_reduce_op_t): never renumber.
 enum class ReduceOp : int {
   kSum = 0,
-  kAverage = 1,  // sum, then divided by the number of contributing ranks
+  // Sum, then divided by the number of contributing ranks. Integers: the nearest integer, ties
+  // away from zero (collectives/reduce.cc: Scale); Horovod truncates its double product instead.
+  kAverage = 1,
   kMin = 2,
   kMax = 3,
   kProduct = 4,
