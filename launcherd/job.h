@@ -158,7 +158,9 @@ class Job {
   // job (the caller settles it).
   bool AgentDropped(const std::string& agent_id, const AgentConnected& connected, Instant now);
   // The runtime of `rank` reported failing because of a peer (abort/<rank>).
-  void NotePeerFailed(int rank) { peer_failed_.insert(rank); }
+  // `why`: its runtime's words (abort/<rank>'s value), added to its failure should that become the
+  // cause (no failure of the peer came: it exited with code 0, for one).
+  void NotePeerFailed(int rank, const std::string& why = "") { peer_failed_[rank] = why; }
 
   // --- Elastic jobs (job_elastic.cc, docs/elastic.md): a worker that fails leaves the job,
   // which goes on with the others in a new membership generation, as long as at least --min-np
@@ -280,7 +282,8 @@ class Job {
   // Agents of live ranks whose stream dropped while the job ran (not those a restarted launcher
   // still waits for): a rank failure while one is away names it as the cause.
   std::set<std::string> dropped_agents_;
-  std::set<int> peer_failed_;  // ranks whose runtime reported failing because of a peer
+  // Ranks whose runtime reported failing because of a peer, and what it said.
+  std::map<int, std::string> peer_failed_;
   struct HeldFailure {
     JobFailure failure;
     int exit_code = 0;

@@ -56,8 +56,17 @@ void Job::RankFailed(const JobFailure& f, int exit_code, int64_t time_ms,
 
 void Job::ReleaseHeld(Instant now) {
   if (!held_) return;
-  const HeldFailure h = *held_;
+  HeldFailure h = *held_;
   held_.reset();
+  // No failure of the peer it blamed came (that rank exited with code 0, say, or is still
+  // running): the headline is this rank's exit, so it carries what this rank said of the peer.
+  const auto said = peer_failed_.find(h.failure.rank);
+  if (said != peer_failed_.end() && !said->second.empty()) {
+    constexpr size_t kMaxSaid = 400;  // a rank's store value: keep the headline one line
+    std::string why = said->second.substr(0, kMaxSaid);
+    for (char& c : why) c = c == '\n' ? ' ' : c;
+    h.failure.message += " after its runtime reported: " + why;
+  }
   Fail(h.failure, h.exit_code, now);
   SetCauseTime(h.time_ms, true, now);
 }

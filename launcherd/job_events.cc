@@ -242,7 +242,7 @@ void JobManager::OnRendezvousKey(const std::string& key, const std::string& valu
       supervisor_.StallReport(*job, k.rank, value, Instant::Now());
       break;
     case base::RankKeyKind::kAbort:
-      job->NotePeerFailed(k.rank);  // its coming failure is a consequence of another's
+      job->NotePeerFailed(k.rank, value);  // its coming failure is a consequence of another's
       break;
   }
 }

@@ -264,8 +264,8 @@ bool Engine::Round() {
       // Operations pending here fail because of that rank; so will any submitted from now on
       // (Enqueue reports those).
       if (pending && options_.stall_reporter != nullptr) {
-        options_.stall_reporter->ReportPeerFailure(who +
-                                                   " shut hvd down while this rank still used it");
+        options_.stall_reporter->ReportPeerFailure(who + " shut hvd down while rank " +
+                                                   std::to_string(comm_.rank()) + " still used it");
       }
     }
     // Later submissions are told what happened without the claim that they were pending.

@@ -105,6 +105,22 @@ TEST_F(Faults, ARankThatExits3FailsTheJobWithItsCodeAndStderr) {
   EXPECT_LT(ms, 5000);
 }
 
+// A rank that exits with code 0 while the others still train is no failure of its own, but the
+// others fail waiting for it: the job's cause is one of them, and says what its runtime said of
+// the rank that left (not only "exited with code 1").
+TEST_F(Faults, ARankLeavingEarlyWithCode0IsNamedByTheCause) {
+  std::unique_ptr<Proc> run =
+      StartJob({"--steps", "0", "--exit-rank", "3", "--exit-at", "20", "--exit-code", "0"});
+  ProcResult r = run->Wait(seconds(30));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const size_t failed = r.err.find("failed: rank ");
+  ASSERT_NE(failed, std::string::npos) << r.err;
+  const std::string headline = r.err.substr(failed, r.err.find('\n', failed) - failed);
+  EXPECT_HAS(headline, "exited with code 1 after its runtime reported: ");
+  EXPECT_HAS(headline, "rank 3");
+}
+
 TEST_F(Faults, KillingARankFailsTheJobNamingTheSignal) {
   std::unique_ptr<Proc> run = StartJob({"--steps", "0"});
   ASSERT_TRUE(WaitOut(run.get(), "rank 2 step 5")) << run->Err();

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "test_clock.h"
+#include "testutil/expect.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -166,12 +167,16 @@ TEST(JobTest, AHeldFailureBecomesTheCauseWhenNothingBetterComes) {
   JobRules rules;
   rules.cause_settle = 1000ms;
   auto job = RunningJob(2, rules);
-  job->NotePeerFailed(0);
+  // Rank 1 exited with code 0 while rank 0 still waited for it: rank 0's failure is the cause,
+  // and says what its runtime said of rank 1.
+  job->NotePeerFailed(0, "rank 1 on h shut hvd down while rank 0 still used it");
   job->RankFailed(RankExit(*job, 0, 1), 1, kT0.wall_ms, kAllConnected, At(0ms));
   EXPECT_TRUE(job->HeldDue(At(1000ms).steady));
   job->ReleaseHeld(At(1000ms));
   EXPECT_EQ(job->state(), JobState::kFailed);
   EXPECT_EQ(job->status.failure.rank, 0);
+  EXPECT_HAS(job->status.reason,
+             " after its runtime reported: rank 1 on h shut hvd down while rank 0 still used it");
 }
 
 TEST(JobTest, AnEarlierDeathReplacesTheCauseUntilTheJobFinishes) {
