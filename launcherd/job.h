@@ -254,6 +254,9 @@ class Job {
   // Stamps the cause just set: when its rank died (0: not a rank's exit) and whether it blamed a
   // peer.
   void SetCauseTime(int64_t time_ms, bool secondary, Instant now);
+  // `f` of a rank whose runtime reported failing because of a peer, with what it reported added
+  // (NotePeerFailed's `why`): the cause's headline names the peer even when the peer never failed.
+  JobFailure WithPeerReport(JobFailure f) const;
 
   // The counts behind AnyRankLive and AllRanksExitedZero. Taken afresh (O(np), once) when not
   // valid or when the number of ranks changed behind the job's back; kept up to date by

@@ -2,6 +2,7 @@
 // is held back for the peer's own failure; an agent whose stream dropped explains the deaths of
 // the ranks that talked to its ranks (issue 20, finding 9).
 #include "base/logging.h"
+#include "control/log_escape.h"
 #include "launcherd/job.h"
 
 namespace hvd::launcherd {
@@ -32,9 +33,9 @@ void Job::RankFailed(const JobFailure& f, int exit_code, int64_t time_ms,
   };
   if (status.state == JobState::kFailed && status.has_failure && cause_time_ms_ > 0) {
     if (!finished && better(cause_secondary_, cause_time_ms_)) {
-      status.failure = f;
+      status.failure = secondary ? WithPeerReport(f) : f;
       status.exit_code = exit_code;
-      status.reason = f.message;
+      status.reason = status.failure.message;
       SetCauseTime(time_ms, secondary, now);
       Changed(/*marker=*/true);
     }
@@ -56,19 +57,20 @@ void Job::RankFailed(const JobFailure& f, int exit_code, int64_t time_ms,
 
 void Job::ReleaseHeld(Instant now) {
   if (!held_) return;
-  HeldFailure h = *held_;
+  const HeldFailure h = *held_;
   held_.reset();
-  // No failure of the peer it blamed came (that rank exited with code 0, say, or is still
-  // running): the headline is this rank's exit, so it carries what this rank said of the peer.
-  const auto said = peer_failed_.find(h.failure.rank);
-  if (said != peer_failed_.end() && !said->second.empty()) {
-    constexpr size_t kMaxSaid = 400;  // a rank's store value: keep the headline one line
-    std::string why = said->second.substr(0, kMaxSaid);
-    for (char& c : why) c = c == '\n' ? ' ' : c;
-    h.failure.message += " after its runtime reported: " + why;
-  }
-  Fail(h.failure, h.exit_code, now);
+  Fail(WithPeerReport(h.failure), h.exit_code, now);
   SetCauseTime(h.time_ms, true, now);
+}
+
+JobFailure Job::WithPeerReport(JobFailure f) const {
+  const auto said = peer_failed_.find(f.rank);
+  if (said != peer_failed_.end() && !said->second.empty()) {
+    // A rank's store value: one line of printable ASCII (a protobuf string must be valid UTF-8,
+    // and hvdrun prints it to a terminal), at most 400 bytes of it.
+    f.message += " after its runtime reported: " + control::LogEscape(said->second, 400);
+  }
+  return f;
 }
 
 bool Job::AgentGoneCause(const std::string& only_agent, const AgentConnected& connected,

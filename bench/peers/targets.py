@@ -147,12 +147,13 @@ def print_targets_17(args, res, fusion):
         for b in (4 * K, 16 * M):
             spread = spread_of(res, "hvd-api", np_, b)
             if b in args.sizes and spread is not None:
-                # The peers' spread in the same rounds says how quiet the machine was.
-                peers = [f"{p} {x:.2f}x" for p in ("mpi-shm", "hvd-shm")
-                         for x in [spread_of(res, p, np_, b)] if x is not None]
+                # Open MPI's and the collective layer's spread in the same rounds say how quiet
+                # the machine was.
+                others = [f"{p} {x:.2f}x" for p in ("mpi-shm", "hvd-shm")
+                          for x in [spread_of(res, p, np_, b)] if x is not None]
                 lines.append(verdict(spread <= 2, f"{tag}, {iec(b)}: hvd-api's worst round "
                                      f"{spread:.2f}x its best (want <= 2x, on a quiet machine)"
-                                     + (f"; the same for {', '.join(peers)}" if peers else "")))
+                                     + (f"; the same for {', '.join(others)}" if others else "")))
     if fusion is not None:
         lines.append(verdict(fusion >= 1.0, f"fusion, ResNet-50 step, 2 ranks, one host: fused "
                              f"{fusion:.2f}x unfused's speed (want: never slower)"))

@@ -257,15 +257,17 @@ bool Engine::Round() {
     }
     for (const auto& [id, runner] : runners_) pending = pending || !runner->idle();
     if (!self_requested) {
+      const std::string report =
+          who + " shut hvd down while rank " + std::to_string(comm_.rank()) + " still used it";
       {
         base::MutexLock lock(&mu_);
         stopped_by_peer_ = true;
+        peer_shutdown_report_ = report;
       }
       // Operations pending here fail because of that rank; so will any submitted from now on
       // (Enqueue reports those).
       if (pending && options_.stall_reporter != nullptr) {
-        options_.stall_reporter->ReportPeerFailure(who + " shut hvd down while rank " +
-                                                   std::to_string(comm_.rank()) + " still used it");
+        options_.stall_reporter->ReportPeerFailure(report);
       }
     }
     // Later submissions are told what happened without the claim that they were pending.

@@ -264,6 +264,8 @@ class Engine {
   bool stop_requested_ HVD_GUARDED_BY(mu_) = false;
   bool stopped_ HVD_GUARDED_BY(mu_) = false;
   bool stopped_by_peer_ HVD_GUARDED_BY(mu_) = false;  // another rank's Shutdown stopped this engine
+  // Then what this rank reports of it (abort/<rank>), for operations submitted afterwards too.
+  std::string peer_shutdown_report_ HVD_GUARDED_BY(mu_);
   Status final_status_ HVD_GUARDED_BY(mu_);
 
   // The token's holder only (the background thread or a caller, one at a time; handed over

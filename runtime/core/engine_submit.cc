@@ -8,10 +8,6 @@ namespace hvd::runtime::core {
 
 using negotiation::OpType;
 
-namespace {
-constexpr const char* kPeerShutdown = "another rank shut hvd down while this rank still used it";
-}  // namespace
-
 // The operation's process set exists and has this rank (and a broadcast's root: made the set's
 // rank). The global set always exists and holds every rank: only a broadcast needs its members
 // there (the root's index), which spares most operations a lock and a copy.
@@ -46,6 +42,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
                      Clock::time_point until) {
   Status reject = CheckSet(op.get());
   bool report_peer = false;
+  std::string peer_report;  // what this rank reports of the peer that stopped hvd
   const std::string& key = op->request.key;
   const int set = op->request.process_set;
   if (reject.ok()) {
@@ -59,6 +56,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
               : final_status_.WithContext(std::string(negotiation::OpTypeName(op->request.type)) +
                                           " '" + key + "' was not submitted");
       report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
+      if (report_peer) peer_report = peer_shutdown_report_;
     } else if (!InFlightInsert(set, key)) {
       reject = InvalidArgument(
           "an operation named '" + key + "' is already in flight on this " +
@@ -85,7 +83,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
     return;
   }
   // Before user code hears of it: this operation fails because another rank shut hvd down.
-  if (report_peer) options_.stall_reporter->ReportPeerFailure(kPeerShutdown);
+  if (report_peer) options_.stall_reporter->ReportPeerFailure(peer_report);
   op->Complete(reject);
 }
 

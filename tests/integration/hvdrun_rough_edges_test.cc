@@ -132,11 +132,11 @@ TEST_F(HvdrunRoughEdges, SecondSignalKillsTheRanksAtOnce) {
 TEST_F(HvdrunRoughEdges, AStallIsReportedOnceByHvdrun) {
   std::unique_ptr<Proc> p =
       Start({"-np", "2", "--stall-check-time", "1", "--stall-timeout", "3", "/bin/sh", "-c",
-             "echo $$ > pid.$HVD_RANK; exec " EXAMPLE_TRAIN_PATH " --steps 100000000"});
+             "echo $$ > pid.$HVD_RANK; exec stdbuf -oL " EXAMPLE_TRAIN_PATH " --steps 100000000"});
   std::vector<pid_t> pids = RankPids(p.get(), 2);
   ASSERT_EQ(pids.size(), 2u);
-  // Both ranks past hvd::Init, in the training loop: rank 0 reports steps (its stdout is a pipe,
-  // so in blocks, each of many steps), which needs rank 1's part of every allreduce.
+  // Both ranks past hvd::Init, in the training loop: rank 0 reports steps (line-buffered by
+  // stdbuf, though its stdout is a pipe), which needs rank 1's part of every allreduce.
   ASSERT_TRUE(
       WaitUntil([&] { return p->Out().find("<stdout>:step ") != std::string::npos; }, seconds(30)))
       << "rank 0 reported no step: " << p->Out() << p->Err();

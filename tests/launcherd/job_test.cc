@@ -169,14 +169,29 @@ TEST(JobTest, AHeldFailureBecomesTheCauseWhenNothingBetterComes) {
   auto job = RunningJob(2, rules);
   // Rank 1 exited with code 0 while rank 0 still waited for it: rank 0's failure is the cause,
   // and says what its runtime said of rank 1.
-  job->NotePeerFailed(0, "rank 1 on h shut hvd down while rank 0 still used it");
+  job->NotePeerFailed(0, "rank 1 shut hvd down while rank 0 still used it");
   job->RankFailed(RankExit(*job, 0, 1), 1, kT0.wall_ms, kAllConnected, At(0ms));
   EXPECT_TRUE(job->HeldDue(At(1000ms).steady));
   job->ReleaseHeld(At(1000ms));
   EXPECT_EQ(job->state(), JobState::kFailed);
   EXPECT_EQ(job->status.failure.rank, 0);
   EXPECT_HAS(job->status.reason,
-             " after its runtime reported: rank 1 on h shut hvd down while rank 0 still used it");
+             " after its runtime reported: rank 1 shut hvd down while rank 0 still used it");
+}
+
+TEST(JobTest, WhatARankReportedOfItsPeerIsOneLineOfPrintableText) {
+  JobRules rules;
+  rules.cause_settle = 1000ms;
+  auto job = RunningJob(2, rules);
+  job->NotePeerFailed(0, "peer \xff\x1b[2J gone\nfor good" + std::string(600, 'x'));
+  job->RankFailed(RankExit(*job, 0, 1), 1, kT0.wall_ms, kAllConnected, At(0ms));
+  job->ReleaseHeld(At(1000ms));
+  const std::string& reason = job->status.reason;
+  EXPECT_HAS(reason, "after its runtime reported: peer \\xff\\x1b[2J gone\\nfor good");
+  EXPECT_HAS(reason, "more bytes)");  // cut
+  EXPECT_EQ(reason.find('\n'), std::string::npos) << reason;
+  EXPECT_EQ(reason.find('\x1b'), std::string::npos) << reason;
+  EXPECT_LT(reason.size(), 600u) << reason;
 }
 
 TEST(JobTest, AnEarlierDeathReplacesTheCauseUntilTheJobFinishes) {

@@ -172,7 +172,8 @@ TEST(ReviewApi, SubmissionAfterPeerShutdownSaysSo) {
         }
         // Rank 0's Shutdown returns once the engines agreed to stop, in the same round on both.
         for (int i = 0; i < 3000 && access(down.c_str(), F_OK) != 0; ++i) SleepMs(10);
-        SleepMs(100);
+        HVD_RETURN_IF_ERROR(Check(access(down.c_str(), F_OK) == 0, "rank 0 never shut down"));
+        SleepMs(100);  // (this rank's engine stopped in the same round; its thread is ending)
         std::vector<float> v(4, 1.0f);
         Status s = Allreduce("late", MakeTensor(v.data(), DataType::kFloat32, 4),
                              MakeTensor(v.data(), DataType::kFloat32, 4));
