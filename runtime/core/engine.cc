@@ -261,7 +261,6 @@ bool Engine::Round() {
           who + " shut hvd down while rank " + std::to_string(comm_.rank()) + " still used it";
       {
         base::MutexLock lock(&mu_);
-        stopped_by_peer_ = true;
         peer_shutdown_report_ = report;
       }
       // Operations pending here fail because of that rank; so will any submitted from now on

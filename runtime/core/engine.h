@@ -263,8 +263,8 @@ class Engine {
   std::vector<InFlight::node_type> spare_in_flight_ HVD_GUARDED_BY(mu_);
   bool stop_requested_ HVD_GUARDED_BY(mu_) = false;
   bool stopped_ HVD_GUARDED_BY(mu_) = false;
-  bool stopped_by_peer_ HVD_GUARDED_BY(mu_) = false;  // another rank's Shutdown stopped this engine
-  // Then what this rank reports of it (abort/<rank>), for operations submitted afterwards too.
+  // Another rank's Shutdown stopped this engine: what this rank reports of it (abort/<rank>), for
+  // operations submitted afterwards too; "" while no peer stopped it.
   std::string peer_shutdown_report_ HVD_GUARDED_BY(mu_);
   Status final_status_ HVD_GUARDED_BY(mu_);
 

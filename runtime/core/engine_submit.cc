@@ -55,7 +55,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
               ? FailedPrecondition("hvd has been shut down; '" + key + "' was not submitted")
               : final_status_.WithContext(std::string(negotiation::OpTypeName(op->request.type)) +
                                           " '" + key + "' was not submitted");
-      report_peer = stopped_by_peer_ && options_.stall_reporter != nullptr;
+      report_peer = !peer_shutdown_report_.empty() && options_.stall_reporter != nullptr;
       if (report_peer) peer_report = peer_shutdown_report_;
     } else if (!InFlightInsert(set, key)) {
       reject = InvalidArgument(

@@ -2,7 +2,6 @@
 // threads, data integrity through SendRecv, and the failure paths (a peer that exits or is
 // killed, a silent peer, a missing rank, Abort) with the errors they must produce, naming the
 // peer. Backend-specific cases are in tcp_transport_test.cc and shm_transport_test.cc.
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,6 +13,7 @@
 #include "rendezvous/store.h"
 #include "testutil/exchange.h"
 #include "testutil/multiproc.h"
+#include "testutil/proc_counts.h"
 #include "transport/shm/shm_transport.h"
 #include "transport/tcp/tcp_transport.h"
 
@@ -97,17 +97,12 @@ class TransportContract : public ::testing::TestWithParam<Backend> {
   }
 };
 
-int OpenFds() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/fd")) {
-    while (readdir(d) != nullptr) ++n;
-    closedir(d);
-  }
-  return n;
+size_t OpenFds() {
+  return hvd::testing::CountEntries("/proc/self/fd");
 }
 
 TEST_P(TransportContract, ThreadMeshesExchangeVerifyAndCloseEverything) {
-  const int fds_before = OpenFds();
+  const size_t fds_before = OpenFds();
   for (int size : {2, 3, 5}) {
     auto store = rendezvous::NewMemoryStore();
     std::vector<Status> st;

@@ -1,7 +1,6 @@
 // Counts of what this process holds, read from /proc/self, for the tests that check a component
 // leaves no thread, descriptor or mapping behind.
-#ifndef HVD_TESTS_TESTUTIL_PROC_COUNTS_H_
-#define HVD_TESTS_TESTUTIL_PROC_COUNTS_H_
+#pragma once
 
 #include <cstddef>
 
@@ -24,5 +23,3 @@ size_t SettledThreadCount();
 
 }  // namespace testing
 }  // namespace hvd
-
-#endif  // HVD_TESTS_TESTUTIL_PROC_COUNTS_H_
