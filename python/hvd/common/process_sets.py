@@ -9,7 +9,10 @@
 Ranks are always job ranks (hvd.rank()); a set keeps them sorted. Every collective takes a
 `process_set` (default: global_process_set, id 0, every rank).
 """
+import ctypes as _ctypes
+
 from hvd.common import basics as _basics
+from hvd.common import exceptions as _exc
 from hvd.common.util import is_iterable
 
 
@@ -37,14 +40,14 @@ class ProcessSet:
         """The number of ranks in the set, or None when it is not registered."""
         if self.process_set_id is None:
             return None
-        return _basics._process_set_size(self.process_set_id)
+        return _process_set_size(self.process_set_id)
 
     def rank(self):
         """This process's rank within the set, or None when it is not registered. ValueError when
         this process is not a member. Collectives still name roots by job rank (hvd.rank())."""
         if self.process_set_id is None:
             return None
-        return _basics._process_set_rank(self.process_set_id)
+        return _process_set_rank(self.process_set_id)
 
     def included(self):
         """Whether this process is a member, or None when the set has no ranks yet."""
@@ -73,7 +76,7 @@ global_process_set.process_set_id = 0
 def _init_process_sets(process_set_list):
     """After init: gives each passed set its id (a duplicate of an earlier entry is invalidated)
     and fills the global set's ranks."""
-    id_to_ranks = _basics._get_process_set_ids_and_ranks()
+    id_to_ranks = _get_process_set_ids_and_ranks()
     ranks_to_id = {tuple(r): i for i, r in id_to_ranks.items()}
     seen = {0}
     for idx, ps in enumerate(process_set_list):
@@ -99,7 +102,7 @@ def add_process_set(process_set):
     set with these ranks exists."""
     if not isinstance(process_set, ProcessSet):
         process_set = ProcessSet(process_set)
-    ps_id = _basics._add_process_set_impl(process_set.ranks)
+    ps_id = _add_process_set_impl(process_set.ranks)
     if ps_id is None:
         raise ValueError("Attempted to add a duplicate process set: %s" % process_set)
     process_set.process_set_id = ps_id
@@ -113,18 +116,91 @@ def remove_process_set(process_set):
     if ps_id is None or ps_id == 0:
         return False
     process_set._invalidate()
-    return _basics._remove_process_set_impl(ps_id) is not None
+    return _remove_process_set_impl(ps_id) is not None
 
 
 def process_set_by_id(process_set_id):
     """A ProcessSet for a registered id (e.g. one from HVD_PROCESS_SETS)."""
     if process_set_id == 0:
         return global_process_set
-    ps = ProcessSet(_basics._process_set_ranks(process_set_id))
+    ps = ProcessSet(_process_set_ranks(process_set_id))
     ps.process_set_id = process_set_id
     return ps
 
 
 def process_set_ids():
     """Every registered set's id, increasing."""
-    return sorted(_basics._get_process_set_ids_and_ranks())
+    return sorted(_get_process_set_ids_and_ranks())
+
+
+# ---- the C ABI's process-set calls ------------------------------------------------------------
+
+_lib = _basics.lib
+_NOT_INITIALIZED = _basics._NOT_INITIALIZED
+
+def _process_set_size(process_set_id):
+    if not _basics.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    n = _lib.hvd_process_set_size(int(process_set_id))
+    if n < 0:
+        raise ValueError("Process set %d does not exist or has not been registered."
+                         % process_set_id)
+    return n
+
+
+def _process_set_rank(process_set_id):
+    _process_set_size(process_set_id)  # raises for "not initialized" and "unknown set"
+    r = _lib.hvd_process_set_rank(int(process_set_id))
+    if r < 0:
+        raise ValueError("Process is not part of provided process set (id %d)." % process_set_id)
+    return r
+
+
+def _process_set_included(process_set_id):
+    if not _basics.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    return bool(_lib.hvd_process_set_included(int(process_set_id)))
+
+
+def _process_set_ranks(process_set_id):
+    n = _process_set_size(process_set_id)
+    buf = (_ctypes.c_int * max(1, n))()
+    got = _lib.hvd_process_set_ranks(int(process_set_id), buf, n)
+    if got < 0:
+        raise ValueError(_basics.last_error())
+    return list(buf[:min(n, got)])
+
+
+def _get_process_set_ids_and_ranks():
+    if not _basics.is_initialized():
+        raise ValueError(_NOT_INITIALIZED)
+    n = _lib.hvd_process_set_ids(None, 0)
+    ids = (_ctypes.c_int * max(1, n))()
+    n = min(n, _lib.hvd_process_set_ids(ids, n))
+    return {int(i): _process_set_ranks(int(i)) for i in ids[:n]}
+
+
+def _add_process_set_impl(ranks):
+    """Registers a set (collective over the job); its id, or None when the set exists already."""
+    ranks = [int(r) for r in ranks]
+    out = _ctypes.c_int(-1)
+    code = _lib.hvd_add_process_set(_basics._int_array(ranks), len(ranks), _ctypes.byref(out))
+    if code == _exc.ALREADY_EXISTS:
+        return None
+    if code in (_exc.INVALID_ARGUMENT, _exc.FAILED_PRECONDITION, _exc.NOT_FOUND):
+        raise ValueError(_basics.last_error())
+    _basics.check(code, "hvd.add_process_set")
+    return out.value
+
+
+def _remove_process_set_impl(process_set_id):
+    """Removes a set (collective over the job); its id, or None when there is no such set."""
+    if process_set_id == 0:
+        return None
+    code = _lib.hvd_remove_process_set(int(process_set_id))
+    if code == _exc.NOT_FOUND:
+        return None
+    if code in (_exc.INVALID_ARGUMENT, _exc.FAILED_PRECONDITION):
+        raise ValueError(_basics.last_error())
+    _basics.check(code, "hvd.remove_process_set")
+    return process_set_id
