@@ -25,6 +25,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "collectives/integer_scale.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -199,28 +201,6 @@ HVD_CLONES void ScaleF32(float* __restrict buf, size_t n, float f) {
 }
 HVD_CLONES void ScaleF64(double* __restrict buf, size_t n, double f) {
   for (size_t i = 0; i < n; ++i) buf[i] *= f;
-}
-
-// Integers: the nearest integer to x * factor, ties away from zero, saturated to the type's range
-// (NaN factor gives 0). Computed in long double, whose 64-bit mantissa holds every int64 exactly.
-// Not vectorized: averaging integer tensors is rare and correctness matters more here.
-template <typename T>
-void ScaleInt(T* buf, size_t n, double factor) {
-  const long double f = factor;
-  constexpr long double lo = static_cast<long double>(std::numeric_limits<T>::min());
-  constexpr long double hi = static_cast<long double>(std::numeric_limits<T>::max());
-  for (size_t i = 0; i < n; ++i) {
-    long double v = std::round(static_cast<long double>(buf[i]) * f);
-    if (std::isnan(v)) {
-      buf[i] = 0;
-    } else if (v <= lo) {
-      buf[i] = std::numeric_limits<T>::min();
-    } else if (v >= hi) {
-      buf[i] = std::numeric_limits<T>::max();
-    } else {
-      buf[i] = static_cast<T>(v);
-    }
-  }
 }
 
 // bool: x * factor read as a bool, as C++ and PyTorch convert a number to bool: a non-zero factor
@@ -459,15 +439,15 @@ void Scale(void* buf, size_t count, DataType dtype, double factor) {
     case DataType::kBFloat16:
       return ScaleBF16(static_cast<uint16_t*>(buf), count, static_cast<float>(factor));
     case DataType::kInt8:
-      return ScaleInt(static_cast<int8_t*>(buf), count, factor);
+      return ScaleIntegers(static_cast<int8_t*>(buf), count, factor);
     case DataType::kUInt8:
-      return ScaleInt(static_cast<uint8_t*>(buf), count, factor);
+      return ScaleIntegers(static_cast<uint8_t*>(buf), count, factor);
     case DataType::kInt32:
-      return ScaleInt(static_cast<int32_t*>(buf), count, factor);
+      return ScaleIntegers(static_cast<int32_t*>(buf), count, factor);
     case DataType::kInt64:
-      return ScaleInt(static_cast<int64_t*>(buf), count, factor);
+      return ScaleIntegers(static_cast<int64_t*>(buf), count, factor);
     case DataType::kInt16:
-      return ScaleInt(static_cast<int16_t*>(buf), count, factor);
+      return ScaleIntegers(static_cast<int16_t*>(buf), count, factor);
     case DataType::kBool:
       return ScaleBool(static_cast<uint8_t*>(buf), count, factor);
   }

@@ -153,13 +153,13 @@ inline T Load(const char* p) {
   return v;
 }
 
-// The wrapped sum as dtype t, scaled by 1/size exactly as Scale() does.
+// The wrapped sum as dtype t, scaled by 1/size as Scale() does: floats times the double nearest
+// 1/size, integers divided by size (the nearest integer, ties away from zero).
 inline void PutAverage(char* p, DataType t, int64_t sum, int size) {
   const double factor = 1.0 / size;
   auto int_avg = [&](auto wrapped) {
     using T = decltype(wrapped);
-    Store(p, static_cast<T>(
-                 std::round(static_cast<long double>(wrapped) * static_cast<long double>(factor))));
+    Store(p, static_cast<T>(std::round(static_cast<long double>(wrapped) / size)));
   };
   switch (t) {
     case DataType::kFloat32:

@@ -1,8 +1,8 @@
 // Tests for the reduction kernels (collectives/reduce.h): every dtype and op against a scalar
 // reference (reduce_reference.h), odd lengths and misaligned starts (vector bodies and tails),
 // integer wraparound, NaN-propagating min/max, bool's logical or/and on any byte values, Scale's
-// rounding and saturation, and CheckReduceDtype. The float16/bfloat16 conversions:
-// half_conversion_test.cc.
+// rounding and saturation (an average's factor as an exact division), and CheckReduceDtype. The
+// float16/bfloat16 conversions: half_conversion_test.cc.
 #include "collectives/reduce.h"
 
 #include <gtest/gtest.h>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "collectives/integer_scale.h"
 #include "reduce_reference.h"
 
 namespace hvd::runtime::collectives {
@@ -358,6 +359,46 @@ TEST(Scale, IntegerLengths) {
       ASSERT_EQ(x[i], static_cast<int16_t>(std::clamp(x15, -32768.0, 32767.0))) << i;
     }
   }
+}
+
+// An average's factor (the double nearest 1/n) divides exactly: ties and sums past 2^53 land on
+// the nearest integer to sum / n, where the product with double(1/n) misses them.
+TEST(Scale, AnAveragesFactorDividesExactly) {
+  EXPECT_EQ(ExactDivisor(1.0 / 3), 3);
+  EXPECT_EQ(ExactDivisor(1.0 / 49), 49);
+  EXPECT_EQ(ExactDivisor(0.5 / 3), 6);  // a postscale of 1/2 on a 3-rank average
+  EXPECT_EQ(ExactDivisor(0.5), 2);
+  EXPECT_EQ(ExactDivisor(1.0 / 2147483648.0), int64_t{1} << 31);
+  for (double f : {1.0, 0.4, 0.3, 2.0 / 3, -1.0 / 3, 0.0, 1.0 / 3 + 1e-17 * 3, 0x1p-40,
+                   std::nan(""), std::numeric_limits<double>::infinity()}) {
+    EXPECT_EQ(ExactDivisor(f), 0) << f;
+  }
+  EXPECT_NE(1.0 / 3 + 1e-17 * 3, 1.0 / 3);  // the case above is a neighbour of 1/3, not 1/3
+
+  // 49 ranks averaging 1: 49 x double(1/49) = 0.9999999999999999.
+  int32_t one = 49;
+  Scale(&one, 1, DataType::kInt32, 1.0 / 49);
+  EXPECT_EQ(one, 1);
+  // Sums over 6 ranks: halves go away from zero whatever double(1/6)'s error.
+  std::vector<int16_t> six = {3, -3, 9, -9, 15, 2, -2, 4, 0};
+  Scale(six.data(), six.size(), DataType::kInt16, 1.0 / 6);
+  EXPECT_EQ(six, (std::vector<int16_t>{1, -1, 2, -2, 3, 0, 0, 1, 0}));
+  std::vector<uint8_t> u = {3, 255, 254, 1};
+  Scale(u.data(), u.size(), DataType::kUInt8, 1.0 / 6);
+  EXPECT_EQ(u, (std::vector<uint8_t>{1, 43, 42, 0}));  // 42.5 -> 43, 42.33 -> 42
+  // 3 x (2^60 + 7) / 3 = 2^60 + 7 exactly (the product with double(1/3) is 64 short).
+  const int64_t base = (int64_t{1} << 60) + 7;
+  int64_t big[] = {3 * base, -3 * base, std::numeric_limits<int64_t>::max(),
+                   std::numeric_limits<int64_t>::min()};
+  Scale(big, 4, DataType::kInt64, 1.0 / 3);
+  EXPECT_EQ(big[0], base);
+  EXPECT_EQ(big[1], -base);
+  EXPECT_EQ(big[2], std::numeric_limits<int64_t>::max() / 3);      // remainder 1: rounds down
+  EXPECT_EQ(big[3], std::numeric_limits<int64_t>::min() / 3 - 1);  // remainder -2: away
+  EXPECT_EQ(RoundedQuotient(7, 2), 4);
+  EXPECT_EQ(RoundedQuotient(-7, 2), -4);
+  EXPECT_EQ(RoundedQuotient(5, 4), 1);
+  EXPECT_EQ(RoundedQuotient(-5, 4), -1);
 }
 
 }  // namespace

@@ -246,7 +246,8 @@ TEST_F(BatchedCopyTest, IntegerRoundingAndSaturationMatchTheHost) {
     const size_t e = DataTypeSize(dtype);
     std::vector<char> bytes(values.size() * e);
     for (size_t i = 0; i < values.size(); ++i) std::memcpy(&bytes[i * e], &values[i], e);
-    for (double scale : {0.5, -0.5, 1.5, 2.5, 3.0, 1e-3, 1e30, -1e30, 0.0, nan, inf}) {
+    for (double scale :
+         {0.5, -0.5, 1.5, 2.5, 3.0, 1e-3, 1e30, -1e30, 0.0, nan, inf, 1.0 / 3, 1.0 / 6, 1.0 / 49}) {
       SCOPED_TRACE(std::string(DataTypeName(dtype)) + " x " + std::to_string(scale));
       std::vector<char> want = bytes;
       collectives::Scale(want.data(), values.size(), dtype, scale);

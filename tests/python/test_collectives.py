@@ -138,6 +138,25 @@ def test_allreduce_scalar_empty_and_average_arg(hvd):
         hvd.allreduce(x, average=True, op=hvd.Sum)
 
 
+def test_an_integer_average_is_the_rounded_exact_quotient(hvd):
+    """An integer average (with a postscale of 1/k too) divides the sum exactly and rounds halves
+    away from zero: the product with the double nearest 1/(6n) would give 0 for 3n / 6n."""
+    n = hvd.size()
+    for dtype in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64):
+        half = hvd.allreduce(torch.full((5,), 3, dtype=dtype), op=hvd.Average,
+                             postscale_factor=1.0 / 6, name="int_average.%s" % dtype)
+        assert_equal(half, torch.ones(5, dtype=dtype), "%s: 3n / 6n rounds up" % dtype)
+        if dtype is not torch.uint8:
+            neg = hvd.allreduce(torch.full((3,), -3, dtype=dtype), op=hvd.Average,
+                                postscale_factor=1.0 / 6)
+            assert_equal(neg, torch.full((3,), -1, dtype=dtype), "%s: -0.5 goes to -1" % dtype)
+    # Past 2^53, where a product in long double is off: (2^59 + 7) is divisible by 3.
+    v = (1 << 59) + 7
+    big = hvd.allreduce(torch.full((2,), v, dtype=torch.int64), op=hvd.Average,
+                        postscale_factor=1.0 / 3)
+    assert big.tolist() == [v // 3, v // 3]
+
+
 def test_synchronous_allreduce_past_its_first_wait(hvd):
     """A synchronous allreduce the background thread runs (HVD_RUN_ON_CALLER=0 here; a CUDA
     tensor's always) is waited for 100 ms in the call that submits it; a late peer makes the

@@ -185,8 +185,9 @@ TEST(Grouped, ReducescatterWithZeroSizedMembersScalesAndAverage) {
           std::vector<int32_t> want;
           for (int64_t i = first; i < first + sh[k]; ++i) {
             const double s = sum_of([&](int r) { return static_cast<double>(r + i); });
-            want.push_back(static_cast<int32_t>(
-                std::roundl(static_cast<long double>(s) * static_cast<long double>(factor))));
+            // factor 0.5 / 3 is the double nearest 1/6: an exact division, halves away from 0.
+            want.push_back(
+                static_cast<int32_t>(testing::sets::ScaleRef(DataType::kInt32, s, factor)));
           }
           const int32_t* p = static_cast<const int32_t*>(h.output_data(3));
           HVD_RETURN_IF_ERROR(

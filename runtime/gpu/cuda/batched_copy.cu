@@ -160,6 +160,7 @@ Status BatchedCopier::Run(const Segment* segments, size_t n, DataType dtype, dou
     st = Launch<uint8_t>(t, m, blocks, CopyOp{}, stream);
   } else {
     const float f = static_cast<float>(scale);
+    const long long divisor = collectives::ExactDivisor(scale);  // integers: see ScaleInt
     switch (dtype) {
       case DataType::kFloat32:
         st = Launch<float>(t, m, blocks, ScaleF32{f}, stream);
@@ -174,19 +175,19 @@ Status BatchedCopier::Run(const Segment* segments, size_t n, DataType dtype, dou
         st = Launch<__nv_bfloat16>(t, m, blocks, ScaleBF16{f}, stream);
         break;
       case DataType::kInt8:
-        st = Launch<int8_t>(t, m, blocks, ScaleInt<int8_t>{scale}, stream);
+        st = Launch<int8_t>(t, m, blocks, ScaleInt<int8_t>{scale, divisor}, stream);
         break;
       case DataType::kUInt8:
-        st = Launch<uint8_t>(t, m, blocks, ScaleInt<uint8_t>{scale}, stream);
+        st = Launch<uint8_t>(t, m, blocks, ScaleInt<uint8_t>{scale, divisor}, stream);
         break;
       case DataType::kInt16:
-        st = Launch<int16_t>(t, m, blocks, ScaleInt<int16_t>{scale}, stream);
+        st = Launch<int16_t>(t, m, blocks, ScaleInt<int16_t>{scale, divisor}, stream);
         break;
       case DataType::kInt32:
-        st = Launch<int32_t>(t, m, blocks, ScaleInt<int32_t>{scale}, stream);
+        st = Launch<int32_t>(t, m, blocks, ScaleInt<int32_t>{scale, divisor}, stream);
         break;
       case DataType::kInt64:
-        st = Launch<int64_t>(t, m, blocks, ScaleInt<int64_t>{scale}, stream);
+        st = Launch<int64_t>(t, m, blocks, ScaleInt<int64_t>{scale, divisor}, stream);
         break;
       case DataType::kBool:
         break;  // refused above

@@ -28,8 +28,9 @@ inline constexpr int kNumDataTypes = 10;
 // Values are part of the C ABI (hvd_reduce_op_t): never renumber.
 enum class ReduceOp : int {
   kSum = 0,
-  // Sum, then divided by the number of contributing ranks: times the double nearest 1/n. Integers:
-  // that product rounded, ties away from zero (collectives/reduce.cc: Scale); Horovod truncates it.
+  // Sum, then divided by the number of contributing ranks: floats times the double nearest 1/n;
+  // integers the nearest integer to sum / n exactly, ties away from zero
+  // (collectives/integer_scale.h), where Horovod truncates sum * double(1/n).
   kAverage = 1,
   kMin = 2,
   kMax = 3,
