@@ -125,10 +125,15 @@ Algorithm Choose(const Comm& comm, size_t bytes) {
   return Algorithm::kRing;
 }
 
-// The ring and the single copy: they read an out-of-place input themselves (the others get it
-// copied first), and the choice between them may be measured.
+// The ring and the single copy: the choice between them may be measured.
 bool RingOrSingleCopy(Algorithm a) {
   return a == Algorithm::kRing || a == Algorithm::kSingleCopy;
+}
+
+// The algorithms that read an out-of-place input themselves (the hierarchical one gets it copied
+// to the output first).
+bool ReadsInput(Algorithm a) {
+  return a != Algorithm::kHierarchical;
 }
 
 // What AllreduceParts and AllreduceExtents check first.
@@ -183,7 +188,7 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
                     " bytes came with the negotiation, but they take the " +
                     AllreduceAlgorithm(comm, bytes) + " path");
   }
-  if (in != nullptr && in != buf && (comm.size() == 1 || !RingOrSingleCopy(algorithm))) {
+  if (in != nullptr && in != buf && (comm.size() == 1 || !ReadsInput(algorithm))) {
     std::memcpy(buf, in, bytes);
     in = nullptr;
   }
@@ -204,7 +209,7 @@ Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::ve
         s = HierarchicalAllreduce(comm, buf, parts, dtype, sum_op);
         break;
       case Algorithm::kDirect:
-        s = DirectAllreduce(comm, buf, parts, dtype, sum_op);
+        s = DirectAllreduce(comm, in, buf, parts, dtype, sum_op);
         break;
       case Algorithm::kRing:
         s = RingAllreduce(comm, in, buf, parts, dtype, sum_op, factor);

@@ -129,9 +129,9 @@ Status Allreduce(const Comm& comm, void* buf, size_t count, DataType dtype, Redu
 Status AllreduceParts(const Comm& comm, void* buf, const std::vector<size_t>& parts, DataType dtype,
                       ReduceOp op, double postscale = 1.0);
 // Out of place: the result of reducing `in` (parts.back() elements, only read) in `buf`, which
-// must not overlap it; the same result as copying `in` to `buf` and reducing there. The ring
-// and the single copy read `in` as they go (no pass copying it first); the other paths copy it
-// first.
+// must not overlap it; the same result as copying `in` to `buf` and reducing there. The ring,
+// the single copy and the direct path read `in` where it is (ReduceTo: no pass copying it); the
+// hierarchical path copies it first.
 Status AllreduceParts(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& parts,
                       DataType dtype, ReduceOp op, double postscale = 1.0);
 
@@ -206,11 +206,15 @@ Status RingReduceScatter(const Comm& comm, const std::vector<Extent>& extents,
                          const std::vector<size_t>& off, DataType dtype, ReduceOp op);
 Status RingAllgather(const Comm& comm, const std::vector<Extent>& extents,
                      const std::vector<size_t>& off, DataType dtype);
-// Latency path: every rank sends its buffer to every other and reduces locally
+// Latency path: every rank sends its buffer (its input, out of place) to every other and reduces
+// locally
 // (direct_allreduce.cc). `off` may have any number of parts; part i is reduced in ring order
 // from rank i mod size().
 Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
                        ReduceOp op);
+// Out of place: reduces `in` into `buf`, `in` untouched (null `in`, or `in` == `buf`: in place).
+Status DirectAllreduce(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
+                       DataType dtype, ReduceOp op);
 // Reduce within the host, ring across hosts, allgather within the host
 // (hierarchical_allreduce.cc). REQUIRES: comm.hierarchy.
 Status HierarchicalAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off,

@@ -3,8 +3,11 @@
 // locally.
 //
 // Vocabulary (N ranks, this rank r):
-//   copy q     - rank q's input: this rank's own buffer for q = r, else the bytes received from q
-//                (gathered into a per-thread scratch area).
+//   copy q     - rank q's input: for q = r this rank's buffer, or out of place its input until the
+//                chain first reduces into the buffer (ReduceTo: the input is read, never
+//                written, nor copied to the buffer in a pass of its own); else the bytes
+//                received from q (gathered into a per-thread scratch area, or with the
+//                negotiation).
 //   chain      - part i is reduced in ring order from rank i mod N: copy_{i+1} op= copy_i, then
 //                copy_{i+2} op= copy_{i+1}, ... ; the last copy holds the result. This is the
 //                order and operand order of the ring (ring_allreduce.cc), so the result is the
@@ -22,8 +25,8 @@
 
 namespace hvd::runtime::collectives {
 
-Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
-                       ReduceOp op) {
+Status DirectAllreduce(const Comm& comm, const void* in, void* buf, const std::vector<size_t>& off,
+                       DataType dtype, ReduceOp op) {
   if (op == ReduceOp::kAverage) {
     return InvalidArgument("direct allreduce: kAverage must be a sum followed by Scale");
   }
@@ -31,9 +34,16 @@ Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& o
   const int r = comm.rank();
   const size_t es = DataTypeSize(dtype);
   const size_t bytes = off.back() * es;
-  if (n == 1 || bytes == 0) return Status::OK();
   char* own = static_cast<char*>(buf);
-  // Rank q's copy at gathered + stride x q (this rank's slot unused: its copy is `own`).
+  // This rank's input: `in` out of place (never written), else the buffer itself.
+  const char* mine = in != nullptr && in != buf ? static_cast<const char*>(in) : own;
+  if (bytes == 0) return Status::OK();
+  if (n == 1) {
+    if (mine != own) std::memcpy(own, mine, bytes);
+    return Status::OK();
+  }
+  // Rank q's copy at gathered + stride x q (this rank's slot unused: its copy is `mine`, then,
+  // once a chain has reduced into it, `own`).
   char* gathered;
   size_t stride = bytes;
   if (comm.gathered != nullptr) {  // they came with the negotiation
@@ -45,13 +55,11 @@ Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& o
     stride = comm.gathered->stride;
   } else {
     gathered = internal::ThreadScratch(internal::Scratch::kGather, bytes * n);
-    Status s = transport::ExchangeWithAll(*comm.transport, own, bytes, gathered, comm.idle_timeout);
+    Status s =
+        transport::ExchangeWithAll(*comm.transport, mine, bytes, gathered, comm.idle_timeout);
     if (!s.ok()) return s.WithContext("direct allreduce");
   }
-  auto copy = [&](int q) -> char* {
-    q = ((q % n) + n) % n;
-    return q == r ? own : gathered + stride * static_cast<size_t>(q);
-  };
+  auto peer_copy = [&](int q) { return gathered + stride * static_cast<size_t>(q); };
 
   // Every send has completed, so reducing into our own buffer cannot clobber bytes in flight.
   const size_t parts = off.size() - 1;
@@ -59,13 +67,27 @@ Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& o
     const size_t begin = off[i] * es, count = off[i + 1] - off[i];
     if (count == 0) continue;
     const int first = static_cast<int>(i % n);
+    bool reduced_into_own = false;  // this part's chain has written this rank's copy to `own`
+    auto current = [&](int q) -> const char* {  // rank q's copy of the part as the chain has it
+      if (q != r) return peer_copy(q) + begin;
+      return (reduced_into_own ? own : mine) + begin;
+    };
     for (int k = 1; k < n; ++k) {
-      ReduceInto(copy(first + k) + begin, copy(first + k - 1) + begin, count, dtype, op);
+      const int d = (first + k) % n, s = (first + k - 1) % n;
+      char* dst = (d == r ? own : peer_copy(d)) + begin;
+      // Out of place, this rank's first reduction reads its input and writes its buffer.
+      ReduceTo(dst, current(d), current(s), nullptr, count, dtype, op);
+      if (d == r) reduced_into_own = true;
     }
-    char* result = copy(first + n - 1);
-    if (result != own) std::memcpy(own + begin, result + begin, count * es);
+    const int last = (first + n - 1) % n;
+    if (last != r) std::memcpy(own + begin, peer_copy(last) + begin, count * es);
   }
   return Status::OK();
+}
+
+Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
+                       ReduceOp op) {
+  return DirectAllreduce(comm, nullptr, buf, off, dtype, op);
 }
 
 }  // namespace hvd::runtime::collectives

@@ -4,10 +4,12 @@
 // An integer tensor's average is its sum times 1/n, and the double nearest 1/n is not 1/n: the
 // product misses ties (6 ranks, sum 3: 3 x double(1/6) is just below or above 0.5) and, for sums
 // beyond 2^52, can land on the wrong integer. Dividing the sum by n is exact. A factor equal to
-// the double nearest 1/k for a whole k (an average's 1/size, a postscale of 1/k, or both: 0.5/3
-// is the double nearest 1/6) is therefore applied as a division by k, any other factor as a
-// product. RoundedQuotient is shared by the host (reduce.cc: Scale) and the GPU's batched copy
-// (gpu/cuda/batched_copy_kernel.h), so both give the same integers.
+// the double nearest 1/k for a whole k (an average's 1/size, a postscale of 1/k) is therefore
+// applied as a division by k, any other factor as a product. Both together divide exactly where
+// postscale / size rounds to the double nearest 1/(k x size): always for a size that is a power
+// of two (0.5 / 4 is 1/8); not always otherwise ((1/3) / 11 is not the double nearest 1/33),
+// and those take the product. RoundedQuotient is shared by the host (reduce.cc: Scale) and the
+// GPU's batched copy (gpu/cuda/batched_copy_kernel.h), so both give the same integers.
 #pragma once
 
 #include <cmath>

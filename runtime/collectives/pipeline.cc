@@ -153,13 +153,13 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
               fwd_n = out->PeekSend(n, &fwd) / es * es;
             }
             if (fwd_n > 0) n = fwd_n;
-            if (step.local != nullptr) {
-              std::memcpy(step.dst + processed, step.local + processed, n);
-            }
+            // Out of place (step.local), the first operand is the input, read where it is.
+            const char* first =
+                step.local != nullptr ? step.local + processed : step.dst + processed;
             if (fwd_n > 0 && step.scale == 1.0) {
-              ReduceIntoCopy(step.dst + processed, src, fwd, n / es, plan.dtype, plan.op);
+              ReduceTo(step.dst + processed, first, src, fwd, n / es, plan.dtype, plan.op);
             } else {
-              ReduceInto(step.dst + processed, src, n / es, plan.dtype, plan.op);
+              ReduceTo(step.dst + processed, first, src, nullptr, n / es, plan.dtype, plan.op);
               if (step.scale != 1.0) Scale(step.dst + processed, n / es, plan.dtype, step.scale);
               // Scaled in the (aligned) destination, then copied: `fwd` may have any alignment,
               // and Scale needs its elements aligned.
@@ -190,10 +190,9 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
         while (received - processed >= es) {
           const size_t ppos = processed % scratch_bytes;
           const size_t n = std::min((received - processed) / es * es, scratch_bytes - ppos);
-          if (step.local != nullptr) {
-            std::memcpy(step.dst + processed, step.local + processed, n);
-          }
-          ReduceInto(step.dst + processed, scratch + ppos, n / es, plan.dtype, plan.op);
+          const char* first = step.local != nullptr ? step.local + processed : step.dst + processed;
+          ReduceTo(step.dst + processed, first, scratch + ppos, nullptr, n / es, plan.dtype,
+                   plan.op);
           if (step.scale != 1.0) Scale(step.dst + processed, n / es, plan.dtype, step.scale);
           processed += n;
         }

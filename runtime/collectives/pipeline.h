@@ -6,7 +6,8 @@
 //   recv stream  - the sequence of receive steps R_0, R_1, ... it reads from one peer, in order.
 //   placed step  - a receive step whose bytes land directly at their destination.
 //   reduce step  - a receive step whose bytes land in a private scratch ring and are reduced into
-//                  the destination (dst op= received) as soon as whole elements have arrived.
+//                  the destination (dst op= received; out of place dst = local op received) as
+//                  soon as whole elements have arrived.
 //   processed    - for a placed step, the bytes received; for a reduce step, the bytes reduced.
 //   gate         - a send step may name a receive step: it may only send its first k bytes once
 //                  k bytes of that receive step are processed. This is what pipelines a ring: the
@@ -45,9 +46,9 @@ struct RecvStep {
   size_t bytes = 0;  // a multiple of the element size for reduce steps
   bool reduce = false;
   double scale = 1.0;  // reduce steps: each reduced piece is then multiplied by this (Scale)
-  // Reduce steps, out of place: this rank's operand is read from here (the caller's input) and
-  // copied to dst piece by piece right before that piece is reduced (still in cache), instead of
-  // the whole input being copied to the output before the collective. Null: dst holds it.
+  // Reduce steps, out of place: this rank's operand is read from here (the caller's input) as
+  // each piece is reduced into dst (ReduceTo: block by block in cache, no pass copying the
+  // input into the output). Null: dst holds it.
   const char* local = nullptr;
 };
 

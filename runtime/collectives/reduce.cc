@@ -1,4 +1,5 @@
-// Element-wise reduction kernels: ReduceInto (dst op= src) and Scale (buf *= factor).
+// Element-wise reduction kernels: ReduceInto (dst op= src), ReduceTo (dst = a op src) and Scale
+// (buf *= factor).
 //
 // Vocabulary:
 //   wrap      - integer sum and product are computed modulo 2^bits (in unsigned arithmetic, so
@@ -19,12 +20,14 @@
 // conversions are integer arithmetic that the compiler vectorizes.
 #include "collectives/reduce.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
 
+#include "collectives/half_bits.h"
 #include "collectives/integer_scale.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -41,6 +44,11 @@
 
 namespace hvd::runtime::collectives {
 namespace {
+
+using internal::BF16BitsToFloat;
+using internal::FloatToBF16Bits;
+using internal::FloatToHalfBits;
+using internal::HalfBitsToFloat;
 
 // ---- Operators ---------------------------------------------------------------------------------
 
@@ -213,67 +221,6 @@ HVD_CLONES void ScaleBool(uint8_t* __restrict buf, size_t n, double factor) {
   for (size_t i = 0; i < n; ++i) buf[i] = static_cast<uint8_t>(buf[i] != 0);
 }
 
-// ---- Half conversions (bit-exact with F16C) ---------------------------------------------------
-
-HVD_ALWAYS_INLINE float HalfBitsToFloat(uint16_t h) {
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    // Inf, or NaN quieted (vcvtph2ps sets the quiet bit too).
-    bits = sign | 0x7f800000u | (mant << 13) | (mant ? 0x00400000u : 0u);
-  } else if (exp != 0) {
-    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    // Subnormal half: normalize. The value is mant * 2^-24; shift the leading 1 to bit 10.
-    int e = 127 - 15 + 1;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --e;
-    }
-    bits = sign | (static_cast<uint32_t>(e) << 23) | ((mant & 0x3ffu) << 13);
-  }
-  return std::bit_cast<float>(bits);
-}
-
-HVD_ALWAYS_INLINE uint16_t FloatToHalfBits(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t a = x & 0x7fffffffu;
-  if (a >= 0x7f800000u) {  // Inf, or NaN: quiet it, keep the top payload bits
-    return sign | (a == 0x7f800000u ? 0x7c00u : (0x7e00u | ((a >> 13) & 0x3ffu)));
-  }
-  if (a >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 = halfway past 65504: Inf (tie->even)
-  if (a >= 0x38800000u) {                       // >= 2^-14: normal half
-    const uint32_t r = a - ((127u - 15u) << 23);
-    return sign | static_cast<uint16_t>((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
-  }
-  if (a <= 0x33000000u) return sign;  // <= 2^-25 (half the smallest subnormal, a tie): zero
-  // Subnormal half: value / 2^-24 rounded to nearest even. The carry into 0x400 yields the
-  // smallest normal, which is the correct encoding.
-  const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
-  const uint32_t shift = 126u - (a >> 23);  // in [14, 24]
-  uint32_t r = mant >> shift;
-  const uint32_t rem = mant & ((1u << shift) - 1u);
-  const uint32_t halfway = 1u << (shift - 1u);
-  if (rem > halfway || (rem == halfway && (r & 1u))) ++r;
-  return sign | static_cast<uint16_t>(r);
-}
-
-HVD_ALWAYS_INLINE float BF16BitsToFloat(uint16_t b) {
-  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
-
-HVD_ALWAYS_INLINE uint16_t FloatToBF16Bits(float f) {
-  const uint32_t x = std::bit_cast<uint32_t>(f);
-  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;  // overflow rounds to Inf
-  const uint32_t quiet = (x >> 16) | 0x40u;
-  return static_cast<uint16_t>((x & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
-}
-
 template <typename Op>
 HVD_ALWAYS_INLINE void HalfLoopScalar(uint16_t* __restrict dst, const char* __restrict src,
                                       char* __restrict copy, size_t n, Op op) {
@@ -425,6 +372,28 @@ void ReduceIntoCopy(void* dst, const void* src, void* copy, size_t count, DataTy
 
 void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, ReduceOp op) {
   ReduceIntoCopy(dst, src, nullptr, count, dtype, op);
+}
+
+void ReduceTo(void* dst, const void* a, const void* src, void* copy, size_t count, DataType dtype,
+              ReduceOp op) {
+  if (a == dst) return ReduceIntoCopy(dst, src, copy, count, dtype, op);
+  // Block by block: `a` copied into dst, then reduced there by the in-place kernel while the
+  // block is in the L1 cache. Memory sees one read of `a` and one write of dst, as a three-operand
+  // loop would, and the bits are the in-place kernel's: a loop computing a + src is free to add
+  // src + a instead, and then a sum of two NaNs keeps the other NaN's payload, which would make
+  // ranks that reduce in place and out of place disagree.
+  constexpr size_t kBlockBytes = 8 << 10;
+  const size_t es = DataTypeSize(dtype);
+  const size_t block = std::max<size_t>(1, kBlockBytes / es);
+  char* d = static_cast<char*>(dst);
+  const char* x = static_cast<const char*>(a);
+  const char* s = static_cast<const char*>(src);
+  char* c = static_cast<char*>(copy);
+  for (size_t i = 0; i < count; i += block) {
+    const size_t n = std::min(block, count - i), at = i * es;
+    std::memcpy(d + at, x + at, n * es);
+    ReduceIntoCopy(d + at, s + at, c != nullptr ? c + at : nullptr, n, dtype, op);
+  }
 }
 
 void Scale(void* buf, size_t count, DataType dtype, double factor) {

@@ -25,6 +25,14 @@ void ReduceInto(void* dst, const void* src, size_t count, DataType dtype, Reduce
 void ReduceIntoCopy(void* dst, const void* src, void* copy, size_t count, DataType dtype,
                     ReduceOp op);
 
+// Out of place: dst[i] = a[i] op src[i], and copy = the result when not null. The bits of
+// copying a into dst and then ReduceIntoCopy (which it does block by block, each block reduced
+// while in cache), without a separate pass copying `a`: an out-of-place allreduce reads its input
+// where it is. `a` may have any alignment; a == dst is ReduceIntoCopy. REQUIRES: as ReduceInto;
+// otherwise dst, a, src and copy do not overlap.
+void ReduceTo(void* dst, const void* a, const void* src, void* copy, size_t count, DataType dtype,
+              ReduceOp op);
+
 // buf[i] *= factor. float32: x * (float)factor; float64: x * factor; half types: widened to
 // float32, multiplied by (float)factor, rounded to nearest even. Integers: the nearest integer to
 // x * factor, ties away from zero, saturated to the type's range (NaN gives 0); a factor that is

@@ -43,10 +43,10 @@
 //     no unsent byte is clobbered.
 //
 // Out of place (`in` given, RingAllreduce's input): S_0 sends segment r from the input, and each
-// reduce step reads this rank's operand from the input, copying each piece to the output right
-// before reducing it there (RecvStep::local), so the output is written once and the input never:
-// no copy of the whole input to the output first. The input is only read, so the argument above
-// needs nothing more: segment r of the output is first written by R_{N-1}.
+// reduce step reads this rank's operand from the input as it reduces each piece into the output
+// (RecvStep::local, ReduceTo), so the output is written once and the input never: no pass copying
+// the input to the output. The input is only read, so the argument above needs nothing more:
+// segment r of the output is first written by R_{N-1}.
 //
 // Deadlock freedom: every rank always receives (the scratch ring drains as it reduces), so every
 // send eventually completes; sends wait only on the left neighbour's data, and each send's gate

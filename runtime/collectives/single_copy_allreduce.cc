@@ -212,8 +212,7 @@ Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
       ReduceInto(next, acc, count, dtype, op);
       std::swap(acc, next);
     }
-    if (source != out) std::memcpy(out + at, source + at, len);
-    ReduceInto(out + at, acc, count, dtype, op);
+    ReduceTo(out + at, source + at, acc, nullptr, count, dtype, op);  // out of place: no copy
     if (scale != 1.0) Scale(out + at, count, dtype, scale);
   }
 

@@ -138,14 +138,17 @@ TEST_P(Collectives, AllreduceEveryCountDtypeOp) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
-// Out of place (AllreduceParts with an input of its own): the ring reads the input as it goes,
-// the other paths copy it first; either way the output holds exactly what the in-place allreduce
-// gives, whatever it held before, and the input is never written.
+// Out of place (AllreduceParts with an input of its own): the ring, the single copy and the
+// direct path reduce from the input where it is (ReduceTo), the hierarchical path copies it
+// first; either way the output holds exactly what the in-place allreduce gives, whatever it held
+// before, and the input is never written. (Operand order, which min and max show on NaNs and
+// signed zeros: reduce_test.cc's ReduceTo test.)
 TEST_P(Collectives, AllreduceOutOfPlaceEveryCountDtype) {
   RunResult res = Run([](const Comm& comm, int rank, int size, const std::string&) -> Status {
     std::string report;
     int reported = 0;
-    constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMax};
+    constexpr ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                                 ReduceOp::kMax};
     HVD_RETURN_IF_ERROR(EveryCase(
         rank, size, "out of place, ", kOps,
         [&](const Reference& ref, size_t count, DataType t, ReduceOp op, const std::string& what) {

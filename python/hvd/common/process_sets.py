@@ -138,6 +138,7 @@ def process_set_ids():
 _lib = _basics.lib
 _NOT_INITIALIZED = _basics._NOT_INITIALIZED
 
+
 def _process_set_size(process_set_id):
     if not _basics.is_initialized():
         raise ValueError(_NOT_INITIALIZED)
@@ -154,12 +155,6 @@ def _process_set_rank(process_set_id):
     if r < 0:
         raise ValueError("Process is not part of provided process set (id %d)." % process_set_id)
     return r
-
-
-def _process_set_included(process_set_id):
-    if not _basics.is_initialized():
-        raise ValueError(_NOT_INITIALIZED)
-    return bool(_lib.hvd_process_set_included(int(process_set_id)))
 
 
 def _process_set_ranks(process_set_id):

@@ -151,9 +151,9 @@ struct ScaleInt {
     const long long r = llrint(p);
 #endif
     const double frac = (p - static_cast<double>(r)) + rest;  // p - r is exact
-    const double k = floor(frac);
-    const double d = frac - k;
-    __int128 t = static_cast<__int128>(r) + static_cast<long long>(k);
+    const double whole = floor(frac);
+    const double d = frac - whole;
+    __int128 t = static_cast<__int128>(r) + static_cast<long long>(whole);
     if (d > 0.5 || (d == 0.5 && t >= 0)) t += 1;  // the tie goes away from zero
     if (t > kMax) return T(kMax);
     if (t < kMin) return T(kMin);
