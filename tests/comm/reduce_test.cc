@@ -438,11 +438,19 @@ TEST(Scale, AnAveragesFactorDividesExactly) {
   EXPECT_EQ(ExactDivisor(0.5 / 3), 6);  // a postscale of 1/2 on a 3-rank average
   EXPECT_EQ(ExactDivisor(0.5), 2);
   EXPECT_EQ(ExactDivisor(1.0 / 2147483648.0), int64_t{1} << 31);
-  for (double f : {1.0, 0.4, 0.3, 2.0 / 3, -1.0 / 3, 0.0, 1.0 / 3 + 1e-17 * 3, 0x1p-40,
-                   std::nan(""), std::numeric_limits<double>::infinity()}) {
+  // Postscale and size rounded apart: (1/3) / 11 is not the double nearest 1/33, yet divides.
+  EXPECT_NE((1.0 / 3) / 11, 1.0 / 33);
+  EXPECT_EQ(ExactDivisor((1.0 / 3) / 11), 33);
+  EXPECT_EQ(ExactDivisor(std::nextafter(1.0 / 3, 1.0)), 3);  // 1 ulp off: still 1/3
+  // A postscale of 1/6 on an 11-rank average: 33 / 66 is a tie, which the product misses.
+  int32_t tie[] = {33, -33};
+  Scale(tie, 2, DataType::kInt32, (1.0 / 6) / 11);
+  EXPECT_EQ(tie[0], 1);
+  EXPECT_EQ(tie[1], -1);
+  for (double f : {1.0, 0.4, 0.3, 2.0 / 3, -1.0 / 3, 0.0, 1.0 / 3 + 1e-14, 0.33333333333333,
+                   0x1p-40, std::nan(""), std::numeric_limits<double>::infinity()}) {
     EXPECT_EQ(ExactDivisor(f), 0) << f;
   }
-  EXPECT_NE(1.0 / 3 + 1e-17 * 3, 1.0 / 3);  // the case above is a neighbour of 1/3, not 1/3
 
   // 49 ranks averaging 1: 49 x double(1/49) = 0.9999999999999999.
   int32_t one = 49;
