@@ -2,6 +2,7 @@
 C): which calls it takes, which it leaves to the Python path (NotImplemented, before anything is
 submitted), and that both paths give the same results, bit for bit, and the same errors."""
 import time
+import traceback
 
 import pytest
 import torch
@@ -191,6 +192,11 @@ def test_errors_are_the_python_paths(hvd, path):
                  lambda: _python_path(lambda: hvd.allreduce(b, op=hvd.Average))):
         with pytest.raises(ValueError, match="average is not defined for bool"):
             call()
+    # The tensor path's error starts its traceback at the call: no frame of hvd's basics.check.
+    with pytest.raises(ValueError) as raised:
+        hvd.allreduce(b, op=hvd.Average)
+    files = [frame.filename for frame in traceback.extract_tb(raised.value.__traceback__)]
+    assert not any(f.endswith("basics.py") for f in files), files
     if hvd.size() > 1:
         with pytest.raises(hvd.HorovodInternalError, match="tensor_path.mm"):
             path(torch.ones(hvd.rank() + 1), False, *_args(hvd, name=_cached("tensor_path.mm")))

@@ -225,10 +225,19 @@ int ReadTensor(PyObject* t, Call* c, long long* numel, bool* any_strides) {
   return 1;
 }
 
-// Raises the exception for a non-zero status code, as the Python path does (basics.check).
+// Raises the exception for a non-zero status code, as the Python path does (basics.check). Its
+// traceback starts at the caller: the frame of basics.check, where it was made, says nothing to
+// a user reading which of their lines failed.
 PyObject* Raise(int code) {
   PyObject* none = PyObject_CallFunction(g_config->check, "i", code);
   Py_XDECREF(none);  // (not reached with an error set: check raises for every code but 0)
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  Py_XDECREF(traceback);
+  if (value != nullptr && PyExceptionInstance_Check(value)) {
+    PyException_SetTraceback(value, Py_None);
+  }
+  PyErr_Restore(type, value, nullptr);
   return nullptr;
 }
 
