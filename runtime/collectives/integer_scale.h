@@ -3,12 +3,12 @@
 //
 // An integer tensor's average is its sum times 1/n, and the double nearest 1/n is not 1/n: the
 // product misses ties (6 ranks, sum 3: 3 x double(1/6) is just below or above 0.5) and, for large
-// sums, can land on the wrong integer. Dividing the sum by n is exact. A factor within about 4
-// ulps of 1/k for a whole k is therefore applied as a division by k, any other factor as a
-// product: that covers an average's 1/size (the double nearest 1/n), a postscale of 1/k, and both
-// at once (postscale / size, two roundings: (1/3) / 11 is 1 ulp from 1/33). For such a factor
-// the product and the division give the same integers but at ties and for magnitudes from about
-// 2^47, where the product's error reaches a rounding boundary and the division is right.
+// sums, can land on the wrong integer. Dividing the sum by n is exact. A factor within about
+// 1e-15 (relative) of 1/k for a whole k is therefore applied as a division by k, any other factor
+// as a product: that covers an average's 1/size (the double nearest 1/n), a postscale of 1/k, and
+// both at once (postscale / size, two roundings: (1/3) / 11 is 1 ulp from 1/33). For such a
+// factor the product and the division give the same integers but at ties and for magnitudes from
+// about 2^48, where the product's error reaches a rounding boundary and the division is right.
 // RoundedQuotient is shared by the host (reduce.cc: Scale) and the GPU's batched copy
 // (gpu/cuda/batched_copy_kernel.h), and both take k from ExactDivisor on the host, so both give
 // the same integers.
@@ -27,7 +27,7 @@
 
 namespace hvd::runtime::collectives {
 
-// k when factor x k is 1 within 4.5 x 2^-52 (factor within about 4 ulps of 1/k) for a whole k in
+// k when factor x k is 1 within 4.5 x 2^-52 (about 1e-15: 5 to 9 ulps of 1/k) for a whole k in
 // [2, 2^31]; 0 otherwise (also for NaN, zero, negative factors and factors above 1/2, which are
 // applied as products). Neighbouring reciprocals are at least 2^-31 apart relatively, so no
 // factor is near two of them.
@@ -36,7 +36,7 @@ inline int64_t ExactDivisor(double factor) {
   const double inverse = 1.0 / factor;
   if (!(inverse <= 2147483648.5)) return 0;
   const int64_t k = std::llround(inverse);
-  // factor x k is 1 within factor's error (<= 4 ulps) plus the product's rounding (<= 1/2 ulp).
+  // An average with a postscale rounds twice (<= 2 ulps); the product adds at most 1/2 ulp of 1.
   return std::fabs(factor * static_cast<double>(k) - 1.0) <= 4.5 * 0x1p-52 ? k : 0;
 }
 

@@ -35,10 +35,10 @@ void ReduceTo(void* dst, const void* a, const void* src, void* copy, size_t coun
 
 // buf[i] *= factor. float32: x * (float)factor; float64: x * factor; half types: widened to
 // float32, multiplied by (float)factor, rounded to nearest even. Integers: the nearest integer to
-// x * factor, ties away from zero, saturated to the type's range (NaN gives 0); a factor that is
-// the double nearest 1/k for a whole k (an average) divides by k exactly, others multiply in long
-// double (integer_scale.h). bool: factor != 0 (NaN included, as a C++ or PyTorch conversion to
-// bool has it) keeps each value, written as 0 or 1; factor == 0 makes every element false.
+// x * factor, ties away from zero, saturated to the type's range (NaN gives 0); a factor within
+// about 1e-15 (relative) of 1/k for a whole k (an average) divides by k exactly, others multiply
+// in long double (integer_scale.h). bool: factor != 0 (NaN included, as a C++ or PyTorch conversion
+// to bool has it) keeps each value, written as 0 or 1; factor == 0 makes every element false.
 // Collectives scale by 1.0 / size for kAverage.
 void Scale(void* buf, size_t count, DataType dtype, double factor);
 

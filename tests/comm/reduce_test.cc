@@ -430,8 +430,8 @@ TEST(Scale, IntegerLengths) {
   }
 }
 
-// An average's factor (the double nearest 1/n) divides exactly: ties and sums past 2^53 land on
-// the nearest integer to sum / n, where the product with double(1/n) misses them.
+// An average's factor (the double nearest 1/n, or a postscale's 1/k over n) divides exactly:
+// ties and sums past 2^53 land on the nearest integer to sum / n, where the product misses them.
 TEST(Scale, AnAveragesFactorDividesExactly) {
   EXPECT_EQ(ExactDivisor(1.0 / 3), 3);
   EXPECT_EQ(ExactDivisor(1.0 / 49), 49);

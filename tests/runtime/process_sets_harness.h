@@ -158,7 +158,8 @@ inline double ScaleRef(DataType dt, double x, double factor) {
       return factor != 0 && x != 0 ? 1 : 0;
     default: {  // nearest integer, ties away from zero; (nearly) 1/k as a division by k
       const double k = std::round(1.0 / factor);
-      if (factor > 0 && factor <= 0.5 && std::fabs(factor * k - 1) <= 4.5 * 0x1p-52) {
+      if (factor > 0 && factor <= 0.5 && k <= 2147483648.0 &&
+          std::fabs(factor * k - 1) <= 4.5 * 0x1p-52) {
         return static_cast<double>(std::roundl(static_cast<long double>(x) / k));
       }
       return static_cast<double>(

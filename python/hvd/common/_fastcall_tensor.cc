@@ -230,7 +230,11 @@ int ReadTensor(PyObject* t, Call* c, long long* numel, bool* any_strides) {
 // a user reading which of their lines failed.
 PyObject* Raise(int code) {
   PyObject* none = PyObject_CallFunction(g_config->check, "i", code);
-  Py_XDECREF(none);  // (not reached with an error set: check raises for every code but 0)
+  if (none != nullptr) {  // check raises for every code but 0: never returns here
+    Py_DECREF(none);
+    PyErr_Format(PyExc_RuntimeError, "hvd: status %d raised nothing", code);
+    return nullptr;
+  }
   PyObject *type, *value, *traceback;
   PyErr_Fetch(&type, &value, &traceback);
   Py_XDECREF(traceback);

@@ -114,15 +114,15 @@ struct ScaleF64 {
 };
 
 // round(x * f), ties away from zero, saturated to T; NaN gives 0: collectives::Scale's rule. A
-// factor that is the double nearest 1/k (k = collectives::ExactDivisor(f), an average) divides
-// by k exactly, as the host does (collectives/integer_scale.h). Other factors: the host computes
-// in long double; here x * f is formed exactly as p + rest (fma gives the product's rounding
-// error; an int64 beyond 2^53 is split so that each part is exact in a double), so the result is
-// the exactly rounded one, which the host's agrees with for every practical factor.
+// factor within about 1e-15 (relative) of 1/k (k = collectives::ExactDivisor(f), an average)
+// divides by k exactly, as the host does (collectives/integer_scale.h). Other factors: the host
+// computes in long double; here x * f is formed exactly as p + rest (fma gives the product's
+// rounding error; an int64 beyond 2^53 is split so that each part is exact in a double), so the
+// result is the exactly rounded one, which the host's agrees with for every practical factor.
 template <typename T>
 struct ScaleInt {
   double f;
-  long long k;  // ExactDivisor(f): 0, or the whole k whose reciprocal f is
+  long long k;  // ExactDivisor(f): 0, or the whole k whose reciprocal f (nearly) is
   HVD_HD T operator()(T x) const {
     if (k != 0) return static_cast<T>(collectives::RoundedQuotient(static_cast<long long>(x), k));
     constexpr double kTwo63 = 9223372036854775808.0;
