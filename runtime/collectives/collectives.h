@@ -207,9 +207,8 @@ Status RingReduceScatter(const Comm& comm, const std::vector<Extent>& extents,
 Status RingAllgather(const Comm& comm, const std::vector<Extent>& extents,
                      const std::vector<size_t>& off, DataType dtype);
 // Latency path: every rank sends its buffer (its input, out of place) to every other and reduces
-// locally
-// (direct_allreduce.cc). `off` may have any number of parts; part i is reduced in ring order
-// from rank i mod size().
+// locally (direct_allreduce.cc). `off` may have any number of parts; part i is reduced in ring
+// order from rank i mod size().
 Status DirectAllreduce(const Comm& comm, void* buf, const std::vector<size_t>& off, DataType dtype,
                        ReduceOp op);
 // Out of place: reduces `in` into `buf`, `in` untouched (null `in`, or `in` == `buf`: in place).

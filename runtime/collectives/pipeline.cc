@@ -156,11 +156,11 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
             // Out of place (step.local), the first operand is the input, read where it is.
             const char* first =
                 step.local != nullptr ? step.local + processed : step.dst + processed;
-            if (fwd_n > 0 && step.scale == 1.0) {
-              ReduceTo(step.dst + processed, first, src, fwd, n / es, plan.dtype, plan.op);
-            } else {
-              ReduceTo(step.dst + processed, first, src, nullptr, n / es, plan.dtype, plan.op);
-              if (step.scale != 1.0) Scale(step.dst + processed, n / es, plan.dtype, step.scale);
+            const bool forward_now = fwd_n > 0 && step.scale == 1.0;
+            ReduceTo(step.dst + processed, first, src, forward_now ? fwd : nullptr, n / es,
+                     plan.dtype, plan.op);
+            if (step.scale != 1.0) {
+              Scale(step.dst + processed, n / es, plan.dtype, step.scale);
               // Scaled in the (aligned) destination, then copied: `fwd` may have any alignment,
               // and Scale needs its elements aligned.
               if (fwd_n > 0) std::memcpy(fwd, step.dst + processed, n);

@@ -41,8 +41,7 @@ Status Engine::CheckSet(internal::Operation* op) const {
 void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
                      Clock::time_point until) {
   Status reject = CheckSet(op.get());
-  bool report_peer = false;
-  std::string peer_report;  // what this rank reports of the peer that stopped hvd
+  std::string peer_report;  // what this rank reports of the peer that stopped hvd; "": nothing
   const std::string& key = op->request.key;
   const int set = op->request.process_set;
   if (reject.ok()) {
@@ -55,8 +54,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
               ? FailedPrecondition("hvd has been shut down; '" + key + "' was not submitted")
               : final_status_.WithContext(std::string(negotiation::OpTypeName(op->request.type)) +
                                           " '" + key + "' was not submitted");
-      report_peer = !peer_shutdown_report_.empty() && options_.stall_reporter != nullptr;
-      if (report_peer) peer_report = peer_shutdown_report_;
+      if (options_.stall_reporter != nullptr) peer_report = peer_shutdown_report_;
     } else if (!InFlightInsert(set, key)) {
       reject = InvalidArgument(
           "an operation named '" + key + "' is already in flight on this " +
@@ -83,7 +81,7 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
     return;
   }
   // Before user code hears of it: this operation fails because another rank shut hvd down.
-  if (report_peer) options_.stall_reporter->ReportPeerFailure(peer_report);
+  if (!peer_report.empty()) options_.stall_reporter->ReportPeerFailure(peer_report);
   op->Complete(reject);
 }
 

@@ -42,6 +42,12 @@ class Faults : public ClusterHarness {
     return Start(Hvdrun("", args, true));
   }
 
+  // A job whose rank 3 exits with `code` at step 20 while the others go on, run to its end.
+  ProcResult RunWithRank3Exiting(const std::string& code) {
+    return StartJob({"--steps", "0", "--exit-rank", "3", "--exit-at", "20", "--exit-code", code})
+        ->Wait(seconds(30));
+  }
+
   // Waits until `text` appears in the process's stdout.
   bool WaitOut(Proc* p, const std::string& text, milliseconds timeout = seconds(20)) {
     return WaitFor([&] { return p->Out().find(text) != std::string::npos; }, timeout);
@@ -85,9 +91,7 @@ class Faults : public ClusterHarness {
 };
 
 TEST_F(Faults, ARankThatExits3FailsTheJobWithItsCodeAndStderr) {
-  std::unique_ptr<Proc> run =
-      StartJob({"--steps", "0", "--exit-rank", "3", "--exit-at", "20", "--exit-code", "3"});
-  ProcResult r = run->Wait(seconds(30));
+  ProcResult r = RunWithRank3Exiting("3");
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_HAS(r.err, "failed: rank 3 on node-b exited with code 3");
@@ -109,9 +113,7 @@ TEST_F(Faults, ARankThatExits3FailsTheJobWithItsCodeAndStderr) {
 // others fail waiting for it: the job's cause is one of them, and says what its runtime said of
 // the rank that left (not only "exited with code 1").
 TEST_F(Faults, ARankLeavingEarlyWithCode0IsNamedByTheCause) {
-  std::unique_ptr<Proc> run =
-      StartJob({"--steps", "0", "--exit-rank", "3", "--exit-at", "20", "--exit-code", "0"});
-  ProcResult r = run->Wait(seconds(30));
+  ProcResult r = RunWithRank3Exiting("0");
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const size_t failed = r.err.find("failed: rank ");
