@@ -45,9 +45,10 @@ long long ItemSize(int type);
 // Whether NewOutput makes tensors of hvd_dtype_t `type`.
 bool TakesOutputs(int type);
 // A new dense tensor shaped and typed as `like` (numel elements), row-major or with `strides`
-// (like's own, of a contiguous tensor), or nullptr with an error set.
+// (like's own, of a contiguous tensor), or nullptr with an error set. *data: its data's address
+// (checked against data_ptr() in the probe of each dtype).
 // REQUIRES: TakesOutputs(like.dtype), like.ndim <= kDimsOnStack.
-PyObject* NewOutput(const hvd_tensor& like, long long numel, const int64_t* strides);
+PyObject* NewOutput(const hvd_tensor& like, long long numel, const int64_t* strides, void** data);
 
 }  // namespace hvd_fastcall
 

@@ -126,9 +126,9 @@ void DropCapsule(PyObject* capsule) {
 
 // A dense tensor of `ndim` dims and `type` over a block (row-major, or `strides` where given: a
 // permutation of them that covers the same numel elements), made by from_dlpack: a new
-// reference, or nullptr with an error set.
+// reference, or nullptr with an error set. *data: the block's data, where the tensor's begins.
 PyObject* Wrap(PyObject* from_dlpack, int32_t ndim, const int64_t* dims, const int64_t* strides,
-               int type, long long numel) {
+               int type, long long numel, void** data) {
   const size_t bytes = kHeader + static_cast<size_t>(numel) * (kTypes[type].bits / 8);
   Block* b = Take(bytes);
   if (b == nullptr) {
@@ -139,6 +139,7 @@ PyObject* Wrap(PyObject* from_dlpack, int32_t ndim, const int64_t* dims, const i
   }
   DLTensor& t = b->managed.dl_tensor;
   t.data = reinterpret_cast<char*>(b) + kHeader;
+  *data = t.data;
   t.device = DLDevice{kDLCPU, 0};
   t.ndim = ndim;
   t.dtype = kTypes[type];
@@ -181,11 +182,16 @@ bool ConfigureOutputs(PyObject* from_dlpack, PyObject* dtypes, long long max_poo
       continue;
     }
     const int64_t dims[1] = {3};
-    PyObject* probe = Wrap(from_dlpack, 1, dims, nullptr, static_cast<int>(type), 3);
+    void* data = nullptr;
+    PyObject* probe = Wrap(from_dlpack, 1, dims, nullptr, static_cast<int>(type), 3, &data);
     PyObject* dtype = probe != nullptr ? PyObject_GetAttrString(probe, "dtype") : nullptr;
     PyObject* numel = dtype != nullptr ? PyObject_CallMethod(probe, "numel", nullptr) : nullptr;
-    takes[type] =
-        numel != nullptr && dtype == PyTuple_GetItem(item, 0) && PyLong_AsLong(numel) == 3;
+    // The tensor's data where the capsule put it: NewOutput's callers take that address for the
+    // output's without asking the tensor (a call into torch per operation saved).
+    PyObject* at = numel != nullptr ? PyObject_CallMethod(probe, "data_ptr", nullptr) : nullptr;
+    takes[type] = at != nullptr && dtype == PyTuple_GetItem(item, 0) && PyLong_AsLong(numel) == 3 &&
+                  PyLong_AsVoidPtr(at) == data;
+    Py_XDECREF(at);
     Py_XDECREF(numel);
     Py_XDECREF(dtype);
     Py_XDECREF(probe);
@@ -232,8 +238,8 @@ bool TakesOutputs(int type) {
   return g_from_dlpack != nullptr && type >= 0 && type < kTypeCount && g_takes[type];
 }
 
-PyObject* NewOutput(const hvd_tensor& like, long long numel, const int64_t* strides) {
-  return Wrap(g_from_dlpack, like.ndim, like.shape, strides, like.dtype, numel);
+PyObject* NewOutput(const hvd_tensor& like, long long numel, const int64_t* strides, void** data) {
+  return Wrap(g_from_dlpack, like.ndim, like.shape, strides, like.dtype, numel, data);
 }
 
 }  // namespace hvd_fastcall

@@ -313,16 +313,17 @@ PyObject* Run(Call* c, PyObject* tensor, PyObject* out) {
   return code == -1 ? nullptr : Raise(code);
 }
 
-// The new output for `tensor`: as torch.empty_like(tensor) makes it (a dense tensor's strides
-// and dimension names kept), over a block of ours where NewOutput takes the dtype. A new
-// reference, or nullptr with an error set.
-PyObject* MakeOutput(PyObject* tensor, const Call& c, long long numel, bool any_strides) {
+// MakeOutput's tensor; *data: the address of its data where it is over a block of ours, else
+// nullptr.
+PyObject* MakeOutputTensor(PyObject* tensor, const Call& c, long long numel, bool any_strides,
+                           void** data) {
+  *data = nullptr;
   // Empty (any strides), named, or a dtype torch refused through DLPack: torch's own.
   int ours = TakesOutputs(c.input.dtype) && numel > 0;
   if (ours) ours = CallIs(tensor, g_config->has_names, Py_False);
   if (ours < 0) return nullptr;
   if (!ours) return PyObject_CallFunctionObjArgs(g_config->empty_like, tensor, nullptr);
-  if (!any_strides) return NewOutput(c.input, numel, nullptr);
+  if (!any_strides) return NewOutput(c.input, numel, nullptr, data);
   // A dimension of size 1 may have any stride in a contiguous tensor: empty_like keeps them.
   int64_t strides[kDimsOnStack];
   PyObject* given = PyObject_CallMethodObjArgs(tensor, g_config->stride, nullptr);
@@ -334,7 +335,19 @@ PyObject* MakeOutput(PyObject* tensor, const Call& c, long long numel, bool any_
   Py_DECREF(given);
   if (PyErr_Occurred()) return nullptr;
   if (!read) return PyObject_CallFunctionObjArgs(g_config->empty_like, tensor, nullptr);
-  return NewOutput(c.input, numel, strides);
+  return NewOutput(c.input, numel, strides, data);
+}
+
+// The new output for `tensor`: as torch.empty_like(tensor) makes it (a dense tensor's strides
+// and dimension names kept), over a block of ours where NewOutput takes the dtype; its data's
+// address in c->output.data. A new reference, or nullptr with an error set.
+PyObject* MakeOutput(PyObject* tensor, Call* c, long long numel, bool any_strides) {
+  PyObject* out = MakeOutputTensor(tensor, *c, numel, any_strides, &c->output.data);
+  if (out != nullptr && c->output.data == nullptr) {  // torch's own
+    c->output.data = DataPtr(out);
+    if (PyErr_Occurred()) Py_CLEAR(out);
+  }
+  return out;
 }
 
 }  // namespace
@@ -445,10 +458,9 @@ PyObject* AllreduceTensor(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     Py_RETURN_NOTIMPLEMENTED;
   }
   if (inplace) return Run(&c, tensor, tensor);
-  PyObject* out = MakeOutput(tensor, c, numel, any_strides);
+  PyObject* out = MakeOutput(tensor, &c, numel, any_strides);
   if (out == nullptr) return nullptr;
-  c.output.data = DataPtr(out);
-  PyObject* result = PyErr_Occurred() ? nullptr : Run(&c, tensor, out);
+  PyObject* result = Run(&c, tensor, out);
   Py_DECREF(out);
   return result;
 }
