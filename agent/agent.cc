@@ -349,7 +349,13 @@ class AgentImpl : public Agent {
         }
       }
       workers_.Reap();
-      outbox_.WaitDue(wake_at);
+      // Without a stream nothing can be flushed: waiting for what is due would spin while an
+      // exit report waits for the launcher. The connector wakes this loop once it has one.
+      if (stream == nullptr) {
+        outbox_.WaitWoken(wake_at);
+      } else {
+        outbox_.WaitDue(wake_at);
+      }
     }
   }
 

@@ -256,6 +256,12 @@ void Outbox::WaitDue(Clock::time_point until) {
   }
 }
 
+void Outbox::WaitWoken(Clock::time_point until) {
+  base::MutexLock lock(&mu_);
+  while (!woken_ && Clock::now() < until) cv_.WaitUntil(lock, until);
+  woken_ = false;
+}
+
 void Outbox::Wake() {
   {
     base::MutexLock lock(&mu_);

@@ -65,6 +65,9 @@ class Outbox {
 
   // Waits until something is due, Wake() is called, or `until`.
   void WaitDue(Clock::time_point until);
+  // Waits until Wake() is called or `until`, whatever is due: for a writer with no stream to
+  // flush to (waiting for something due would return at once while it is).
+  void WaitWoken(Clock::time_point until);
   void Wake();
   bool empty() const;
 

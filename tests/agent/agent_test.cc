@@ -9,6 +9,7 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -387,6 +388,37 @@ TEST_F(AgentTest, LauncherBackWithinTheLeaseKeepsRanksAndReRegisters) {
     return false;
   }));
   EXPECT_TRUE(ProcessAlive(pid));
+}
+
+// A rank's exit waiting for a launcher that is gone costs the agent no CPU: its writer, with
+// nothing to flush to, waits for the connector (it spun on the due report, a core per agent, for
+// as long as the launcher was away). The report arrives once the launcher is back.
+TEST_F(AgentTest, AReportWaitingForTheLauncherCostsNoCpu) {
+  StartLauncher(/*lease_ms=*/5000);
+  StartAgent();
+  WaitRegistered();
+  ASSERT_TRUE(gateway_->Send(Start("j7", 0, {"/bin/sleep", "0.2"})));
+  const int pid = gateway_->WaitEvent("j7", 0, v1::RANK_RUNNING).pid();
+  const int port = port_;
+  StopLauncher();
+  const auto t0 = Clock::now();
+  while (ProcessAlive(pid) && Clock::now() - t0 < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  ASSERT_FALSE(ProcessAlive(pid));
+  std::this_thread::sleep_for(milliseconds(200));  // reaped: the exit is in the outbox
+  const auto cpu = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);  // this process's threads: the agent's (not its workers)
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000000L + u.ru_utime.tv_usec +
+           u.ru_stime.tv_usec;
+  };
+  const long before = cpu();
+  std::this_thread::sleep_for(milliseconds(1000));
+  const long used_us = cpu() - before;
+  EXPECT_LT(used_us, 250000) << "the agent used " << used_us / 1000 << " ms of CPU in 1 s";
+  StartLauncher(5000, port);
+  EXPECT_EQ(gateway_->WaitEvent("j7", 0, v1::RANK_EXITED).exit_code(), 0);
 }
 
 // Issue 22: a rank's exit written to a stream that broke before the launcher applied it (this
