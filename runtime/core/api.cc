@@ -1,7 +1,6 @@
 // The public C++ API (hvd/hvd.h): validates the caller's arguments, turns each call into an
 // internal::Operation and hands it to the engine.
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 
 #include "base/mutex.h"
@@ -22,12 +21,9 @@ using runtime::negotiation::Request;
 using runtime::negotiation::ShapeString;
 using runtime::negotiation::TensorSpec;
 
-base::Mutex g_mu;
-std::shared_ptr<Context> g_ctx HVD_GUARDED_BY(g_mu);
 base::Mutex g_noname_mu;
 std::map<int, uint64_t> g_noname HVD_GUARDED_BY(g_noname_mu);  // per process set
-bool g_atexit_registered = false;
-thread_local bool t_caller_waits = false;  // inside a CallerWaits scope...
+thread_local bool t_caller_waits = false;                      // inside a CallerWaits scope...
 thread_local std::chrono::steady_clock::time_point t_caller_until =  // ...running rounds until
     std::chrono::steady_clock::time_point::max();
 
@@ -82,19 +78,9 @@ void SetReduce(Request& r, const AllreduceOptions& o) {
 
 namespace internal {
 
-// Blocking calls made on the background thread (from a callback) would wait for that very
-// thread: fail them before anything is submitted (a submitted synchronous operation would
-// outlive the call and write into the caller's memory later).
-Status NotFromCallback(const char* fn) {
-  if (!internal::OnBackgroundThread()) return Status::OK();
-  return FailedPrecondition(std::string(fn) +
-                            "() called from an hvd callback (the background thread), where it "
-                            "would wait for ever; callbacks must not block");
-}
-
-std::shared_ptr<Context> Current() {
-  base::MutexLock lock(&g_mu);
-  return g_ctx;
+void ResetUnnamedNames() {
+  base::MutexLock names(&g_noname_mu);
+  g_noname.clear();
 }
 
 // Submits `op`, or completes it at once with `error`.
@@ -152,88 +138,6 @@ using internal::Current;
 using internal::NewOp;
 using internal::NotFromCallback;
 using internal::Submit;
-
-}  // namespace hvd
-
-namespace hvd::runtime::core {
-EngineStats CurrentEngineStats() {
-  auto ctx = Current();
-  return ctx ? ctx->engine().stats() : EngineStats{};
-}
-}  // namespace hvd::runtime::core
-
-namespace hvd {
-
-Status Init() {
-  return Init(InitOptions{});
-}
-
-Status Init(const InitOptions& options) {
-  base::MutexLock lock(&g_mu);
-  // Horovod's hvd.init() may be called again and again; only the first does anything.
-  if (g_ctx) return Status::OK();
-  std::unique_ptr<Context> ctx;
-  HVD_RETURN_IF_ERROR_CTX(Context::Create(options, &ctx), "hvd::Init");
-  g_ctx = std::move(ctx);
-  {
-    // A new session numbers unnamed operations from 0 on every rank, whatever the last one did.
-    base::MutexLock names(&g_noname_mu);
-    g_noname.clear();
-  }
-  if (!g_atexit_registered) {
-    // A process that returns from main() without Shutdown() must not leave a thread running
-    // into static destruction.
-    std::atexit([] { Shutdown(); });
-    g_atexit_registered = true;
-  }
-  return Status::OK();
-}
-
-Status Shutdown() {
-  // The background thread cannot wait for itself to stop (std::thread::join would throw and
-  // terminate the process).
-  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Shutdown"));
-  std::shared_ptr<Context> ctx;
-  {
-    base::MutexLock lock(&g_mu);
-    ctx = std::move(g_ctx);
-  }
-  if (!ctx) return Status::OK();
-  return ctx->Shutdown();
-}
-
-bool IsInitialized() {
-  return Current() != nullptr;
-}
-
-bool IsElastic() {
-  runtime::core::ElasticSettings e;
-  return runtime::core::ReadElasticSettings(&e).ok() && e.enabled;
-}
-
-Status ElasticGeneration(ElasticGenerationInfo* info) {
-  auto ctx = Current();
-  if (!ctx) return FailedPrecondition("hvd is not initialized: call hvd::Init() first");
-  return ctx->ElasticGeneration(&info->joined, &info->latest, &info->only_removed);
-}
-
-bool IsHomogeneous() {
-  auto ctx = Current();
-  return ctx != nullptr && ctx->topology().homogeneous;
-}
-
-#define HVD_TOPOLOGY_GETTER(Fn, field)       \
-  int Fn() {                                 \
-    auto ctx = Current();                    \
-    return ctx ? ctx->topology().field : -1; \
-  }
-HVD_TOPOLOGY_GETTER(Rank, rank)
-HVD_TOPOLOGY_GETTER(Size, size)
-HVD_TOPOLOGY_GETTER(LocalRank, local_rank)
-HVD_TOPOLOGY_GETTER(LocalSize, local_size)
-HVD_TOPOLOGY_GETTER(CrossRank, cross_rank)
-HVD_TOPOLOGY_GETTER(CrossSize, cross_size)
-#undef HVD_TOPOLOGY_GETTER
 
 Handle AllreduceAsync(std::string_view name, const Tensor& input, const Tensor& output,
                       const AllreduceOptions& options) {

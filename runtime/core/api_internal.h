@@ -1,5 +1,5 @@
-// What the public API's translation units (core/api.cc, core/api_sets.cc) share: the current
-// session and turning a call into a submitted operation. Not exported from libhvd.so.
+// What the public API's translation units (core/api.cc, api_session.cc, api_sets.cc) share: the
+// current session and turning a call into a submitted operation. Not exported from libhvd.so.
 #pragma once
 
 #include <chrono>
@@ -12,8 +12,11 @@
 
 namespace hvd::internal {
 
-// The session Init() created, or null.
+// The session Init() created, or null (core/api_session.cc).
 std::shared_ptr<runtime::core::Context> Current();
+
+// Unnamed operations are numbered from 0 again (a new session).
+void ResetUnnamedNames();
 
 // FailedPrecondition when called on the background thread (from a callback), where a blocking
 // call would wait for that very thread; `fn` names the call.

@@ -1,8 +1,11 @@
 // The session lifecycle through the public API: Init() and Shutdown() are idempotent, a process
 // can run many Init/Shutdown sessions in a row without leaking threads, descriptors or
 // shared-memory mappings, and a rank whose peers shut down while it still has operations pending
-// gets an error on each of them, never a hang.
+// gets an error on each of them, never a hang. A process forked from a rank leaves its session
+// alone.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -287,6 +290,45 @@ TEST(Lifecycle, PeerShutdownFailsEveryPendingOperationTwoRanks) {
 
 TEST(Lifecycle, PeerShutdownFailsEveryPendingOperationFourRanks) {
   PeerShutdownFailsPending(4);
+}
+
+// A process forked from a rank (a DataLoader worker, os.fork()) that leaves through exit(), whose
+// atexit handlers run hvd's Shutdown(), or calls Shutdown() itself, leaves the rank's session
+// alone: it hung destroying the parent's copied locks, or closed the parent's shared-memory
+// connections so that the rank's next allreduce failed ("rank 1 closed the connection").
+TEST(Lifecycle, AForkedChildsExitLeavesTheSessionAlone) {
+  auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    std::vector<int32_t> v(16, rank + 1);
+    const Tensor t = MakeTensor(v.data(), DataType::kInt32, 16);
+    HVD_RETURN_IF_ERROR(Allreduce("before", t, t, testing::Sum()));
+    const pid_t child = fork();
+    if (child == 0) {
+      // Rank 1's child shuts down first (nothing to do in a child: OK), then both exit().
+      if (rank == 1 && !Shutdown().ok()) _exit(3);
+      std::exit(0);
+    }
+    HVD_RETURN_IF_ERROR(Check(child > 0, "fork failed"));
+    int status = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (waitpid(child, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) {
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        return Check(false, "the forked child did not exit within 20 s (hung in exit)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    HVD_RETURN_IF_ERROR(Check(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                              "the forked child ended with status " + std::to_string(status)));
+    HVD_RETURN_IF_ERROR(Check(IsInitialized() && Rank() == rank, "the session is gone"));
+    std::vector<int32_t> w(16, rank + 1);
+    const Tensor u = MakeTensor(w.data(), DataType::kInt32, 16);
+    HVD_RETURN_IF_ERROR_CTX(Allreduce("after", u, u, testing::Sum()), "allreduce after the fork");
+    HVD_RETURN_IF_ERROR(ExpectEqual("allreduce after the fork", w, std::vector<int32_t>(16, 3)));
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
 }
 
 }  // namespace

@@ -1,0 +1,153 @@
+// The session: Init() and Shutdown(), the context they make and drop (internal::Current()), and
+// what is read from it without an operation (topology, elastic generation, engine statistics).
+// A process forked from one with a session (a DataLoader worker, os.fork()) never shuts the
+// parent's session down: at its exit, or its own Shutdown(), the copy is dropped untouched.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include "base/mutex.h"
+#include "core/api_internal.h"
+#include "core/context.h"
+#include "core/elastic.h"
+#include "core/engine_stats.h"
+#include "hvd/hvd.h"
+
+namespace hvd {
+namespace {
+
+using runtime::core::Context;
+
+base::Mutex g_mu;
+std::shared_ptr<Context> g_ctx HVD_GUARDED_BY(g_mu);
+bool g_atexit_registered = false;
+// The process whose Init made g_ctx. Not guarded by g_mu: a forked child reads it, and there g_mu
+// may be held by a thread of the parent's that was not copied.
+std::atomic<pid_t> g_init_pid{0};
+
+// Whether this process was forked from the one whose Init made the session (a DataLoader worker,
+// a user's os.fork()) and has not made one of its own.
+bool InForkedChild() {
+  const pid_t pid = g_init_pid.load();
+  return pid != 0 && pid != getpid();
+}
+
+// In a forked child, the session is the parent's: its threads were not copied, so its locks and
+// condition variables may be held by threads that are not here (destroying it hung in the stall
+// reporter's), and its connections and shared-memory segments are the parent's (closing them
+// failed the parent's next collective: "rank 1 closed the connection"). It is dropped without
+// being destroyed; the child's exit frees its memory. REQUIRES: InForkedChild(). g_mu is not
+// taken: a thread of the parent's may have held it at the fork, and none is here to release it.
+void AbandonInForkedChild() HVD_NO_THREAD_SAFETY_ANALYSIS {
+  static_cast<void>(new std::shared_ptr<Context>(std::move(g_ctx)));  // never destroyed
+  g_init_pid.store(0);
+}
+
+}  // namespace
+
+namespace internal {
+
+// Blocking calls made on the background thread (from a callback) would wait for that very
+// thread: fail them before anything is submitted (a submitted synchronous operation would
+// outlive the call and write into the caller's memory later).
+Status NotFromCallback(const char* fn) {
+  if (!internal::OnBackgroundThread()) return Status::OK();
+  return FailedPrecondition(std::string(fn) +
+                            "() called from an hvd callback (the background thread), where it "
+                            "would wait for ever; callbacks must not block");
+}
+
+std::shared_ptr<Context> Current() {
+  base::MutexLock lock(&g_mu);
+  return g_ctx;
+}
+
+}  // namespace internal
+
+using internal::Current;
+using internal::NotFromCallback;
+
+Status Init() {
+  return Init(InitOptions{});
+}
+
+Status Init(const InitOptions& options) {
+  base::MutexLock lock(&g_mu);
+  // Horovod's hvd.init() may be called again and again; only the first does anything.
+  if (g_ctx) return Status::OK();
+  std::unique_ptr<Context> ctx;
+  HVD_RETURN_IF_ERROR_CTX(Context::Create(options, &ctx), "hvd::Init");
+  g_ctx = std::move(ctx);
+  g_init_pid.store(getpid());
+  // A new session numbers unnamed operations from 0 on every rank, whatever the last one did.
+  internal::ResetUnnamedNames();
+  if (!g_atexit_registered) {
+    // A process that returns from main() without Shutdown() must not leave a thread running
+    // into static destruction.
+    std::atexit([] { Shutdown(); });
+    g_atexit_registered = true;
+  }
+  return Status::OK();
+}
+
+Status Shutdown() {
+  // The background thread cannot wait for itself to stop (std::thread::join would throw and
+  // terminate the process).
+  HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Shutdown"));
+  if (InForkedChild()) {
+    AbandonInForkedChild();
+    return Status::OK();
+  }
+  std::shared_ptr<Context> ctx;
+  {
+    base::MutexLock lock(&g_mu);
+    ctx = std::move(g_ctx);
+  }
+  if (!ctx) return Status::OK();
+  return ctx->Shutdown();
+}
+
+bool IsInitialized() {
+  return Current() != nullptr;
+}
+
+bool IsElastic() {
+  runtime::core::ElasticSettings e;
+  return runtime::core::ReadElasticSettings(&e).ok() && e.enabled;
+}
+
+Status ElasticGeneration(ElasticGenerationInfo* info) {
+  auto ctx = Current();
+  if (!ctx) return FailedPrecondition("hvd is not initialized: call hvd::Init() first");
+  return ctx->ElasticGeneration(&info->joined, &info->latest, &info->only_removed);
+}
+
+bool IsHomogeneous() {
+  auto ctx = Current();
+  return ctx != nullptr && ctx->topology().homogeneous;
+}
+
+#define HVD_TOPOLOGY_GETTER(Fn, field)       \
+  int Fn() {                                 \
+    auto ctx = Current();                    \
+    return ctx ? ctx->topology().field : -1; \
+  }
+HVD_TOPOLOGY_GETTER(Rank, rank)
+HVD_TOPOLOGY_GETTER(Size, size)
+HVD_TOPOLOGY_GETTER(LocalRank, local_rank)
+HVD_TOPOLOGY_GETTER(LocalSize, local_size)
+HVD_TOPOLOGY_GETTER(CrossRank, cross_rank)
+HVD_TOPOLOGY_GETTER(CrossSize, cross_size)
+#undef HVD_TOPOLOGY_GETTER
+
+}  // namespace hvd
+
+namespace hvd::runtime::core {
+EngineStats CurrentEngineStats() {
+  auto ctx = Current();
+  return ctx ? ctx->engine().stats() : EngineStats{};
+}
+}  // namespace hvd::runtime::core
