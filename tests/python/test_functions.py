@@ -1,5 +1,5 @@
 """broadcast_parameters, broadcast_optimizer_state (including lazily created state),
-broadcast_object and allgather_object."""
+broadcast_object and allgather_object (with joined ranks too)."""
 import pytest
 import torch
 
@@ -125,3 +125,21 @@ def test_object_collectives(hvd):
     assert [len(o["payload"]) for o in everyone] == [k * 100 for k in range(n)]
     assert hvd.allgather_object(r % 2 == 0, name="flags") == [k % 2 == 0 for k in range(n)]
     assert hvd.allgather_object(b"" if r else b"abc") == [b"abc"] + [b""] * (n - 1)
+
+
+def test_allgather_object_with_joined_ranks(hvd):
+    """A joined rank contributes no bytes: the others get HorovodInternalError naming it, not
+    pickle's EOFError. Named: the joined ranks do not call it, so a numbered name would differ."""
+    r, n = hvd.rank(), hvd.size()
+    if n < 2:
+        pytest.skip("needs 2 ranks")
+    joining = [1] if n < 4 else [1, 3]
+    if r in joining:
+        assert hvd.join() in range(n)
+        return
+    with pytest.raises(hvd.HorovodInternalError) as e:
+        hvd.allgather_object({"rank": r}, name="with_joined")
+    names = "rank 1 has" if n < 4 else "ranks 1, 3 have"
+    assert str(e.value) == ("allgather_object: %s joined and contributed nothing; call "
+                            "allgather_object on every rank before hvd.join()" % names)
+    assert hvd.join() in range(n)

@@ -5,6 +5,7 @@ import pickle
 import torch
 
 from hvd.common.basics import rank
+from hvd.common.exceptions import HorovodInternalError
 from hvd.common.process_sets import global_process_set
 from hvd.torch._collectives import allgather_bytes, broadcast_bytes, broadcast_async_
 from hvd.torch._handles import synchronize
@@ -134,6 +135,22 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Returns the list of every rank's `obj` (pickled), in the set's rank order. Objects may
-    differ in size and type between ranks; without a name, calls are numbered."""
+    differ in size and type between ranks; without a name, calls are numbered.
+
+    A rank that has joined (hvd.join()) contributes no bytes; the other ranks then get
+    HorovodInternalError naming it, as broadcast_object does for a joined root."""
     data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-    return [pickle.loads(b) for b in allgather_bytes(data, name, process_set)]
+    gathered = allgather_bytes(data, name, process_set)
+    # A pickle is never empty: an empty contribution is a joined rank's.
+    empty = [k for k, b in enumerate(gathered) if len(b) == 0]
+    if empty:
+        ranks = process_set.ranks
+        if ranks and len(ranks) == len(gathered):
+            empty = [ranks[k] for k in empty]  # job ranks, as the runtime's messages name them
+        raise HorovodInternalError(
+            "allgather_object: %s %s joined and contributed nothing; call allgather_object on "
+            "every rank before hvd.join()" % (
+                "rank %d" % empty[0] if len(empty) == 1
+                else "ranks " + ", ".join(str(r) for r in empty),
+                "has" if len(empty) == 1 else "have"))
+    return [pickle.loads(b) for b in gathered]
