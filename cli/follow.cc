@@ -18,6 +18,10 @@ using Clock = std::chrono::steady_clock;
 // normal moment of PENDING before placement stays quiet, short enough that a job which cannot
 // be placed never looks like a silent hang.
 constexpr std::chrono::milliseconds kPendingQuiet{2000};
+// Lost output is said at most this often while it goes on (and once more at the end).
+constexpr std::chrono::milliseconds kDroppedRepeat{5000};
+// How the launcher's note on output a watcher missed begins (launcherd/job_watch.cc).
+constexpr std::string_view kDroppedPrefix = "output dropped: ";
 // Then again this often while it waits, with how long it has.
 constexpr std::chrono::milliseconds kPendingRepeat{60000};
 
@@ -63,6 +67,7 @@ class Follower {
   Status Run() {
     std::thread reporter([this] { ReportPending(); });
     Status s = Stream();
+    SayDroppedRest();
     {
       base::MutexLock lock(&mu_);
       stop_ = true;
@@ -121,6 +126,8 @@ class Follower {
   void OnEvent(const control::JobEvent& e) {
     switch (e.kind) {
       case control::JobEvent::Kind::kOutput:
+        // Output lines are numbered from 0 without gaps: a gap is lines this watcher never got.
+        if (e.output.seq > next_seq_) SayDropped(e.output.seq - next_seq_);
         sink_->Write(e.output);
         next_seq_ = std::max(next_seq_, e.output.seq + 1);
         break;
@@ -128,9 +135,37 @@ class Follower {
         OnStatus(e.status);
         break;
       case control::JobEvent::Kind::kProgress:
-        if (o_.verbose) sink_->Message("hvdrun: " + e.progress);
+        if (e.progress.rfind(kDroppedPrefix, 0) == 0) {
+          drop_reason_ = e.progress.substr(kDroppedPrefix.size());  // said with the count
+        } else if (o_.verbose) {
+          sink_->Message("hvdrun: " + e.progress);
+        }
         break;
     }
+  }
+
+  // Lost output is said whether or not --verbose asked for progress: a log with lines missing
+  // must not read as complete. The first loss at once, then at most every kDroppedRepeat, and
+  // what was not said yet when the stream ends (SayDroppedRest).
+  void SayDropped(int64_t lines) {
+    dropped_total_ += lines;
+    dropped_unsaid_ += lines;
+    const auto now = Clock::now();
+    if (dropped_said_at_ != Clock::time_point{} && now - dropped_said_at_ < kDroppedRepeat) return;
+    dropped_said_at_ = now;
+    SayDroppedRest();
+  }
+  void SayDroppedRest() {
+    if (dropped_unsaid_ == 0) return;
+    std::string text = "hvdrun: " + std::to_string(dropped_unsaid_) + " line" +
+                       (dropped_unsaid_ == 1 ? "" : "s") + " of job " + job_id_ +
+                       "'s output dropped before reaching this client";
+    if (dropped_total_ != dropped_unsaid_)
+      text += " (" + std::to_string(dropped_total_) + " in all)";
+    sink_->Message(
+        text + ": " +
+        (drop_reason_.empty() ? std::string("the launcher no longer had them") : drop_reason_));
+    dropped_unsaid_ = 0;
   }
 
   // The events after the newest one already said (the record keeps the newest 100 only).
@@ -237,6 +272,11 @@ class Follower {
   const FollowOptions o_;
   FollowResult* result_;
   int64_t next_seq_ = 0;
+  // The launcher's reason for the lines it could no longer send (its "output dropped: ..." note).
+  std::string drop_reason_;
+  int64_t dropped_total_ = 0;   // output lines this watcher never got
+  int64_t dropped_unsaid_ = 0;  // of them, not said yet
+  Clock::time_point dropped_said_at_{};
 
   base::Mutex mu_;  // guards the pending state shared with the reporter thread
   base::CondVar cv_;

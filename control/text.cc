@@ -34,4 +34,12 @@ std::string_view StripUtf8Bom(std::string_view text) {
   return text;
 }
 
+std::string_view Utf8Prefix(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t n = max_bytes;
+  // text[n] starts what is cut off: back up over continuation bytes (10xxxxxx) to its first.
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n);
+}
+
 }  // namespace hvd::control

@@ -4,6 +4,7 @@
 // last line needs no '\n'.
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 #include <vector>
 
@@ -21,5 +22,10 @@ std::vector<std::string_view> SplitLines(std::string_view text);
 // `text` without a leading UTF-8 byte order mark (EF BB BF), which some Windows editors write
 // at the start of a file and which would otherwise be part of its first key or host name.
 std::string_view StripUtf8Bom(std::string_view text);
+
+// The longest prefix of `text` of at most `max_bytes` that does not end inside a UTF-8 sequence:
+// a cut that keeps valid UTF-8 valid (a protobuf string must be; a cut through a character made
+// an output line the launcher could not send).
+std::string_view Utf8Prefix(std::string_view text, size_t max_bytes);
 
 }  // namespace hvd::control

@@ -4,6 +4,7 @@
 // keys erased, table pruned). The rules themselves are the Job's (job.h).
 #include "base/logging.h"
 #include "base/rendezvous_keys.h"
+#include "control/text.h"
 #include "launcherd/job_manager.h"
 
 namespace hvd::launcherd {
@@ -113,7 +114,8 @@ void JobManager::OnOutputLocked(const std::string& agent_id, const std::string& 
       continue;
     }
     if (line.text.size() > kMaxLineBytes) {
-      line.text.resize(kMaxLineBytes);
+      // At a character's start: the agent sends valid UTF-8, and the cut keeps it so.
+      line.text.resize(control::Utf8Prefix(line.text, kMaxLineBytes).size());
       line.text += " [line cut at 16 KiB]";
     }
     job->log.AddOutput(std::move(line));

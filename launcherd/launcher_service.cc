@@ -161,10 +161,13 @@ grpc::Status LauncherService::WatchJob(grpc::ServerContext* context,
     Status s = jobs_->NextEvents(request->job_id(), request->from_seq(), request->follow(),
                                  kWatchPoll, &cursor, &events, &done);
     if (!s.ok()) return control::ToGrpc(s);
-    for (const JobEvent& e : events) {
+    for (size_t i = 0; i < events.size(); ++i) {
       v1::JobEvent p;
-      ToProto(e, &p);
-      if (!writer->Write(p)) {
+      ToProto(events[i], &p);
+      // All but the last of a batch buffered: gRPC sends them together, not a frame each.
+      grpc::WriteOptions options;
+      if (i + 1 < events.size()) options.set_buffer_hint();
+      if (!writer->Write(p, options)) {
         return grpc::Status(grpc::StatusCode::CANCELLED, "WatchJob: the client went away");
       }
     }

@@ -36,5 +36,23 @@ TEST(Text, StripUtf8Bom) {
   EXPECT_EQ(StripUtf8Bom("a\xEF\xBB\xBF"), "a\xEF\xBB\xBF");
 }
 
+TEST(Text, Utf8PrefixNeverEndsInsideACharacter) {
+  EXPECT_EQ(Utf8Prefix("abc", 5), "abc");
+  EXPECT_EQ(Utf8Prefix("abc", 2), "ab");
+  EXPECT_EQ(Utf8Prefix("", 0), "");
+  const std::string e =
+      "a\xC3\xA9"
+      "b";  // "aéb": é is 2 bytes
+  EXPECT_EQ(Utf8Prefix(e, 1), "a");
+  EXPECT_EQ(Utf8Prefix(e, 2), "a");  // not "a\xC3"
+  EXPECT_EQ(Utf8Prefix(e, 3), "a\xC3\xA9");
+  const std::string euro = "\xE2\x82\xAC\xE2\x82\xAC";  // two 3-byte characters
+  for (size_t n = 3; n < 6; ++n) EXPECT_EQ(Utf8Prefix(euro, n), "\xE2\x82\xAC") << n;
+  EXPECT_EQ(Utf8Prefix(euro, 2), "");
+  const std::string emoji = "\xF0\x9F\x98\x80!";  // a 4-byte character
+  EXPECT_EQ(Utf8Prefix(emoji, 3), "");
+  EXPECT_EQ(Utf8Prefix(emoji, 4), "\xF0\x9F\x98\x80");
+}
+
 }  // namespace
 }  // namespace hvd::control

@@ -1,14 +1,16 @@
 // What a new user hit in the first minutes with hvdrun (issue 16, "fixes from the trial"), end to
 // end through the built binaries: Ctrl-C reaching the ranks as SIGINT, a second Ctrl-C that stops
 // at once, a stall said once, hvd-launcherd's generated token removed on exit, the HTTP port
-// given for the gRPC one, mistyped subcommands and flags, `hvdrun ddp.py`, and `-H localhost` in
-// cluster mode. Every test proves that nothing it started survives (the test is the subreaper).
+// given for the gRPC one, mistyped subcommands and flags, `hvdrun ddp.py`, `-H localhost` in
+// cluster mode, and output faster than hvdrun takes it. Every test proves that nothing it started
+// survives (the test is the subreaper).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 #include <thread>
 
 #include <regex>
+#include <sstream>
 
 #include "cli/embedded.h"
 #include "cli/hvdrun_process.h"
@@ -272,6 +274,34 @@ TEST_F(HvdrunRoughEdges, SubmitRenamesLocalhostToo) {
   gethostname(host, sizeof(host) - 1);
   EXPECT_HAS(r.err, std::string("-H localhost is this host: submitted as ") + host);
   EXPECT_HAS(st.out, "SUCCEEDED");
+}
+
+// 9. Ranks that write faster than hvdrun takes their lines: every line is shown or counted as
+// dropped on stderr (the launcher keeps a job's newest 100000 lines; a watcher that falls further
+// behind loses the older ones). They were lost silently: only --verbose said so, without a count.
+TEST_F(HvdrunRoughEdges, OutputThatOutrunsHvdrunIsShownOrCounted) {
+  constexpr int kRanks = 2, kLines = 300000;
+  ProcResult r =
+      Hvdrun({"-np", std::to_string(kRanks), "/bin/sh", "-c", "seq " + std::to_string(kLines)});
+  ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
+  long shown = 0, dropped = 0;
+  std::istringstream out(r.out);
+  for (std::string line; std::getline(out, line);) {
+    const size_t at = line.find("[hvd-agent: ");  // lines the agent itself could not keep
+    if (at != std::string::npos) {
+      dropped += std::atol(line.c_str() + at + 12);
+    } else if (line.find("<stdout>:") != std::string::npos) {
+      ++shown;
+    }
+  }
+  const std::regex said(
+      "hvdrun: ([0-9]+) lines? of job [0-9a-f]+'s output dropped before "
+      "reaching this client");
+  for (std::sregex_iterator it(r.err.begin(), r.err.end(), said), end; it != end; ++it) {
+    dropped += std::atol((*it)[1].str().c_str());
+  }
+  EXPECT_EQ(shown + dropped, long{kRanks} * kLines)
+      << shown << " lines shown, " << dropped << " said dropped; stderr: " << r.err.substr(0, 2000);
 }
 
 }  // namespace
