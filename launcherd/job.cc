@@ -263,7 +263,9 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
   } else {  // kKilled while the job was not being torn down: its agent ended it
     f.message = "rank " + std::to_string(ev.rank) + " on " + f.host + " was killed by its agent" +
                 (ev.error.empty() ? "" : ": " + ev.error);
-    code = ev.signal ? control::ExitCodeFor(0, ev.signal) : control::kGenericFailureExitCode;
+    // Not the rank's doing (its launcher unreachable, its agent stopped): no rank is to blame,
+    // whatever signal it took to end it (128 + SIGTERM read as the rank's own failure).
+    code = control::kGenericFailureExitCode;
   }
   if (elastic()) {
     WorkerLost(f, code, now);  // the others go on without it

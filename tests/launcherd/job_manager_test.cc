@@ -114,6 +114,27 @@ TEST_F(JobManagerTest, FailedToStartAndExitCodes) {
   EXPECT_EQ(Get(next).state, JobState::kStarting);
 }
 
+// A rank its agent ended on its own (the launcher unreachable past the lease, the agent stopped)
+// failed through no fault of its own: the job's exit code is 1, not 128 + the signal that ended
+// it (143 read as a rank that died of SIGTERM).
+TEST_F(JobManagerTest, ARankItsAgentEndedExitsOneWhateverTheSignal) {
+  auto a = AddAgent("h", 2);
+  const std::string id = Submit(2);
+  Event(a, id, 0, RankState::kRunning);
+  Event(a, id, 1, RankState::kRunning);
+  RankEventReport e;
+  e.job_id = id;
+  e.rank = 1;
+  e.state = RankState::kKilled;
+  e.signal = SIGTERM;
+  e.error = "hvd-agent on h was stopped";
+  jobs_->OnRankEvent(Id(a), e);
+  JobStatus st = Get(id);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_EQ(st.exit_code, 1);
+  EXPECT_EQ(st.failure.message, "rank 1 on h was killed by its agent: hvd-agent on h was stopped");
+}
+
 TEST_F(JobManagerTest, EventsFromTheWrongAgentAreIgnored) {
   auto a = AddAgent("ha", 1);
   auto b = AddAgent("hb", 1);
