@@ -41,6 +41,7 @@ Supervisor::Next Supervisor::Check(Job& job, Instant now, const AgentConnected& 
       return Next::kSettle;
     }
     bool changed = CheckStartTimeout(job, now);
+    if (!job.terminal()) changed |= CheckLeftBeforeInit(job, now);
     if (!job.terminal()) changed |= CheckStallTimeout(job, now);
     return changed ? Next::kSettle : Next::kNothing;
   }
@@ -105,6 +106,33 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
   f.message = RankList(missing) + " did not reach the rendezvous within " + Seconds(timeout) +
               " (--start-timeout)" + details +
               ". A program that does not use hvd needs --start-timeout 0";
+  job.Fail(f, control::kGenericFailureExitCode, now);
+  return true;
+}
+
+bool Supervisor::CheckLeftBeforeInit(Job& job, Instant now) const {
+  // Elastic workers come and go, and later generations meet under keys of their own.
+  const int np = job.status.spec.np;
+  if (job.elastic() || job.at_rendezvous == 0 || job.at_rendezvous >= np) return false;
+  std::vector<int> left, waiting;
+  for (const RankStatus& r : job.status.ranks) {
+    if (r.rendezvous_time_ms != 0) {
+      if (!control::RankEnded(r.state)) waiting.push_back(r.placement.rank);
+    } else if (r.state == RankState::kExited && r.exit_code == 0 && r.signal == 0) {
+      left.push_back(r.placement.rank);
+    }
+  }
+  if (left.empty() || waiting.empty()) return false;
+  JobFailure f;
+  f.rank = left[0];
+  f.host = job.status.ranks[left[0]].placement.host;
+  const bool one = left.size() == 1;
+  f.message =
+      (one ? "rank " + std::to_string(f.rank) + " on " + f.host
+           : RankList(left) + " (rank " + std::to_string(f.rank) + " on " + f.host + ", ...)") +
+      " exited with code 0 without calling hvd::Init(), while " + RankList(waiting) +
+      (waiting.size() == 1 ? " waits" : " wait") + " for " + (one ? "it" : "them") +
+      " at the rendezvous: every rank of a job calls hvd::Init(), or none does";
   job.Fail(f, control::kGenericFailureExitCode, now);
   return true;
 }

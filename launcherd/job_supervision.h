@@ -58,6 +58,9 @@ class Supervisor {
   // The individual timers, each true when it changed the job's state (the caller settles it).
   bool CheckClientLease(Job& job, Instant now) const;
   bool CheckStartTimeout(Job& job, Instant now) const;
+  // A rank that exited with code 0 without reaching the rendezvous, while others of the job wait
+  // there for it: they would wait until their own start timeout and then fail, blamed.
+  bool CheckLeftBeforeInit(Job& job, Instant now) const;
   bool CheckStallTimeout(Job& job, Instant now) const;
   bool CheckQueueTimeout(Job& job, Instant now) const;
   // The PENDING job's MASTER_PORT request: failed at its deadline, unless the agent's answer may

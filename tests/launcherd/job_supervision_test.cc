@@ -1,5 +1,6 @@
-// JobManager's supervision: the start timeout, stall reports and the stall timeout, the attached
-// client's lease, and restarts. Timers run on Tick(), driven here after short real waits.
+// JobManager's supervision: the start timeout, a rank that left before hvd::Init(), stall reports
+// and the stall timeout, the attached client's lease, and restarts. Timers run on Tick(), driven
+// here after short real waits.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -79,6 +80,54 @@ TEST_F(JobSupervision, RanksAtTheRendezvousDisarmTheStartTimeout) {
   EXPECT_EQ(st.state, JobState::kRunning);
   EXPECT_GT(st.ranks[0].rendezvous_time_ms, 0);
   EXPECT_GT(st.ranks[1].rendezvous_time_ms, 0);
+}
+
+// A rank that exits 0 without calling hvd::Init() while another waits for it at the rendezvous is
+// named at the next tick, whichever came first, with no start timeout at all: the waiting rank
+// was left to its own start timeout (40 s) and then blamed. Without a rank at the rendezvous (a
+// program without hvd) an exit 0 is only a rank that finished.
+TEST_F(JobSupervision, ARankThatLeftBeforeInitIsNamedWhileOthersWait) {
+  JobSpec spec = Spec(3);
+  spec.start_timeout_ms = 0;
+  const std::string early = Running(spec);
+  Event(agent_, early, 1, RankState::kExited);  // before anyone is at the rendezvous
+  jobs_->Tick();
+  EXPECT_EQ(Get(early).state, JobState::kRunning);
+  AtRendezvous(early, 0);
+  jobs_->Tick();
+  JobStatus st = Get(early);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  ASSERT_TRUE(st.has_failure);
+  EXPECT_EQ(st.failure.rank, 1);
+  EXPECT_EQ(st.failure.message,
+            "rank 1 on h1 exited with code 0 without calling hvd::Init(), while rank 0 waits "
+            "for it at the rendezvous: every rank of a job calls hvd::Init(), or none does");
+  EXPECT_EQ(st.exit_code, 1);
+  Event(agent_, early, 0, RankState::kKilled);
+  Event(agent_, early, 2, RankState::kKilled);
+
+  // The other order, two of them.
+  const std::string late = Running(Spec(4));
+  AtRendezvous(late, 0);
+  AtRendezvous(late, 1);
+  Event(agent_, late, 2, RankState::kExited);
+  Event(agent_, late, 3, RankState::kExited);
+  jobs_->Tick();
+  st = Get(late);
+  EXPECT_EQ(st.state, JobState::kFailed);
+  EXPECT_EQ(st.failure.message,
+            "ranks 2, 3 (rank 2 on h1, ...) exited with code 0 without calling hvd::Init(), while "
+            "ranks 0, 1 wait for them at the rendezvous: every rank of a job calls hvd::Init(), or "
+            "none does");
+  for (int r = 0; r < 2; ++r) Event(agent_, late, r, RankState::kKilled);
+
+  // Every rank met: a rank may finish first.
+  const std::string met = Running(Spec(2));
+  AtRendezvous(met, 0);
+  AtRendezvous(met, 1);
+  Event(agent_, met, 1, RankState::kExited);
+  jobs_->Tick();
+  EXPECT_EQ(Get(met).state, JobState::kRunning);
 }
 
 TEST_F(JobSupervision, NoStartTimeoutWhenTheJobSetsZero) {
