@@ -101,19 +101,27 @@ int PidRecords::KillRecorded() const {
   int signalled = 0;
   for (const WorkerRecord& r : ReadAll()) {
     const uint64_t worker_now = ProcessStartTime(r.worker_pid);
+    int here = 0;  // processes of this record's signalled
     // The group id is the worker's pid. While a group has members its id cannot be reused, so
     // if that pid is free the members are the worker's; if it belongs to a newer process, the
     // worker's group is empty and the id now names someone else's: leave it alone.
     if (worker_now == r.worker_start || worker_now == 0) {
-      if (kill(-r.worker_pid, SIGKILL) == 0) ++signalled;
+      if (kill(-r.worker_pid, SIGKILL) == 0) ++here;
     }
-    if (worker_now == r.worker_start && kill(r.worker_pid, SIGKILL) == 0) ++signalled;
+    if (worker_now == r.worker_start && kill(r.worker_pid, SIGKILL) == 0) ++here;
     if (r.wrapper_pid > 0 && ProcessStartTime(r.wrapper_pid) == r.wrapper_start &&
         kill(r.wrapper_pid, SIGKILL) == 0) {
-      ++signalled;
+      ++here;
     }
-    HVD_LOG(WARNING) << "reaping job " << r.job << " rank " << r.rank << " (worker pid "
-                     << r.worker_pid << ") left by a previous run of this agent";
+    // Only what was still there is news: a record whose processes are all gone is just dropped.
+    if (here > 0) {
+      HVD_LOG(WARNING) << "reaped job " << r.job << " rank " << r.rank << " (worker pid "
+                       << r.worker_pid << ") left running by a previous run of this agent";
+    } else {
+      HVD_LOG(INFO) << "job " << r.job << " rank " << r.rank << " (worker pid " << r.worker_pid
+                    << ") of a previous run of this agent is gone; its record is dropped";
+    }
+    signalled += here;
     Remove(r.job, r.attempt, r.rank);
   }
   return signalled;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 
 #include "base/clock.h"
 #include "control/job_state.h"
@@ -59,7 +60,13 @@ std::string FailureLines(const control::JobStatus& status, const std::string& pr
   }
   const std::string job = "job " + status.id;
   const std::string reason = status.reason.empty() ? "" : ": " + status.reason;
-  if (status.state == JobState::kCancelled) return prefix + job + " was cancelled" + reason + "\n";
+  if (status.state == JobState::kCancelled) {
+    // The launcher's reasons say "cancelled: by hvdrun cancel": said once here.
+    std::string_view why = status.reason;
+    constexpr std::string_view kSaid = "cancelled: ";
+    if (why.substr(0, kSaid.size()) == kSaid) why.remove_prefix(kSaid.size());
+    return prefix + job + " was cancelled" + (why.empty() ? "" : ": " + std::string(why)) + "\n";
+  }
   if (!status.has_failure) return prefix + job + " failed" + reason + "\n";
   const control::JobFailure& f = status.failure;
   const std::string what = !f.message.empty()

@@ -179,6 +179,8 @@ TEST(FailureSummary, WithoutARankToBlame) {
   st = Job(JobState::kCancelled, 130);
   st.reason = "hvdrun received SIGINT";
   EXPECT_EQ(FailureSummary(st), "hvdrun: job j1 was cancelled: hvdrun received SIGINT\n");
+  st.reason = "cancelled: by hvdrun cancel";  // the launcher's reason: "cancelled" said once
+  EXPECT_EQ(FailureSummary(st), "hvdrun: job j1 was cancelled: by hvdrun cancel\n");
   EXPECT_EQ(FailureSummary(Job(JobState::kSucceeded, 0)), "");
 }
 
