@@ -27,6 +27,30 @@ bool IsWildcardHost(const std::string& host) {
   return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
 }
 
+Status CheckDistinctPorts(const std::vector<std::pair<std::string, std::string>>& endpoints) {
+  struct Parsed {
+    std::string host;
+    int port = 0;
+  };
+  std::vector<Parsed> parsed(endpoints.size());
+  for (size_t i = 0; i < endpoints.size(); ++i) {
+    const auto& [address, flag] = endpoints[i];
+    if (address.empty()) continue;
+    HVD_RETURN_IF_ERROR_CTX(ParseListenAddress(address, &parsed[i].host, &parsed[i].port), flag);
+    for (size_t j = 0; j < i; ++j) {
+      const Parsed& a = parsed[j];
+      const Parsed& b = parsed[i];
+      if (b.port == 0 || a.port != b.port) continue;
+      if (a.host != b.host && !IsWildcardHost(a.host) && !IsWildcardHost(b.host)) continue;
+      return InvalidArgument(flag + " " + address + " and " + endpoints[j].second + " " +
+                             endpoints[j].first +
+                             " name the same port: each of hvd-launcherd's endpoints needs a port "
+                             "of its own");
+    }
+  }
+  return Status::OK();
+}
+
 Status CheckCanListen(const std::string& address, const std::string& flag) {
   std::string host;
   int port = 0;

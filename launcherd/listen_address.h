@@ -3,6 +3,8 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hvd/status.h"
 
@@ -22,5 +24,10 @@ bool IsWildcardHost(const std::string& host);
 // hvd-launcherd?) listens there. Run before starting the servers, so a busy port is that one
 // message rather than gRPC's raw bind error.
 Status CheckCanListen(const std::string& address, const std::string& flag);
+
+// The launcher's endpoints, each {address, the flag that set it} (empty addresses skipped): OK
+// unless two fixed ports are the same on hosts that overlap (the same host, or either one every
+// interface), which InvalidArgument names by both flags. Port 0 (any free port) never clashes.
+Status CheckDistinctPorts(const std::vector<std::pair<std::string, std::string>>& endpoints);
 
 }  // namespace hvd::launcherd

@@ -207,6 +207,11 @@ int main(int argc, char** argv) {
   // for a launcher that cannot start) instead of a bind error from deep inside a server.
   const std::pair<std::string, std::string> ports[] = {
       {listen, "--listen"}, {options.rendezvous_listen, rendezvous_flag}, {http, "--http"}};
+  s = hvd::launcherd::CheckDistinctPorts({std::begin(ports), std::end(ports)});
+  if (!s.ok()) {
+    std::cerr << "hvd-launcherd: " << s.message() << "\n";
+    return kUsageError;
+  }
   for (const auto& [address, flag] : ports) {
     if (address.empty()) continue;
     s = hvd::launcherd::CheckCanListen(address, flag);

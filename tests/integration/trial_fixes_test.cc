@@ -150,6 +150,23 @@ TEST_F(Cluster, DaemonsHaveVersionsClearPortErrorsAndInfoLogs) {
     EXPECT_EQ(r.out, "");
   }
 
+  // Two of its own endpoints on one port: both flags named before anything binds (it was gRPC's
+  // raw bind error, then the port said to be in use). Nothing listens on these ports.
+  const std::pair<std::vector<std::string>, std::string> clashes[] = {
+      {{"--listen", "127.0.0.1:17999", "--rendezvous-listen", "127.0.0.1:17999"},
+       "--rendezvous-listen 127.0.0.1:17999 and --listen 127.0.0.1:17999 name the same port"},
+      {{"--listen", "127.0.0.1:0", "--rendezvous-listen", "127.0.0.1:17998", "--http",
+        "0.0.0.0:17998"},
+       "--http 0.0.0.0:17998 and --rendezvous-listen 127.0.0.1:17998 name the same port"}};
+  for (const auto& [extra, said] : clashes) {
+    std::vector<std::string> argv = {HVD_LAUNCHERD_PATH, "--token-file", token_file_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    ProcResult r = Run(argv);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.err, "hvd-launcherd: " + said +
+                         ": each of hvd-launcherd's endpoints needs a port of its own\n");
+  }
+
   // A normal job: the agents said they registered; nothing routine is a warning.
   EXPECT_EQ(Run(Hvdrun("", {"-np", "4", "/bin/true"}, true)).exit_code, 0);
   for (auto& agent : agents_) {
