@@ -68,8 +68,7 @@ Status OpenLauncher(const std::string& url, std::string_view rest, std::unique_p
 }
 
 // hvds://HOST:PORT: the same over TLS (a launcher started with --tls-cert).
-Status OpenLauncherTls(const std::string& url, std::string_view rest,
-                       std::unique_ptr<Store>* out) {
+Status OpenLauncherTls(const std::string& url, std::string_view rest, std::unique_ptr<Store>* out) {
   while (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   return NewTcpStore(std::string(rest), /*tls=*/true, out);
 }
@@ -93,9 +92,15 @@ Status JobSecret(std::string* out) {
   HVD_RETURN_IF_ERROR(kJobSecretFd.Get(&fd));
   if (fd >= 0) {
     if (fd > 1 << 20 || fcntl(static_cast<int>(fd), F_GETFD) < 0) {
-      return FailedPrecondition("HVD_JOB_SECRET_FD=" + std::to_string(fd) +
-                                " is not an open descriptor in this process (was the rank "
-                                "started by something that closed it?)");
+      // The variable came without the descriptor: most often a process that Python's
+      // multiprocessing started with spawn or forkserver (a DataLoader worker) from a rank
+      // whose script calls hvd.init() at import: it must not become a rank.
+      return FailedPrecondition(
+          "HVD_JOB_SECRET_FD=" + std::to_string(fd) +
+          " is not an open descriptor in this process: it inherited a rank's variables but not "
+          "the descriptor (a process started by Python multiprocessing's spawn or forkserver, "
+          "such as a DataLoader worker, re-running a script that calls hvd.init() at import: "
+          "call it under `if __name__ == \"__main__\":`), or something closed it");
     }
     return ReadSecretFd(static_cast<int>(fd), "HVD_JOB_SECRET_FD=" + std::to_string(fd), out);
   }
