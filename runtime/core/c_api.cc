@@ -34,14 +34,19 @@ hvd_handle* Wrap(hvd::Handle h) {
   return new hvd_handle{std::move(h)};
 }
 
-// What is wrong with descriptors whose shape cannot be read (ndim < 0, or ndim > 0 with a NULL
-// shape, which would otherwise pass as a scalar); "" when nothing.
+// What is wrong with a shape that cannot be read (ndim < 0, or ndim > 0 with a NULL shape, which
+// MakeTensor would otherwise take for a scalar: one element reduced); "" when nothing.
+std::string BadShape(int ndim, const int64_t* shape) {
+  if (ndim >= 0 && (ndim == 0 || shape != nullptr)) return "";
+  return "has ndim " + std::to_string(ndim) +
+         (ndim < 0 ? ", which is negative" : " but a NULL shape");
+}
+
+// The same for descriptors.
 std::string BadShape(int n, const hvd_tensor* t) {
   for (int i = 0; i < n && t != nullptr; ++i) {
-    if (t[i].ndim < 0 || (t[i].ndim > 0 && t[i].shape == nullptr)) {
-      return "tensor " + std::to_string(i) + " has ndim " + std::to_string(t[i].ndim) +
-             (t[i].ndim < 0 ? ", which is negative" : " but a NULL shape");
-    }
+    const std::string bad = BadShape(t[i].ndim, t[i].shape);
+    if (!bad.empty()) return "tensor " + std::to_string(i) + " " + bad;
   }
   return "";
 }
@@ -156,22 +161,30 @@ hvd_handle* hvd_allreduce_async(const char* name, const void* sendbuf, void* rec
   o.op = static_cast<hvd::ReduceOp>(op);
   o.prescale = prescale;
   o.postscale = postscale;
+  if (const std::string bad = BadShape(ndim, shape); !bad.empty())
+    return Failed("the tensor " + bad);
   return Wrap(hvd::AllreduceAsync(name ? name : "", MakeTensor(sendbuf, dtype, ndim, shape),
                                   MakeTensor(recvbuf, dtype, ndim, shape), o));
 }
 
 hvd_handle* hvd_allgather_async(const char* name, const void* sendbuf, hvd_dtype_t dtype, int ndim,
                                 const int64_t* shape) {
+  if (const std::string bad = BadShape(ndim, shape); !bad.empty())
+    return Failed("the tensor " + bad);
   return Wrap(hvd::AllgatherAsync(name ? name : "", MakeTensor(sendbuf, dtype, ndim, shape)));
 }
 
 hvd_handle* hvd_broadcast_async(const char* name, void* buf, hvd_dtype_t dtype, int ndim,
                                 const int64_t* shape, int root) {
+  if (const std::string bad = BadShape(ndim, shape); !bad.empty())
+    return Failed("the tensor " + bad);
   return Wrap(hvd::BroadcastAsync(name ? name : "", MakeTensor(buf, dtype, ndim, shape), root));
 }
 
 hvd_handle* hvd_alltoall_async(const char* name, const void* sendbuf, hvd_dtype_t dtype, int ndim,
                                const int64_t* shape, const int64_t* splits) {
+  if (const std::string bad = BadShape(ndim, shape); !bad.empty())
+    return Failed("the tensor " + bad);
   std::vector<int64_t> s;
   if (splits != nullptr && hvd::Size() > 0) s.assign(splits, splits + hvd::Size());
   return Wrap(hvd::AlltoallAsync(name ? name : "", MakeTensor(sendbuf, dtype, ndim, shape), s));
@@ -179,6 +192,8 @@ hvd_handle* hvd_alltoall_async(const char* name, const void* sendbuf, hvd_dtype_
 
 hvd_handle* hvd_reducescatter_async(const char* name, const void* sendbuf, hvd_dtype_t dtype,
                                     int ndim, const int64_t* shape, hvd_reduce_op_t op) {
+  if (const std::string bad = BadShape(ndim, shape); !bad.empty())
+    return Failed("the tensor " + bad);
   hvd::AllreduceOptions o;
   o.op = static_cast<hvd::ReduceOp>(op);
   return Wrap(

@@ -469,6 +469,21 @@ static int AbiVersion2(void) {
       ExpectFails(hvd_enqueue_grouped_reducescatter("d", 1, &neg_ndim, HVD_SUM, 1, 1, 0),
                   "grouped reducescatter ndim -1", "negative"))
     return 1;
+  /* The first calls (a buffer, ndim, shape) refuse the same shapes: they reduced one element. */
+  int64_t split[1] = {4};
+  if (ExpectFails(hvd_allreduce_async("l", in, out, HVD_FLOAT32, 1, NULL, HVD_SUM, 1, 1),
+                  "hvd_allreduce_async shape NULL", "NULL shape") ||
+      ExpectFails(hvd_allreduce_async("l", in, out, HVD_FLOAT32, -1, shape4, HVD_SUM, 1, 1),
+                  "hvd_allreduce_async ndim -1", "negative") ||
+      ExpectFails(hvd_allgather_async("l", in, HVD_FLOAT32, 1, NULL), "hvd_allgather_async",
+                  "NULL shape") ||
+      ExpectFails(hvd_broadcast_async("l", in, HVD_FLOAT32, 1, NULL, 0), "hvd_broadcast_async",
+                  "NULL shape") ||
+      ExpectFails(hvd_alltoall_async("l", in, HVD_FLOAT32, -2, shape4, split),
+                  "hvd_alltoall_async", "negative") ||
+      ExpectFails(hvd_reducescatter_async("l", in, HVD_FLOAT32, 1, NULL, HVD_SUM),
+                  "hvd_reducescatter_async", "NULL shape"))
+    return 1;
 
   CHECK(hvd_shutdown() == 0, "shutdown: %s", hvd_last_error());
   CHECK(hvd_shutdown() == 0, "second shutdown: %s", hvd_last_error());
