@@ -19,17 +19,36 @@ std::atomic<int> g_rank{-1};
 const Setting<std::string> kLogLevel("HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", "warning",
                                      "trace, debug, info, warning or error");
 
-LogLevel LevelFromEnv() {
+// HVD_LOG_LEVEL's value (or HOROVOD_LOG_LEVEL's), "" when neither is set.
+std::string LevelText() {
   const char* v = std::getenv("HVD_LOG_LEVEL");
   if (v == nullptr) v = std::getenv("HOROVOD_LOG_LEVEL");
-  if (v == nullptr) return LogLevel::WARNING;
-  std::string s(v);
+  return v == nullptr ? "" : v;
+}
+
+// False for a value that names no level.
+bool ParseLevel(std::string s, LogLevel* out) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (s == "trace") return LogLevel::TRACE;
-  if (s == "debug") return LogLevel::DEBUG;
-  if (s == "info") return LogLevel::INFO;
-  if (s == "error" || s == "fatal") return LogLevel::ERROR;
-  return LogLevel::WARNING;
+  if (s == "trace")
+    *out = LogLevel::TRACE;
+  else if (s == "debug")
+    *out = LogLevel::DEBUG;
+  else if (s == "info")
+    *out = LogLevel::INFO;
+  else if (s == "warning" || s == "warn" || s.empty())
+    *out = LogLevel::WARNING;
+  else if (s == "error" || s == "fatal")
+    *out = LogLevel::ERROR;  // (Horovod's fatal)
+  else
+    return false;
+  return true;
+}
+
+// A value that names no level logs at the default here (logging cannot fail); CheckLogLevel
+// makes it hvd::Init's error.
+LogLevel LevelFromEnv() {
+  LogLevel level = LogLevel::WARNING;
+  return ParseLevel(LevelText(), &level) ? level : LogLevel::WARNING;
 }
 
 const char* LevelName(LogLevel l) {
@@ -53,6 +72,17 @@ const char* LevelName(LogLevel l) {
 bool LogEnabled(LogLevel level) {
   static const LogLevel threshold = LevelFromEnv();
   return level >= threshold;
+}
+
+Status CheckLogLevel() {
+  const std::string text = LevelText();
+  LogLevel level;
+  if (ParseLevel(text, &level)) return Status::OK();
+  const char* name =
+      std::getenv("HVD_LOG_LEVEL") != nullptr ? "HVD_LOG_LEVEL" : "HOROVOD_LOG_LEVEL";
+  return InvalidArgument(std::string(name) + "=" + text +
+                         " names no log level: give trace, debug, info, warning or error, or "
+                         "unset it for warning");
 }
 
 void SetLogRank(int rank) {

@@ -8,11 +8,16 @@
 
 #include <sstream>
 
+#include "hvd/status.h"
+
 namespace hvd::base {
 
 enum class LogLevel { TRACE = 0, DEBUG = 1, INFO = 2, WARNING = 3, ERROR = 4 };
 
 bool LogEnabled(LogLevel level);
+// InvalidArgument naming HVD_LOG_LEVEL (or HOROVOD_LOG_LEVEL) when it is set to no level (any
+// case; "fatal", Horovod's, is error): logging itself cannot fail, and uses warning then.
+Status CheckLogLevel();
 // Sets the "[hvd rank N]" prefix; -1 clears it.
 void SetLogRank(int rank);
 

@@ -13,6 +13,7 @@
 #include "core/horovod_env.h"
 #include "core/job_settings.h"
 #include "core/process_set_table.h"
+#include "core/topology_settings.h"
 #include "fusion/fusion_settings.h"
 #include "negotiation/exchange.h"
 #include "negotiation/response_cache.h"
@@ -25,19 +26,6 @@ using base::kSameOnEveryRank;
 using base::Setting;
 
 // Identity and rendezvous: set by hvdrun/hvd-agent for every rank.
-const Setting<int64_t> kRank("HVD_RANK", "HOROVOD_RANK", -1, "this process's rank, 0..size-1");
-const Setting<int64_t> kSize("HVD_SIZE", "HOROVOD_SIZE", -1,
-                             "number of ranks; unset: a single-process job (rank 0 of 1)");
-const Setting<int64_t> kLocalRank(
-    "HVD_LOCAL_RANK", "HOROVOD_LOCAL_RANK", -1,
-    "rank among this host's processes; unset: derived from host names");
-const Setting<int64_t> kLocalSize("HVD_LOCAL_SIZE", "HOROVOD_LOCAL_SIZE", -1,
-                                  "processes on this host; unset: derived");
-const Setting<int64_t> kCrossRank(
-    "HVD_CROSS_RANK", "HOROVOD_CROSS_RANK", -1,
-    "index of this host among hosts with this local rank; unset: derived");
-const Setting<int64_t> kCrossSize("HVD_CROSS_SIZE", "HOROVOD_CROSS_SIZE", -1,
-                                  "hosts with a process of this local rank; unset: derived");
 const Setting<std::string> kRendezvous(
     "HVD_RENDEZVOUS", nullptr, "",
     "where ranks meet: hvd://HOST:PORT or, over TLS, hvds://HOST:PORT (hvdrun and hvd-agent set "
@@ -50,11 +38,16 @@ const Setting<int64_t> kAttempt("HVD_ATTEMPT", nullptr, 0,
                                 "the previous attempt's");
 const Setting<std::string> kHostname("HVD_HOSTNAME", nullptr, "",
                                      "host identity for local/cross ranks; unset: gethostname()");
+// Above 0 (a wait with no time at all fails at once); at most a year.
+constexpr base::Range<double> kTimeoutRange{0.001, 365 * 24 * 3600.0,
+                                            "give seconds above 0, or unset it for the default"};
 const Setting<double> kStartTimeout("HVD_START_TIMEOUT_SECONDS", nullptr, 60,
-                                    "how long Init() waits for every rank to arrive and connect");
+                                    "how long Init() waits for every rank to arrive and connect",
+                                    kTimeoutRange);
 const Setting<double> kPeerTimeout("HVD_PEER_TIMEOUT_SECONDS", nullptr, 60,
                                    "a peer that moves no byte for this long while a collective or "
-                                   "negotiation waits on it fails the job, naming it");
+                                   "negotiation waits on it fails the job, naming it",
+                                   kTimeoutRange);
 const Setting<double> kShutdownTimeout("HVD_SHUTDOWN_TIMEOUT_SECONDS", nullptr, 10,
                                        "how long Shutdown() waits for the other ranks to stop "
                                        "together before closing the links anyway");
@@ -220,27 +213,6 @@ Status MeetEveryone(rendezvous::Store& store, int rank, int size, const std::str
   return Status::OK();
 }
 
-// HVD_RANK and HVD_SIZE (or `options`'), checked; a single process without them.
-Status ReadRankAndSize(int64_t* rank, int64_t* size) {
-  if (*rank < 0) HVD_RETURN_IF_ERROR(Read(kRank, rank));
-  if (*size < 0) HVD_RETURN_IF_ERROR(Read(kSize, size));
-  if (*size < 0) {
-    HVD_LOG(INFO) << "no HVD_SIZE or HOROVOD_SIZE in the environment: running as a single "
-                     "process (rank 0 of 1); start jobs with hvdrun to run several ranks";
-    *size = 1;
-    if (*rank < 0) *rank = 0;
-  }
-  HVD_RETURN_IF_ERROR(base::CheckRange(kSize.name(), *size, 1, 1 << 20,
-                                       "set the number of ranks, or unset it for a single "
-                                       "process"));
-  if (*rank < 0) {
-    return InvalidArgument("HVD_SIZE=" + std::to_string(*size) +
-                           " is set but HVD_RANK (or HOROVOD_RANK) is not; set both, or start "
-                           "the job with hvdrun");
-  }
-  return base::CheckRange(kRank.name(), *rank, 0, *size - 1, "ranks count from 0 to size-1");
-}
-
 // Process sets: HVD_PROCESS_SETS first, then the caller's; every rank must register the same.
 Status InitProcessSets(const InitOptions& options, int size, std::vector<std::vector<int>>* out) {
   std::string sets_text;
@@ -263,20 +235,6 @@ Status InitProcessSets(const InitOptions& options, int size, std::vector<std::ve
   return Status::OK();
 }
 
-// HVD_LOCAL_RANK, HVD_LOCAL_SIZE, HVD_CROSS_RANK, HVD_CROSS_SIZE where the launcher set them.
-Status ReadTopologyOverrides(Topology* t) {
-  int64_t v;
-  HVD_RETURN_IF_ERROR(Read(kLocalRank, &v));
-  if (v >= 0) t->local_rank = static_cast<int>(v);
-  HVD_RETURN_IF_ERROR(Read(kLocalSize, &v));
-  if (v >= 0) t->local_size = static_cast<int>(v);
-  HVD_RETURN_IF_ERROR(Read(kCrossRank, &v));
-  if (v >= 0) t->cross_rank = static_cast<int>(v);
-  HVD_RETURN_IF_ERROR(Read(kCrossSize, &v));
-  if (v >= 0) t->cross_size = static_cast<int>(v);
-  return Status::OK();
-}
-
 }  // namespace
 
 Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out) {
@@ -287,6 +245,7 @@ Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out
 
 Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out) {
   std::unique_ptr<Context> ctx(new Context());
+  HVD_RETURN_IF_ERROR(base::CheckLogLevel());
   ElasticSettings elastic;
   HVD_RETURN_IF_ERROR(ReadElasticSettings(&elastic));
   int64_t rank = options.rank, size = options.size;
@@ -319,9 +278,6 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   HVD_RETURN_IF_ERROR(Read(kTimeline, &timeline_path));
   HVD_RETURN_IF_ERROR(Read(kStartTimeout, &start_s));
   HVD_RETURN_IF_ERROR(Read(kPeerTimeout, &peer_s));
-  if (start_s <= 0 || peer_s <= 0) {
-    return InvalidArgument("HVD_START_TIMEOUT_SECONDS and HVD_PEER_TIMEOUT_SECONDS must be > 0");
-  }
   eo.cycle_time = std::chrono::microseconds(static_cast<int64_t>(cycle_ms * 1000));
   eo.cache_capacity = static_cast<uint32_t>(cache_capacity);
   eo.eager_max_bytes = static_cast<uint32_t>(eager_max);

@@ -153,8 +153,47 @@ TEST(Errors, BadArgumentsAndEnvironment) {
     setenv("HVD_RANK", "7", 1);
     s = Init();
     HVD_RETURN_IF_ERROR(Check(!s.ok() && Contains(s.message(), "HVD_RANK=7"), s.ToString()));
+    // A negative value is out of range, not unset (they ran as a single process, or said
+    // HVD_RANK was not set).
+    setenv("HVD_RANK", "-2", 1);
+    s = Init();
+    HVD_RETURN_IF_ERROR(
+        Check(!s.ok() && Contains(s.message(), "HVD_RANK=-2 is out of range"), s.ToString()));
     unsetenv("HVD_RANK");
+    setenv("HOROVOD_SIZE", "-3", 1);
     unsetenv("HVD_SIZE");
+    s = Init();
+    HVD_RETURN_IF_ERROR(
+        Check(!s.ok() && Contains(s.message(), "HVD_SIZE=-3 is out of range"), s.ToString()));
+    unsetenv("HOROVOD_SIZE");
+    // Each timeout named alone, in the settings' one out-of-range format.
+    for (const char* timeout : {"HVD_START_TIMEOUT_SECONDS", "HVD_PEER_TIMEOUT_SECONDS"}) {
+      setenv(timeout, "0", 1);
+      s = Init();
+      unsetenv(timeout);
+      HVD_RETURN_IF_ERROR(Check(
+          !s.ok() && Contains(s.message(), std::string(timeout) + "=0 is out of range [0.001"),
+          s.ToString()));
+    }
+    setenv("HVD_LOG_LEVEL", "verbose", 1);  // logging goes on at warning; Init refuses it
+    s = Init();
+    unsetenv("HVD_LOG_LEVEL");
+    HVD_RETURN_IF_ERROR(
+        Check(!s.ok() && Contains(s.message(), "HVD_LOG_LEVEL=verbose names no log level"),
+              s.ToString()));
+    // The launcher's topology, checked against the job and its pair.
+    setenv("HVD_LOCAL_SIZE", "1", 1);
+    setenv("HVD_LOCAL_RANK", "5", 1);
+    s = Init();
+    unsetenv("HVD_LOCAL_SIZE");
+    unsetenv("HVD_LOCAL_RANK");
+    HVD_RETURN_IF_ERROR(Check(
+        !s.ok() && Contains(s.message(), "HVD_LOCAL_RANK=5 is out of range [0, 0]"), s.ToString()));
+    setenv("HVD_CROSS_SIZE", "4", 1);
+    s = Init();
+    unsetenv("HVD_CROSS_SIZE");
+    HVD_RETURN_IF_ERROR(Check(
+        !s.ok() && Contains(s.message(), "HVD_CROSS_SIZE=4 is out of range [1, 1]"), s.ToString()));
     setenv("HOROVOD_FUSION_THRESHOLD", "lots", 1);
     s = Init();
     HVD_RETURN_IF_ERROR(
