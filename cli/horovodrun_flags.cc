@@ -112,6 +112,22 @@ bool SetByX(const std::map<std::string, std::string>& x_env, const std::string& 
          (var.rfind("HVD_", 0) == 0 && x_env.count("HOROVOD_" + var.substr(4)) > 0);
 }
 
+Status SetKnob(const std::string& given_as, const std::string& var, const std::string& value,
+               std::map<std::string, std::string>* env) {
+  // -x HOROVOD_X sets HVD_X as well (the runtime reads both): it was dropped silently, the
+  // flag's value winning.
+  const std::string horovod = var.rfind("HVD_", 0) == 0 ? "HOROVOD_" + var.substr(4) : "";
+  const std::string by_x = env->count(var)                           ? var
+                           : !horovod.empty() && env->count(horovod) ? horovod
+                                                                     : "";
+  if (!by_x.empty()) {
+    return InvalidArgument(given_as + " and -x " + by_x + " both set " + var +
+                           "; keep one of them");
+  }
+  (*env)[var] = value;
+  return Status::OK();
+}
+
 Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
                      const std::map<std::string, std::string>& x_env,
                      std::map<std::string, std::string>* env) {
@@ -120,13 +136,8 @@ Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
   auto use = [&](const char* flag, const char* var) {
     return given(flag) && !(flags.FromConfig(flag) && SetByX(x_env, var));
   };
-  auto set = [&](const char* flag, const char* var, const std::string& value) -> Status {
-    if (env->count(var)) {
-      return InvalidArgument(flags.GivenAs(flag) + " and -x " + var + " both set " + var +
-                             "; keep one of them");
-    }
-    (*env)[var] = value;
-    return Status::OK();
+  auto set = [&](const char* flag, const char* var, const std::string& value) {
+    return SetKnob(flags.GivenAs(flag), var, value, env);
   };
   // A switch and its --no- form contradict each other only when they say opposite things
   // (--gloo=false --mpi says one thing: mpi).

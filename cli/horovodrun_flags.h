@@ -62,6 +62,10 @@ bool StallCheckOff(const HorovodFlags& h, const control::FlagSet& flags);
 
 // Whether -x (`x_env`) sets `var`, in its HVD_* or HOROVOD_* spelling.
 bool SetByX(const std::map<std::string, std::string>& x_env, const std::string& var);
+// Sets `var` to `value` in `env` for a flag (`given_as`, as the user wrote it). InvalidArgument
+// when -x set it already, as itself or as its HOROVOD_ name (which the runtime reads for it).
+Status SetKnob(const std::string& given_as, const std::string& var, const std::string& value,
+               std::map<std::string, std::string>* env);
 
 // The slots of a host listed without a count in -H or the hostfile: --slots-per-host, else 1.
 // InvalidArgument when it is out of range or there is no -H/--hostfile for it to apply to.

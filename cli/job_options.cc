@@ -114,13 +114,8 @@ Status AddKnobs(const JobFlags& f, const std::map<std::string, std::string>& x_e
   auto use = [&](const char* flag, const char* var) {
     return given(flag) && !(f.flag_set->FromConfig(flag) && SetByX(x_env, var));
   };
-  auto set = [&](const char* flag, const char* var, const std::string& value) -> Status {
-    if (env->count(var)) {
-      return InvalidArgument(As(f, flag) + " and -x " + var + " both set " + var +
-                             "; keep one of them");
-    }
-    (*env)[var] = value;
-    return Status::OK();
+  auto set = [&](const char* flag, const char* var, const std::string& value) {
+    return SetKnob(As(f, flag), var, value, env);
   };
   if (use("--fusion-threshold-mb", "HVD_FUSION_THRESHOLD")) {
     const double mb = f.fusion_threshold_mb;

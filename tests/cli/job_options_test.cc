@@ -261,6 +261,13 @@ TEST_F(JobOptions, BadKnobs) {
   EXPECT_HAS(Error({"-np", "1", "--timeline-filename", "", "/bin/true"}), "is empty");
   EXPECT_HAS(Error({"-np", "1", "-x", "HVD_TIMELINE=a", "--timeline-filename", "b", "/bin/true"}),
              "keep one of them");
+  // Horovod's names for the same variables clash too (their value was dropped silently).
+  EXPECT_HAS(
+      Error({"-np", "1", "-x", "HOROVOD_TIMELINE=a", "--timeline-filename", "b", "/bin/true"}),
+      "--timeline-filename and -x HOROVOD_TIMELINE both set HVD_TIMELINE; keep one of them");
+  EXPECT_HAS(Error({"-np", "1", "--fusion-threshold-mb", "1", "-x", "HOROVOD_FUSION_THRESHOLD=0",
+                    "/bin/true"}),
+             "-x HOROVOD_FUSION_THRESHOLD both set HVD_FUSION_THRESHOLD; keep one of them");
 }
 
 TEST_F(JobOptions, NetworkInterfaceFlagOrHvdIface) {
