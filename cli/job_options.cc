@@ -461,7 +461,7 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
 }
 
 Status EmbeddedAgentFor(const control::JobSpec& spec, const std::vector<std::string>& local_names,
-                        std::string* agent_host, int* slots) {
+                        const std::string& hosts_from, std::string* agent_host, int* slots) {
   if (spec.hosts.empty()) {
     agent_host->clear();
     *slots = std::max(spec.np, spec.max_np);  // an elastic job grows to --max-np here
@@ -470,14 +470,14 @@ Status EmbeddedAgentFor(const control::JobSpec& spec, const std::vector<std::str
   const control::HostRequest* mine = nullptr;
   for (const control::HostRequest& h : spec.hosts) {
     if (!IsLocalHost(h.host, local_names)) {
-      return InvalidArgument("-H names " + h.host +
+      return InvalidArgument(hosts_from + " names " + h.host +
                              ", but without --launcher every rank runs on this host; start "
                              "hvd-launcherd and an hvd-agent per host and pass --launcher "
                              "HOST:PORT (see docs/deployment.md)");
     }
     if (mine != nullptr) {
-      return InvalidArgument("-H names this host twice (" + mine->host + " and " + h.host +
-                             "); list it once with all its slots");
+      return InvalidArgument(hosts_from + " names this host twice (" + mine->host + " and " +
+                             h.host + "); list it once with all its slots");
     }
     mine = &h;
   }

@@ -98,8 +98,9 @@ Status ParseEnvFlags(const std::vector<std::string>& entries,
 // The embedded agent for a local run: its host name ("" = gethostname()) and slots. Without -H,
 // np slots on this host; with -H, the single entry naming this host, under the name the user
 // wrote (so placement matches it). InvalidArgument when -H names another host: only a cluster
-// can run ranks there.
+// can run ranks there. `hosts_from`: what named the hosts, for its errors ("-H", "--hostfile F",
+// "--host-discovery-script S's output").
 Status EmbeddedAgentFor(const control::JobSpec& spec, const std::vector<std::string>& local_names,
-                        std::string* agent_host, int* slots);
+                        const std::string& hosts_from, std::string* agent_host, int* slots);
 
 }  // namespace hvd::cli

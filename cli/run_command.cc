@@ -241,7 +241,12 @@ int RunCommand(int argc, char** argv, int first) {
     // failures itself: the embedded daemons' own lines would repeat them.
     const auto level = spec.env.find("HVD_LOG_LEVEL");
     SetEmbeddedLogLevel(level != spec.env.end() ? level->second : "", f.verbose);
-    s = EmbeddedAgentFor(spec, host.local_names, &eo.agent_host, &eo.slots);
+    const std::string& script = f.job.elastic.discovery_script;
+    const std::string hosts_from = !script.empty()
+                                       ? "--host-discovery-script " + script + "'s output"
+                                   : !f.job.hostfile.empty() ? "--hostfile " + f.job.hostfile
+                                                             : "-H";
+    s = EmbeddedAgentFor(spec, host.local_names, hosts_from, &eo.agent_host, &eo.slots);
     if (!s.ok()) return ReportError(s, kExitUsage);
   }
   std::unique_ptr<OutputSink> sink;

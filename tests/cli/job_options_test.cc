@@ -369,20 +369,20 @@ TEST_F(JobOptions, EmbeddedAgent) {
   std::string agent_host;
   int slots = 0;
   ASSERT_TRUE(Build({"-np", "3", "/bin/true"}, &spec).ok());
-  ASSERT_TRUE(EmbeddedAgentFor(spec, host_.local_names, &agent_host, &slots).ok());
+  ASSERT_TRUE(EmbeddedAgentFor(spec, host_.local_names, "-H", &agent_host, &slots).ok());
   EXPECT_EQ(agent_host, "");
   EXPECT_EQ(slots, 3);
   ASSERT_TRUE(Build({"-np", "2", "-H", "ThisHost:4", "/bin/true"}, &spec).ok());
-  ASSERT_TRUE(EmbeddedAgentFor(spec, host_.local_names, &agent_host, &slots).ok());
+  ASSERT_TRUE(EmbeddedAgentFor(spec, host_.local_names, "-H", &agent_host, &slots).ok());
   EXPECT_EQ(agent_host, "ThisHost");  // as written, so placement matches -H
   EXPECT_EQ(slots, 4);
   ASSERT_TRUE(Build({"-np", "2", "-H", "localhost:2,127.0.0.2:2", "/bin/true"}, &spec).ok());
-  EXPECT_HAS(EmbeddedAgentFor(spec, host_.local_names, &agent_host, &slots).message(),
+  EXPECT_HAS(EmbeddedAgentFor(spec, host_.local_names, "-H", &agent_host, &slots).message(),
              "-H names this host twice (localhost and 127.0.0.2)");
   ASSERT_TRUE(
       Build({"-np", "2", "-H", "localhost:1,far:1", "/bin/true"}, &spec, ProgramCheck::kWhenLocal)
           .ok());
-  EXPECT_HAS(EmbeddedAgentFor(spec, host_.local_names, &agent_host, &slots).message(),
+  EXPECT_HAS(EmbeddedAgentFor(spec, host_.local_names, "-H", &agent_host, &slots).message(),
              "-H names far, but without --launcher every rank runs on this host");
 }
 

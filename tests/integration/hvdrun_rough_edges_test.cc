@@ -276,6 +276,18 @@ TEST_F(HvdrunRoughEdges, SubmitRenamesLocalhostToo) {
   EXPECT_HAS(st.out, "SUCCEEDED");
 }
 
+// 10. In local mode, a discovery script that names another host is named as the source (the
+// error blamed -H, which was not given).
+TEST_F(HvdrunRoughEdges, ADiscoveryScriptNamingAnotherHostIsNamedNotDashH) {
+  WriteFile(dir_ / "d.sh", "#!/bin/sh\necho otherhost:2\n", 0755);
+  ProcResult r = Hvdrun({"-np", "1", "--min-np", "1", "--max-np", "2", "--host-discovery-script",
+                         "./d.sh", "/bin/true"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_HAS(r.err,
+             "--host-discovery-script ./d.sh's output names otherhost, but without "
+             "--launcher every rank runs on this host");
+}
+
 // 9. Ranks that write faster than hvdrun takes their lines: every line is shown or counted as
 // dropped on stderr (the launcher keeps a job's newest 100000 lines; a watcher that falls further
 // behind loses the older ones). They were lost silently: only --verbose said so, without a count.
