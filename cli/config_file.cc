@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "control/text.h"
@@ -154,6 +155,7 @@ Status ParseSimpleYaml(std::string_view content, const std::string& source,
   std::string section;
   int section_indent = -1;  // the indent of the current section's keys, once seen
   bool section_open = false;
+  std::map<std::string, int> top_lines;  // each top-level key (a section or a scalar): its line
   int line_no = 0;
   // A byte order mark (Windows editors write one) is no part of the first key, as for PyYAML.
   for (const std::string_view raw : control::SplitLines(control::StripUtf8Bom(content))) {
@@ -183,6 +185,13 @@ Status ParseSimpleYaml(std::string_view content, const std::string& source,
     scalar.key = key;
     scalar.line = line_no;
     if (indent == 0) {
+      // PyYAML (horovodrun's reader) keeps only the last of two equal keys: a section given
+      // twice would lose the first one's settings there. Refused: neither reading is surely
+      // what was meant.
+      if (const auto [it, added] = top_lines.emplace(key, line_no); !added) {
+        return error("'" + key + "' is already on line " + std::to_string(it->second) +
+                     "; give each section or key once");
+      }
       section_open = value_text.empty();
       section = section_open ? key : "";
       section_indent = -1;

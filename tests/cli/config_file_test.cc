@@ -82,6 +82,10 @@ TEST(SimpleYaml, WhatTheSubsetLacksIsAnErrorNamingTheLine) {
   EXPECT_HAS(YamlError("logging\n"), "c.yaml:1: expected 'key: value'");
   EXPECT_HAS(YamlError("a: 'open\n"), "unterminated ' string");
   EXPECT_HAS(YamlError("params:\n  a: 1\n  a: 2\n"), "c.yaml:3: 'a' is already set on line 2");
+  // A section (or a top-level key) twice: PyYAML would keep only the last; refused.
+  EXPECT_HAS(YamlError("params:\n  fusion_threshold_mb: 32\nparams:\n  cycle_time_ms: 2\n"),
+             "c.yaml:3: 'params' is already on line 1; give each section or key once");
+  EXPECT_HAS(YamlError("verbose: 1\nverbose: 2\n"), "c.yaml:2: 'verbose' is already on line 1");
   // The line's text is quoted in the message.
   EXPECT_HAS(YamlError("x\n"), "(in 'x')");
 }
