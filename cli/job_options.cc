@@ -268,7 +268,7 @@ void JobFlags::Register(control::FlagSet* flags) {
   flags->Double("--queue-timeout", &queue_timeout,
                 "seconds the job may wait for free slots before it fails saying what it waited "
                 "for (default 0: as long as it takes)");
-  flags->Int("--max-restarts", &max_restarts,
+  flags->Int("--max-restarts,--max_restarts", &max_restarts,
              "run a failed job again, all ranks, up to N times (HVD_ATTEMPT tells the attempt)");
   flags->String("--nproc-per-node,--nproc_per_node", &nproc_per_node,
                 "torchrun's: N ranks on each host (-np N x hosts; with -H each host gets N)");

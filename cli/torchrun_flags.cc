@@ -41,6 +41,30 @@ void RegisterTorchrunFlags(control::FlagSet* flags, bool* standalone) {
   flags->Refused("--master-addr,--master_addr", "HOST", kRendezvous);
   flags->Refused("--master-port,--master_port", "PORT", kRendezvous);
   flags->Refused("--node-rank,--node_rank", "N", kNodeRank);
+  // The rest of torchrun's flags (torch 1.13 spells them with '_', later ones with '-' too):
+  // each says what hvdrun does instead, not "unknown flag" or the nearest unrelated name.
+  flags->Refused("--module,-m", "",
+                 "hvdrun runs programs, not Python modules; name the interpreter instead: "
+                 "hvdrun ... python3 -m MODULE");
+  flags->Refused("--no-python,--no_python", "",
+                 "not needed: hvdrun runs the program itself, never through python; drop it");
+  flags->Refused("--monitor-interval,--monitor_interval", "SECONDS",
+                 "not needed: each hvd-agent sees its ranks end at once (it is their parent); "
+                 "drop it");
+  flags->Refused("--start-method,--start_method", "METHOD",
+                 "not needed: every rank is a program hvdrun's agent starts (fork and exec); "
+                 "drop it");
+  flags->Refused("--log-dir,--log_dir", "DIR",
+                 "instead, --output-filename DIR writes each rank's stdout and stderr under DIR");
+  flags->Refused("--redirects,-r", "STREAMS",
+                 "hvdrun shows every rank's output, tagged; instead, --output-filename DIR also "
+                 "writes it to files");
+  flags->Refused("--tee,-t", "STREAMS",
+                 "hvdrun shows every rank's output, tagged; instead, --output-filename DIR also "
+                 "writes it to files");
+  flags->Refused("--local-addr,--local_addr", "ADDR",
+                 "instead, --network-interface NAME or CIDR picks the network ranks use");
+  flags->Refused("--role", "ROLE", "hvdrun's ranks have no role names; drop it");
   flags->Group("");
 }
 

@@ -288,6 +288,15 @@ TEST_F(HvdrunArgs, TorchrunRendezvousFlags) {
     ExpectUsageError({"-np", "1", flag, "0", "/bin/true"},
                      std::string("hvdrun: ") + flag + ": not needed: hvdrun runs once for all");
   }
+  // torchrun's other flags, in torch 1.13's spelling too: what to do instead, not "unknown".
+  ExpectUsageError({"-np", "1", "-m", "pkg.train"},
+                   "hvdrun: -m: hvdrun runs programs, not Python modules; name the interpreter "
+                   "instead: hvdrun ... python3 -m MODULE");
+  ExpectUsageError({"-np", "1", "--no_python", "/bin/true"}, "hvdrun: --no_python: not needed");
+  ExpectUsageError({"-np", "1", "--tee", "3", "/bin/true"}, "instead, --output-filename DIR");
+  ExpectUsageError({"-np", "1", "--monitor_interval", "5", "/bin/true"}, "not needed");
+  ProcResult restarts = Hvdrun({"--nproc_per_node=1", "--max_restarts=1", "/bin/true"});
+  EXPECT_EQ(restarts.exit_code, 0) << restarts.err;
   const std::string help = Hvdrun({"--help"}).out;
   EXPECT_HAS(help, "torchrun compatibility");
   EXPECT_HAS(help, "--rdzv-endpoint, --rdzv_endpoint HOST:PORT");
