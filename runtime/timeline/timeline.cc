@@ -13,6 +13,7 @@
 // writer thread by thread creation and join, so it needs no lock.
 #include "timeline/timeline.h"
 
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -416,8 +417,14 @@ ScopedProcessSet::~ScopedProcessSet() {
 void Timeline::Add(Kind kind, std::string_view name, std::string_view text, std::string_view args,
                    int rank) {
   std::string t;
-  if (kind == Kind::kNegotiateStart) t = "NEGOTIATE_";
-  t += text;
+  if (kind == Kind::kNegotiateStart) {
+    // Horovod's name: "NEGOTIATE_" and the request type as its enum spells it
+    // (NEGOTIATE_ALLREDUCE); the engine names operations in lower case.
+    t = "NEGOTIATE_";
+    for (char c : text) t += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  } else {
+    t = text;
+  }
   impl_->Enqueue(kind, RowName(name), std::move(t), std::string(args), rank);
 }
 
