@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "cli/horovodrun_flags.h"
 #include "control/cpu_binding.h"
 
 namespace hvd::cli {
@@ -36,13 +37,8 @@ int MaxLocalRanks(const std::vector<control::HostSlots>& hosts, int64_t np) {
 
 Status AddBindingEnv(const BindingFlags& b, const control::FlagSet& flags, int local_ranks,
                      bool check_here, std::map<std::string, std::string>* env) {
-  auto set = [&](const char* flag, const char* var, const std::string& value) -> Status {
-    if (env->count(var)) {
-      return InvalidArgument(flags.GivenAs(flag) + " and -x " + var + " both set " + var +
-                             "; keep one of them");
-    }
-    (*env)[var] = value;
-    return Status::OK();
+  auto set = [&](const char* flag, const char* var, const std::string& value) {
+    return SetKnob(flags.GivenAs(flag), var, value, env);
   };
   std::string bind_to;
   if (flags.Given("--binding-args")) {

@@ -20,6 +20,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPendingQuiet{2000};
 // Lost output is said at most this often while it goes on (and once more at the end).
 constexpr std::chrono::milliseconds kDroppedRepeat{5000};
+// How the launcher's note before output numbered anew after its restart begins
+// (launcherd/job_watch.h, kRenumberedPrefix).
+constexpr std::string_view kRenumberedPrefix = "output renumbered: ";
 // How the launcher's note on output a watcher missed begins (launcherd/job_watch.cc).
 constexpr std::string_view kDroppedPrefix = "output dropped: ";
 // Then again this often while it waits, with how long it has.
@@ -126,8 +129,10 @@ class Follower {
   void OnEvent(const control::JobEvent& e) {
     switch (e.kind) {
       case control::JobEvent::Kind::kOutput:
-        // Output lines are numbered from 0 without gaps: a gap is lines this watcher never got.
-        if (e.output.seq > next_seq_) SayDropped(e.output.seq - next_seq_);
+        // Output lines are numbered from 0 without gaps: a gap is lines this watcher never got,
+        // unless the launcher said it renumbered them (after its restart: not lines dropped).
+        if (e.output.seq > next_seq_ && !renumbered_) SayDropped(e.output.seq - next_seq_);
+        renumbered_ = false;
         sink_->Write(e.output);
         next_seq_ = std::max(next_seq_, e.output.seq + 1);
         break;
@@ -135,7 +140,10 @@ class Follower {
         OnStatus(e.status);
         break;
       case control::JobEvent::Kind::kProgress:
-        if (e.progress.rfind(kDroppedPrefix, 0) == 0) {
+        if (e.progress.rfind(kRenumberedPrefix, 0) == 0) {
+          renumbered_ = true;
+          if (o_.verbose) sink_->Message("hvdrun: " + e.progress);
+        } else if (e.progress.rfind(kDroppedPrefix, 0) == 0) {
           drop_reason_ = e.progress.substr(kDroppedPrefix.size());  // said with the count
         } else if (o_.verbose) {
           sink_->Message("hvdrun: " + e.progress);
@@ -274,6 +282,7 @@ class Follower {
   int64_t next_seq_ = 0;
   // The launcher's reason for the lines it could no longer send (its "output dropped: ..." note).
   std::string drop_reason_;
+  bool renumbered_ = false;     // the next line's seq may jump: the launcher restarted
   int64_t dropped_total_ = 0;   // output lines this watcher never got
   int64_t dropped_unsaid_ = 0;  // of them, not said yet
   Clock::time_point dropped_said_at_{};

@@ -155,7 +155,7 @@ Status AddKnobs(const JobFlags& f, const std::map<std::string, std::string>& x_e
                              " must be a number of seconds above 0 and at most 86400, not " +
                              Num(check));
     }
-    if (time_flag || !env->count("HVD_STALL_CHECK_TIME_SECONDS")) {
+    if (time_flag || !SetByX(*env, "HVD_STALL_CHECK_TIME_SECONDS")) {
       HVD_RETURN_IF_ERROR(set("--stall-check-time", "HVD_STALL_CHECK_TIME_SECONDS", Num(check)));
     }
   }

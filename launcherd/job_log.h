@@ -46,7 +46,10 @@ class JobLog {
   // Numbers the next output line `seq` (a log restored after a launcher restart continues past
   // every number handed out before, so a resuming watcher misses none of the new lines).
   // REQUIRES: the log is empty and seq >= next_seq().
-  void ContinueFrom(int64_t seq) { next_seq_ = seq; }
+  void ContinueFrom(int64_t seq) { next_seq_ = renumbered_at_ = seq; }
+  // Where ContinueFrom jumped (-1: never): the seqs below it a watcher did not get are not lines
+  // that were dropped, but numbers never used (and what the launcher held before its restart).
+  int64_t renumbered_at() const { return renumbered_at_; }
 
  private:
   void Trim();
@@ -58,6 +61,7 @@ class JobLog {
   int64_t base_ = 0;
   int64_t next_seq_ = 0;
   int64_t read_end_ = 0;  // entries before it were read by some watcher
+  int64_t renumbered_at_ = -1;
 };
 
 }  // namespace hvd::launcherd

@@ -69,6 +69,17 @@ void JobWatch::AddEvents(Job& job, int64_t from_seq, bool follow, WatchCursor* c
     const JobLog::Entry& entry = job.log.at(index);
     if (entry.kind == JobLog::Entry::Kind::kOutput) {
       if (entry.output.seq < from_seq) continue;
+      const int64_t renumbered_at = job.log.renumbered_at();
+      if (renumbered_at >= 0 && entry.output.seq >= renumbered_at && !cursor->renumbering_said) {
+        JobEvent note;
+        note.kind = JobEvent::Kind::kProgress;
+        note.progress = std::string(kRenumberedPrefix) +
+                        "the launcher restarted; its output from then on is numbered from " +
+                        std::to_string(renumbered_at) +
+                        " (lines it held before the restart are no longer kept)";
+        events->push_back(std::move(note));
+        cursor->renumbering_said = true;
+      }
       JobEvent e;
       e.kind = JobEvent::Kind::kOutput;
       e.output = entry.output;

@@ -178,6 +178,23 @@ TEST_F(JobOptions, LimitsAndRestarts) {
       Build({"-np", "1", "--stall-timeout", "30", "--stall-check-time", "2", "/bin/true"}, &spec)
           .ok());
   EXPECT_EQ(spec.env.at("HVD_STALL_CHECK_TIME_SECONDS"), "2");
+  // A check time given with -x, in either spelling, is kept: none is derived over it.
+  for (const char* var : {"HVD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS"}) {
+    ASSERT_TRUE(
+        Build({"-np", "1", "--stall-timeout", "30", "-x", std::string(var) + "=7", "/bin/true"},
+              &spec)
+            .ok())
+        << var;
+    EXPECT_EQ(spec.env.at(var), "7");
+    EXPECT_EQ(spec.env.count(std::string(var) == "HVD_STALL_CHECK_TIME_SECONDS"
+                                 ? "HOROVOD_STALL_CHECK_TIME_SECONDS"
+                                 : "HVD_STALL_CHECK_TIME_SECONDS"),
+              0u);
+  }
+  // --thread-affinity and -x in Horovod's name clash too.
+  EXPECT_HAS(
+      Error({"-np", "1", "--thread-affinity", "0", "-x", "HOROVOD_THREAD_AFFINITY=1", "/bin/true"}),
+      "-x HOROVOD_THREAD_AFFINITY both set HVD_THREAD_AFFINITY; keep one of them");
   EXPECT_HAS(Error({"-np", "1", "--stall-check-time", "0", "/bin/true"}), "--stall-check-time");
   EXPECT_HAS(Error({"-np", "1", "--stall-timeout", "-1", "/bin/true"}), "not -1");
 }

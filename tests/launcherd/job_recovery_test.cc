@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "launcherd/job_store.h"
+#include "launcherd/job_watch.h"
 #include "tests/launcherd/job_manager_fixture.h"
 #include "testutil/expect.h"
 
@@ -176,11 +177,23 @@ TEST_F(JobRecovery, OutputAfterARestartIsNumberedPastEverythingBefore) {
   std::vector<JobEvent> events;
   bool done = false;
   ASSERT_TRUE(jobs_->NextEvents(id, 1, false, 0ms, &cursor, &events, &done).ok());
+  // Before the first renumbered line, the note that its seq jumps (hvdrun would count the gap
+  // as ~10^15 lines dropped), once.
   std::vector<std::string> lines;
   for (const JobEvent& e : events) {
     if (e.kind == JobEvent::Kind::kOutput) lines.push_back(e.output.text);
+    if (e.kind == JobEvent::Kind::kProgress && e.progress.rfind(kRenumberedPrefix, 0) == 0) {
+      lines.push_back("(renumbered)");
+    }
   }
-  EXPECT_EQ(lines, std::vector<std::string>{"after"});
+  EXPECT_EQ(lines, (std::vector<std::string>{"(renumbered)", "after"}));
+  jobs_->OnOutput(agent_id, id, {OutputLine{0, false, "later", -1}});
+  events.clear();
+  ASSERT_TRUE(jobs_->NextEvents(id, 1, false, 0ms, &cursor, &events, &done).ok());
+  for (const JobEvent& e : events) {
+    EXPECT_FALSE(e.kind == JobEvent::Kind::kProgress &&
+                 e.progress.rfind(kRenumberedPrefix, 0) == 0);
+  }
 }
 
 TEST_F(JobRecovery, ANewerSchemaIsRefusedNotMisread) {
