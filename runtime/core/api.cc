@@ -85,7 +85,9 @@ void ResetUnnamedNames() {
 
 // Submits `op`, or completes it at once with `error`.
 Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
-  Status s = error.ok() ? SetDevice(*op) : error;
+  Status s = error;
+  if (s.ok() && InForkedChild()) s = ForkedChildError(OpTypeName(op->request.type));
+  if (s.ok()) s = SetDevice(*op);
   if (!s.ok()) {
     op->Complete(
         s.WithContext(std::string(OpTypeName(op->request.type)) + " '" + op->request.key + "'"));
@@ -103,8 +105,9 @@ Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
 }
 
 void RunRoundsUntilDone(Operation* op, std::chrono::steady_clock::time_point until) {
-  // Not from a callback (it would wait for the token it holds), nor under g_mu for nothing.
-  if (op->done() || OnBackgroundThread() || op->engine == nullptr) return;
+  // Not from a callback (it would wait for the token it holds), nor under g_mu for nothing, nor
+  // in a forked child over the parent's connections.
+  if (op->done() || OnBackgroundThread() || op->engine == nullptr || InForkedChild()) return;
   if (std::shared_ptr<Context> ctx = Current()) ctx->engine().RunUntilDone(op, until);
 }
 

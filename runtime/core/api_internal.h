@@ -18,6 +18,13 @@ std::shared_ptr<runtime::core::Context> Current();
 // Unnamed operations are numbered from 0 again (a new session).
 void ResetUnnamedNames();
 
+// Whether this process was forked from the one whose Init made the session (a DataLoader worker,
+// a user's os.fork()) and has not shut that copy down: it must not submit into it. Takes no lock
+// (a thread of the parent's may have held one at the fork).
+bool InForkedChild();
+// The error for `what` (an operation) submitted in such a process.
+Status ForkedChildError(const char* what);
+
 // FailedPrecondition when called on the background thread (from a callback), where a blocking
 // call would wait for that very thread; `fn` names the call.
 Status NotFromCallback(const char* fn);

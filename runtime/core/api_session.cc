@@ -28,13 +28,6 @@ bool g_atexit_registered = false;
 // may be held by a thread of the parent's that was not copied.
 std::atomic<pid_t> g_init_pid{0};
 
-// Whether this process was forked from the one whose Init made the session (a DataLoader worker,
-// a user's os.fork()) and has not made one of its own.
-bool InForkedChild() {
-  const pid_t pid = g_init_pid.load();
-  return pid != 0 && pid != getpid();
-}
-
 // In a forked child, the session is the parent's: its threads were not copied, so its locks and
 // condition variables may be held by threads that are not here (destroying it hung in the stall
 // reporter's), and its connections and shared-memory segments are the parent's (closing them
@@ -49,6 +42,20 @@ void AbandonInForkedChild() HVD_NO_THREAD_SAFETY_ANALYSIS {
 }  // namespace
 
 namespace internal {
+
+bool InForkedChild() {
+  const pid_t pid = g_init_pid.load();
+  return pid != 0 && pid != getpid();
+}
+
+Status ForkedChildError(const char* what) {
+  return FailedPrecondition(std::string(what) + ": this process was forked from a rank (pid " +
+                            std::to_string(g_init_pid.load()) +
+                            ") after hvd::Init(); the session is that rank's, and using it here "
+                            "would mix this process's traffic into its connections. Use hvd in "
+                            "the rank itself (a forked child may read Rank(), Size() and the "
+                            "rest), or call hvd::Shutdown() here and start a job of its own");
+}
 
 // Blocking calls made on the background thread (from a callback) would wait for that very
 // thread: fail them before anything is submitted (a submitted synchronous operation would
@@ -68,6 +75,7 @@ std::shared_ptr<Context> Current() {
 }  // namespace internal
 
 using internal::Current;
+using internal::InForkedChild;
 using internal::NotFromCallback;
 
 Status Init() {

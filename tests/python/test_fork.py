@@ -1,6 +1,7 @@
 """A process forked from a rank (os.fork(), a DataLoader worker with the fork start method) that
 leaves through sys.exit() or calls hvd.shutdown() leaves the rank's session alone: it hung in
-libhvd's exit handler, or closed the rank's connections so that its next allreduce failed."""
+libhvd's exit handler, or closed the rank's connections so that its next allreduce failed. A
+collective it submits fails at once, naming the fork, instead of running over the rank's links."""
 import atexit
 import ctypes
 import os
@@ -30,7 +31,7 @@ def _fork_and_wait(child):
     pytest.fail("the forked child did not exit within 20 s")
 
 
-@pytest.mark.parametrize("how", ["exit", "shutdown_then_exit"])
+@pytest.mark.parametrize("how", ["exit", "shutdown_then_exit", "collective_then_exit"])
 def test_a_forked_childs_exit_leaves_the_session_alone(hvd, how):
     before = hvd.allreduce(torch.ones(8), op=hvd.Sum, name="fork.before." + how)
     assert before.eq(hvd.size()).all()
@@ -38,6 +39,14 @@ def test_a_forked_childs_exit_leaves_the_session_alone(hvd, how):
     def child():
         if how == "shutdown_then_exit":
             hvd.shutdown()
+        if how == "collective_then_exit":
+            assert hvd.rank() >= 0  # the topology may be read
+            try:
+                hvd.allreduce(torch.ones(8), op=hvd.Sum, name="fork.child")
+                os._exit(5)
+            except Exception as e:  # noqa: BLE001 - the message is what is checked
+                if "forked from a rank" not in str(e):
+                    os._exit(6)
         # What an interpreter's exit runs (sys.exit would unwind into pytest here): Python's exit
         # handlers (hvd.torch's), then the C library's exit, which runs libhvd's.
         atexit._run_exitfuncs()

@@ -294,8 +294,9 @@ TEST(Lifecycle, PeerShutdownFailsEveryPendingOperationFourRanks) {
 
 // A process forked from a rank (a DataLoader worker, os.fork()) that leaves through exit(), whose
 // atexit handlers run hvd's Shutdown(), or calls Shutdown() itself, leaves the rank's session
-// alone: it hung destroying the parent's copied locks, or closed the parent's shared-memory
-// connections so that the rank's next allreduce failed ("rank 1 closed the connection").
+// alone, and a collective it submits fails at once instead of running over the rank's links: it
+// hung destroying the parent's copied locks, or closed the parent's shared-memory connections so
+// that the rank's next allreduce failed ("rank 1 closed the connection").
 TEST(Lifecycle, AForkedChildsExitLeavesTheSessionAlone) {
   auto res = RunRanks(2, [](int rank, int size, const std::string& dir) -> Status {
     HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
@@ -304,7 +305,18 @@ TEST(Lifecycle, AForkedChildsExitLeavesTheSessionAlone) {
     HVD_RETURN_IF_ERROR(Allreduce("before", t, t, testing::Sum()));
     const pid_t child = fork();
     if (child == 0) {
-      // Rank 1's child shuts down first (nothing to do in a child: OK), then both exit().
+      // Rank 0's child may read the topology, but not submit into its parent's session; rank 1's
+      // shuts down first (nothing to do in a child: OK). Then both exit().
+      if (rank == 0) {
+        std::vector<int32_t> c(16, 1);
+        const Tensor ct = MakeTensor(c.data(), DataType::kInt32, 16);
+        const Status in_child = Allreduce("child", ct, ct, testing::Sum());
+        if (Rank() != 0 || in_child.code() != StatusCode::kFailedPrecondition ||
+            !Contains(in_child.message(), "forked from a rank")) {
+          std::fprintf(stderr, "in the child: %s\n", in_child.ToString().c_str());
+          _exit(4);
+        }
+      }
       if (rank == 1 && !Shutdown().ok()) _exit(3);
       std::exit(0);
     }
