@@ -131,6 +131,7 @@ void Job::NextAttempt(Instant now) {
   ranks_started = 0;
   at_rendezvous = 0;
   start_timeout_waived = false;
+  rendezvous_restored = false;
   agents_ready.clear();
   stop_sent.clear();
   peer_failed_.clear();

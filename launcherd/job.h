@@ -236,6 +236,10 @@ class Job {
   // The launcher's default start timeout passed with no rank of this attempt at the rendezvous:
   // the program does not use hvd, so it is not timed out.
   bool start_timeout_waived = false;
+  // This attempt's rendezvous arrivals were restored from the job's record after a launcher
+  // restart: one persisted late may be missing, so a rank's exit before it is not judged
+  // (Supervisor::CheckLeftBeforeInit).
+  bool rendezvous_restored = false;
   struct Stall {
     StallReport report;
     Clock::time_point received;

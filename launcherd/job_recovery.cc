@@ -32,6 +32,7 @@ Status JobManager::Restore(std::vector<AgentInfo>* expected) {
     job->unwatched_since = now + 2 * options_.client_lease;
     job->attempt_started = now;
     job->ended_at = now;
+    job->rendezvous_restored = true;
     for (const RankStatus& r : job->status.ranks) {
       if (r.rendezvous_time_ms != 0) ++job->at_rendezvous;
       if (r.state == RankState::kRunning) ++job->ranks_started;

@@ -220,6 +220,7 @@ bool Scheduler::Start(Job& job, const std::vector<control::AgentSlots>& agents, 
   job.attempt_started = now.steady;
   job.at_rendezvous = 0;
   job.start_timeout_waived = false;
+  job.rendezvous_restored = false;
   const int np = job.status.spec.np;
   const std::map<std::string, std::string> job_env = JobEnv(job);
   job.SetState(JobState::kStarting,

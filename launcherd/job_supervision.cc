@@ -113,7 +113,10 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
 bool Supervisor::CheckLeftBeforeInit(Job& job, Instant now) const {
   // Elastic workers come and go, and later generations meet under keys of their own.
   const int np = job.status.spec.np;
-  if (job.elastic() || job.at_rendezvous == 0 || job.at_rendezvous >= np) return false;
+  if (job.elastic() || job.rendezvous_restored || job.at_rendezvous == 0 ||
+      job.at_rendezvous >= np) {
+    return false;
+  }
   std::vector<int> left, waiting;
   for (const RankStatus& r : job.status.ranks) {
     if (r.rendezvous_time_ms != 0) {

@@ -27,6 +27,21 @@ bool IsWildcardHost(const std::string& host) {
   return host.empty() || host == "0.0.0.0" || host == "::" || host == "[::]" || host == "*";
 }
 
+namespace {
+
+// Whether listeners on `a` and `b` (one port) would take the same socket address: the same host,
+// "" or "*" (any), 0.0.0.0 and an IPv4 host, or "::" (which Linux binds dual-stack) and any host.
+// An IPv4 and an IPv6 address otherwise bind side by side.
+bool HostsOverlap(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  auto any = [](const std::string& h) { return h.empty() || h == "*" || h == "::" || h == "[::]"; };
+  if (any(a) || any(b)) return true;
+  auto v6 = [](const std::string& h) { return h.find(':') != std::string::npos; };
+  return (a == "0.0.0.0" && !v6(b)) || (b == "0.0.0.0" && !v6(a));
+}
+
+}  // namespace
+
 Status CheckDistinctPorts(const std::vector<std::pair<std::string, std::string>>& endpoints) {
   struct Parsed {
     std::string host;
@@ -40,8 +55,7 @@ Status CheckDistinctPorts(const std::vector<std::pair<std::string, std::string>>
     for (size_t j = 0; j < i; ++j) {
       const Parsed& a = parsed[j];
       const Parsed& b = parsed[i];
-      if (b.port == 0 || a.port != b.port) continue;
-      if (a.host != b.host && !IsWildcardHost(a.host) && !IsWildcardHost(b.host)) continue;
+      if (b.port == 0 || a.port != b.port || !HostsOverlap(a.host, b.host)) continue;
       return InvalidArgument(flag + " " + address + " and " + endpoints[j].second + " " +
                              endpoints[j].first +
                              " name the same port: each of hvd-launcherd's endpoints needs a port "

@@ -26,8 +26,9 @@ bool IsWildcardHost(const std::string& host);
 Status CheckCanListen(const std::string& address, const std::string& flag);
 
 // The launcher's endpoints, each {address, the flag that set it} (empty addresses skipped): OK
-// unless two fixed ports are the same on hosts that overlap (the same host, or either one every
-// interface), which InvalidArgument names by both flags. Port 0 (any free port) never clashes.
+// unless two fixed ports are the same on hosts that overlap (the same host; "", "*" or "::" and
+// any; 0.0.0.0 and an IPv4 host), which InvalidArgument names by both flags. Port 0 (any free
+// port) never clashes; an IPv4 and an IPv6 host do not.
 Status CheckDistinctPorts(const std::vector<std::pair<std::string, std::string>>& endpoints);
 
 }  // namespace hvd::launcherd

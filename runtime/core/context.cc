@@ -359,8 +359,12 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   }
   ctx->topology_ = ComputeTopology(static_cast<int>(rank), hosts);
   // Explicit topology from the launcher wins over derivation; an elastic worker's changes with
-  // its membership, so it is always derived.
-  if (!elastic.enabled) HVD_RETURN_IF_ERROR(ReadTopologyOverrides(&ctx->topology_));
+  // its membership, so it is always derived, and so is a session whose caller gave its own rank
+  // and size (InitOptions): the launcher's numbers in its environment are another job's.
+  const bool own_shape = options.rank >= 0 || options.size >= 0;
+  if (!elastic.enabled && !own_shape) {
+    HVD_RETURN_IF_ERROR(ReadTopologyOverrides(&ctx->topology_));
+  }
 
   // Under hvd-launcherd, stalls and peer failures are reported to it (stall_reporter.h); a file
   // store has nobody to read them.

@@ -29,27 +29,33 @@ const Setting<int64_t> kCrossSize("HVD_CROSS_SIZE", "HOROVOD_CROSS_SIZE", -1,
 }  // namespace
 
 Status ReadRankAndSize(int64_t* rank, int64_t* size) {
-  // Given (InitOptions' >= 0, or the variable set to anything: -3 is out of range, not unset).
-  std::string text, from;
-  const bool size_given = *size >= 0 || base::LookupEnv("HVD_SIZE", "HOROVOD_SIZE", &text, &from);
-  const bool rank_given = *rank >= 0 || base::LookupEnv("HVD_RANK", "HOROVOD_RANK", &text, &from);
-  if (*rank < 0 && rank_given) HVD_RETURN_IF_ERROR(kRank.Get(rank));
-  if (*size < 0 && size_given) HVD_RETURN_IF_ERROR(kSize.Get(size));
+  // Given: InitOptions' value (>= 0), or the variable set to anything (-3 is out of range, not
+  // unset). Errors name the variable that was set (HOROVOD_SIZE where that one was).
+  std::string text, size_name = kSize.name(), rank_name = kRank.name();
+  bool size_given = *size >= 0, rank_given = *rank >= 0;
+  if (!size_given && base::LookupEnv("HVD_SIZE", "HOROVOD_SIZE", &text, &size_name)) {
+    size_given = true;
+    HVD_RETURN_IF_ERROR(kSize.Get(size));
+  }
+  if (!rank_given && base::LookupEnv("HVD_RANK", "HOROVOD_RANK", &text, &rank_name)) {
+    rank_given = true;
+    HVD_RETURN_IF_ERROR(kRank.Get(rank));
+  }
   if (!size_given) {
     HVD_LOG(INFO) << "no HVD_SIZE or HOROVOD_SIZE in the environment: running as a single "
                      "process (rank 0 of 1); start jobs with hvdrun to run several ranks";
     *size = 1;
     if (!rank_given) *rank = 0;
   }
-  HVD_RETURN_IF_ERROR(base::CheckRange(kSize.name(), *size, 1, 1 << 20,
+  HVD_RETURN_IF_ERROR(base::CheckRange(size_name, *size, 1, 1 << 20,
                                        "set the number of ranks, or unset it for a single "
                                        "process"));
   if (!rank_given && *rank < 0) {
-    return InvalidArgument("HVD_SIZE=" + std::to_string(*size) +
+    return InvalidArgument(size_name + "=" + std::to_string(*size) +
                            " is set but HVD_RANK (or HOROVOD_RANK) is not; set both, or start "
                            "the job with hvdrun");
   }
-  return base::CheckRange(kRank.name(), *rank, 0, *size - 1, "ranks count from 0 to size-1");
+  return base::CheckRange(rank_name, *rank, 0, *size - 1, "ranks count from 0 to size-1");
 }
 
 // Each one given is checked against the job's size and its pair: a LocalRank() past LocalSize()

@@ -164,7 +164,7 @@ TEST(Errors, BadArgumentsAndEnvironment) {
     unsetenv("HVD_SIZE");
     s = Init();
     HVD_RETURN_IF_ERROR(
-        Check(!s.ok() && Contains(s.message(), "HVD_SIZE=-3 is out of range"), s.ToString()));
+        Check(!s.ok() && Contains(s.message(), "HOROVOD_SIZE=-3 is out of range"), s.ToString()));
     unsetenv("HOROVOD_SIZE");
     // Each timeout named alone, in the settings' one out-of-range format.
     for (const char* timeout : {"HVD_START_TIMEOUT_SECONDS", "HVD_PEER_TIMEOUT_SECONDS"}) {
