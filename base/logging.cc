@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "base/settings.h"
 
@@ -19,36 +20,34 @@ std::atomic<int> g_rank{-1};
 const Setting<std::string> kLogLevel("HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", "warning",
                                      "trace, debug, info, warning or error");
 
-// HVD_LOG_LEVEL's value (or HOROVOD_LOG_LEVEL's), "" when neither is set.
-std::string LevelText() {
-  const char* v = std::getenv("HVD_LOG_LEVEL");
-  if (v == nullptr) v = std::getenv("HOROVOD_LOG_LEVEL");
-  return v == nullptr ? "" : v;
+// HVD_LOG_LEVEL's value (or HOROVOD_LOG_LEVEL's), "" when neither is set; *from (if given):
+// which one.
+std::string LevelText(std::string* from) {
+  std::string value;
+  return LookupEnv("HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", &value, from) ? value : "";
 }
 
-// False for a value that names no level.
+// False for a value that names no level (any case; "" is the default, Horovod's fatal is error).
 bool ParseLevel(std::string s, LogLevel* out) {
+  static const std::pair<const char*, LogLevel> kNames[] = {
+      {"trace", LogLevel::TRACE},     {"debug", LogLevel::DEBUG},  {"info", LogLevel::INFO},
+      {"warning", LogLevel::WARNING}, {"warn", LogLevel::WARNING}, {"", LogLevel::WARNING},
+      {"error", LogLevel::ERROR},     {"fatal", LogLevel::ERROR}};
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (s == "trace")
-    *out = LogLevel::TRACE;
-  else if (s == "debug")
-    *out = LogLevel::DEBUG;
-  else if (s == "info")
-    *out = LogLevel::INFO;
-  else if (s == "warning" || s == "warn" || s.empty())
-    *out = LogLevel::WARNING;
-  else if (s == "error" || s == "fatal")
-    *out = LogLevel::ERROR;  // (Horovod's fatal)
-  else
-    return false;
-  return true;
+  for (const auto& [name, level] : kNames) {
+    if (s == name) {
+      *out = level;
+      return true;
+    }
+  }
+  return false;
 }
 
 // A value that names no level logs at the default here (logging cannot fail); CheckLogLevel
 // makes it hvd::Init's error.
 LogLevel LevelFromEnv() {
   LogLevel level = LogLevel::WARNING;
-  return ParseLevel(LevelText(), &level) ? level : LogLevel::WARNING;
+  return ParseLevel(LevelText(nullptr), &level) ? level : LogLevel::WARNING;
 }
 
 const char* LevelName(LogLevel l) {
@@ -75,12 +74,11 @@ bool LogEnabled(LogLevel level) {
 }
 
 Status CheckLogLevel() {
-  const std::string text = LevelText();
+  std::string from;
+  const std::string text = LevelText(&from);
   LogLevel level;
   if (ParseLevel(text, &level)) return Status::OK();
-  const char* name =
-      std::getenv("HVD_LOG_LEVEL") != nullptr ? "HVD_LOG_LEVEL" : "HOROVOD_LOG_LEVEL";
-  return InvalidArgument(std::string(name) + "=" + text +
+  return InvalidArgument(from + "=" + text +
                          " names no log level: give trace, debug, info, warning or error, or "
                          "unset it for warning");
 }

@@ -20,11 +20,6 @@ using Clock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kPendingQuiet{2000};
 // Lost output is said at most this often while it goes on (and once more at the end).
 constexpr std::chrono::milliseconds kDroppedRepeat{5000};
-// How the launcher's note before output numbered anew after its restart begins
-// (launcherd/job_watch.h, kRenumberedPrefix).
-constexpr std::string_view kRenumberedPrefix = "output renumbered: ";
-// How the launcher's note on output a watcher missed begins (launcherd/job_watch.cc).
-constexpr std::string_view kDroppedPrefix = "output dropped: ";
 // Then again this often while it waits, with how long it has.
 constexpr std::chrono::milliseconds kPendingRepeat{60000};
 
@@ -140,11 +135,12 @@ class Follower {
         OnStatus(e.status);
         break;
       case control::JobEvent::Kind::kProgress:
-        if (e.progress.rfind(kRenumberedPrefix, 0) == 0) {
+        if (e.progress.rfind(control::kOutputRenumberedNote, 0) == 0) {
           renumbered_ = true;
           if (o_.verbose) sink_->Message("hvdrun: " + e.progress);
-        } else if (e.progress.rfind(kDroppedPrefix, 0) == 0) {
-          drop_reason_ = e.progress.substr(kDroppedPrefix.size());  // said with the count
+        } else if (e.progress.rfind(control::kOutputDroppedNote, 0) == 0) {
+          drop_reason_ =
+              e.progress.substr(control::kOutputDroppedNote.size());  // said with the count
         } else if (o_.verbose) {
           sink_->Message("hvdrun: " + e.progress);
         }

@@ -23,6 +23,9 @@ constexpr const char* kRendezvous =
     "not needed: hvdrun's launcher places the ranks and rank 0's agent chooses MASTER_ADDR and "
     "MASTER_PORT before any rank starts; instead, drop it (a job that must meet elsewhere passes "
     "-x MASTER_ADDR=HOST -x MASTER_PORT=N, which win)";
+constexpr const char* kOutputFiles =
+    "hvdrun shows every rank's output, tagged; instead, --output-filename DIR also writes it to "
+    "files";
 constexpr const char* kNodeRank =
     "not needed: hvdrun runs once for all the nodes and numbers them itself (GROUP_RANK); "
     "instead, run it once with --nnodes N -H node1,node2,... (docs/deployment.md)";
@@ -56,12 +59,8 @@ void RegisterTorchrunFlags(control::FlagSet* flags, bool* standalone) {
                  "drop it");
   flags->Refused("--log-dir,--log_dir", "DIR",
                  "instead, --output-filename DIR writes each rank's stdout and stderr under DIR");
-  flags->Refused("--redirects,-r", "STREAMS",
-                 "hvdrun shows every rank's output, tagged; instead, --output-filename DIR also "
-                 "writes it to files");
-  flags->Refused("--tee,-t", "STREAMS",
-                 "hvdrun shows every rank's output, tagged; instead, --output-filename DIR also "
-                 "writes it to files");
+  flags->Refused("--redirects,-r", "STREAMS", kOutputFiles);
+  flags->Refused("--tee,-t", "STREAMS", kOutputFiles);
   flags->Refused("--local-addr,--local_addr", "ADDR",
                  "instead, --network-interface NAME or CIDR picks the network ranks use");
   flags->Refused("--role", "ROLE", "hvdrun's ranks have no role names; drop it");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "control/iface_choice.h"
@@ -137,6 +138,12 @@ struct OutputLine {
   std::string text;
   int64_t seq = -1;  // position in the job's output log; set by the launcher
 };
+
+// How two of WatchJob's progress notes begin, which a watcher reads (cli/follow.cc): output the
+// watcher fell behind and the launcher no longer had ("output dropped: " and why), and output
+// numbered anew after a launcher restart, whose seq jumps (not lines dropped).
+inline constexpr std::string_view kOutputDroppedNote = "output dropped: ";
+inline constexpr std::string_view kOutputRenumberedNote = "output renumbered: ";
 
 // One item of WatchJob's stream.
 struct JobEvent {

@@ -59,7 +59,7 @@ void JobWatch::AddEvents(Job& job, int64_t from_seq, bool follow, WatchCursor* c
   if (cursor->next < job.log.begin()) {
     JobEvent e;
     e.kind = JobEvent::Kind::kProgress;
-    e.progress = "output dropped: the launcher keeps the last " +
+    e.progress = std::string(control::kOutputDroppedNote) + "the launcher keeps the last " +
                  std::to_string(max_output_lines_) + " lines of a job";
     events->push_back(std::move(e));
     cursor->next = job.log.begin();
@@ -73,7 +73,7 @@ void JobWatch::AddEvents(Job& job, int64_t from_seq, bool follow, WatchCursor* c
       if (renumbered_at >= 0 && entry.output.seq >= renumbered_at && !cursor->renumbering_said) {
         JobEvent note;
         note.kind = JobEvent::Kind::kProgress;
-        note.progress = std::string(kRenumberedPrefix) +
+        note.progress = std::string(control::kOutputRenumberedNote) +
                         "the launcher restarted; its output from then on is numbered from " +
                         std::to_string(renumbered_at) +
                         " (lines it held before the restart are no longer kept)";

@@ -27,12 +27,10 @@ struct WatchCursor {
   int64_t output_only_until = 0;  // a resumed watch replays only output before this index
   uint64_t status_sent = 0;       // version of the last status sent
   bool last_was_status = false;
-  bool renumbering_said = false;  // the kRenumberedPrefix note went before the first such line
+  // The kOutputRenumberedNote went before the first line numbered past a launcher restart (the
+  // seq jumps there: JobLog::ContinueFrom), so that the watcher does not count the gap as dropped.
+  bool renumbering_said = false;
 };
-
-// The note a watcher gets before the first output line numbered past a launcher restart (the seq
-// jumps there: JobLog::ContinueFrom), so that it does not count the gap as lines dropped.
-inline constexpr const char* kRenumberedPrefix = "output renumbered: ";
 
 class JobWatch {
  public:

@@ -85,7 +85,8 @@ class JobManagerFixture : public ::testing::Test {
     return st;
   }
   void Event(const std::shared_ptr<FakeLink>& link, const std::string& job, int rank,
-             RankState state, int code = 0, int sig = 0, std::string tail = "") {
+             RankState state, int code = 0, int sig = 0, std::string tail = "",
+             std::string error = "") {
     RankEventReport e;
     e.job_id = job;
     e.rank = rank;
@@ -94,6 +95,7 @@ class JobManagerFixture : public ::testing::Test {
     e.exit_code = code;
     e.signal = sig;
     e.stderr_tail = std::move(tail);
+    e.error = std::move(error);
     jobs_->OnRankEvent(Id(link), e);
   }
 

@@ -122,13 +122,7 @@ TEST_F(JobManagerTest, ARankItsAgentEndedExitsOneWhateverTheSignal) {
   const std::string id = Submit(2);
   Event(a, id, 0, RankState::kRunning);
   Event(a, id, 1, RankState::kRunning);
-  RankEventReport e;
-  e.job_id = id;
-  e.rank = 1;
-  e.state = RankState::kKilled;
-  e.signal = SIGTERM;
-  e.error = "hvd-agent on h was stopped";
-  jobs_->OnRankEvent(Id(a), e);
+  Event(a, id, 1, RankState::kKilled, 0, SIGTERM, "", "hvd-agent on h was stopped");
   JobStatus st = Get(id);
   EXPECT_EQ(st.state, JobState::kFailed);
   EXPECT_EQ(st.exit_code, 1);

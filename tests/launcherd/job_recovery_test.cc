@@ -6,7 +6,6 @@
 #include <cstdlib>
 
 #include "launcherd/job_store.h"
-#include "launcherd/job_watch.h"
 #include "tests/launcherd/job_manager_fixture.h"
 #include "testutil/expect.h"
 
@@ -182,7 +181,8 @@ TEST_F(JobRecovery, OutputAfterARestartIsNumberedPastEverythingBefore) {
   std::vector<std::string> lines;
   for (const JobEvent& e : events) {
     if (e.kind == JobEvent::Kind::kOutput) lines.push_back(e.output.text);
-    if (e.kind == JobEvent::Kind::kProgress && e.progress.rfind(kRenumberedPrefix, 0) == 0) {
+    if (e.kind == JobEvent::Kind::kProgress &&
+        e.progress.rfind(control::kOutputRenumberedNote, 0) == 0) {
       lines.push_back("(renumbered)");
     }
   }
@@ -192,7 +192,7 @@ TEST_F(JobRecovery, OutputAfterARestartIsNumberedPastEverythingBefore) {
   ASSERT_TRUE(jobs_->NextEvents(id, 1, false, 0ms, &cursor, &events, &done).ok());
   for (const JobEvent& e : events) {
     EXPECT_FALSE(e.kind == JobEvent::Kind::kProgress &&
-                 e.progress.rfind(kRenumberedPrefix, 0) == 0);
+                 e.progress.rfind(control::kOutputRenumberedNote, 0) == 0);
   }
 }
 
