@@ -15,6 +15,9 @@ namespace {
 using std::chrono::seconds;
 
 const std::string kPython = "/usr/bin/python3";
+// Steps of 0.1 s: enough that host 1 is killed mid-training on a loaded machine (with 60 steps,
+// 6 s, every worker had finished before the kill in one of three runs here).
+constexpr int kSteps = 150;
 const std::string kProgram = std::string(HVD_SOURCE_DIR) + "/tests/cli/elastic_program.py";
 
 class ElasticNetns : public NetnsTest {
@@ -52,7 +55,7 @@ TEST_F(ElasticNetns, AHostLostMidJobTheOthersGoOnWithTheRestoredModel) {
                                                         kPython,
                                                         kProgram,
                                                         "--steps",
-                                                        "60",
+                                                        std::to_string(kSteps),
                                                         "--step-sleep",
                                                         "0.1",
                                                         "--report-first"});
@@ -74,7 +77,8 @@ TEST_F(ElasticNetns, AHostLostMidJobTheOthersGoOnWithTheRestoredModel) {
   const size_t at = r.out.find(marker);
   ASSERT_NE(at, std::string::npos) << r.out << r.err;
   const int k = std::atoi(r.out.c_str() + at + marker.size());
-  const std::string weight = "weight " + std::to_string(4 * k + 2 * (60 - k)) + " steps 60";
+  const std::string weight =
+      "weight " + std::to_string(4 * k + 2 * (kSteps - k)) + " steps " + std::to_string(kSteps);
   EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 " + weight);
   EXPECT_HAS(r.out, "[1]<stdout>:worker 1 final: rank 1/2 " + weight);
 }
