@@ -27,8 +27,9 @@ std::string LevelText(std::string* from) {
   return LookupEnv("HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL", &value, from) ? value : "";
 }
 
-// False for a value that names no level (any case; "" is the default, Horovod's fatal is error).
-bool ParseLevel(std::string s, LogLevel* out) {
+}  // namespace
+
+bool ParseLogLevel(std::string s, LogLevel* out) {
   static const std::pair<const char*, LogLevel> kNames[] = {
       {"trace", LogLevel::TRACE},     {"debug", LogLevel::DEBUG},  {"info", LogLevel::INFO},
       {"warning", LogLevel::WARNING}, {"warn", LogLevel::WARNING}, {"", LogLevel::WARNING},
@@ -43,11 +44,13 @@ bool ParseLevel(std::string s, LogLevel* out) {
   return false;
 }
 
+namespace {
+
 // A value that names no level logs at the default here (logging cannot fail); CheckLogLevel
 // makes it hvd::Init's error.
 LogLevel LevelFromEnv() {
   LogLevel level = LogLevel::WARNING;
-  return ParseLevel(LevelText(nullptr), &level) ? level : LogLevel::WARNING;
+  return ParseLogLevel(LevelText(nullptr), &level) ? level : LogLevel::WARNING;
 }
 
 const char* LevelName(LogLevel l) {
@@ -77,7 +80,7 @@ Status CheckLogLevel() {
   std::string from;
   const std::string text = LevelText(&from);
   LogLevel level;
-  if (ParseLevel(text, &level)) return Status::OK();
+  if (ParseLogLevel(text, &level)) return Status::OK();
   return InvalidArgument(from + "=" + text +
                          " names no log level: give trace, debug, info, warning or error, or "
                          "unset it for warning");

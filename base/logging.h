@@ -8,6 +8,8 @@
 
 #include <sstream>
 
+#include <string>
+
 #include "hvd/status.h"
 
 namespace hvd::base {
@@ -15,6 +17,9 @@ namespace hvd::base {
 enum class LogLevel { TRACE = 0, DEBUG = 1, INFO = 2, WARNING = 3, ERROR = 4 };
 
 bool LogEnabled(LogLevel level);
+// The level an HVD_LOG_LEVEL value names (any case; "warn" is warning, Horovod's "fatal" error,
+// "" the default, warning); false when it names none.
+bool ParseLogLevel(std::string text, LogLevel* out);
 // InvalidArgument naming HVD_LOG_LEVEL (or HOROVOD_LOG_LEVEL) when it is set to no level (any
 // case; "fatal", Horovod's, is error): logging itself cannot fail, and uses warning then.
 Status CheckLogLevel();

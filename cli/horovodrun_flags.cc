@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "base/logging.h"
 #include "base/settings.h"
 #include "cli/config_file.h"
 #include "control/host_spec.h"
@@ -232,14 +233,23 @@ Status AddHorovodEnv(const HorovodFlags& h, const control::FlagSet& flags,
     std::string level = h.log_level;
     for (char& c : level) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     if (level == "fatal") level = "error";  // hvd has no fatal-only level
-    if (level != "trace" && level != "debug" && level != "info" && level != "warning" &&
-        level != "error") {
+    base::LogLevel parsed;
+    if (level.empty() || !base::ParseLogLevel(level, &parsed)) {
       return InvalidArgument(flags.GivenAs("--log-level") + " '" + h.log_level +
                              "' is not one of TRACE, DEBUG, INFO, WARNING, ERROR, FATAL");
     }
     HVD_RETURN_IF_ERROR(set("--log-level", "HVD_LOG_LEVEL", level));
   }
   if (given("--tcp") && h.tcp) HVD_RETURN_IF_ERROR(set("--tcp", "NCCL_IB_DISABLE", "1"));
+  // Every rank's hvd::Init() would refuse it, after the job started.
+  for (const char* var : {"HVD_LOG_LEVEL", "HOROVOD_LOG_LEVEL"}) {
+    const auto it = x_env.find(var);
+    base::LogLevel parsed;
+    if (it != x_env.end() && !base::ParseLogLevel(it->second, &parsed)) {
+      return InvalidArgument(std::string("-x ") + var + "=" + it->second +
+                             " names no log level: give trace, debug, info, warning or error");
+    }
+  }
   return Status::OK();
 }
 

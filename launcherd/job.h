@@ -261,6 +261,9 @@ class Job {
   // `f` of a rank whose runtime reported failing because of a peer, with what it reported added
   // (NotePeerFailed's `why`): the cause's headline names the peer even when the peer never failed.
   JobFailure WithPeerReport(JobFailure f) const;
+  // The failure naming the rank a standing stall ends at, for a rank failure `held` that blamed a
+  // peer; false when no stall stands or its culprit is gone (or is that rank).
+  bool StallCause(const JobFailure& held, JobFailure* f) const;
 
   // The counts behind AnyRankLive and AllRanksExitedZero. Taken afresh (O(np), once) when not
   // valid or when the number of ranks changed behind the job's back; kept up to date by

@@ -59,8 +59,33 @@ void Job::ReleaseHeld(Instant now) {
   if (!held_) return;
   const HeldFailure h = *held_;
   held_.reset();
-  Fail(WithPeerReport(h.failure), h.exit_code, now);
+  JobFailure stalled;
+  if (StallCause(h.failure, &stalled)) {
+    Fail(stalled, control::kGenericFailureExitCode, now);
+  } else {
+    Fail(WithPeerReport(h.failure), h.exit_code, now);
+  }
   SetCauseTime(h.time_ms, true, now);
+}
+
+bool Job::StallCause(const JobFailure& held, JobFailure* f) const {
+  // A rank that failed because of a peer, while the job stands stalled on a rank that is still
+  // there: the stall is why (a key failed after HVD_STALL_SHUTDOWN_TIME_SECONDS on the ranks
+  // waiting for the stalled one, which never fails by itself).
+  if (status.stall.empty()) return false;
+  std::map<int, StallReport> reports;
+  for (const auto& [rank, s] : stalls) reports[rank] = s.report;
+  for (int c : StallCulprits(reports)) {
+    if (c == held.rank || c < 0 || c >= static_cast<int>(status.ranks.size()) ||
+        !RankLive(status.ranks[c].state)) {
+      continue;
+    }
+    f->rank = c;
+    f->host = status.ranks[c].placement.host;
+    f->message = "stalled: " + status.stall + "; then " + held.message;
+    return true;
+  }
+  return false;
 }
 
 JobFailure Job::WithPeerReport(JobFailure f) const {

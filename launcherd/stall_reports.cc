@@ -46,17 +46,21 @@ double OldestStall(const std::map<int, StallReport>& reports) {
   return oldest;
 }
 
-std::string SummarizeStalls(const std::map<int, StallReport>& reports,
-                            const std::function<std::string(int)>& host_of) {
-  if (reports.empty()) return "";
+std::set<int> StallCulprits(const std::map<int, StallReport>& reports) {
   std::set<int> culprits;
   for (const auto& [rank, r] : reports) {
     for (int b : r.blamed) {
       if (!reports.count(b)) culprits.insert(b);
     }
   }
+  return culprits;
+}
+
+std::string SummarizeStalls(const std::map<int, StallReport>& reports,
+                            const std::function<std::string(int)>& host_of) {
+  if (reports.empty()) return "";
   std::string out;
-  for (int c : culprits) {
+  for (int c : StallCulprits(reports)) {
     // The coordinator's own words are the most precise: which tensor, which ranks have it.
     const StallReport* inspector = nullptr;
     std::vector<int> waiting;

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,9 @@ struct StallReport {
 // False when malformed. (An empty value means the rank's stall cleared; the caller handles it.)
 bool ParseStallReport(const std::string& value, StallReport* out);
 std::string FormatStallReport(const StallReport& report);
+
+// The culprits: blamed ranks that report no stall themselves, where the chains of waits end.
+std::set<int> StallCulprits(const std::map<int, StallReport>& reports);
 
 // One line naming the culprits, or the oldest report when the waits form no chain; "" when there
 // are no reports. `host_of(rank)` names a rank's host.

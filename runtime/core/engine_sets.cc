@@ -18,6 +18,7 @@ std::unique_ptr<SetRunner> Engine::NewRunner(int id, const std::vector<int>& mem
   o.eager_max_bytes = options_.eager_max_bytes;
   o.stall_check_seconds = options_.stall_check_seconds;
   o.stall_shutdown_seconds = options_.stall_shutdown_seconds;
+  o.stall_reporter = options_.stall_reporter;
   auto finish = [this](internal::Operation* op, const Status& s) { Finish(op, s); };
   auto apply = [this](const negotiation::Response& r, internal::Operation* op) {
     return ApplySetChange(r, op);

@@ -1,5 +1,8 @@
 #include "core/operation.h"
 
+#include <exception>
+
+#include "base/logging.h"
 #include "core/api_internal.h"
 
 namespace hvd {
@@ -51,8 +54,18 @@ void Operation::Complete(const Status& status) {
   }
   // The callback runs before the operation is marked done, so that Ready() or a Wait() returning
   // implies the callback ran (marking it done first let a Wait() that started late return while
-  // the callback was still running).
-  callback(status);
+  // the callback was still running). An exception would unwind the round that completes it (on
+  // the background thread: std::terminate); it is the caller's bug, said and dropped.
+  try {
+    callback(status);
+  } catch (const std::exception& e) {
+    HVD_LOG(ERROR) << "the callback of '" << request.key << "' threw (" << e.what()
+                   << "); ignored: callbacks must not throw";
+  } catch (...) {
+    HVD_LOG(ERROR) << "the callback of '" << request.key
+                   << "' threw something not derived from std::exception; ignored: callbacks "
+                      "must not throw";
+  }
   {
     base::MutexLock lock(&mu_);
     done_.store(true, std::memory_order_release);

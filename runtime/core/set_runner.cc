@@ -119,6 +119,7 @@ void SetRunner::Complete(const std::string& key, const Status& status) {
   if (timeline_) {
     for (const auto& t : op->request.tensors) timeline_->End(t.name, status);
   }
+  if (options_.stall_reporter != nullptr && status.ok()) options_.stall_reporter->Progress();
   finish_(op.get(), status);
 }
 
@@ -354,6 +355,12 @@ Status SetRunner::SlowPath() {
       coordinator_->Add(list, arrival);
     }
     answer = negotiation::Encode(coordinator_->Compute(Clock::now()));
+    if (options_.stall_reporter != nullptr) {
+      for (const stall::StallVerdict& v : coordinator_->verdicts()) {
+        options_.stall_reporter->ReportVerdict(
+            v.pending, stall::StallInspector::ShutdownSetting(options_.stall_shutdown_seconds));
+      }
+    }
   }
   HVD_RETURN_IF_ERROR(BroadcastFromRoot(comm_, &answer));
   negotiation::ResponseList list;
@@ -417,6 +424,16 @@ negotiation::Rider SetRunner::RiderOf() {
 }
 
 Status SetRunner::Run(const std::vector<Response>& responses, const collectives::Comm& comm) {
+  // A key failed because other ranks never submitted it: before user code hears of it, the
+  // launcher learns that this rank's failure is theirs (it then names them, not this rank).
+  if (options_.stall_reporter != nullptr) {
+    for (const Response& r : responses) {
+      if (!r.stalled_ranks.empty() && pending_.count(r.key) != 0) {
+        options_.stall_reporter->ReportPeerFailure(r.error);
+        break;
+      }
+    }
+  }
   // Process-set changes are the engine's: applied here, in response order, on every rank. The
   // other responses go to the executor as they are, without a copy, when there are none.
   auto set_change = [](const Response& r) {

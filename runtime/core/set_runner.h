@@ -36,6 +36,7 @@
 #include "negotiation/coordinator.h"
 #include "negotiation/exchange.h"
 #include "negotiation/response_cache.h"
+#include "stall/stall_reporter.h"
 #include "timeline/timeline.h"
 
 namespace hvd::runtime::core {
@@ -55,6 +56,8 @@ struct SetRunnerOptions {
   uint32_t eager_max_bytes = 0;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
+  // Told of stall verdicts and of progress after them (null: no launcher to tell).
+  stall::StallReporter* stall_reporter = nullptr;
   // Members of the set on this host: its waits spin as among that many ranks
   // (transport::ScopedSpinRanks); 0: as the job's transport decides (the global set).
   int host_members = 0;

@@ -132,8 +132,9 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
     resp.error += " every rank must submit the same operation, dtype and shape";
     for (int r : present) {
       if (e.by_rank[r]->gpu != first->gpu) {
-        resp.error += " (and the same kind of memory: GPU tensors on every rank, or host tensors "
-                      "on every rank)";
+        resp.error +=
+            " (and the same kind of memory: GPU tensors on every rank, or host tensors "
+            "on every rank)";
         break;
       }
     }
@@ -215,9 +216,11 @@ ResponseList Coordinator::Compute(Clock::time_point now) {
     table_.erase(key);
     stall_.Forget(key);
   }
-  for (const stall::StallVerdict& v : stall_.Inspect(Pending(), now)) {
+  verdicts_ = stall_.Inspect(Pending(), now);
+  for (const stall::StallVerdict& v : verdicts_) {
+    const std::string& key = v.pending.key;
     Response r;
-    const Entry& e = table_.at(v.key);
+    const Entry& e = table_.at(key);
     for (const auto& req : e.by_rank) {
       if (req) {
         r.type = req->type;
@@ -225,11 +228,12 @@ ResponseList Coordinator::Compute(Clock::time_point now) {
         break;
       }
     }
-    r.key = v.key;
+    r.key = key;
     r.error = v.message;
+    r.stalled_ranks.assign(v.pending.missing.begin(), v.pending.missing.end());
     out.responses.push_back(std::move(r));
-    table_.erase(v.key);
-    stall_.Forget(v.key);
+    table_.erase(key);
+    stall_.Forget(key);
   }
   if (static_cast<int>(joined_.size()) == size_) {
     Response r;

@@ -36,6 +36,8 @@ class Coordinator {
   // Everything decided this cycle: ready keys in the order they were first submitted, stall
   // failures, and the join release when every rank has joined.
   ResponseList Compute(Clock::time_point now);
+  // The stall failures of the last Compute (HVD_STALL_SHUTDOWN_TIME_SECONDS), as their keys stood.
+  const std::vector<stall::StallVerdict>& verdicts() const { return verdicts_; }
 
   // Keys waiting on some rank (for status reports and tests).
   std::vector<stall::PendingKey> Pending() const;
@@ -66,6 +68,7 @@ class Coordinator {
   std::set<int> joined_;
   int last_joined_ = -1;
   stall::StallInspector stall_;
+  std::vector<stall::StallVerdict> verdicts_;
 };
 
 }  // namespace hvd::runtime::negotiation

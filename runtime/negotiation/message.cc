@@ -129,8 +129,8 @@ template <typename T>
 bool GetCommon(Decoder& d, T* r) {
   uint8_t flags = 0;
   const bool ok = GetOp(d, &r->type, &r->reduce_op) && d.Str(&r->key) && Get(d, &r->tensors) &&
-                  d.F64(&r->prescale) && d.F64(&r->postscale) && d.I32(&r->root) &&
-                  d.U8(&flags) && d.I64Vec(&r->splits);
+                  d.F64(&r->prescale) && d.F64(&r->postscale) && d.I32(&r->root) && d.U8(&flags) &&
+                  d.I64Vec(&r->splits);
   r->sized_by_root = (flags & 1) != 0;
   r->gpu = (flags & 2) != 0;
   return ok && flags <= 3;
@@ -179,6 +179,7 @@ std::string Encode(const ResponseList& list) {
     e.I32(r.last_joined_rank);
     e.I32(r.contributors);
     e.Str(r.error);
+    if (!r.error.empty()) e.I64Vec(r.stalled_ranks);  // nothing more for a key that runs
   }
   std::vector<int64_t> joined(list.joined_ranks.begin(), list.joined_ranks.end());
   e.I64Vec(joined);
@@ -193,7 +194,8 @@ Status Decode(const std::string& data, ResponseList* list) {
     list->responses.resize(n);
     for (Response& r : list->responses) {
       if (!(GetCommon(d, &r) && d.I64Vec(&r.first_dims) && d.I32(&r.last_joined_rank) &&
-            d.I32(&r.contributors) && d.Str(&r.error))) {
+            d.I32(&r.contributors) && d.Str(&r.error) &&
+            (r.error.empty() || d.I64Vec(&r.stalled_ranks)))) {
         break;
       }
     }

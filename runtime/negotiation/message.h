@@ -87,6 +87,9 @@ struct Response {
   // whose participants are exactly the ranks that have not joined).
   int32_t contributors = 0;
   std::string error;  // non-empty: fail the key on every rank with this message
+  // With an error: a stall verdict (HVD_STALL_SHUTDOWN_TIME_SECONDS) when non-empty, the job
+  // ranks that had not submitted the key. Ranks failing it report them to the launcher.
+  std::vector<int64_t> stalled_ranks;
 
   bool ok() const { return error.empty(); }
 };

@@ -1,5 +1,7 @@
 #include "stall/stall_inspector.h"
 
+#include <cstdio>
+
 #include "base/logging.h"
 
 namespace hvd::runtime::stall {
@@ -29,6 +31,12 @@ std::string StallInspector::Describe(const PendingKey& p, Clock::time_point now)
   return s;
 }
 
+std::string StallInspector::ShutdownSetting(double shutdown_seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", shutdown_seconds);  // "60", "2.5": as the user set it
+  return std::string("HVD_STALL_SHUTDOWN_TIME_SECONDS=") + buf;
+}
+
 std::vector<StallVerdict> StallInspector::Inspect(const std::vector<PendingKey>& pending,
                                                   Clock::time_point now) {
   std::vector<StallVerdict> verdicts;
@@ -38,9 +46,8 @@ std::vector<StallVerdict> StallInspector::Inspect(const std::vector<PendingKey>&
     if (p.missing.empty()) continue;
     const auto age = now - p.first_seen;
     if (shutdown_seconds_ > 0 && age >= std::chrono::duration<double>(shutdown_seconds_)) {
-      verdicts.push_back({p.key, "stalled: " + Describe(p, now) +
-                                     "; failing it after HVD_STALL_SHUTDOWN_TIME_SECONDS=" +
-                                     std::to_string(shutdown_seconds_)});
+      verdicts.push_back({p, "stalled: " + Describe(p, now) + "; failing it after " +
+                                 ShutdownSetting(shutdown_seconds_)});
       continue;
     }
     if (check_seconds_ > 0 && age >= check) {

@@ -22,9 +22,10 @@ struct PendingKey {
 };
 
 struct StallVerdict {
-  std::string key;
-  std::string
-      message;  // "rank 2 has not submitted allreduce 'fc1.grad' for 61 s (ranks 0, 1 have)"
+  PendingKey pending;  // the key failed, as it stood
+  // "stalled: rank 2 has not submitted allreduce 'fc1.grad' for 61 s (ranks 0, 1 have); failing
+  // it after HVD_STALL_SHUTDOWN_TIME_SECONDS=60"
+  std::string message;
 };
 
 class StallInspector {
@@ -42,6 +43,8 @@ class StallInspector {
   void Forget(const std::string& key) { last_warned_.erase(key); }
 
   static std::string Describe(const PendingKey& p, Clock::time_point now);
+  // "HVD_STALL_SHUTDOWN_TIME_SECONDS=60": the setting that fails a stalled key, as set.
+  static std::string ShutdownSetting(double shutdown_seconds);
 
  private:
   double check_seconds_;

@@ -75,7 +75,28 @@ StallReporter::~StallReporter() {
 void StallReporter::SetInspectorReport(bool stalled, const PendingKey& oldest) {
   base::MutexLock lock(&mu_);
   inspector_stalled_ = stalled;
-  if (stalled) inspector_ = oldest;
+  if (stalled) {
+    inspector_ = oldest;
+    verdict_standing_.store(false, std::memory_order_relaxed);  // the new stall is the news
+  }
+}
+
+void StallReporter::ReportVerdict(const PendingKey& key, const std::string& setting) {
+  if (key.missing.empty()) return;
+  base::MutexLock lock(&mu_);
+  verdict_ = key;
+  verdict_setting_ = setting;
+  verdict_at_ = Clock::now();
+  // The inspector's report (set at the engine's last report tick) is of the key just failed; a
+  // stall still pending is set again at the next tick, replacing this one.
+  inspector_stalled_ = false;
+  // Written with the abort record the failing operation reports next (ReportPeerFailure).
+  verdict_standing_.store(true, std::memory_order_relaxed);
+}
+
+void StallReporter::ClearVerdict() {
+  base::MutexLock lock(&mu_);
+  verdict_standing_.store(false, std::memory_order_relaxed);
 }
 
 void StallReporter::WaitBegin(const std::vector<int>& peers) {
@@ -111,21 +132,35 @@ void StallReporter::ReportPeerFailure(const std::string& message) {
               [&]() HVD_REQUIRES(mu_) { return peer_failure_written_; });
 }
 
+std::string StallReporter::InspectorMessage(const PendingKey& p, int64_t age_s) const {
+  const size_t n = p.submitted.size();
+  return Ranks(p.missing, options_.hosts, options_.worker_ids) +
+         (p.missing.size() == 1 ? " has" : " have") + " not submitted " + p.op + " '" + p.key +
+         "' for " + std::to_string(age_s) + " s (" + (n == 1 ? "rank " : "ranks ") +
+         Csv(p.submitted) + (n == 1 ? " has" : " have") + ")";
+}
+
 StallReporter::Report StallReporter::Compose(Clock::time_point now) {
   Report r;
-  if (options_.check_seconds <= 0) return r;
-  if (inspector_stalled_ && !inspector_.missing.empty()) {
+  if (options_.check_seconds > 0 && inspector_stalled_ && !inspector_.missing.empty()) {
     r.kind = 'S';
     r.age_s = std::chrono::duration_cast<std::chrono::seconds>(now - inspector_.first_seen).count();
     r.blamed = ToIds(inspector_.missing, options_.worker_ids);
-    const size_t n = inspector_.submitted.size();
-    r.message = Ranks(inspector_.missing, options_.hosts, options_.worker_ids) +
-                (inspector_.missing.size() == 1 ? " has" : " have") + " not submitted " +
-                inspector_.op + " '" + inspector_.key + "' for " + std::to_string(r.age_s) +
-                " s (" + (n == 1 ? "rank " : "ranks ") + Csv(inspector_.submitted) +
-                (n == 1 ? " has" : " have") + ")";
+    r.message = InspectorMessage(inspector_, r.age_s);
     return r;
   }
+  if (verdict_standing_.load(std::memory_order_relaxed)) {  // also with stall checks off
+    r.kind = 'S';
+    r.verdict = true;
+    r.age_s = std::chrono::duration_cast<std::chrono::seconds>(verdict_at_ - verdict_.first_seen)
+                  .count();  // as it stood: the missing ranks may have submitted it since
+    r.blamed = ToIds(verdict_.missing, options_.worker_ids);
+    r.message = InspectorMessage(verdict_, r.age_s) + "; the operation failed on " +
+                (verdict_.submitted.size() == 1 ? "that rank" : "those ranks") + " after " +
+                verdict_setting_;
+    return r;
+  }
+  if (options_.check_seconds <= 0) return r;
   if (!wait_peers_.empty() &&
       now - wait_since_ >= std::chrono::duration<double>(options_.check_seconds)) {
     r.kind = 'W';
@@ -156,10 +191,14 @@ void StallReporter::Loop() {
       peer_failure_written_ = true;
       cv_.NotifyAll();
     }
+    // At shutdown a report still standing is cleared, except a verdict's: the rank exits
+    // because of it, and the launcher names the stalled rank as the job's cause from it.
+    const bool keep = stop_ && verdict_standing_.load(std::memory_order_relaxed);
     const auto now = Clock::now();
-    Report r = stop_ ? Report() : Compose(now);
+    Report r = stop_ && !keep ? Report() : Compose(now);
     // A new kind or new blamed ranks are news at once; a grown age once per check interval.
-    const bool changed = r.kind != written_.kind || r.blamed != written_.blamed;
+    const bool changed =
+        r.kind != written_.kind || r.verdict != written_.verdict || r.blamed != written_.blamed;
     if (changed || (r.kind != 0 && now - written_at_ >= check)) {
       written_ = r;
       written_at_ = now;

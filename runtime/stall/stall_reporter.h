@@ -53,12 +53,24 @@ class StallReporter {
   // `store` (the rank's connection to the rendezvous, not owned) must outlive the reporter; it is
   // used until it fails, then a fresh one is opened from `url`.
   StallReporter(Options options, rendezvous::Store* store);
-  ~StallReporter();  // clears a report still standing (best effort), stops the thread
+  // Clears a report still standing (best effort; not a verdict's, which says why this rank
+  // fails), and stops the thread.
+  ~StallReporter();
   StallReporter(const StallReporter&) = delete;
   StallReporter& operator=(const StallReporter&) = delete;
 
   // A rank with a coordinator: the oldest stalled key they know of, or none (`stalled` false).
   void SetInspectorReport(bool stalled, const PendingKey& oldest);
+
+  // A coordinator on this rank failed `key` after HVD_STALL_SHUTDOWN_TIME_SECONDS (`setting`
+  // names it). The key is forgotten, so the inspector report would clear and tell the launcher
+  // the job moves again; instead this report stands, naming the ranks that never submitted it,
+  // until another stall replaces it or this rank completes an operation (Progress).
+  void ReportVerdict(const PendingKey& key, const std::string& setting);
+  // This rank completed an operation. Cheap: called for every completion.
+  void Progress() {
+    if (verdict_standing_.load(std::memory_order_relaxed)) ClearVerdict();
+  }
 
   // The background thread starts and ends a blocking wait on `peers`. Cheap: called around every
   // transport wait.
@@ -80,7 +92,8 @@ class StallReporter {
   }
   using Clock = std::chrono::steady_clock;
   struct Report {
-    char kind = 0;  // 0: none, 'S': inspector, 'W': wait
+    char kind = 0;         // 0: none, 'S': inspector, 'W': wait
+    bool verdict = false;  // 'S' for a key failed after the shutdown time (ReportVerdict)
     int64_t age_s = 0;
     std::vector<int> blamed;
     std::string message;
@@ -88,6 +101,8 @@ class StallReporter {
   };
   void Loop();
   Report Compose(Clock::time_point now) HVD_REQUIRES(mu_);
+  std::string InspectorMessage(const PendingKey& p, int64_t age_s) const;
+  void ClearVerdict();
   void Write(const std::string& key, const std::string& value);
 
   const Options options_;
@@ -101,6 +116,10 @@ class StallReporter {
   bool stop_ HVD_GUARDED_BY(mu_) = false;
   bool inspector_stalled_ HVD_GUARDED_BY(mu_) = false;
   PendingKey inspector_ HVD_GUARDED_BY(mu_);
+  std::atomic<bool> verdict_standing_{false};  // written under mu_; read without it by Progress
+  PendingKey verdict_ HVD_GUARDED_BY(mu_);
+  std::string verdict_setting_ HVD_GUARDED_BY(mu_);
+  Clock::time_point verdict_at_ HVD_GUARDED_BY(mu_);
   Clock::time_point wait_since_ HVD_GUARDED_BY(mu_);
   std::vector<int> wait_peers_ HVD_GUARDED_BY(mu_);  // empty: not waiting
   Report written_ HVD_GUARDED_BY(mu_);               // the report last written

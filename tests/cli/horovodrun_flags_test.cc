@@ -145,6 +145,11 @@ TEST_F(HorovodrunFlags, ConflictsAndBadValuesNameTheFlags) {
   EXPECT_HAS(Error({"--gloo-timeout-seconds", "0"}), "--gloo-timeout-seconds must be");
   EXPECT_HAS(Error({"--stall-check-shutdown-time-seconds", "-5"}), "must be a number of seconds");
   EXPECT_HAS(Error({"--log-level", "LOUD"}), "--log-level 'LOUD' is not one of TRACE");
+  // -x's spelling was left to every rank's hvd::Init(), which failed after the job started.
+  EXPECT_HAS(Error({"-x", "HVD_LOG_LEVEL=loud"}),
+             "-x HVD_LOG_LEVEL=loud names no log level: give trace, debug, info, warning or error");
+  EXPECT_HAS(Error({"-x", "HOROVOD_LOG_LEVEL=verbose"}), "-x HOROVOD_LOG_LEVEL=verbose names no");
+  EXPECT_EQ(Env({"-x", "HVD_LOG_LEVEL=WARN"}), (Vars{{"HVD_LOG_LEVEL", "WARN"}}));
   EXPECT_HAS(Error({"--cache-capacity", "8", "-x", "HVD_CACHE_CAPACITY=9"}),
              "--cache-capacity and -x HVD_CACHE_CAPACITY both set HVD_CACHE_CAPACITY");
 }

@@ -354,6 +354,24 @@ TEST_F(Faults, AHungRankIsNamedWithTheTensorItHasNotSubmitted) {
   EXPECT_HAS(r.err, "rank 2 on node-b has not submitted allreduce 'grad' for");
 }
 
+// The runtime's own stall shutdown (Horovod's --stall-check-shutdown-time-seconds) fails the
+// tensor on the ranks that submitted it, which then exit 1. The job's cause is the hung rank,
+// not the first of them to exit, and the stall is never said to be over.
+TEST_F(Faults, ARankHungPastTheStallShutdownTimeIsTheCause) {
+  std::unique_ptr<Proc> run =
+      StartJob({"--steps", "0", "--hang-rank", "2", "--hang-at", "5"},
+               {"--stall-check-time", "1", "--stall-check-shutdown-time-seconds", "3"});
+  ProcResult r = run->Wait(seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_HAS(r.err, "failed: stalled: rank 2 on node-b has not submitted allreduce 'grad' for");
+  EXPECT_HAS(r.err, "after HVD_STALL_SHUTDOWN_TIME_SECONDS=3; then rank ");
+  EXPECT_EQ(r.err.find("making progress again"), std::string::npos) << r.err;
+  const std::set<std::string> ids = JobIds();
+  ASSERT_EQ(ids.size(), 1u);
+  json job = WaitJob(*ids.begin(), NoRankAlive, seconds(10));
+  EXPECT_EQ(job["failure"]["rank"], 2) << job.dump();
+}
+
 TEST_F(Faults, AMissingBinaryFailsAtOnceNamingThePath) {
   ProcResult r =
       Run(Hvdrun("", {"-np", "4", "-H", "node-a:2,node-b:2", "/nonexistent/train"}, true));

@@ -179,6 +179,43 @@ TEST(JobTest, AHeldFailureBecomesTheCauseWhenNothingBetterComes) {
              " after its runtime reported: rank 1 shut hvd down while rank 0 still used it");
 }
 
+// A key failed after HVD_STALL_SHUTDOWN_TIME_SECONDS: rank 0, which waited for rank 1, fails;
+// rank 1 never does (it is stuck in user code). The stall is the cause, naming rank 1, not the
+// rank that waited; once rank 1 is gone too, rank 0's own failure is (with what it reported).
+TEST(JobTest, AFailureHeldWhileTheJobStandsStalledNamesTheStalledRank) {
+  JobRules rules;
+  rules.cause_settle = 1000ms;
+  for (bool stalled_rank_gone : {false, true}) {
+    auto job = RunningJob(2, rules);
+    StallReport report;
+    report.kind = StallReport::Kind::kInspector;
+    report.age_s = 4;
+    report.blamed = {1};
+    report.message = "rank 1 on " + job->status.ranks[1].placement.host +
+                     " has not submitted allreduce 'x' for 4 s (rank 0 has); the operation "
+                     "failed on that rank after HVD_STALL_SHUTDOWN_TIME_SECONDS=4";
+    job->stalls[0] = {report, At(0ms).steady};
+    job->status.stall = report.message;
+    job->NotePeerFailed(0, "stalled: rank 1 has not submitted allreduce 'x' for 4 s (rank 0 has)");
+    if (stalled_rank_gone) job->status.ranks[1].state = RankState::kExited;  // with code 0
+    job->RankFailed(RankExit(*job, 0, 3), 3, kT0.wall_ms + 10, kAllConnected, At(10ms));
+    EXPECT_TRUE(job->holds_failure());
+    job->ReleaseHeld(At(1010ms));
+    ASSERT_EQ(job->state(), JobState::kFailed);
+    if (stalled_rank_gone) {
+      EXPECT_EQ(job->status.failure.rank, 0);
+      EXPECT_EQ(job->status.exit_code, 3);
+      EXPECT_HAS(job->status.reason, "after its runtime reported: stalled: rank 1 has not");
+      continue;
+    }
+    EXPECT_EQ(job->status.failure.rank, 1);
+    EXPECT_EQ(job->status.failure.host, job->status.ranks[1].placement.host);
+    EXPECT_EQ(job->status.exit_code, 1);
+    EXPECT_HAS(job->status.reason,
+               "stalled: " + report.message + "; then rank 0 exited with code 3");
+  }
+}
+
 TEST(JobTest, WhatARankReportedOfItsPeerIsOneLineOfPrintableText) {
   JobRules rules;
   rules.cause_settle = 1000ms;

@@ -54,11 +54,18 @@ TEST(Message, RoundTripsAndRejectsGarbage) {
   r.key = "k";
   r.error = "boom";
   r.first_dims = {1, 2};
-  rl.responses = {r};
+  r.stalled_ranks = {2, 5};
+  Response fine;  // no error: nothing after it (its stalled_ranks are not sent)
+  fine.key = "ok";
+  rl.responses = {r, fine, r};
   rl.joined_ranks = {1, 4};
   ResponseList back;
   ASSERT_TRUE(negotiation::Decode(negotiation::Encode(rl), &back).ok());
+  ASSERT_EQ(back.responses.size(), 3u);
   EXPECT_EQ(back.responses[0].error, "boom");
+  EXPECT_EQ(back.responses[0].stalled_ranks, (std::vector<int64_t>{2, 5}));
+  EXPECT_TRUE(back.responses[1].ok());
+  EXPECT_EQ(back.responses[2].stalled_ranks, (std::vector<int64_t>{2, 5}));
   EXPECT_EQ(back.joined_ranks, (std::vector<int32_t>{1, 4}));
 
   std::string bytes = negotiation::Encode(in);
@@ -137,7 +144,18 @@ TEST(Coordinator, StallShutdownFailsTheKeyNamingMissingRanks) {
   EXPECT_NE(out.responses[0].error.find("rank 2 has not submitted allreduce 'w'"),
             std::string::npos)
       << out.responses[0].error;
+  EXPECT_NE(out.responses[0].error.find("after HVD_STALL_SHUTDOWN_TIME_SECONDS=2"),
+            std::string::npos)
+      << out.responses[0].error;
+  // A stall verdict: the ranks failing it tell the launcher whom they failed for.
+  EXPECT_EQ(out.responses[0].stalled_ranks, (std::vector<int64_t>{2}));
+  ASSERT_EQ(c.verdicts().size(), 1u);
+  EXPECT_EQ(c.verdicts()[0].pending.key, "w");
+  EXPECT_EQ(c.verdicts()[0].pending.missing, (std::vector<int>{2}));
+  EXPECT_EQ(c.verdicts()[0].pending.submitted, (std::vector<int>{0, 1}));
   EXPECT_TRUE(c.Pending().empty());
+  c.Compute(now);
+  EXPECT_TRUE(c.verdicts().empty());
 }
 
 Response Cached(const std::string& key, int64_t n) {

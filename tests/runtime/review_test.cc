@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "runtime_env.h"
@@ -117,6 +119,31 @@ TEST(ReviewApi, WaitReturnsOnlyAfterTheCallbackRan) {
         const bool ran_at_wait = ran;
         HVD_RETURN_IF_ERROR(Shutdown());
         return Check(ran_at_wait, "Ready()/Wait() returned before the callback had finished");
+      },
+      Fast());
+  HVD_EXPECT_RANKS_OK(res);
+}
+
+// A callback that threw unwound the background thread's round: std::terminate ended the rank.
+TEST(ReviewApi, ACallbackThatThrowsIsLoggedAndTheRankGoesOn) {
+  auto res = RunRanks(
+      1,
+      [](int rank, int size, const std::string& dir) -> Status {
+        HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+        std::vector<float> v(4, 1.0f);
+        const Tensor t = MakeTensor(v.data(), DataType::kFloat32, 4);
+        for (int i = 0; i < 2; ++i) {  // a std::exception, then anything else
+          AllreduceOptions o;
+          o.callback = [i](const Status&) {
+            if (i == 0) throw std::runtime_error("boom");
+            throw 7;
+          };
+          Handle h = AllreduceAsync("throws." + std::to_string(i), t, t, o);
+          HVD_RETURN_IF_ERROR(h.Wait());
+        }
+        HVD_RETURN_IF_ERROR(Allreduce("after", t, t));
+        HVD_RETURN_IF_ERROR(Shutdown());
+        return Check(v[0] == 1.0f, "a 1-rank sum changed the data");
       },
       Fast());
   HVD_EXPECT_RANKS_OK(res);

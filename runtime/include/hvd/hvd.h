@@ -163,7 +163,8 @@ class Operation;
 
 // Called once, on the background thread, when the operation completes (before Ready() turns true
 // and Wait() returns). Must not block: Shutdown(), the synchronous operations and Wait() on an
-// operation not yet complete fail with FailedPrecondition when called from a callback.
+// operation not yet complete fail with FailedPrecondition when called from a callback. Must not
+// throw: an exception it throws is logged at ERROR and dropped.
 using Callback = std::function<void(const Status&)>;
 
 // Shared handle to one submitted operation. Cheap to copy.

@@ -30,7 +30,9 @@ enum class ReduceOp : int {
   kSum = 0,
   // Sum, then divided by the number of contributing ranks: floats times the double nearest 1/n;
   // integers the nearest integer to sum / n exactly, ties away from zero
-  // (collectives/integer_scale.h), where Horovod truncates sum * double(1/n).
+  // (collectives/integer_scale.h), where Horovod truncates sum * double(1/n). Integer sums (and
+  // products) wrap around in the element type, as in Horovod and PyTorch: an average of int8
+  // values is of their int8 sum.
   kAverage = 1,
   kMin = 2,
   kMax = 3,
