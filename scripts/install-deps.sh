@@ -18,7 +18,7 @@ packages=(
   # Python's headers for hvd.common._fastcall (python/README.md), against the stable ABI.
   python3-dev
   # OpenBLAS for Debian's torch: without it torch falls back to the reference BLAS, ~10x slower
-  # here (docs/performance.md), which would swamp every training-step measurement.
+  # here (docs/performance-torch.md), which would swamp every training-step measurement.
   libopenblas0
   libssh-dev openssh-client openssh-server
   # scripts/fuzz.sh: clang with libFuzzer and the sanitizers' runtimes (tests/fuzz/README.md).

@@ -19,7 +19,7 @@
 //   look-ahead - L = Comm::ring_lookahead_chunks > 0 puts step j of chunk c at slot c + jL
 //                (then by j): each gate has L slots of slack, so a rank goes on sending while
 //                the peer's chunk crosses a slow link, instead of one chunk per one-way delay
-//                (docs/performance.md, "Tensor fusion across delayed links"). Both streams take
+//                (docs/performance-fusion.md, "Tensor fusion across delayed links"). Both streams take
 //                the same order on every rank, and a chunk's own steps keep theirs, so the
 //                argument below holds per chunk as before.
 //   gate       - S_{j+1}(c) is the chunk R_j(c) just produced, so it may send its first k bytes

@@ -3,7 +3,7 @@
 // for large messages) instead of streaming them through the shared-memory rings. A ring byte is
 // copied twice (into the ring, out of it) and handed from one core's cache to the other's while
 // still dirty, which some machines make several times slower than a read of memory the owner
-// wrote long ago (docs/performance.md, "The slow mode at large sizes"); here each byte is copied
+// wrote long ago (docs/performance-api.md, "The slow mode at large sizes"); here each byte is copied
 // once, by the kernel, from wherever it lies.
 //
 // Vocabulary (N ranks, this rank r, parts as AllreduceParts's: `off` has N + 1 entries):

@@ -2,7 +2,7 @@
 // this machine now. Neither always wins: where two cores share a cache, the ring's hand-off of
 // each chunk from one core's cache to the other's is cheap and it is 2-4x faster than the single
 // copy; where moving a dirty cache line between the cores is slow (the same VM in another phase,
-// docs/performance.md), the single copy is 2-3x faster than the ring. Internal to collectives/.
+// docs/performance-api.md), the single copy is 2-3x faster than the ring. Internal to collectives/.
 //
 // Vocabulary:
 //   class     - the allreduces whose byte counts lie between the same powers of two; the choice

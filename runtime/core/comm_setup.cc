@@ -45,7 +45,7 @@ const Setting<int64_t> kRingChunk("HVD_RING_CHUNK_BYTES", nullptr, 256 << 10,
                                   "the ring moves each segment in chunks of about this size",
                                   {4096, kGiB}, kSameOnEveryRank);
 // Across hosts a chunk crossing a link delays every gate waiting for it: without the look-ahead
-// a ring moves about two chunks per one-way delay (docs/performance.md, "Tensor fusion across
+// a ring moves about two chunks per one-way delay (docs/performance-fusion.md, "Tensor fusion across
 // delayed links": 1 ms, 5 Gbit/s, a ResNet-50 step 325 ms; with 4 chunks of look-ahead 193 ms, and
 // the same as without it at 0 and 100 us). Within a host the ring forwards each chunk while it
 // is in cache: no look-ahead there.

@@ -9,7 +9,7 @@
 //
 // Why: across hosts a collective costs at least a few one-way delays however small it is, and a
 // copy of a large tensor in and out of the fusion buffer costs more than the collective it saves
-// on shared memory; one ring over both pays neither (docs/performance.md, "Tensor fusion across
+// on shared memory; one ring over both pays neither (docs/performance-fusion.md, "Tensor fusion across
 // delayed links").
 //
 // Where ranks differ: a joined rank packs the identity for the items it does not hold, and a

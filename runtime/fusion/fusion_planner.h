@@ -9,7 +9,7 @@
 //   large  - an item above max_tensor_bytes (HVD_FUSION_MAX_TENSOR_BYTES). It is never copied
 //            into the fusion buffer: a copy in and a copy out of a tensor of megabytes cost far
 //            more than the collective's fixed cost that fusing saves (microseconds on shared
-//            memory, tens of them on TCP: docs/performance.md, "Tensor fusion"). A large host
+//            memory, tens of them on TCP: docs/performance-fusion.md, "Tensor fusion"). A large host
 //            item still joins a batch, `in_place`: where rings take the batch, the executor
 //            reduces it where it lies in the same collective as the rest (collectives::Extent),
 //            which saves the fixed cost without the copies (one delay per collective across

@@ -57,7 +57,7 @@ Status IdleTimeout(std::chrono::milliseconds idle_timeout, const std::vector<Dir
 Status Exchange(Transport& t, const std::vector<Transfer>& transfers,
                 std::chrono::milliseconds idle_timeout) {
   // Kept per thread between calls: a 4 KiB allreduce makes two exchanges, and allocating their
-  // bookkeeping each time was a measurable share of its cost (docs/performance.md). Exchange is
+  // bookkeeping each time was a measurable share of its cost (docs/performance-api.md). Exchange is
   // never re-entered on a thread (WaitReady makes no exchange).
   thread_local std::vector<Direction> dirs;
   thread_local std::vector<WaitItem> items;

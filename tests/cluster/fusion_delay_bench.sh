@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tensor fusion across hosts with latency (issue 17, docs/performance.md "Tensor fusion across
+# Tensor fusion across hosts with latency (issue 17, docs/performance-fusion.md "Tensor fusion across
 # delayed links"): bench/fusion_bench's ResNet-50-shaped step (161 gradients, 102 MB) on 2
 # namespace hosts, one rank each, links shaped to RATE both ways with a one-way DELAY; fused
 # (the default threshold) and unfused (HVD_FUSION_THRESHOLD=0) launches interleaved, ROUNDS of

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shaped-link benchmark of docs/performance.md ("Across hosts"): 2, 3 and 4 test hosts
+# The shaped-link benchmark of docs/performance-fusion.md ("Across hosts"): 2, 3 and 4 test hosts
 # (network namespaces, tests/cluster/netns.h) whose links are shaped to RATE both ways, one rank
 # per host.
 #   1. hvd::Allreduce's bus bandwidth for large buffers (hvd_allreduce_hosts) against the rate;

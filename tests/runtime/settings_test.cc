@@ -190,7 +190,7 @@ TEST(Breadcrumbs, InitLogsWhatTookEffect) {
 // The ring's chunk: HVD_RING_CHUNK_BYTES within a host, HVD_RING_CHUNK_BYTES_TCP (set to 64 KiB
 // here, so that the cross ring runs several chunks with its look-ahead) for a job across hosts and
 // for the hierarchical allreduce's ring across hosts (each chunk waits a link delay there:
-// docs/performance.md). Four ranks on two simulated hosts, then on one.
+// docs/performance-fusion.md). Four ranks on two simulated hosts, then on one.
 TEST(RingChunk, LargerAcrossHostsAndOnTheHierarchysCrossRing) {
   for (int hosts : {2, 1}) {
     auto res = testing::RunRanks(4, [hosts](int rank, int size, const std::string& dir) -> Status {

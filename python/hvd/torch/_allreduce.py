@@ -119,7 +119,7 @@ def _allreduce(tensor, inplace, name, op, average, prescale_factor, postscale_fa
     Every synchronous allreduce and every gradient takes this path, so the common case (the
     global set, an op given, a contiguous host tensor) is written out here: a 4 KiB operation
     takes about 2 us on two ranks, and each Python-level step here 0.03-0.15 us of it, the
-    output's allocation (out of place) about 1 us (docs/performance.md)."""
+    output's allocation (out of place) about 1 us (docs/performance-api-torch.md)."""
     ps_id = 0 if process_set is global_process_set else _h.set_id(process_set)
     c_op = _HVD_OPS.get(op) if average is None and type(op) is int else None
     if c_op is None:
