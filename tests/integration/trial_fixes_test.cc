@@ -122,6 +122,28 @@ TEST_F(Cluster, VerboseSaysTheFinalStateOnce) {
   EXPECT_EQ(Count(r.err, "FAILED"), 0u) << r.err;
 }
 
+// The launcher sent a watch's batch with gRPC's buffer hint, and a synchronous Write of a hinted
+// message returns only when gRPC flushes on its own, about 10 s later: every `hvdrun logs JOB`
+// took 10 s, and attached runs now and then got their output and end 10 s late.
+TEST_F(Cluster, LogsAndAttachedRunsComeAtOnce) {
+  const std::set<std::string> before = JobIds();
+  for (int i = 0; i < 4; ++i) {
+    ProcResult r = Run(Hvdrun("", {"-np", "2", "/bin/sh", "-c", "echo one; echo two"}, true));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(Count(r.out, "<stdout>:two"), 2u) << r.out;
+    EXPECT_LT(r.seconds, 5) << "an attached run of echo took " << r.seconds << " s";
+  }
+  std::set<std::string> ids = JobIds();
+  for (const std::string& id : before) ids.erase(id);
+  ASSERT_FALSE(ids.empty());
+  for (const std::string& id : ids) {
+    ProcResult r = Run(Hvdrun("logs", {id}, false));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(Count(r.out, "<stdout>:one"), 2u) << r.out;
+    EXPECT_LT(r.seconds, 5) << "hvdrun logs " << id << " took " << r.seconds << " s";
+  }
+}
+
 TEST_F(Cluster, DaemonsHaveVersionsClearPortErrorsAndInfoLogs) {
   for (const char* daemon : {HVD_LAUNCHERD_PATH, HVD_AGENT_PATH}) {
     ProcResult r = Run({daemon, "--version"});
