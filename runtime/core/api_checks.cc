@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "collectives/reduce.h"
 #include "gpu/gpu_backend.h"
@@ -22,6 +23,17 @@ Status CheckTensor(const char* what, const Tensor& t) {
       return InvalidArgument(std::string(what) + ": negative dimension in shape " +
                              ShapeString(t.shape));
     }
+  }
+  // Before anything multiplies it out: a product past 64 bits wrapped, and the runtime sized
+  // buffers from the result (std::length_error ended the process, or an empty output was made).
+  uint64_t bytes = 0;
+  if (!t.shape.empty() &&
+      !runtime::negotiation::BytesWithin(
+          t.dtype, t.shape[0], std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()), &bytes)) {
+    return InvalidArgument(std::string(what) + ": shape " + ShapeString(t.shape) + " of " +
+                           std::string(DataTypeName(t.dtype)) +
+                           " is more than 2^48 bytes (256 TiB), past what any process can hold; "
+                           "the shape is wrong");
   }
   if (t.data == nullptr && t.num_elements() > 0) {
     return InvalidArgument(std::string(what) + ": data is null for a tensor of shape " +

@@ -1,6 +1,7 @@
 #include "negotiation/coordinator.h"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace hvd::runtime::negotiation {
 
@@ -63,6 +64,20 @@ std::string Describe(const Request& r, int root) {
   if (r.type == OpType::kAddProcessSet) s += " ranks=" + ShapeString(r.splits);
   if (r.type == OpType::kRemoveProcessSet) s += " id=" + std::to_string(r.root);
   return s;
+}
+
+// "" when `rows` rows of `t` (its dimensions 1..) fit in a tensor; else the error for the key.
+std::string OutputTooLarge(const std::string& key, const TensorSpec& t, int64_t rows) {
+  uint64_t bytes = 0;
+  if (t.shape.empty() ||
+      BytesWithin(t.dtype, rows, std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()),
+                  &bytes)) {
+    return "";
+  }
+  return "'" + key + "': the result would have " + std::to_string(rows) + " rows of " +
+         ShapeString(std::vector<int64_t>(t.shape.begin() + 1, t.shape.end())) + " " +
+         std::string(DataTypeName(t.dtype)) +
+         ", more than 2^48 bytes (256 TiB); some rank's first dimension is wrong";
 }
 
 // Whether two ranks' requests for one key may run together.
@@ -166,8 +181,13 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
     case OpType::kAllgather:
       // Tensor-major: rows of tensor t on rank r at t * size + r (a grouped allgather has several).
       resp.first_dims.assign(resp.tensors.size() * size_, 0);
-      for (size_t t = 0; t < resp.tensors.size(); ++t) {
-        for (int r : present) resp.first_dims[t * size_ + r] = e.by_rank[r]->tensors[t].shape[0];
+      for (size_t t = 0; t < resp.tensors.size() && resp.error.empty(); ++t) {
+        int64_t rows = 0;
+        for (int r : present) {
+          resp.first_dims[t * size_ + r] = e.by_rank[r]->tensors[t].shape[0];
+          rows += resp.first_dims[t * size_ + r];  // each below 2^48 (checked at submission)
+        }
+        resp.error = OutputTooLarge(key, resp.tensors[t], rows);
       }
       break;
     case OpType::kAlltoall:
@@ -180,6 +200,17 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
       for (int r = 0; r < size_; ++r) {
         const auto& s = e.by_rank[r]->splits;
         resp.splits.insert(resp.splits.end(), s.begin(), s.end());
+      }
+      // What each rank receives: its column of the matrix.
+      for (int to = 0; to < size_ && resp.error.empty() &&
+                       resp.splits.size() == static_cast<size_t>(size_) * size_;
+           ++to) {
+        int64_t rows = 0;
+        for (int from = 0; from < size_; ++from) {
+          const int64_t n = resp.splits[static_cast<size_t>(from) * size_ + to];
+          rows = n < 0 || rows > INT64_MAX - n ? INT64_MAX : rows + n;
+        }
+        resp.error = OutputTooLarge(key, resp.tensors[0], rows);
       }
       break;
     case OpType::kReducescatter:

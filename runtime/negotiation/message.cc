@@ -70,6 +70,23 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
+bool BytesWithin(DataType dtype, int64_t rows, const std::vector<int64_t>& row_shape,
+                 uint64_t* bytes) {
+  *bytes = 0;
+  if (rows == 0) return true;
+  for (int64_t d : row_shape) {
+    if (d == 0) return true;
+  }
+  uint64_t n = DataTypeSize(dtype);
+  for (int64_t d : row_shape) {
+    if (static_cast<uint64_t>(d) > kMaxTensorBytes / n) return false;
+    n *= static_cast<uint64_t>(d);
+  }
+  if (static_cast<uint64_t>(rows) > kMaxTensorBytes / n) return false;
+  *bytes = n * static_cast<uint64_t>(rows);
+  return true;
+}
+
 namespace {
 
 constexpr uint8_t kRequestListTag = 0x51;

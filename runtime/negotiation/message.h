@@ -46,6 +46,14 @@ struct TensorSpec {
 };
 std::string ShapeString(const std::vector<int64_t>& shape);  // "[10, 4]"
 
+// No tensor is larger than this (256 TiB: past any process's address space). The runtime sizes
+// buffers from shapes, so a bogus one is refused before anything is allocated.
+inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
+// `rows` rows of `row_shape` (dimensions 1.. of a shape; all >= 0) in `dtype`: its bytes in
+// *bytes; false when that is over kMaxTensorBytes (or overflows on the way).
+bool BytesWithin(DataType dtype, int64_t rows, const std::vector<int64_t>& row_shape,
+                 uint64_t* bytes);
+
 struct Request {
   int32_t rank = 0;
   OpType type = OpType::kAllreduce;

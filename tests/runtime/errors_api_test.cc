@@ -208,6 +208,20 @@ TEST(Errors, BadArgumentsAndEnvironment) {
     Status mismatch = Allreduce("y", t, MakeTensor(small.data(), DataType::kFloat32, 2));
     HVD_RETURN_IF_ERROR(
         Check(mismatch.code() == StatusCode::kInvalidArgument, mismatch.ToString()));
+    // Shapes whose byte count overflows 64 bits or passes any address space: std::length_error
+    // ended the process (allgather), or the operation "succeeded" on a wrapped-around size.
+    for (const std::vector<int64_t>& shape : {std::vector<int64_t>{int64_t{1} << 61, 1},
+                                              {int64_t{1} << 40, int64_t{1} << 40},
+                                              {3, int64_t{1} << 62},
+                                              {int64_t{1} << 47}}) {
+      const Tensor huge{v.data(), DataType::kFloat32, shape};
+      for (Status bad : {AllgatherAsync("huge", huge).Wait(), Allreduce("huge", huge, huge),
+                         Broadcast("huge", huge, 0)}) {
+        HVD_RETURN_IF_ERROR(Check(bad.code() == StatusCode::kInvalidArgument &&
+                                      Contains(bad.message(), "more than 2^48 bytes"),
+                                  bad.ToString()));
+      }
+    }
     Status null_data = Allreduce("z", MakeTensor(nullptr, DataType::kFloat32, 4), t);
     HVD_RETURN_IF_ERROR(Check(Contains(null_data.message(), "null"), null_data.ToString()));
     Status root = Broadcast("r", t, 3);
