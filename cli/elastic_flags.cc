@@ -50,6 +50,14 @@ Status ElasticFlags::Apply(const control::FlagSet* flags, control::JobSpec* spec
   if (min_np < 0 || max_np < 0 || min_np > (1 << 20) || max_np > (1 << 20)) {
     return InvalidArgument("--min-np and --max-np must be positive numbers of workers");
   }
+  // 0 given is not "unset" (it ran the job as if -np had been given).
+  for (const auto& [flag, value] : {std::pair<const char*, int64_t>{"--min-np", min_np},
+                                    std::pair<const char*, int64_t>{"--max-np", max_np}}) {
+    if (flags->Given(flag) && value == 0) {
+      return InvalidArgument(flags->GivenAs(flag) +
+                             " 0: an elastic job needs at least 1 worker (leave it out for -np)");
+    }
+  }
   spec->min_np = static_cast<int>(min_np > 0 ? min_np : spec->np);
   spec->max_np = static_cast<int>(max_np > 0 ? max_np : spec->np);
   if (!(elastic_timeout > 0) || elastic_timeout > 30 * 86400) {

@@ -180,6 +180,9 @@ class Job {
   // Whether the job may start a worker on this agent's slot (not dropped, host not excluded).
   bool ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot,
                          Clock::time_point now) const;
+  // The slots of `agent_id` this job's failed workers held: never used again, so they count
+  // against the host's slots (-H or a discovery script's HOST:SLOTS) as if still taken.
+  int DroppedSlotsOn(const std::string& agent_id) const;
   // Workers `ids` (appended to status.ranks and sent) joined: the next generation has them.
   void ElasticGrew(const std::vector<int>& ids, Instant now);
   // A worker exited 0: the job is finishing (job_elastic.cc).

@@ -4,6 +4,7 @@
 // others, which move to it at their next commit (State.commit -> check_host_updates ->
 // HostsUpdatedInterrupt -> reset), as under Horovod Elastic.
 #include <algorithm>
+#include <climits>
 
 #include "launcherd/job_scheduler.h"
 
@@ -19,6 +20,15 @@ bool Job::ElasticSlotUsable(const std::string& agent_id, const std::string& host
   auto it = excluded_hosts_.find(host);
   if (it != excluded_hosts_.end() && now < it->second) return false;
   return !dropped_slots_.count({agent_id, slot});
+}
+
+int Job::DroppedSlotsOn(const std::string& agent_id) const {
+  int n = 0;
+  for (auto it = dropped_slots_.lower_bound({agent_id, INT_MIN});
+       it != dropped_slots_.end() && it->first == agent_id; ++it) {
+    ++n;
+  }
+  return n;
 }
 
 void Job::ExcludeHost(const std::string& host, Clock::time_point now) {
@@ -81,7 +91,8 @@ bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
     if (spec.hosts.empty()) return want;
     for (const control::HostRequest& h : spec.hosts) {
       if (h.host == a.host || h.host == a.advertise_addr) {
-        return std::max(0, h.slots - live_on_host[a.host]);
+        // A failed worker's slot is not used again: the host has one fewer for the job.
+        return std::max(0, h.slots - live_on_host[a.host] - job.DroppedSlotsOn(a.id));
       }
     }
     return 0;

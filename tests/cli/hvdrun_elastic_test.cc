@@ -200,6 +200,24 @@ TEST_F(HvdrunElastic, DiscoveryScriptGrowsTheJobAndGarbageDoesNotDisturbIt) {
   }
 }
 
+// A failed worker's slot is not used again: with the discovery script's 3 slots and --max-np 4,
+// the two survivors go on alone (a fourth worker was started in the failed one's place: the
+// host's slots were counted against the live workers only).
+TEST_F(HvdrunElastic, AFailedWorkersSlotIsNotRefilledFromTheHostsCount) {
+  const std::string hosts = dir_ / "hosts";
+  WriteFile(hosts, "localhost:3\n");
+  ProcResult r = Hvdrun({"-np", "3", "--min-np", "1", "--max-np", "4", "--host-discovery-script",
+                         "cat " + hosts},
+                        {"--steps", "40", "--step-sleep", "0.05", "--die-worker", "1"});
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.err, "generation 1: worker 1 on localhost");
+  EXPECT_EQ(r.err.find("joined"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("[3]<stdout>"), std::string::npos) << "a fourth worker started:\n" << r.out;
+  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 ");
+  EXPECT_HAS(r.out, "[2]<stdout>:worker 2 final: rank 1/2 ");
+}
+
 TEST_F(HvdrunElastic, ADiscoveryScriptPrintingGarbageAtStartIsRefused) {
   const std::string script = dir_ / "discover.sh";
   WriteFile(script, "#!/bin/sh\necho 'node-a:two'\n", 0755);
@@ -220,6 +238,9 @@ TEST_F(HvdrunElastic, BadNumbersAreRefusedBeforeAnythingStarts) {
   r = Hvdrun({"-np", "4", "--min-np", "2", "--max-np", "3"}, {});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_HAS(r.err, "--max-np 3");
+  r = Hvdrun({"-np", "2", "--min-np", "0"}, {});  // was run as --min-np 2
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_HAS(r.err, "--min-np 0: an elastic job needs at least 1 worker");
   r = Hvdrun({"-np", "2", "--elastic-timeout", "5"}, {});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_HAS(r.err, "--elastic-timeout: applies to elastic jobs only");
