@@ -50,7 +50,8 @@ const Setting<double> kPeerTimeout("HVD_PEER_TIMEOUT_SECONDS", nullptr, 60,
                                    kTimeoutRange);
 const Setting<double> kShutdownTimeout("HVD_SHUTDOWN_TIMEOUT_SECONDS", nullptr, 10,
                                        "how long Shutdown() waits for the other ranks to stop "
-                                       "together before closing the links anyway");
+                                       "together before closing the links anyway",
+                                       kTimeoutRange);
 
 const Setting<double> kNcclTimeout("HVD_NCCL_TIMEOUT_SECONDS", nullptr, 60,
                                    "how long a process set's NCCL communicator may take to form "
@@ -82,13 +83,19 @@ const Setting<bool> kTimelineMarkCycles("HVD_TIMELINE_MARK_CYCLES", "HOROVOD_TIM
                                         false,
                                         "mark every negotiation cycle in a timeline started at "
                                         "init (start_timeline() takes its own flag)");
+// 0 turns them off; at most a year.
+constexpr base::Range<double> kStallRange{0, 365 * 24 * 3600.0,
+                                          "give seconds, 0 to turn it off, or unset it for the "
+                                          "default"};
 const Setting<double> kStallCheck("HVD_STALL_CHECK_TIME_SECONDS",
                                   "HOROVOD_STALL_CHECK_TIME_SECONDS", 60,
                                   "warn when ranks wait this long for a tensor others submitted; "
-                                  "0 disables");
+                                  "0 disables",
+                                  kStallRange);
 const Setting<double> kStallShutdown("HVD_STALL_SHUTDOWN_TIME_SECONDS",
                                      "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", 0,
-                                     "fail a tensor stalled this long on every rank; 0: never");
+                                     "fail a tensor stalled this long on every rank; 0: never",
+                                     kStallRange);
 
 const Setting<std::string> kProcessSets(
     "HVD_PROCESS_SETS", nullptr, "",
@@ -265,7 +272,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   for (const std::string& w : UnimplementedHorovodVariables()) HVD_LOG(WARNING) << w;
 
   EngineOptions eo;
-  double cycle_ms, start_s, peer_s;
+  double cycle_ms, start_s, peer_s, shutdown_s;
   int64_t cache_capacity, eager_max;
   std::string timeline_path;
   HVD_RETURN_IF_ERROR(Read(kCycleTime, &cycle_ms));
@@ -278,6 +285,9 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   HVD_RETURN_IF_ERROR(Read(kTimeline, &timeline_path));
   HVD_RETURN_IF_ERROR(Read(kStartTimeout, &start_s));
   HVD_RETURN_IF_ERROR(Read(kPeerTimeout, &peer_s));
+  // Read here, not at Shutdown(): a bad value is Init's error, not a warning at the end.
+  HVD_RETURN_IF_ERROR(Read(kShutdownTimeout, &shutdown_s));
+  ctx->shutdown_s_ = shutdown_s;
   eo.cycle_time = std::chrono::microseconds(static_cast<int64_t>(cycle_ms * 1000));
   eo.cache_capacity = static_cast<uint32_t>(cache_capacity);
   eo.eager_max_bytes = static_cast<uint32_t>(eager_max);
@@ -416,12 +426,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
 }
 
 Status Context::Shutdown() {
-  double grace_s = 10;
-  Status s = kShutdownTimeout.Get(&grace_s);
-  if (!s.ok()) {
-    HVD_LOG(WARNING) << s.message();
-  }
-  return engine_->Stop(std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000)));
+  return engine_->Stop(std::chrono::milliseconds(static_cast<int64_t>(shutdown_s_ * 1000)));
 }
 
 Status Context::ElasticGeneration(int64_t* joined, int64_t* latest, bool* only_removed) {

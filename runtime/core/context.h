@@ -54,6 +54,7 @@ class Context {
   Topology topology_;
   std::unique_ptr<rendezvous::Store> base_store_;
   bool elastic_ = false;
+  double shutdown_s_ = 10;                            // HVD_SHUTDOWN_TIMEOUT_SECONDS
   std::unique_ptr<rendezvous::Store> attempt_store_;  // elastic: where the membership is
   Membership membership_;                             // elastic: the one this session joined
   std::unique_ptr<rendezvous::Store> store_;

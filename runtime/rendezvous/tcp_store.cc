@@ -49,12 +49,14 @@ const base::Setting<std::string> kRendezvousCa(
     "text or a file's path (hvd-agent sets it from its --tls-ca)");
 const base::Setting<std::string> kRendezvousCrl(
     "HVD_RENDEZVOUS_CRL", nullptr, "",
-    "hvds:// rendezvous: certificate revocation list(s), PEM text; a launcher certificate they list "
+    "hvds:// rendezvous: certificate revocation list(s), PEM text; a launcher certificate they "
+    "list "
     "is refused (hvd-agent sets it from its --tls-crl)");
 const base::Setting<double> kRendezvousTimeout(
     "HVD_RENDEZVOUS_TIMEOUT_SECONDS", nullptr, 30,
     "hvd:// rendezvous: how long a rank retries reaching the launcher, and the longest any store "
-    "call but a wait may take");
+    "call but a wait may take",
+    {0.001, 365 * 24 * 3600.0, "give seconds above 0, or unset it for the default"});
 
 constexpr auto kMaxBackoff = std::chrono::milliseconds(500);
 constexpr auto kMaxDialTime = std::chrono::seconds(5);  // one connect attempt
@@ -365,9 +367,6 @@ Status NewTcpStore(const std::string& address, bool tls, std::unique_ptr<Store>*
   HVD_RETURN_IF_ERROR(JobSecret(&secret));  // HVD_JOB_SECRET_FD or _FILE (store.h)
   if (secret.empty()) HVD_RETURN_IF_ERROR(kJobSecret.Get(&secret));
   HVD_RETURN_IF_ERROR(kRendezvousTimeout.Get(&timeout_s));
-  if (!(timeout_s > 0)) {
-    return InvalidArgument("HVD_RENDEZVOUS_TIMEOUT_SECONDS must be > 0");
-  }
   if (secret.empty()) {
     return FailedPrecondition("launcher rendezvous at " + address +
                               ": HVD_JOB_SECRET is not set; the launcher admits only ranks that "

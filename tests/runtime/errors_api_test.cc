@@ -167,13 +167,27 @@ TEST(Errors, BadArgumentsAndEnvironment) {
         Check(!s.ok() && Contains(s.message(), "HOROVOD_SIZE=-3 is out of range"), s.ToString()));
     unsetenv("HOROVOD_SIZE");
     // Each timeout named alone, in the settings' one out-of-range format.
-    for (const char* timeout : {"HVD_START_TIMEOUT_SECONDS", "HVD_PEER_TIMEOUT_SECONDS"}) {
+    // (The shutdown timeout was read only at Shutdown(): a bad value was a warning there, and
+    // -5 or 1e300 closed the links at once.)
+    for (const char* timeout : {"HVD_START_TIMEOUT_SECONDS", "HVD_PEER_TIMEOUT_SECONDS",
+                                "HVD_SHUTDOWN_TIMEOUT_SECONDS"}) {
       setenv(timeout, "0", 1);
       s = Init();
       unsetenv(timeout);
       HVD_RETURN_IF_ERROR(Check(
           !s.ok() && Contains(s.message(), std::string(timeout) + "=0 is out of range [0.001"),
           s.ToString()));
+    }
+    for (const char* stall :
+         {"HVD_STALL_CHECK_TIME_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS"}) {
+      for (const char* value : {"-5", "1e300"}) {  // both were taken silently
+        setenv(stall, value, 1);
+        s = Init();
+        unsetenv(stall);
+        HVD_RETURN_IF_ERROR(Check(!s.ok() && Contains(s.message(), std::string(stall) + "=") &&
+                                      Contains(s.message(), " is out of range [0, "),
+                                  s.ToString()));
+      }
     }
     setenv("HVD_LOG_LEVEL", "verbose", 1);  // logging goes on at warning; Init refuses it
     s = Init();
