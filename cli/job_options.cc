@@ -376,8 +376,10 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
     if (hosts.empty()) return InvalidArgument("-np N is required: how many ranks to start");
     np = total;
   }
-  if (np < 1 || np > INT32_MAX) {
-    return InvalidArgument("-np must be at least 1, not " + std::to_string(np));
+  if (np < 1) return InvalidArgument("-np must be at least 1, not " + std::to_string(np));
+  if (np > control::kMaxRanks) {
+    return InvalidArgument("-np " + std::to_string(np) + " is more than hvd's limit of " +
+                           std::to_string(control::kMaxRanks) + " ranks in a job");
   }
   if (!hosts.empty() && np > total) {
     return InvalidArgument("-np " + std::to_string(np) + " needs " + std::to_string(np) +

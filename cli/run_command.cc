@@ -254,6 +254,13 @@ int RunCommand(int argc, char** argv, int first) {
   if (!s.ok()) return ReportError(s, kExitUsage);
   sink->SetTimestamps(f.compat.prefix_timestamp);
   for (const std::string& note : JobNotes(f.job)) sink->Message("hvdrun: " + note);
+  // Likely a typo (-np 100000 on a laptop): said before the processes start, not refused (a
+  // test may oversubscribe on purpose).
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (local && spec.hosts.empty() && cpus > 0 && spec.np > 16 * cpus) {
+    sink->Message("hvdrun: -np " + std::to_string(spec.np) + " starts " + std::to_string(spec.np) +
+                  " processes on this host, which has " + std::to_string(cpus) + " CPUs");
+  }
   if (f.verbose && !local) {
     std::string names, secrets;
     for (const std::string& n : held_back) {

@@ -69,6 +69,9 @@ TEST_F(HvdrunArgs, FlagWithoutValue) {
 TEST_F(HvdrunArgs, BadNp) {
   ExpectUsageError({"-np", "two", "/bin/true"}, "'two' is not an integer");
   ExpectUsageError({"-np", "0", "/bin/true"}, "-np must be at least 1, not 0");
+  // It said "-np must be at least 1, not 99999999999".
+  ExpectUsageError({"-np", "99999999999", "/bin/true"},
+                   "-np 99999999999 is more than hvd's limit of 1048576 ranks in a job");
   ExpectUsageError({"/bin/true"}, "-np N is required");
 }
 

@@ -232,6 +232,11 @@ def test_unsupported_dtype_and_bad_arguments(hvd):
         hvd.reducescatter(torch.ones(4), op=hvd.Max)
     with pytest.raises(ValueError, match="unknown|not created|cleared"):
         hvd.poll(123456789)
+    # The C side read a name up to its NUL: 'a\0x' and 'a\0y' were one name, 'allreduce.a'.
+    for call in (hvd.allreduce, hvd.allreduce_async, hvd.allgather, hvd.broadcast_):
+        with pytest.raises(ValueError, match="NUL character"):
+            call(torch.ones(2), name="a\0x") if call is not hvd.broadcast_ else call(
+                torch.ones(2), 0, name="a\0x")
     # The job goes on after refused operations.
     assert_equal(hvd.allreduce(torch.ones(2), op=hvd.Sum), torch.full((2,), float(hvd.size())),
                  "after errors")

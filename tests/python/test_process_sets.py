@@ -103,6 +103,11 @@ def test_sets_at_init(hvd):
         hvd.size()
     with pytest.raises(RuntimeError, match="not initialized"):
         hvd.allreduce(torch.ones(1))
+    # A communicator over a subset is refused, and leaves nothing initialized (it did: the next
+    # hvd.init(process_sets=...) then said hvd was initialized already).
+    with pytest.raises(ValueError, match="subset needs MPI"):
+        hvd.init(comm=[0, 0] if n > 1 else [5])
+    assert not hvd.is_initialized()
     hvd.init(process_sets=[first, rest])
     try:
         assert hvd.is_initialized() and hvd.size() == n

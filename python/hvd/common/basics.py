@@ -308,10 +308,13 @@ def init(comm=None, process_sets=None):
         if not _atexit_registered:
             atexit.register(_shutdown_at_exit, os.getpid())
             _atexit_registered = True
-        if comm_ranks is not None and comm_ranks != list(range(size())):
+        job_size = size()
+        if comm_ranks is not None and comm_ranks != list(range(job_size)):
+            if not was_initialized:  # a failed init leaves nothing initialized
+                lib.hvd_shutdown()
             raise ValueError("hvd.init(comm=%s): hvd runs every rank of the job (%d ranks); a "
                              "communicator over a subset needs MPI. Use hvd.ProcessSet for "
-                             "subsets." % (comm_ranks, size()))
+                             "subsets." % (comm_ranks, job_size))
         if not was_initialized:
             # A new session: what the bindings kept of an earlier one goes.
             for hook in list(_init_hooks):

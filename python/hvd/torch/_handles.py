@@ -205,6 +205,14 @@ def names(kind):
     return _names.setdefault(kind, {})
 
 
+def _encode_name(kind, name):
+    encoded = ("%s.%s" % (kind, name)).encode("utf-8")
+    if b"\0" in encoded:  # the C side reads up to it: 'a\0x' and 'a\0y' were both 'a'
+        raise ValueError("name %r contains a NUL character; operation names are C strings"
+                         % (name,))
+    return encoded
+
+
 def op_name(kind, name):
     """The runtime's name for an operation: a given name prefixed with the operation, as Horovod
     does ("allreduce.grad.fc1"), so that an allgather and an allreduce may share a user name; None
@@ -212,11 +220,11 @@ def op_name(kind, name):
     if name is None or name == "":
         return None
     if type(name) is not str:  # (not cached: True and 1 are equal keys)
-        return ("%s.%s" % (kind, name)).encode("utf-8")
+        return _encode_name(kind, name)
     cache = names(kind)
     encoded = cache.get(name)
     if encoded is None:
-        encoded = ("%s.%s" % (kind, name)).encode("utf-8")
+        encoded = _encode_name(kind, name)
         if len(cache) >= _NAMES_MAX:
             cache.clear()
         cache[name] = encoded
