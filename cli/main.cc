@@ -101,6 +101,18 @@ int main(int argc, char** argv) {
   if (i < argc) {
     for (const Command& c : kCommands) {
       if (std::strcmp(argv[i], c.name) != 0) continue;
+      // --version and --check-build answer wherever they are, as in run mode; not in submit's
+      // arguments, whose program may take them.
+      for (int k = 1; k < argc && std::strcmp(c.name, "submit") != 0; ++k) {
+        if (std::strcmp(argv[k], "--version") == 0) {
+          std::fputs(hvd::cli::VersionText().c_str(), stdout);
+          return 0;
+        }
+        if (std::strcmp(argv[k], "--check-build") == 0 || std::strcmp(argv[k], "-cb") == 0) {
+          std::fputs(hvd::cli::CheckBuildText().c_str(), stdout);
+          return 0;
+        }
+      }
       std::vector<char*> args = {argv[0], argv[i]};
       args.insert(args.end(), argv + 1, argv + i);
       args.insert(args.end(), argv + i + 1, argv + argc);

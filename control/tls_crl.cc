@@ -6,6 +6,7 @@
 #include <openssl/pem.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -123,7 +124,8 @@ Status CrlDirectory::Create(const std::string& crl_pem, std::shared_ptr<const Cr
   std::shared_ptr<const CrlDirectory> dir(made);
   std::map<unsigned long, int> next_index;  // CRLs of one issuer are .r0, .r1, ...
   for (const Crl& crl : ParseCrls(crl_pem)) {
-    made->revoked_ += sk_X509_REVOKED_num(X509_CRL_get_REVOKED(crl.get()));
+    // A CRL that revokes nothing has no list at all: OpenSSL counts that as -1.
+    made->revoked_ += std::max(0, sk_X509_REVOKED_num(X509_CRL_get_REVOKED(crl.get())));
     const unsigned long hash = X509_NAME_hash(X509_CRL_get_issuer(crl.get()));
     char name[32];
     std::snprintf(name, sizeof name, "/%08lx.r%d", hash, next_index[hash]++);

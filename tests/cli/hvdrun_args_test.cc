@@ -196,6 +196,15 @@ TEST_F(HvdrunArgs, VersionAndCheckBuild) {
   EXPECT_HAS(r.out, "[X] Shared memory");  // runtime/transport/shm
   EXPECT_HAS(r.out, "[ ] CUDA");
   EXPECT_HAS(r.out, "] SSH bootstrap (hvdrun --ssh");
+  // Wherever they are, subcommands included (list, status: "unknown flag --version", exit 2).
+  for (const char* command : {"list", "status", "logs", "cancel", "agents"}) {
+    r = Hvdrun({command, "--version"});
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_EQ(r.out.rfind("hvdrun ", 0), 0u) << command << ": " << r.out;
+  }
+  r = Hvdrun({"status", "-cb"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_HAS(r.out, "[X] TCP");
 }
 
 // horovodrun's command line (tests/cli/horovodrun_flags.txt, every option of horovodrun 0.28):

@@ -185,6 +185,13 @@ TEST_F(TlsFilesTest, CrlLoadsIntoAPrivateHashedDirectory) {
     ASSERT_TRUE(s.ok()) << s.message();
     ASSERT_NE(cfg.crl_dir, nullptr);
     EXPECT_NE(cfg.crl_pem.find("BEGIN X509 CRL"), std::string::npos);
+    EXPECT_EQ(cfg.crl_dir->revoked(), 1);  // node-r (the start-up log says how many)
+    TlsConfig none;  // b's CRL revokes nothing: the log said "-1 revoked"
+    ASSERT_TRUE(Load({P("b/127.0.0.1.crt"), P("b/127.0.0.1.key"), P("b/ca.crt"), P("b/ca.crl")},
+                     TlsRole::kServer, &none)
+                    .ok());
+    ASSERT_NE(none.crl_dir, nullptr);
+    EXPECT_EQ(none.crl_dir->revoked(), 0);
     dir = cfg.crl_dir->path();
     struct stat st;
     ASSERT_EQ(stat(dir.c_str(), &st), 0);
