@@ -78,6 +78,15 @@ void Job::End(JobState to, const std::string& reason, int exit_code, Instant now
   }
   status.exit_code = exit_code;
   status.end_time_ms = now.wall_ms;
+  // Every rank gone already (reported late: their agents kept the exits while this launcher was
+  // away): the job ended with its last rank, not when the reports came.
+  int64_t last = 0;
+  bool all_ended = !status.ranks.empty();
+  for (const RankStatus& r : status.ranks) {
+    all_ended = all_ended && !RankLive(r.state) && r.end_time_ms > 0;
+    last = std::max(last, r.end_time_ms);
+  }
+  if (all_ended && last < now.wall_ms && last >= status.start_time_ms) status.end_time_ms = last;
   ended_at = now.steady;
   SetState(to, reason);
   HVD_LOG(INFO) << "job " << status.id << " " << control::JobStateName(to) << ": "

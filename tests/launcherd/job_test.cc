@@ -216,6 +216,30 @@ TEST(JobTest, AFailureHeldWhileTheJobStandsStalledNamesTheStalledRank) {
   }
 }
 
+// The launcher was away while the ranks ended (its agents ended them past the lease, or they
+// finished): their exits come when it is back, 34 s later. The job ended with its last rank; its
+// end time (and "ran: ...") said 41 s.
+TEST(JobTest, RanksReportedLateEndTheJobWhenTheyEnded) {
+  auto job = RunningJob(2);
+  job->status.start_time_ms = kT0.wall_ms;
+  for (int r = 0; r < 2; ++r) {
+    RankEventReport ev;
+    ev.job_id = "j1";
+    ev.rank = r;
+    ev.state = RankState::kExited;
+    ev.time_ms = kT0.wall_ms + 7000 + r;
+    EXPECT_TRUE(
+        job->OnRankEvent(ev, job->status.ranks[r].placement.agent_id, kAllConnected, At(41000ms)));
+  }
+  ASSERT_EQ(job->state(), JobState::kSucceeded);
+  EXPECT_EQ(job->status.end_time_ms, kT0.wall_ms + 7001);
+  // A job that ends while ranks still run ends now.
+  auto failing = RunningJob(2);
+  failing->RankFailed(RankExit(*failing, 0, 3), 3, kT0.wall_ms + 50, kAllConnected, At(60ms));
+  ASSERT_EQ(failing->state(), JobState::kFailed);
+  EXPECT_EQ(failing->status.end_time_ms, At(60ms).wall_ms);
+}
+
 TEST(JobTest, WhatARankReportedOfItsPeerIsOneLineOfPrintableText) {
   JobRules rules;
   rules.cause_settle = 1000ms;
