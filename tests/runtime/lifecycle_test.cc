@@ -345,3 +345,31 @@ TEST(Lifecycle, AForkedChildsExitLeavesTheSessionAlone) {
 
 }  // namespace
 }  // namespace hvd
+
+namespace hvd {
+namespace {
+
+// One file:// rendezvous directory for run after run (the same job id and attempt each time): a
+// rank could read the shm socket name the previous run left and fail at once with "Connection
+// refused" (about one run in three), its peer then timing out. Now a refused name is read again.
+TEST(Lifecycle, ARendezvousDirectoryReusedRunAfterRun) {
+  char tmpl[] = "/tmp/hvd_reused_rdv.XXXXXX";
+  const std::string shared = mkdtemp(tmpl);
+  for (int run = 0; run < 6; ++run) {
+    auto res = RunRanks(2, [&shared, run](int rank, int size, const std::string&) -> Status {
+      if (rank == 1 && run % 2 == 1) std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      HVD_RETURN_IF_ERROR(InitRank(rank, size, shared));
+      std::vector<int32_t> v(4, rank + 1);
+      const Tensor t = MakeTensor(v.data(), DataType::kInt32, 4);
+      HVD_RETURN_IF_ERROR(Allreduce("x", t, t, testing::Sum()));
+      HVD_RETURN_IF_ERROR(Check(v[0] == 3, "sum " + std::to_string(v[0])));
+      return Shutdown();
+    });
+    SCOPED_TRACE("run " + std::to_string(run));
+    HVD_EXPECT_RANKS_OK(res);
+  }
+  (void)!std::system(("rm -rf '" + shared + "'").c_str());
+}
+
+}  // namespace
+}  // namespace hvd

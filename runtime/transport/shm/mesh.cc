@@ -28,6 +28,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// How long a refused connect is retried (re-reading the peer's published name).
+constexpr auto kRefusedFor = std::chrono::milliseconds(5000);
+constexpr auto kRefusedRetry = std::chrono::milliseconds(20);
 constexpr auto kRetry = std::chrono::milliseconds(2);
 // A real peer sends its hello right after connecting; this only bounds a stray caller.
 constexpr auto kHandshakeTimeout = std::chrono::seconds(10);
@@ -170,10 +173,13 @@ class Mesh {
     return Status::OK();
   }
 
-  // Connects to p's socket, retrying while its backlog is full.
+  // Connects to p's socket, retrying while its backlog is full, and for a while when nobody
+  // listens: a store reused from an earlier run (one file:// directory for every run) holds that
+  // run's name until p publishes its own, which it may not have done yet.
   Status Dial(Peer* p) {
     socklen_t len;
     sockaddr_un addr = Abstract(p->name, &len);
+    const auto refused_until = std::min(deadline_, Clock::now() + kRefusedFor);
     for (;;) {
       int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (fd < 0) return Unavailable("socket(AF_UNIX): " + ErrnoText(errno));
@@ -183,8 +189,22 @@ class Mesh {
       }
       const int err = errno;
       close(fd);
-      if (err != EAGAIN && err != EINTR) {
-        // ECONNREFUSED: nobody listens there (the rank died, or the store holds a stale name).
+      if (err == ECONNREFUSED && Clock::now() < refused_until) {
+        std::string name;
+        if (store_.Get(SocketKey(opts_.scope, p->rank), &name).ok() && name != p->name) {
+          p->name = name;
+          addr = Abstract(p->name, &len);
+          continue;
+        }
+        std::this_thread::sleep_for(kRefusedRetry);
+        continue;
+      } else if (err == ECONNREFUSED) {
+        return Unavailable("connect to " + Who(*p) + " at @" + p->name + ": " + ErrnoText(err) +
+                           " for " + std::to_string(kRefusedFor.count() / 1000) +
+                           " s: nobody listens there (the rank exited, or the rendezvous store "
+                           "holds its name from an earlier run: give each run a fresh "
+                           "HVD_RENDEZVOUS=file:// directory)");
+      } else if (err != EAGAIN && err != EINTR) {
         return Unavailable("connect to " + Who(*p) + " at @" + p->name + ": " + ErrnoText(err));
       }
       if (Clock::now() >= deadline_) return DeadlineExceeded(DescribeMissing());
