@@ -78,8 +78,11 @@ std::string FailureLines(const control::JobStatus& status, const std::string& pr
                                    : " (after " + std::to_string(restarts) + " restart" +
                                          (restarts == 1 ? "" : "s") + ")") +
                     "\n";
-  if (f.stderr_tail.empty()) return out;
-  out += prefix + "last stderr lines of rank " + std::to_string(f.rank) + ":\n";
+  // Nothing but blank lines: no heading over nothing.
+  if (f.stderr_tail.find_first_not_of(" \t\r\n") == std::string::npos) return out;
+  // An elastic job's failures name workers by id (docs/elastic.md), not by their last rank.
+  out += prefix + "last stderr lines of " +
+         (control::IsElastic(status.spec) ? "worker " : "rank ") + std::to_string(f.rank) + ":\n";
   size_t start = 0;
   while (start < f.stderr_tail.size()) {
     size_t nl = f.stderr_tail.find('\n', start);

@@ -166,8 +166,9 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
         "every worker of the elastic job is gone" +
         (first_loss_ == left ? "; the last, " + left
                              : " (the first to go: " + first_loss_ + "); the last, " + left +
-                                   " (a program must catch the failure and "
-                                   "re-form, as hvd.elastic.run does)");
+                                   " (if they failed because a peer did, the program "
+                                   "must catch HorovodInternalError and re-form, as "
+                                   "hvd.elastic.run does; its own exceptions end a worker)");
     Fail(last, exit_code, now);
     return;
   }

@@ -160,6 +160,13 @@ TEST(FailureSummary, NamesRankHostCodeAndStderr) {
             "hvdrun:   ValueError: bad shape\n");
   f->message = "rank 1 on node-b exited with code 3 (custom)";
   EXPECT_HAS(FailureSummary(st), "failed: rank 1 on node-b exited with code 3 (custom)\n");
+  // An elastic job's failure names a worker id; a tail of blank lines gets no heading (it was
+  // "last stderr lines of rank 2:" over nothing).
+  st.spec.min_np = 1;
+  st.spec.max_np = 4;
+  EXPECT_HAS(FailureSummary(st), "hvdrun: last stderr lines of worker 1:\n");
+  f->stderr_tail = "\n\n";
+  EXPECT_EQ(FailureSummary(st).find("last stderr lines"), std::string::npos) << FailureSummary(st);
 }
 
 TEST(FailureSummary, Signal) {

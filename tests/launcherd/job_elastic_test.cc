@@ -330,8 +330,9 @@ TEST(JobElasticTest, TheLastLiveWorkerFailingFailsTheJob) {
   // The first loss is named too: a program that does not re-form loses them all at once.
   EXPECT_EQ(job->status.reason,
             "every worker of the elastic job is gone (the first to go: worker 0 on h-a exited "
-            "with code 1); the last, worker 1 on h-b exited with code 7 (a program must catch the "
-            "failure and re-form, as hvd.elastic.run does)");
+            "with code 1); the last, worker 1 on h-b exited with code 7 (if they failed because "
+            "a peer did, the program must catch HorovodInternalError and re-form, as "
+            "hvd.elastic.run does; its own exceptions end a worker)");
   EXPECT_TRUE(job->TakePublications().empty());
 }
 
