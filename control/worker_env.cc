@@ -9,7 +9,7 @@ namespace {
 // MASTER_PORT are not among them: a job that runs its own store elsewhere may name it. hvd's and
 // Horovod's names, then torchrun's.
 // clang-format off
-constexpr std::array<const char*, 34> kReserved = {
+constexpr std::array<const char*, 36> kReserved = {
     "HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK",
     "HVD_LOCAL_SIZE", "HVD_CROSS_RANK", "HVD_CROSS_SIZE",
     "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
@@ -21,7 +21,7 @@ constexpr std::array<const char*, 34> kReserved = {
     "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID",
     "HVD_RENDEZVOUS_CA", "HVD_RENDEZVOUS_CRL", "HVD_ELASTIC",
     "HOROVOD_ELASTIC", "HVD_WORKER_ID", "HVD_ELASTIC_TIMEOUT_SECONDS",
-    "HVD_ELASTIC_RESET_LIMIT",
+    "HVD_ELASTIC_RESET_LIMIT", "HVD_JOB_SECRET_FD", "HVD_JOB_SECRET_FILE",
 };
 // clang-format on
 

@@ -161,6 +161,8 @@ class Job {
   // `why`: its runtime's words (abort/<rank>'s value), added to its failure should that become the
   // cause (no failure of the peer came: it exited with code 0, for one).
   void NotePeerFailed(int rank, const std::string& why = "") { peer_failed_[rank] = why; }
+  // ... and no longer (its runtime wrote an empty abort/<rank>).
+  void PeerFailureWithdrawn(int rank) { peer_failed_.erase(rank); }
 
   // --- Elastic jobs (job_elastic.cc, docs/elastic.md): a worker that fails leaves the job,
   // which goes on with the others in a new membership generation, as long as at least --min-np

@@ -244,7 +244,13 @@ void JobManager::OnRendezvousKey(const std::string& key, const std::string& valu
       supervisor_.StallReport(*job, k.rank, value, Instant::Now());
       break;
     case base::RankKeyKind::kAbort:
-      job->NotePeerFailed(k.rank, value);  // its coming failure is a consequence of another's
+      // Its coming failure is a consequence of another's; "" withdraws that (the rank went on,
+      // or a new session of it started).
+      if (value.empty()) {
+        job->PeerFailureWithdrawn(k.rank);
+      } else {
+        job->NotePeerFailed(k.rank, value);
+      }
       break;
   }
 }

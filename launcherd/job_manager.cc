@@ -49,6 +49,12 @@ Status ValidateSpec(const JobSpec& spec) {
   return control::ValidateJobEnv(spec.env);
 }
 
+// "no job 'ID' on this launcher": the id as sent, escaped and cut (it is echoed to a terminal,
+// and a 20 KB one made a status message larger than gRPC's metadata limit).
+std::string NoJob(const std::string& id) {
+  return "no job '" + control::LogEscape(id, 64) + "' on this launcher";
+}
+
 }  // namespace
 
 JobManager::JobManager(JobManagerOptions options, AgentRegistry* agents, KvStore* store)
@@ -106,7 +112,7 @@ Status JobManager::Get(const std::string& id, JobStatus* out) const {
   base::MutexLock lock(&mu_);
   JobPtr job = table_.Find(id);
   if (!job) {
-    return NotFound("no job '" + id + "' on this launcher (finished jobs are kept for the last " +
+    return NotFound(NoJob(id) + " (finished jobs are kept for the last " +
                     std::to_string(options_.max_finished_jobs) + "); list jobs with: hvdrun list");
   }
   *out = job->status;
@@ -157,7 +163,7 @@ Status JobManager::UpdateHosts(const std::string& id,
   HVD_RETURN_IF_ERROR_CTX(control::CheckHostList(check), "--host-discovery-script");
   base::MutexLock lock(&mu_);
   JobPtr job = table_.Find(id);
-  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
+  if (!job) return NotFound(NoJob(id) + "; list jobs with: hvdrun list");
   if (!job->elastic()) {
     return FailedPrecondition("job " + id + " is not elastic: its hosts are fixed");
   }
@@ -178,7 +184,7 @@ Status JobManager::Cancel(const std::string& id, const std::string& reason, JobS
                           int signal) {
   base::MutexLock lock(&mu_);
   JobPtr job = table_.Find(id);
-  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
+  if (!job) return NotFound(NoJob(id) + "; list jobs with: hvdrun list");
   if (!job->terminal()) {
     job->stop_signal = signal;  // the StopJob commands' first signal
     EndLocked(*job, JobState::kCancelled, "cancelled: " + (reason.empty() ? "by a user" : reason),
@@ -286,7 +292,7 @@ Status JobManager::NextEvents(const std::string& id, int64_t from_seq, bool foll
                               std::vector<JobEvent>* events, bool* done) {
   base::MutexLock lock(&mu_);
   JobPtr job = table_.Find(id);  // held: the job may be pruned from the table while we wait
-  if (!job) return NotFound("no job '" + id + "' on this launcher; list jobs with: hvdrun list");
+  if (!job) return NotFound(NoJob(id) + "; list jobs with: hvdrun list");
   *done = false;
   if (!cursor->started) {
     watch_.Begin(*job, from_seq, cursor, events);

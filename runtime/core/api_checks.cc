@@ -32,8 +32,8 @@ Status CheckTensor(const char* what, const Tensor& t) {
           t.dtype, t.shape[0], std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()), &bytes)) {
     return InvalidArgument(std::string(what) + ": shape " + ShapeString(t.shape) + " of " +
                            std::string(DataTypeName(t.dtype)) +
-                           " is more than 2^48 bytes (256 TiB), past what any process can hold; "
-                           "the shape is wrong");
+                           " has a dimension or a size past 2^48 (256 TiB of bytes), more than "
+                           "any process can hold; the shape is wrong");
   }
   if (t.data == nullptr && t.num_elements() > 0) {
     return InvalidArgument(std::string(what) + ": data is null for a tensor of shape " +
@@ -70,6 +70,11 @@ Status CheckReduce(const AllreduceOptions& o) {
   if (std::isnan(o.prescale) || std::isnan(o.postscale)) {
     return InvalidArgument(std::string(std::isnan(o.prescale) ? "prescale" : "postscale") +
                            " factor is NaN: a scale factor must be a number");
+  }
+  // Every element would come out infinite or NaN.
+  if (std::isinf(o.prescale) || std::isinf(o.postscale)) {
+    return InvalidArgument(std::string(std::isinf(o.prescale) ? "prescale" : "postscale") +
+                           " factor is infinite: a scale factor must be a finite number");
   }
   return Status::OK();
 }

@@ -1,6 +1,7 @@
 // The C ABI over the C++ API: opaque handles, integer status codes, thread-local error text.
 #include "hvd/c_api.h"
 
+#include <cstdint>
 #include <new>
 #include <string>
 #include <vector>
@@ -42,11 +43,16 @@ std::string BadShape(int ndim, const int64_t* shape) {
          (ndim < 0 ? ", which is negative" : " but a NULL shape");
 }
 
-// The same for descriptors.
+// The same for descriptors, and their reserved field, which must be 0: a descriptor built by
+// a future header (a field hvd would ignore) or left uninitialized.
 std::string BadShape(int n, const hvd_tensor* t) {
   for (int i = 0; i < n && t != nullptr; ++i) {
     const std::string bad = BadShape(t[i].ndim, t[i].shape);
     if (!bad.empty()) return "tensor " + std::to_string(i) + " " + bad;
+    if (t[i].reserved != 0) {
+      return "tensor " + std::to_string(i) + " has reserved = " + std::to_string(t[i].reserved) +
+             "; it must be 0 (zero the whole hvd_tensor before filling it in)";
+    }
   }
   return "";
 }
@@ -117,6 +123,12 @@ hvd::Handle StartAllreduce(const char* name, const hvd_tensor* input, const hvd_
   thread_local hvd::Tensor t_input, t_output;
   return hvd::AllreduceAsync(NameOr(name), Into(input, &t_input), Into(output, &t_output),
                              Reduce(op, prescale, postscale, process_set));
+}
+
+// A byte count past int64 became a negative dimension ("negative dimension in shape [-1]").
+std::string BadByteCount(size_t n) {
+  if (n <= static_cast<size_t>(INT64_MAX)) return "";
+  return std::to_string(n) + " bytes is more than any buffer holds (the count wrapped around?)";
 }
 
 }  // namespace
@@ -332,11 +344,13 @@ hvd_handle* hvd_enqueue_grouped_reducescatter(const char* name, int n, const hvd
 
 hvd_handle* hvd_enqueue_allgather_bytes(const char* name, const void* data, size_t n,
                                         int process_set) {
+  if (const std::string bad = BadByteCount(n); !bad.empty()) return Failed("allgather: " + bad);
   return Wrap(hvd::AllgatherBytesAsync(NameOr(name), data, n, {}, process_set));
 }
 
 hvd_handle* hvd_enqueue_broadcast_bytes(const char* name, const void* data, size_t n, int root,
                                         int process_set) {
+  if (const std::string bad = BadByteCount(n); !bad.empty()) return Failed("broadcast: " + bad);
   return Wrap(hvd::BroadcastBytesAsync(NameOr(name), data, n, root, {}, process_set));
 }
 

@@ -119,7 +119,12 @@ void SetRunner::Complete(const std::string& key, const Status& status) {
   if (timeline_) {
     for (const auto& t : op->request.tensors) timeline_->End(t.name, status);
   }
-  if (options_.stall_reporter != nullptr && status.ok()) options_.stall_reporter->Progress();
+  // This set moves again (not merely the cycle that failed the stalled key, whose other
+  // responses complete after it): what was said of the stall is withdrawn.
+  if (stall_failed_ && status.ok() && cycles_ > stall_cycle_) {
+    stall_failed_ = false;
+    options_.stall_reporter->Progress();
+  }
   finish_(op.get(), status);
 }
 
@@ -283,6 +288,7 @@ bool SetRunner::RunsOnRiders(const negotiation::Rider& rider) const {
 Status SetRunner::Cycle(uint64_t flags, uint64_t* agreed) {
   timeline::ScopedProcessSet timeline_rows(id_);
   transport::ScopedSpinRanks spin_ranks(options_.host_members);
+  ++cycles_;
   const bool uncached = ReadyBits(flags);
   const negotiation::Rider rider = uncached ? negotiation::Rider{} : RiderOf();
   HVD_RETURN_IF_ERROR(AndAllreduce(comm_, &bits_, &rider, &riders_));
@@ -359,6 +365,8 @@ Status SetRunner::SlowPath() {
       for (const stall::StallVerdict& v : coordinator_->verdicts()) {
         options_.stall_reporter->ReportVerdict(
             v.pending, stall::StallInspector::ShutdownSetting(options_.stall_shutdown_seconds));
+        stall_failed_ = true;
+        stall_cycle_ = cycles_;
       }
     }
   }
@@ -429,7 +437,9 @@ Status SetRunner::Run(const std::vector<Response>& responses, const collectives:
   if (options_.stall_reporter != nullptr) {
     for (const Response& r : responses) {
       if (!r.stalled_ranks.empty() && pending_.count(r.key) != 0) {
-        options_.stall_reporter->ReportPeerFailure(r.error);
+        options_.stall_reporter->ReportStallFailure(r.error);
+        stall_failed_ = true;
+        stall_cycle_ = cycles_;
         break;
       }
     }

@@ -152,6 +152,11 @@ class SetRunner {
   static constexpr uint32_t kNoSlot = ~uint32_t{0};
   std::vector<uint32_t> hit_slots_;
   uint64_t hits_generation_ = 0;
+  // A key of this set failed as stalled in cycle stall_cycle_ (stall_failed_): the first
+  // operation of the set completed in a later cycle is progress (StallReporter::Progress).
+  uint64_t cycles_ = 0;
+  uint64_t stall_cycle_ = 0;
+  bool stall_failed_ = false;
   // Coordinator only: the earliest time a stall may force a slow path again (Cycle).
   std::chrono::steady_clock::time_point next_inspection_;
 };

@@ -66,23 +66,28 @@ Status ReadTopologyOverrides(Topology* t) {
   HVD_RETURN_IF_ERROR(kLocalSize.Get(&local_size));
   HVD_RETURN_IF_ERROR(kCrossRank.Get(&cross_rank));
   HVD_RETURN_IF_ERROR(kCrossSize.Get(&cross_size));
+  // Given: set to anything (-5 is out of range, not unset); errors name the spelling set.
+  std::string name;
+  auto given = [&name](const Setting<int64_t>& s) {
+    std::string text;
+    const std::string hvd = s.name();
+    return base::LookupEnv(hvd.c_str(), ("HOROVOD_" + hvd.substr(4)).c_str(), &text, &name);
+  };
   const char* kAdvice = "give values that fit this job, or unset them to derive them from hosts";
-  if (local_size >= 0) {
-    HVD_RETURN_IF_ERROR(base::CheckRange(kLocalSize.name(), local_size, 1, t->size, kAdvice));
+  if (given(kLocalSize)) {
+    HVD_RETURN_IF_ERROR(base::CheckRange(name, local_size, 1, t->size, kAdvice));
     t->local_size = static_cast<int>(local_size);
   }
-  if (cross_size >= 0) {
-    HVD_RETURN_IF_ERROR(base::CheckRange(kCrossSize.name(), cross_size, 1, t->size, kAdvice));
+  if (given(kCrossSize)) {
+    HVD_RETURN_IF_ERROR(base::CheckRange(name, cross_size, 1, t->size, kAdvice));
     t->cross_size = static_cast<int>(cross_size);
   }
-  if (local_rank >= 0) {
-    HVD_RETURN_IF_ERROR(
-        base::CheckRange(kLocalRank.name(), local_rank, 0, t->local_size - 1, kAdvice));
+  if (given(kLocalRank)) {
+    HVD_RETURN_IF_ERROR(base::CheckRange(name, local_rank, 0, t->local_size - 1, kAdvice));
     t->local_rank = static_cast<int>(local_rank);
   }
-  if (cross_rank >= 0) {
-    HVD_RETURN_IF_ERROR(
-        base::CheckRange(kCrossRank.name(), cross_rank, 0, t->cross_size - 1, kAdvice));
+  if (given(kCrossRank)) {
+    HVD_RETURN_IF_ERROR(base::CheckRange(name, cross_rank, 0, t->cross_size - 1, kAdvice));
     t->cross_rank = static_cast<int>(cross_rank);
   }
   return Status::OK();

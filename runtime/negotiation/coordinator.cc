@@ -185,7 +185,8 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
         int64_t rows = 0;
         for (int r : present) {
           resp.first_dims[t * size_ + r] = e.by_rank[r]->tensors[t].shape[0];
-          rows += resp.first_dims[t * size_ + r];  // each below 2^48 (checked at submission)
+          const int64_t n = resp.first_dims[t * size_ + r];  // each <= 2^48 (at submission)
+          rows = rows > INT64_MAX - n ? INT64_MAX : rows + n;
         }
         resp.error = OutputTooLarge(key, resp.tensors[t], rows);
       }

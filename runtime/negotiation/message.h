@@ -50,7 +50,7 @@ std::string ShapeString(const std::vector<int64_t>& shape);  // "[10, 4]"
 // buffers from shapes, so a bogus one is refused before anything is allocated.
 inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
 // `rows` rows of `row_shape` (dimensions 1.. of a shape; all >= 0) in `dtype`: its bytes in
-// *bytes; false when that is over kMaxTensorBytes (or overflows on the way).
+// *bytes; false when that, or any one dimension, is over kMaxTensorBytes.
 bool BytesWithin(DataType dtype, int64_t rows, const std::vector<int64_t>& row_shape,
                  uint64_t* bytes);
 

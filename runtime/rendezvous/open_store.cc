@@ -90,6 +90,10 @@ Status JobSecret(std::string* out) {
   out->clear();
   int64_t fd = -1;
   HVD_RETURN_IF_ERROR(kJobSecretFd.Get(&fd));
+  if (fd < -1) {  // -5 was read as "none": the error then said HVD_JOB_SECRET was not set
+    return InvalidArgument("HVD_JOB_SECRET_FD=" + std::to_string(fd) +
+                           " is not a descriptor (0 or above; -1 or unset: none)");
+  }
   if (fd >= 0) {
     if (fd > 1 << 20 || fcntl(static_cast<int>(fd), F_GETFD) < 0) {
       // The variable came without the descriptor: most often a process that Python's

@@ -77,7 +77,7 @@ void StallReporter::SetInspectorReport(bool stalled, const PendingKey& oldest) {
   inspector_stalled_ = stalled;
   if (stalled) {
     inspector_ = oldest;
-    verdict_standing_.store(false, std::memory_order_relaxed);  // the new stall is the news
+    verdict_standing_ = false;  // the new stall is the news
   }
 }
 
@@ -91,12 +91,25 @@ void StallReporter::ReportVerdict(const PendingKey& key, const std::string& sett
   // stall still pending is set again at the next tick, replacing this one.
   inspector_stalled_ = false;
   // Written with the abort record the failing operation reports next (ReportPeerFailure).
-  verdict_standing_.store(true, std::memory_order_relaxed);
+  verdict_standing_ = true;
 }
 
-void StallReporter::ClearVerdict() {
+void StallReporter::ReportStallFailure(const std::string& message) {
+  ReportPeerFailure(message);
   base::MutexLock lock(&mu_);
-  verdict_standing_.store(false, std::memory_order_relaxed);
+  if (peer_failure_ == message) peer_failure_is_stall_ = true;
+}
+
+void StallReporter::Progress() {
+  base::MutexLock lock(&mu_);
+  verdict_standing_ = false;
+  if (peer_failure_is_stall_) {  // the record goes; a later peer failure is news again
+    peer_failure_.clear();
+    peer_failure_is_stall_ = false;
+    peer_failure_written_ = false;
+    withdraw_pending_ = true;
+    cv_.NotifyAll();
+  }
 }
 
 void StallReporter::WaitBegin(const std::vector<int>& peers) {
@@ -149,7 +162,7 @@ StallReporter::Report StallReporter::Compose(Clock::time_point now) {
     r.message = InspectorMessage(inspector_, r.age_s);
     return r;
   }
-  if (verdict_standing_.load(std::memory_order_relaxed)) {  // also with stall checks off
+  if (verdict_standing_) {  // also with stall checks off
     r.kind = 'S';
     r.verdict = true;
     r.age_s = std::chrono::duration_cast<std::chrono::seconds>(verdict_at_ - verdict_.first_seen)
@@ -178,11 +191,22 @@ void StallReporter::Loop() {
   const auto poll = std::min<std::chrono::milliseconds>(
       kMaxPoll, std::chrono::milliseconds(static_cast<int64_t>(check_s * 250) + 1));
   const auto check = std::chrono::duration<double>(check_s);
+  // What an earlier session of this rank left in the attempt (a verdict's report, kept through
+  // its shutdown; a peer failure it recovered from, as hvd.elastic.run's reset does) is over:
+  // it would otherwise stand for the rest of the attempt.
+  Write(base::RankKey(base::RankKeyKind::kStall, KeyId()), "");
+  Write(base::RankKey(base::RankKeyKind::kAbort, KeyId()), "");
   base::MutexLock lock(&mu_);
   while (true) {
     cv_.WaitFor(lock, poll, [&]() HVD_REQUIRES(mu_) {
-      return stop_ || (!peer_failure_.empty() && !peer_failure_written_);
+      return stop_ || withdraw_pending_ || (!peer_failure_.empty() && !peer_failure_written_);
     });
+    if (withdraw_pending_) {
+      withdraw_pending_ = false;
+      lock.Unlock();
+      Write(base::RankKey(base::RankKeyKind::kAbort, KeyId()), "");
+      lock.Lock();
+    }
     if (!peer_failure_.empty() && !peer_failure_written_) {
       const std::string message = peer_failure_;
       lock.Unlock();
@@ -193,7 +217,7 @@ void StallReporter::Loop() {
     }
     // At shutdown a report still standing is cleared, except a verdict's: the rank exits
     // because of it, and the launcher names the stalled rank as the job's cause from it.
-    const bool keep = stop_ && verdict_standing_.load(std::memory_order_relaxed);
+    const bool keep = stop_ && verdict_standing_;
     const auto now = Clock::now();
     Report r = stop_ && !keep ? Report() : Compose(now);
     // A new kind or new blamed ranks are news at once; a grown age once per check interval.

@@ -23,7 +23,6 @@
 // knows this rank's exit is a consequence, and names the rank that failed first as the cause.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -65,12 +64,14 @@ class StallReporter {
   // A coordinator on this rank failed `key` after HVD_STALL_SHUTDOWN_TIME_SECONDS (`setting`
   // names it). The key is forgotten, so the inspector report would clear and tell the launcher
   // the job moves again; instead this report stands, naming the ranks that never submitted it,
-  // until another stall replaces it or this rank completes an operation (Progress).
+  // until another stall replaces it or the set moves again (Progress).
   void ReportVerdict(const PendingKey& key, const std::string& setting);
-  // This rank completed an operation. Cheap: called for every completion.
-  void Progress() {
-    if (verdict_standing_.load(std::memory_order_relaxed)) ClearVerdict();
-  }
+  // This rank fails a key as stalled (`message`, the verdict): ReportPeerFailure's record, but
+  // withdrawn by Progress (a rank that catches the error and goes on is no consequence of it).
+  void ReportStallFailure(const std::string& message);
+  // The set that failed a stalled key on this rank completed an operation in a later cycle: the
+  // verdict's report and the stall failure's record are withdrawn.
+  void Progress();
 
   // The background thread starts and ends a blocking wait on `peers`. Cheap: called around every
   // transport wait.
@@ -102,7 +103,6 @@ class StallReporter {
   void Loop();
   Report Compose(Clock::time_point now) HVD_REQUIRES(mu_);
   std::string InspectorMessage(const PendingKey& p, int64_t age_s) const;
-  void ClearVerdict();
   void Write(const std::string& key, const std::string& value);
 
   const Options options_;
@@ -116,7 +116,7 @@ class StallReporter {
   bool stop_ HVD_GUARDED_BY(mu_) = false;
   bool inspector_stalled_ HVD_GUARDED_BY(mu_) = false;
   PendingKey inspector_ HVD_GUARDED_BY(mu_);
-  std::atomic<bool> verdict_standing_{false};  // written under mu_; read without it by Progress
+  bool verdict_standing_ HVD_GUARDED_BY(mu_) = false;
   PendingKey verdict_ HVD_GUARDED_BY(mu_);
   std::string verdict_setting_ HVD_GUARDED_BY(mu_);
   Clock::time_point verdict_at_ HVD_GUARDED_BY(mu_);
@@ -125,6 +125,8 @@ class StallReporter {
   Report written_ HVD_GUARDED_BY(mu_);               // the report last written
   std::string peer_failure_ HVD_GUARDED_BY(mu_);     // to write as abort/<rank>; "" when none
   bool peer_failure_written_ HVD_GUARDED_BY(mu_) = false;
+  bool peer_failure_is_stall_ HVD_GUARDED_BY(mu_) = false;  // ReportStallFailure's
+  bool withdraw_pending_ HVD_GUARDED_BY(mu_) = false;       // write "" to abort/<rank>
   Clock::time_point written_at_ HVD_GUARDED_BY(mu_);
   // Loop's thread only.
   std::unique_ptr<rendezvous::Store> scoped_shared_;

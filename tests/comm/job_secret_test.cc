@@ -31,6 +31,16 @@ TEST_F(JobSecretTest, NoneSetGivesEmpty) {
   EXPECT_EQ(s, "");
 }
 
+// -5 was read as "none", and the rendezvous then said HVD_JOB_SECRET was not set.
+TEST_F(JobSecretTest, ANegativeDescriptorIsRefused) {
+  setenv("HVD_JOB_SECRET_FD", "-5", 1);
+  std::string secret;
+  Status s = JobSecret(&secret);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("HVD_JOB_SECRET_FD=-5 is not a descriptor"), std::string::npos)
+      << s.message();
+}
+
 TEST_F(JobSecretTest, DescriptorIsReadFromTheStartEveryTime) {
   const int fd = memfd_create("secret", MFD_CLOEXEC);
   ASSERT_GE(fd, 0);

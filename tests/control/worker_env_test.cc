@@ -164,11 +164,27 @@ TEST(WorkerEnvTest, NodeGroupsNumberHostsByFirstRank) {
 
 TEST(WorkerEnvTest, ValidateRefusesIdentityVariables) {
   EXPECT_TRUE(ValidateJobEnv({{"FOO", "1"}, {"HVD_LOG_LEVEL", "info"}}).ok());
-  for (const char* name :
-       {"HVD_RANK", "HOROVOD_SIZE", "HVD_JOB_SECRET", "HVD_RENDEZVOUS", "HVD_JOB_ID", "HVD_ATTEMPT",
-        "HOROVOD_CROSS_RANK", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "TORCHELASTIC_RUN_ID",
-        "TORCHELASTIC_RESTART_COUNT", "HVD_RENDEZVOUS_CA", "HVD_RENDEZVOUS_CRL"}) {
+  for (const char* name : {"HVD_RANK",
+                           "HOROVOD_SIZE",
+                           "HVD_JOB_SECRET",
+                           "HVD_RENDEZVOUS",
+                           "HVD_JOB_ID",
+                           "HVD_ATTEMPT",
+                           "HOROVOD_CROSS_RANK",
+                           "RANK",
+                           "WORLD_SIZE",
+                           "LOCAL_RANK",
+                           "LOCAL_WORLD_SIZE",
+                           "GROUP_RANK",
+                           "GROUP_WORLD_SIZE",
+                           "ROLE_RANK",
+                           "ROLE_WORLD_SIZE",
+                           "TORCHELASTIC_RUN_ID",
+                           "TORCHELASTIC_RESTART_COUNT",
+                           "HVD_RENDEZVOUS_CA",
+                           "HVD_RENDEZVOUS_CRL",
+                           "HVD_JOB_SECRET_FD",
+                           "HVD_JOB_SECRET_FILE"}) {  // (-x HVD_JOB_SECRET_FD=abc was dropped)
     Status s = ValidateJobEnv({{name, "1"}});
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << name;
     EXPECT_NE(s.message().find(name), std::string::npos) << s.message();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/launcherd/job_manager_fixture.h"
+#include "testutil/expect.h"
 
 #include <csignal>
 
@@ -145,6 +146,14 @@ TEST_F(JobManagerTest, CancelPendingAndRunning) {
   EXPECT_EQ(state, JobState::kCancelled);
   EXPECT_EQ(Get(pending).exit_code, 130);
   EXPECT_EQ(jobs_->Cancel("nope", "", &state).code(), StatusCode::kNotFound);
+  // An id that is not one comes back escaped and cut: hvdrun echoed its escape sequences to the
+  // terminal, and a 20 KB one made a reply larger than gRPC's metadata limit.
+  JobStatus none;
+  Status missing = jobs_->Get("a\nb\x1b[31m" + std::string(20000, 'x'), &none);
+  EXPECT_EQ(missing.code(), StatusCode::kNotFound);
+  EXPECT_HAS(missing.message(), "no job 'a\\nb\\x1b[31m");
+  EXPECT_EQ(missing.message().find('\x1b'), std::string::npos) << missing.message();
+  EXPECT_LT(missing.message().size(), 400u);
 
   auto a = AddAgent("h", 1);
   const std::string id = Submit(1);

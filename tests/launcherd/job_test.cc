@@ -240,6 +240,23 @@ TEST(JobTest, RanksReportedLateEndTheJobWhenTheyEnded) {
   EXPECT_EQ(failing->status.end_time_ms, At(60ms).wall_ms);
 }
 
+// A rank that recorded failing because of a peer, then went on (it caught a stall's error, or a
+// new session of it started): its runtime withdraws the record, and its own failure is a cause
+// again, not held for another's.
+TEST(JobTest, AWithdrawnPeerFailureIsNoLongerHeld) {
+  JobRules rules;
+  rules.cause_settle = 1000ms;
+  auto job = RunningJob(2, rules);
+  job->NotePeerFailed(0, "stalled: rank 1 has not submitted allreduce 'x' for 4 s (rank 0 has)");
+  job->PeerFailureWithdrawn(0);
+  job->RankFailed(RankExit(*job, 0, 3), 3, kT0.wall_ms, kAllConnected, At(0ms));
+  EXPECT_FALSE(job->holds_failure());
+  ASSERT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.failure.rank, 0);
+  EXPECT_EQ(job->status.reason.find("after its runtime reported"), std::string::npos)
+      << job->status.reason;
+}
+
 TEST(JobTest, WhatARankReportedOfItsPeerIsOneLineOfPrintableText) {
   JobRules rules;
   rules.cause_settle = 1000ms;

@@ -294,6 +294,12 @@ TEST(Allreduce, ANanScaleFactorIsRefused) {
                                     s.message().find(std::string(pre ? "prescale" : "postscale") +
                                                      " factor is NaN") != std::string::npos,
                                 "got " + s.ToString()));
+      // Infinite (taken before: every element came out inf or NaN).
+      (pre ? o.prescale : o.postscale) = -HUGE_VAL;
+      s = Allreduce("inf", t, t, o);
+      HVD_RETURN_IF_ERROR(Check(s.code() == StatusCode::kInvalidArgument &&
+                                    s.message().find(" factor is infinite") != std::string::npos,
+                                "got " + s.ToString()));
     }
     HVD_RETURN_IF_ERROR(Allreduce("after", t, t, testing::Sum()));
     HVD_RETURN_IF_ERROR(Check(v[0] == 2 && v[1] == 4, "the next allreduce is wrong"));

@@ -139,6 +139,14 @@ static int AbiVersion2(void) {
   CHECK(ExpectFails(hvd_run_allreduce("ar.null", NULL, &tout, HVD_SUM, 1.0, 1.0, 0),
                     "hvd_run_allreduce(NULL)", "input or output is NULL") == 0,
         "hvd_run_allreduce with a NULL input");
+  {
+    /* reserved must be 0: it was taken as it came (an uninitialized or future descriptor). */
+    hvd_tensor odd = tin;
+    odd.reserved = 5;
+    CHECK(ExpectFails(hvd_enqueue_allreduce("ar.reserved", &odd, &tout, HVD_SUM, 1.0, 1.0, 0),
+                      "reserved = 5", "it must be 0") == 0,
+          "a descriptor with reserved = 5");
+  }
 
   /* Run and wait in one call: completed (nothing pending), failed (the message kept), and with
    * no place for a pending handle (it waits to the end). */
@@ -442,7 +450,13 @@ static int AbiVersion2(void) {
       ExpectFails(hvd_enqueue_grouped_reducescatter("n", 3, NULL, HVD_SUM, 1, 1, 0),
                   "grouped reducescatter NULL", "NULL") ||
       ExpectFails(hvd_enqueue_allgather_bytes("n", NULL, 5, 0), "allgather_bytes NULL", "null") ||
-      ExpectFails(hvd_enqueue_broadcast_bytes("n", NULL, 5, 0, 0), "broadcast_bytes NULL", "null"))
+      ExpectFails(hvd_enqueue_broadcast_bytes("n", NULL, 5, 0, 0), "broadcast_bytes NULL",
+                  "null") ||
+      /* SIZE_MAX was a "negative dimension in shape [-1]" */
+      ExpectFails(hvd_enqueue_allgather_bytes("n", in, SIZE_MAX, 0), "allgather_bytes SIZE_MAX",
+                  "more than any buffer holds") ||
+      ExpectFails(hvd_enqueue_broadcast_bytes("n", in, SIZE_MAX, 0, 0),
+                  "broadcast_bytes SIZE_MAX", "more than any buffer holds"))
     return 1;
   hvd_tensor no_data = Desc(NULL, HVD_FLOAT32, 1, shape4);
   hvd_tensor no_shape = Desc(in, HVD_FLOAT32, 1, NULL);

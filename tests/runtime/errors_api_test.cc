@@ -203,6 +203,17 @@ TEST(Errors, BadArgumentsAndEnvironment) {
     unsetenv("HVD_LOCAL_RANK");
     HVD_RETURN_IF_ERROR(Check(
         !s.ok() && Contains(s.message(), "HVD_LOCAL_RANK=5 is out of range [0, 0]"), s.ToString()));
+    // A negative value was read as unset.
+    setenv("HVD_LOCAL_RANK", "-5", 1);
+    s = Init();
+    unsetenv("HVD_LOCAL_RANK");
+    HVD_RETURN_IF_ERROR(
+        Check(!s.ok() && Contains(s.message(), "HVD_LOCAL_RANK=-5 is out of range"), s.ToString()));
+    setenv("HOROVOD_CROSS_RANK", "-5", 1);
+    s = Init();
+    unsetenv("HOROVOD_CROSS_RANK");
+    HVD_RETURN_IF_ERROR(Check(
+        !s.ok() && Contains(s.message(), "HOROVOD_CROSS_RANK=-5 is out of range"), s.ToString()));
     setenv("HVD_CROSS_SIZE", "4", 1);
     s = Init();
     unsetenv("HVD_CROSS_SIZE");
@@ -227,12 +238,13 @@ TEST(Errors, BadArgumentsAndEnvironment) {
     for (const std::vector<int64_t>& shape : {std::vector<int64_t>{int64_t{1} << 61, 1},
                                               {int64_t{1} << 40, int64_t{1} << 40},
                                               {3, int64_t{1} << 62},
-                                              {int64_t{1} << 47}}) {
+                                              {int64_t{1} << 47},
+                                              {int64_t{1} << 62, 0}}) {
       const Tensor huge{v.data(), DataType::kFloat32, shape};
       for (Status bad : {AllgatherAsync("huge", huge).Wait(), Allreduce("huge", huge, huge),
                          Broadcast("huge", huge, 0)}) {
         HVD_RETURN_IF_ERROR(Check(bad.code() == StatusCode::kInvalidArgument &&
-                                      Contains(bad.message(), "more than 2^48 bytes"),
+                                      Contains(bad.message(), "past 2^48 (256 TiB of bytes)"),
                                   bad.ToString()));
       }
     }

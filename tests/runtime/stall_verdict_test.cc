@@ -68,6 +68,9 @@ TEST(StallVerdict, TheFailingRankBlamesTheStalledOneAndTheReportStandsUntilProgr
         eo.stall_reporter = &reporter;
         Engine engine(comm, eo, nullptr);
         engine.Start();
+        // Rank 1 arrives at 4 s: rank 0's checks have 3 s after its verdict (at about 1 s), and
+        // its barrier then waits for rank 1 far less than the 1 s that would fail it as stalled.
+        const auto t0 = std::chrono::steady_clock::now();
         Status result;
         std::vector<float> v(4, 1.0f);
         if (rank == 0) {  // rank 1 never submits "x"
@@ -91,8 +94,9 @@ TEST(StallVerdict, TheFailingRankBlamesTheStalledOneAndTheReportStandsUntilProgr
                !Contains(report, "failed on that rank after HVD_STALL_SHUTDOWN_TIME_SECONDS=1"))) {
             result = Internal("the stall report did not stand after the verdict: '" + report + "'");
           }
+          std::this_thread::sleep_until(t0 + std::chrono::milliseconds(3800));
         } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+          std::this_thread::sleep_until(t0 + std::chrono::milliseconds(4000));
         }
         // Progress: both ranks complete a barrier; the verdict's report goes.
         auto barrier = Op(OpType::kBarrier, "__barrier__", nullptr);
@@ -108,6 +112,16 @@ TEST(StallVerdict, TheFailingRankBlamesTheStalledOneAndTheReportStandsUntilProgr
         if (result.ok() && !left.empty()) {
           result = Internal("rank " + std::to_string(rank) +
                             " still reports a stall after a barrier: " + left);
+        }
+        // ... and the record that rank 0 failed because of rank 1: it went on.
+        std::string abort = "?";
+        for (int i = 0; i < 40 && rank == 0 && !abort.empty(); ++i) {
+          store->Get(std::string(kScope) + "/" + base::RankKey(base::RankKeyKind::kAbort, 0),
+                     &abort);
+          if (!abort.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        if (result.ok() && rank == 0 && !abort.empty()) {
+          result = Internal("rank 0's stall failure record stands after a barrier: " + abort);
         }
         // Both engines run their rounds (and report ticks) until both ranks have looked.
         auto last = Op(OpType::kBarrier, "__barrier__", nullptr);

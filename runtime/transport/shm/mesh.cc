@@ -28,8 +28,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long a refused connect is retried (re-reading the peer's published name).
-constexpr auto kRefusedFor = std::chrono::milliseconds(5000);
 constexpr auto kRefusedRetry = std::chrono::milliseconds(20);
 constexpr auto kRetry = std::chrono::milliseconds(2);
 // A real peer sends its hello right after connecting; this only bounds a stray caller.
@@ -173,13 +171,12 @@ class Mesh {
     return Status::OK();
   }
 
-  // Connects to p's socket, retrying while its backlog is full, and for a while when nobody
-  // listens: a store reused from an earlier run (one file:// directory for every run) holds that
-  // run's name until p publishes its own, which it may not have done yet.
+  // Connects to p's socket, retrying while its backlog is full, and while nobody listens there:
+  // a store reused from an earlier run (one file:// directory for every run) holds that run's
+  // name until p publishes its own, which it may not have done yet.
   Status Dial(Peer* p) {
     socklen_t len;
     sockaddr_un addr = Abstract(p->name, &len);
-    const auto refused_until = std::min(deadline_, Clock::now() + kRefusedFor);
     for (;;) {
       int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (fd < 0) return Unavailable("socket(AF_UNIX): " + ErrnoText(errno));
@@ -189,26 +186,27 @@ class Mesh {
       }
       const int err = errno;
       close(fd);
-      if (err == ECONNREFUSED && Clock::now() < refused_until) {
-        std::string name;
-        if (store_.Get(SocketKey(opts_.scope, p->rank), &name).ok() && name != p->name) {
-          p->name = name;
-          addr = Abstract(p->name, &len);
-          continue;
-        }
-        std::this_thread::sleep_for(kRefusedRetry);
-        continue;
-      } else if (err == ECONNREFUSED) {
-        return Unavailable("connect to " + Who(*p) + " at @" + p->name + ": " + ErrnoText(err) +
-                           " for " + std::to_string(kRefusedFor.count() / 1000) +
-                           " s: nobody listens there (the rank exited, or the rendezvous store "
-                           "holds its name from an earlier run: give each run a fresh "
-                           "HVD_RENDEZVOUS=file:// directory)");
-      } else if (err != EAGAIN && err != EINTR) {
+      if (err != EAGAIN && err != EINTR && err != ECONNREFUSED) {
         return Unavailable("connect to " + Who(*p) + " at @" + p->name + ": " + ErrnoText(err));
       }
-      if (Clock::now() >= deadline_) return DeadlineExceeded(DescribeMissing());
-      std::this_thread::sleep_for(kRetry);
+      if (Clock::now() >= deadline_) {
+        return DeadlineExceeded(
+            DescribeMissing() +
+            (err != ECONNREFUSED
+                 ? ""
+                 : "; connecting to " + Who(*p) + " at @" + p->name +
+                       " was refused until then: nobody listens there (the rank exited, or the "
+                       "rendezvous store holds its name from an earlier run: give each run a "
+                       "fresh HVD_RENDEZVOUS=file:// directory)"));
+      }
+      std::string name;
+      if (err == ECONNREFUSED && store_.Get(SocketKey(opts_.scope, p->rank), &name).ok() &&
+          name != p->name) {
+        p->name = name;
+        addr = Abstract(p->name, &len);
+        continue;
+      }
+      std::this_thread::sleep_for(err == ECONNREFUSED ? kRefusedRetry : kRetry);
     }
   }
 
