@@ -156,6 +156,14 @@ Status Setting<T>::CheckRange(const T& value) const {
 }
 
 template <typename T>
+bool Setting<T>::IsSet(std::string* as) const {
+  std::string raw, from;
+  if (!LookupEnv(name_, alias_, &raw, &from)) return false;
+  if (as != nullptr) *as = from;
+  return true;
+}
+
+template <typename T>
 Status Setting<T>::Get(T* out) const {
   std::string raw, from;
   if (!LookupEnv(name_, alias_, &raw, &from)) {

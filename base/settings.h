@@ -91,6 +91,9 @@ class Setting {
   Status CheckRange(const T& value) const;
   const T& default_value() const { return default_; }
   const std::string& name() const { return name_; }
+  // Whether the environment sets it (to anything: "-5" too); *as (if given): the name it is set
+  // under, its HOROVOD_ alias where that one was.
+  bool IsSet(std::string* as = nullptr) const;
 
  private:
   Status CheckRange(const T& value, const std::string& as) const;

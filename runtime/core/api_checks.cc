@@ -2,8 +2,8 @@
 #include "core/api_checks.h"
 
 #include <cmath>
+#include <span>
 #include <string>
-#include <vector>
 
 #include "collectives/reduce.h"
 #include "gpu/gpu_backend.h"
@@ -27,9 +27,8 @@ Status CheckTensor(const char* what, const Tensor& t) {
   // Before anything multiplies it out: a product past 64 bits wrapped, and the runtime sized
   // buffers from the result (std::length_error ended the process, or an empty output was made).
   uint64_t bytes = 0;
-  if (!t.shape.empty() &&
-      !runtime::negotiation::BytesWithin(
-          t.dtype, t.shape[0], std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()), &bytes)) {
+  if (!t.shape.empty() && !runtime::negotiation::BytesWithin(
+                              t.dtype, t.shape[0], std::span(t.shape).subspan(1), &bytes)) {
     return InvalidArgument(std::string(what) + ": shape " + ShapeString(t.shape) + " of " +
                            std::string(DataTypeName(t.dtype)) +
                            " has a dimension or a size past 2^48 (256 TiB of bytes), more than "

@@ -365,8 +365,7 @@ Status SetRunner::SlowPath() {
       for (const stall::StallVerdict& v : coordinator_->verdicts()) {
         options_.stall_reporter->ReportVerdict(
             v.pending, stall::StallInspector::ShutdownSetting(options_.stall_shutdown_seconds));
-        stall_failed_ = true;
-        stall_cycle_ = cycles_;
+        StallFailed();
       }
     }
   }
@@ -438,8 +437,7 @@ Status SetRunner::Run(const std::vector<Response>& responses, const collectives:
     for (const Response& r : responses) {
       if (!r.stalled_ranks.empty() && pending_.count(r.key) != 0) {
         options_.stall_reporter->ReportStallFailure(r.error);
-        stall_failed_ = true;
-        stall_cycle_ = cycles_;
+        StallFailed();
         break;
       }
     }

@@ -157,6 +157,10 @@ class SetRunner {
   uint64_t cycles_ = 0;
   uint64_t stall_cycle_ = 0;
   bool stall_failed_ = false;
+  void StallFailed() {
+    stall_failed_ = true;
+    stall_cycle_ = cycles_;
+  }
   // Coordinator only: the earliest time a stall may force a slow path again (Cycle).
   std::chrono::steady_clock::time_point next_inspection_;
 };

@@ -31,13 +31,13 @@ const Setting<int64_t> kCrossSize("HVD_CROSS_SIZE", "HOROVOD_CROSS_SIZE", -1,
 Status ReadRankAndSize(int64_t* rank, int64_t* size) {
   // Given: InitOptions' value (>= 0), or the variable set to anything (-3 is out of range, not
   // unset). Errors name the variable that was set (HOROVOD_SIZE where that one was).
-  std::string text, size_name = kSize.name(), rank_name = kRank.name();
+  std::string size_name = kSize.name(), rank_name = kRank.name();
   bool size_given = *size >= 0, rank_given = *rank >= 0;
-  if (!size_given && base::LookupEnv("HVD_SIZE", "HOROVOD_SIZE", &text, &size_name)) {
+  if (!size_given && kSize.IsSet(&size_name)) {
     size_given = true;
     HVD_RETURN_IF_ERROR(kSize.Get(size));
   }
-  if (!rank_given && base::LookupEnv("HVD_RANK", "HOROVOD_RANK", &text, &rank_name)) {
+  if (!rank_given && kRank.IsSet(&rank_name)) {
     rank_given = true;
     HVD_RETURN_IF_ERROR(kRank.Get(rank));
   }
@@ -68,25 +68,20 @@ Status ReadTopologyOverrides(Topology* t) {
   HVD_RETURN_IF_ERROR(kCrossSize.Get(&cross_size));
   // Given: set to anything (-5 is out of range, not unset); errors name the spelling set.
   std::string name;
-  auto given = [&name](const Setting<int64_t>& s) {
-    std::string text;
-    const std::string hvd = s.name();
-    return base::LookupEnv(hvd.c_str(), ("HOROVOD_" + hvd.substr(4)).c_str(), &text, &name);
-  };
   const char* kAdvice = "give values that fit this job, or unset them to derive them from hosts";
-  if (given(kLocalSize)) {
+  if (kLocalSize.IsSet(&name)) {
     HVD_RETURN_IF_ERROR(base::CheckRange(name, local_size, 1, t->size, kAdvice));
     t->local_size = static_cast<int>(local_size);
   }
-  if (given(kCrossSize)) {
+  if (kCrossSize.IsSet(&name)) {
     HVD_RETURN_IF_ERROR(base::CheckRange(name, cross_size, 1, t->size, kAdvice));
     t->cross_size = static_cast<int>(cross_size);
   }
-  if (given(kLocalRank)) {
+  if (kLocalRank.IsSet(&name)) {
     HVD_RETURN_IF_ERROR(base::CheckRange(name, local_rank, 0, t->local_size - 1, kAdvice));
     t->local_rank = static_cast<int>(local_rank);
   }
-  if (given(kCrossRank)) {
+  if (kCrossRank.IsSet(&name)) {
     HVD_RETURN_IF_ERROR(base::CheckRange(name, cross_rank, 0, t->cross_size - 1, kAdvice));
     t->cross_rank = static_cast<int>(cross_rank);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <span>
 
 namespace hvd::runtime::negotiation {
 
@@ -66,16 +67,19 @@ std::string Describe(const Request& r, int root) {
   return s;
 }
 
+// a + b, or INT64_MAX past it (b < 0 counts as past it: no count is negative).
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  return b < 0 || a > INT64_MAX - b ? INT64_MAX : a + b;
+}
+
 // "" when `rows` rows of `t` (its dimensions 1..) fit in a tensor; else the error for the key.
 std::string OutputTooLarge(const std::string& key, const TensorSpec& t, int64_t rows) {
   uint64_t bytes = 0;
-  if (t.shape.empty() ||
-      BytesWithin(t.dtype, rows, std::vector<int64_t>(t.shape.begin() + 1, t.shape.end()),
-                  &bytes)) {
-    return "";
-  }
+  if (t.shape.empty()) return "";
+  const std::span<const int64_t> row_shape = std::span(t.shape).subspan(1);
+  if (BytesWithin(t.dtype, rows, row_shape, &bytes)) return "";
   return "'" + key + "': the result would have " + std::to_string(rows) + " rows of " +
-         ShapeString(std::vector<int64_t>(t.shape.begin() + 1, t.shape.end())) + " " +
+         ShapeString(std::vector<int64_t>(row_shape.begin(), row_shape.end())) + " " +
          std::string(DataTypeName(t.dtype)) +
          ", more than 2^48 bytes (256 TiB); some rank's first dimension is wrong";
 }
@@ -185,8 +189,7 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
         int64_t rows = 0;
         for (int r : present) {
           resp.first_dims[t * size_ + r] = e.by_rank[r]->tensors[t].shape[0];
-          const int64_t n = resp.first_dims[t * size_ + r];  // each <= 2^48 (at submission)
-          rows = rows > INT64_MAX - n ? INT64_MAX : rows + n;
+          rows = SaturatingAdd(rows, resp.first_dims[t * size_ + r]);
         }
         resp.error = OutputTooLarge(key, resp.tensors[t], rows);
       }
@@ -208,8 +211,7 @@ Response Coordinator::Build(const std::string& key, const Entry& e) const {
            ++to) {
         int64_t rows = 0;
         for (int from = 0; from < size_; ++from) {
-          const int64_t n = resp.splits[static_cast<size_t>(from) * size_ + to];
-          rows = n < 0 || rows > INT64_MAX - n ? INT64_MAX : rows + n;
+          rows = SaturatingAdd(rows, resp.splits[static_cast<size_t>(from) * size_ + to]);
         }
         resp.error = OutputTooLarge(key, resp.tensors[0], rows);
       }

@@ -70,19 +70,18 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return s + "]";
 }
 
-bool BytesWithin(DataType dtype, int64_t rows, const std::vector<int64_t>& row_shape,
+bool BytesWithin(DataType dtype, int64_t rows, std::span<const int64_t> row_shape,
                  uint64_t* bytes) {
   *bytes = 0;
   // Each dimension alone first, zeros or not: [2^62, 0] is no shape anyone meant, and sums of
   // first dimensions over the ranks must not overflow.
+  bool empty = rows == 0;
   if (static_cast<uint64_t>(rows) > kMaxTensorBytes) return false;
   for (int64_t d : row_shape) {
     if (static_cast<uint64_t>(d) > kMaxTensorBytes) return false;
+    empty = empty || d == 0;
   }
-  if (rows == 0) return true;
-  for (int64_t d : row_shape) {
-    if (d == 0) return true;
-  }
+  if (empty) return true;
   uint64_t n = DataTypeSize(dtype);
   for (int64_t d : row_shape) {
     if (static_cast<uint64_t>(d) > kMaxTensorBytes / n) return false;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -51,8 +52,7 @@ std::string ShapeString(const std::vector<int64_t>& shape);  // "[10, 4]"
 inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 48;
 // `rows` rows of `row_shape` (dimensions 1.. of a shape; all >= 0) in `dtype`: its bytes in
 // *bytes; false when that, or any one dimension, is over kMaxTensorBytes.
-bool BytesWithin(DataType dtype, int64_t rows, const std::vector<int64_t>& row_shape,
-                 uint64_t* bytes);
+bool BytesWithin(DataType dtype, int64_t rows, std::span<const int64_t> row_shape, uint64_t* bytes);
 
 struct Request {
   int32_t rank = 0;

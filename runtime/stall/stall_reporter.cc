@@ -95,9 +95,7 @@ void StallReporter::ReportVerdict(const PendingKey& key, const std::string& sett
 }
 
 void StallReporter::ReportStallFailure(const std::string& message) {
-  ReportPeerFailure(message);
-  base::MutexLock lock(&mu_);
-  if (peer_failure_ == message) peer_failure_is_stall_ = true;
+  RecordFailure(message, /*stall=*/true);
 }
 
 void StallReporter::Progress() {
@@ -137,9 +135,14 @@ std::string StallReporter::Current() {
 }
 
 void StallReporter::ReportPeerFailure(const std::string& message) {
+  RecordFailure(message, /*stall=*/false);
+}
+
+void StallReporter::RecordFailure(const std::string& message, bool stall) {
   base::MutexLock lock(&mu_);
   if (!peer_failure_.empty()) return;  // the first failure says it
   peer_failure_ = message.empty() ? "a peer failed" : message;
+  peer_failure_is_stall_ = stall;
   cv_.NotifyAll();
   cv_.WaitFor(lock, std::chrono::milliseconds(500),
               [&]() HVD_REQUIRES(mu_) { return peer_failure_written_; });

@@ -103,6 +103,8 @@ class StallReporter {
   void Loop();
   Report Compose(Clock::time_point now) HVD_REQUIRES(mu_);
   std::string InspectorMessage(const PendingKey& p, int64_t age_s) const;
+  // ReportPeerFailure's record; `stall`: withdrawn by Progress.
+  void RecordFailure(const std::string& message, bool stall);
   void Write(const std::string& key, const std::string& value);
 
   const Options options_;

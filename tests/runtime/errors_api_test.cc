@@ -204,16 +204,14 @@ TEST(Errors, BadArgumentsAndEnvironment) {
     HVD_RETURN_IF_ERROR(Check(
         !s.ok() && Contains(s.message(), "HVD_LOCAL_RANK=5 is out of range [0, 0]"), s.ToString()));
     // A negative value was read as unset.
-    setenv("HVD_LOCAL_RANK", "-5", 1);
-    s = Init();
-    unsetenv("HVD_LOCAL_RANK");
-    HVD_RETURN_IF_ERROR(
-        Check(!s.ok() && Contains(s.message(), "HVD_LOCAL_RANK=-5 is out of range"), s.ToString()));
-    setenv("HOROVOD_CROSS_RANK", "-5", 1);
-    s = Init();
-    unsetenv("HOROVOD_CROSS_RANK");
-    HVD_RETURN_IF_ERROR(Check(
-        !s.ok() && Contains(s.message(), "HOROVOD_CROSS_RANK=-5 is out of range"), s.ToString()));
+    for (const char* name : {"HVD_LOCAL_RANK", "HOROVOD_CROSS_RANK"}) {
+      setenv(name, "-5", 1);
+      s = Init();
+      unsetenv(name);
+      HVD_RETURN_IF_ERROR(
+          Check(!s.ok() && Contains(s.message(), std::string(name) + "=-5 is out of range"),
+                s.ToString()));
+    }
     setenv("HVD_CROSS_SIZE", "4", 1);
     s = Init();
     unsetenv("HVD_CROSS_SIZE");
