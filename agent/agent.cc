@@ -278,6 +278,18 @@ class AgentImpl : public Agent {
                         << ", SIGKILL after " << base::SecondsText(Ms(stop.grace_ms()));
           break;
         }
+        case hvd::v1::LauncherMessage::kStopRanks: {
+          const auto& stop = msg.stop_ranks();
+          const std::vector<int> ranks(stop.ranks().begin(), stop.ranks().end());
+          const int n =
+              workers_.StopRanks(stop.job_id(), stop.attempt(), ranks, Ms(stop.grace_ms()),
+                                 "stopped by the launcher: " + stop.reason(), stop.signal());
+          HVD_LOG(INFO) << "stopping " << n << " rank(s) of job " << stop.job_id() << " ("
+                        << stop.reason() << "), signal "
+                        << (stop.signal() ? stop.signal() : SIGTERM) << ", SIGKILL after "
+                        << base::SecondsText(Ms(stop.grace_ms()));
+          break;
+        }
         case hvd::v1::LauncherMessage::kProbe:  // the network check before a job (probe.h)
           prober_.Handle(msg.probe());
           break;
@@ -428,8 +440,8 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   // Ranks of a TLS launcher get the CA and CRLs in their environment (HVD_RENDEZVOUS_CA, _CRL):
   // past Linux's 128 KiB per variable every exec would fail with E2BIG, far from the cause.
   constexpr size_t kMaxPemInEnv = 96 << 10;
-  for (const auto& [flag, pem] : {std::pair{"--tls-ca", &options.tls.ca_pem},
-                                  std::pair{"--tls-crl", &options.tls.crl_pem}}) {
+  for (const auto& [flag, pem] :
+       {std::pair{"--tls-ca", &options.tls.ca_pem}, std::pair{"--tls-crl", &options.tls.crl_pem}}) {
     if (pem->size() > kMaxPemInEnv) {
       return InvalidArgument(std::string(flag) + " holds " + std::to_string(pem->size()) +
                              " bytes; ranks get it in an environment variable (at most " +

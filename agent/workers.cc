@@ -204,6 +204,22 @@ void Workers::JoinStarters(bool all) {
 
 int Workers::StopJob(const std::string& job_id, std::chrono::milliseconds grace,
                      const std::string& reason, int first_signal) {
+  return Stop(
+      job_id, [](const Key&) { return true; }, grace, reason, first_signal);
+}
+
+int Workers::StopRanks(const std::string& job_id, int attempt, const std::vector<int>& ranks,
+                       std::chrono::milliseconds grace, const std::string& reason,
+                       int first_signal) {
+  const std::set<int> chosen(ranks.begin(), ranks.end());
+  return Stop(
+      job_id,
+      [&](const Key& key) { return std::get<1>(key) == attempt && chosen.count(std::get<2>(key)); },
+      grace, reason, first_signal);
+}
+
+int Workers::Stop(const std::string& job_id, const std::function<bool(const Key&)>& select,
+                  std::chrono::milliseconds grace, const std::string& reason, int first_signal) {
   if (grace.count() < 0) grace = std::chrono::milliseconds(0);
   // Only the signals a launcher passes on (launcher_service.cc checks them too).
   if (first_signal != SIGINT && first_signal != SIGHUP && first_signal != SIGKILL) {
@@ -212,14 +228,14 @@ int Workers::StopJob(const std::string& job_id, std::chrono::milliseconds grace,
   base::MutexLock lock(&mu_);
   int n = 0;
   for (auto& [key, entry] : entries_) {
-    if (std::get<0>(key) != job_id || entry.runner->done()) continue;
+    if (std::get<0>(key) != job_id || !select(key) || entry.runner->done()) continue;
     if (!entry.stop_requested) stop_reasons_[key] = reason;  // the first reason stands
     entry.runner->RequestStop(grace, first_signal);
     entry.stop_requested = true;
     ++n;
   }
   for (const Key& key : starting_) {
-    if (std::get<0>(key) != job_id) continue;
+    if (std::get<0>(key) != job_id || !select(key)) continue;
     // StartRank applies it.
     stop_while_starting_.emplace(key, StopRequest{grace, reason, first_signal});
     ++n;

@@ -67,6 +67,10 @@ class Workers {
   // job runs here). Repeated, it can only hasten the SIGKILL (grace 0: now).
   int StopJob(const std::string& job_id, std::chrono::milliseconds grace, const std::string& reason,
               int first_signal = 0);
+  // StopJob for ranks `ranks` of the job's attempt `attempt` only (an elastic job's hung
+  // worker): the job's other ranks go on.
+  int StopRanks(const std::string& job_id, int attempt, const std::vector<int>& ranks,
+                std::chrono::milliseconds grace, const std::string& reason, int first_signal = 0);
   // Jobs with a process still running and not yet asked to stop, with their rank counts.
   std::map<std::string, int> UnstoppedJobs() const;
   // Jobs with a live process, or one being started (heartbeat's running_jobs).
@@ -92,6 +96,10 @@ class Workers {
   // Joins the StartRankAsync threads that have finished (all of them when `all`: each ends when
   // its Spawn does, bounded by the wrapper's start timeout).
   void JoinStarters(bool all);
+
+  // StopJob and StopRanks: the job's ranks that `select` takes.
+  int Stop(const std::string& job_id, const std::function<bool(const Key&)>& select,
+           std::chrono::milliseconds grace, const std::string& reason, int first_signal);
 
   struct StopRequest {
     std::chrono::milliseconds grace{0};

@@ -82,6 +82,24 @@ std::string FormatElasticWorkers(const std::vector<int>& workers) {
   return s;
 }
 
+std::string FormatElasticAbsence(const ElasticAbsence& a) {
+  return std::to_string(a.generation) + " " + FormatElasticWorkers(a.workers) + " " +
+         std::to_string(a.waited_ms);
+}
+
+Status ParseElasticAbsence(const std::string& text, ElasticAbsence* out) {
+  const size_t first = text.find(' ');
+  const size_t last = text.rfind(' ');
+  if (first == std::string::npos || last == first ||
+      !Decimal(std::string_view(text).substr(0, first), INT32_MAX, &out->generation) ||
+      !Decimal(std::string_view(text).substr(last + 1), INT64_MAX / 2, &out->waited_ms)) {
+    return InvalidArgument("elastic absence \"" + text.substr(0, 200) +
+                           "\" is not \"<generation> <worker ids> <milliseconds>\" (a runtime "
+                           "of another version?)");
+  }
+  return ParseElasticWorkers(text.substr(first + 1, last - first - 1), &out->workers);
+}
+
 std::string ElasticFinishedKey() {
   return "elastic/finished";
 }
@@ -98,6 +116,8 @@ const char* RankKeyKindName(RankKeyKind kind) {
       return "stall";
     case RankKeyKind::kAbort:
       return "abort";
+    case RankKeyKind::kAbsent:
+      return "absent";
   }
   return "?";
 }
@@ -151,9 +171,11 @@ Status ParseRankKey(std::string_view key, RankKeyParts* out) {
     kind = RankKeyKind::kStall;
   } else if (parts[4] == "abort") {
     kind = RankKeyKind::kAbort;
+  } else if (parts[4] == "absent") {
+    kind = RankKeyKind::kAbsent;
   } else {
     return InvalidArgument(shown + ": '" + std::string(parts[4]) +
-                           "' is not a rank key's kind (host, stall or abort)");
+                           "' is not a rank key's kind (host, stall, abort or absent)");
   }
   int64_t rank = 0;
   if (!Decimal(parts[5], INT32_MAX, &rank)) {

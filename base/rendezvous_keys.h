@@ -7,6 +7,9 @@
 //     host/<rank>              hvd::Init's meeting: size, host, job-wide settings
 //     stall/<rank>             the rank's stall report (runtime/stall/stall_reporter.h)
 //     abort/<rank>             the rank is about to fail because of a peer
+//     absent/<worker>          an elastic worker waited HVD_PEER_TIMEOUT_SECONDS at a re-form
+//                              meeting for workers it had run with: "<generation> <ids> <ms>"
+//                              (ElasticAbsence); the launcher stops them (docs/elastic.md)
 //     init/<k>/...             the k-th re-Init of the same processes (k >= 1): its own host/
 //                              and transport keys
 //     elastic/latest           an elastic job's newest membership generation ("3"), written by
@@ -23,7 +26,7 @@
 //   The transports keep their addresses under the scope they are given ("tcp/tcp/<rank>",
 //   "shm/shm/<rank>", ...): only ranks read them (runtime/transport/).
 //
-// The launcher watches host/, stall/ and abort/ keys of an attempt (ParseRankKey).
+// The launcher watches host/, stall/, abort/ and absent/ keys of an attempt (ParseRankKey).
 #pragma once
 
 #include <cstdint>
@@ -57,9 +60,20 @@ std::string ElasticGenerationKey(int64_t generation);
 Status ParseElasticWorkers(const std::string& text, std::vector<int>* out);
 std::string FormatElasticWorkers(const std::vector<int>& workers);
 
+// An absent/<worker> key's value: the workers a re-forming worker waited for in vain in
+// `generation`, and how long it had waited ("4 2,5 60000" <-> {4, {2, 5}, 60000}).
+// InvalidArgument naming the text when malformed.
+struct ElasticAbsence {
+  int64_t generation = 0;
+  std::vector<int> workers;
+  int64_t waited_ms = 0;
+};
+std::string FormatElasticAbsence(const ElasticAbsence& a);
+Status ParseElasticAbsence(const std::string& text, ElasticAbsence* out);
+
 // The keys of one rank under an attempt's scope.
-enum class RankKeyKind { kHost, kStall, kAbort };
-// "host", "stall", "abort".
+enum class RankKeyKind { kHost, kStall, kAbort, kAbsent };
+// "host", "stall", "abort", "absent".
 const char* RankKeyKindName(RankKeyKind kind);
 // "host/3", relative to the attempt's scope.
 std::string RankKey(RankKeyKind kind, int rank);
@@ -85,8 +99,8 @@ struct RankKeyParts {
   int rank = 0;
 };
 // InvalidArgument naming the key and what is wrong with it (not under job/<id>/attempt/<n>/, an
-// attempt or rank that is not a decimal number, a kind other than host, stall or abort, or more
-// parts, as the re-Init keys under init/<k>/ have: only a process's first meeting counts).
+// attempt or rank that is not a decimal number, a kind other than host, stall, abort or absent, or
+// more parts, as the re-Init keys under init/<k>/ have: only a process's first meeting counts).
 Status ParseRankKey(std::string_view key, RankKeyParts* out);
 
 }  // namespace hvd::base

@@ -20,7 +20,11 @@ bool StreamLink::SendStartRank(const StartRankCommand& command) {
 
 bool StreamLink::SendStopJob(const StopJobCommand& command) {
   v1::LauncherMessage m;
-  ToProto(command, m.mutable_stop());
+  if (command.ranks.empty()) {
+    ToProto(command, m.mutable_stop());
+  } else {
+    ToProto(command, m.mutable_stop_ranks());
+  }
   return Enqueue(std::move(m));
 }
 

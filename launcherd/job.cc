@@ -159,6 +159,7 @@ void Job::NextAttempt(Instant now) {
   elastic_finishing_ = false;
   finished_by_.clear();
   first_loss_.clear();
+  removing_.clear();
   SetState(JobState::kPending, "attempt " + std::to_string(status.attempt + 1) + " of " +
                                    std::to_string(status.spec.max_restarts + 1) +
                                    ": waiting for placement");
@@ -278,6 +279,15 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
     code = control::kGenericFailureExitCode;
   }
   if (elastic()) {
+    // A hung worker the launcher stopped (WorkersAbsent): its end is its removal, whatever
+    // signal or code it took.
+    const auto removed = removing_.find(ev.rank);
+    if (removed != removing_.end()) {
+      f.message =
+          "rank " + std::to_string(ev.rank) + " on " + f.host + " was removed: " + removed->second;
+      code = control::kGenericFailureExitCode;
+      removing_.erase(removed);
+    }
     WorkerLost(f, code, now);  // the others go on without it
   } else if (ev.state == RankState::kExited) {
     RankFailed(f, code, r.end_time_ms, connected, now);

@@ -177,6 +177,16 @@ class Job {
   // `also`: every worker that left with it (an agent's), f.rank first.
   void WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost = false,
                   const std::vector<int>& also = {});
+  // Worker `reporter`'s runtime waited HVD_PEER_TIMEOUT_SECONDS at a re-form meeting for workers
+  // it had run with (absent/<worker>; `value` a base::ElasticAbsence): those of the current
+  // generation still live are stopped (a Stop naming their ranks), and their end reads as their
+  // removal. True when a stop was queued (the caller settles the job).
+  bool WorkersAbsent(int reporter, const std::string& value, Instant now);
+  // Stops the live members of the current generation named in `why` (each one's reason, said in
+  // its event and, when it ends, in its leaving; `short_reason` in the agent's StopRanks); those
+  // already being removed are skipped. True when a stop was queued.
+  bool RemoveWorkers(const std::map<int, std::string>& why, const std::string& short_reason,
+                     Instant now);
   // Growth (job_growth.cc): RUNNING with fewer live workers than --max-np.
   bool ElasticWantsWorkers() const;
   // Whether the job may start a worker on this agent's slot (not dropped, host not excluded).
@@ -321,6 +331,8 @@ class Job {
   bool elastic_finishing_ = false;
   std::string finished_by_;  // "worker 3 on host-b": the first to finish while others lived
   std::string first_loss_;   // the first worker that left, as said
+  // Workers being stopped by WorkersAbsent, and why: their end says it.
+  std::map<int, std::string> removing_;
   Clock::time_point last_loss_at_;
 };
 

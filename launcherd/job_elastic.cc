@@ -5,8 +5,11 @@
 // new generation as long as --min-np of them live; below that the job waits --elastic-timeout
 // and fails naming what it lost.
 #include <algorithm>
+#include <map>
+#include <set>
 
 #include "base/logging.h"
+#include "base/rendezvous_keys.h"
 #include "control/log_escape.h"
 #include "launcherd/job.h"
 
@@ -207,6 +210,60 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
                 "generation " + std::to_string(status.elastic.generation + 1) + ": " + left + "; " +
                     std::to_string(n) + (n == 1 ? " worker goes on" : " workers go on"),
                 now, counts);
+}
+
+bool Job::WorkersAbsent(int reporter, const std::string& value, Instant now) {
+  if (!elastic() || terminal() || elastic_finishing_ || value.empty()) return false;
+  base::ElasticAbsence a;
+  Status s = base::ParseElasticAbsence(value, &a);
+  if (!s.ok()) {
+    HVD_LOG(WARNING) << "job " << status.id << ": worker " << reporter << ": " << s.message();
+    return false;
+  }
+  // A report about an older generation is overtaken: a new one was published since.
+  if (a.generation != status.elastic.generation || !RankLive(status.ranks[reporter].state)) {
+    return false;
+  }
+  std::map<int, std::string> why;
+  for (int id : a.workers) {
+    if (id == reporter) continue;
+    why[id] = "it did not come back to re-form generation " + std::to_string(a.generation) +
+              " while worker " + std::to_string(reporter) + " on " +
+              status.ranks[reporter].placement.host + " waited " + Seconds(a.waited_ms) +
+              " (HVD_PEER_TIMEOUT_SECONDS) for it: hung, stopped, or busy outside hvd that long; "
+              "stopped by the launcher";
+  }
+  return RemoveWorkers(why, "did not come back to re-form (hung?)", now);
+}
+
+bool Job::RemoveWorkers(const std::map<int, std::string>& why, const std::string& short_reason,
+                        Instant now) {
+  if (!elastic() || terminal() || elastic_finishing_) return false;
+  const std::set<int> members(status.elastic.workers.begin(), status.elastic.workers.end());
+  std::map<std::string, std::vector<int>> by_agent;
+  for (const auto& [id, reason] : why) {
+    if (!members.count(id) || removing_.count(id) || id >= static_cast<int>(status.ranks.size()) ||
+        !RankLive(status.ranks[id].state)) {
+      continue;
+    }
+    const control::RankSlot& p = status.ranks[id].placement;
+    removing_[id] = reason;
+    by_agent[p.agent_id].push_back(id);
+    AddMembershipEvent(
+        "worker " + std::to_string(id) + " on " + p.host + " is being removed: " + reason, now);
+  }
+  for (auto& [agent, ids] : by_agent) {
+    StopJobCommand c{status.id,
+                     "elastic worker" + std::string(ids.size() == 1 ? " " : "s ") +
+                         RankList(ids, false) + " " + short_reason,
+                     KillGrace().count(), 0};
+    c.ranks = ids;
+    c.attempt = status.attempt;
+    stops_.push_back({agent, std::move(c)});
+  }
+  if (by_agent.empty()) return false;
+  Changed(/*marker=*/false);
+  return true;
 }
 
 bool Job::ElasticDue(Clock::time_point now) const {

@@ -19,7 +19,9 @@ void JobManager::SendStopsLocked(Job& job) {
   for (Job::Stop& stop : job.TakeStops()) {
     std::shared_ptr<AgentLink> link = agents_->Link(stop.agent_id);
     // A disconnected agent gets it when it reconnects and lists the job (OnHeartbeat).
-    if (link && link->SendStopJob(stop.command)) job.stop_sent.insert(stop.agent_id);
+    // Some ranks only: a disconnected agent's are lost with it (WorkerLost) instead.
+    const bool whole_job = stop.command.ranks.empty();
+    if (link && link->SendStopJob(stop.command) && whole_job) job.stop_sent.insert(stop.agent_id);
   }
 }
 
@@ -242,6 +244,9 @@ void JobManager::OnRendezvousKey(const std::string& key, const std::string& valu
       break;
     case base::RankKeyKind::kStall:
       supervisor_.StallReport(*job, k.rank, value, Instant::Now());
+      break;
+    case base::RankKeyKind::kAbsent:
+      if (job->WorkersAbsent(k.rank, value, Instant::Now())) SettleLocked(*job);
       break;
     case base::RankKeyKind::kAbort:
       // Its coming failure is a consequence of another's; "" withdraws that (the rank went on,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "base/clock.h"
 #include "base/logging.h"
@@ -82,7 +83,10 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
   std::vector<int> missing;
   std::string details;
   JobFailure f;
+  std::map<int, std::string> removals;  // elastic: the late workers that can be stopped
+  int arrived = 0;
   for (const RankStatus& r : job.status.ranks) {
+    arrived += r.rendezvous_time_ms != 0 && RankLive(r.state);
     // A rank that already ended is not waited for: its exit was reported (and judged) on its own.
     if (r.rendezvous_time_ms != 0 || control::RankEnded(r.state)) continue;
     const std::string who = "rank " + std::to_string(r.placement.rank) + " on " + r.placement.host;
@@ -100,8 +104,18 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
     }
     missing.push_back(r.placement.rank);
     if (missing.size() <= 8) details += "; " + who + ": " + why;
+    if (r.state != RankState::kPending) removals[r.placement.rank] = why;
   }
   if (missing.empty()) return false;
+  // An elastic job goes on without its late workers once --min-np met (every late one has an
+  // agent to stop it; one never sent anywhere fails the job as before).
+  if (job.elastic() && arrived >= job.status.spec.min_np && removals.size() == missing.size()) {
+    for (auto& [rank, why] : removals) {
+      why = "it did not reach hvd.init() within " + Seconds(timeout) + " (--start-timeout; " + why +
+            ") while " + std::to_string(arrived) + " workers did; stopped by the launcher";
+    }
+    return job.RemoveWorkers(removals, "did not reach hvd.init() in time", now);
+  }
   if (missing.size() > 8) details += "; and " + std::to_string(missing.size() - 8) + " more";
   f.message = RankList(missing) + " did not reach the rendezvous within " + Seconds(timeout) +
               " (--start-timeout)" + details +

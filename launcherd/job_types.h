@@ -69,6 +69,9 @@ struct StopJobCommand {
   std::string reason;
   int64_t grace_ms = 0;
   int signal = 0;  // the first signal; 0: SIGTERM (hvd.v1.StopJob.signal)
+  // Non-empty: only these ranks of `attempt` (hvd.v1.StopRanks); empty: every rank of the job.
+  std::vector<int> ranks = {};
+  int attempt = 0;
 };
 
 }  // namespace hvd::launcherd

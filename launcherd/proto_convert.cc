@@ -47,4 +47,13 @@ void ToProto(const StopJobCommand& c, v1::StopJob* p) {
   p->set_signal(c.signal);
 }
 
+void ToProto(const StopJobCommand& c, v1::StopRanks* p) {
+  p->set_job_id(c.job_id);
+  p->set_attempt(c.attempt);
+  for (int r : c.ranks) p->add_ranks(r);
+  p->set_reason(c.reason);
+  p->set_grace_ms(c.grace_ms);
+  p->set_signal(c.signal);
+}
+
 }  // namespace hvd::launcherd

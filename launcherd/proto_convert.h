@@ -23,5 +23,7 @@ AgentInfo FromProto(const v1::AgentInfo& p);
 
 void ToProto(const StartRankCommand& c, v1::StartRank* p);
 void ToProto(const StopJobCommand& c, v1::StopJob* p);
+// REQUIRES: !c.ranks.empty().
+void ToProto(const StopJobCommand& c, v1::StopRanks* p);
 
 }  // namespace hvd::launcherd

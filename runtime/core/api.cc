@@ -316,10 +316,11 @@ Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vect
         sum += x;
         negative |= x < 0;
       }
-      if (static_cast<int>(splits.size()) != size || negative || sum != rows) {
+      // Horovod's rule: the rows past the splits' sum are not sent (a buffer larger than this
+      // step's data).
+      if (static_cast<int>(splits.size()) != size || negative || sum > rows) {
         s = InvalidArgument("splits " + ShapeString(splits) + " must have " + std::to_string(size) +
-                            " non-negative entries summing to the first "
-                            "dimension " +
+                            " non-negative entries summing to at most the first dimension " +
                             std::to_string(rows));
       }
       op->request.splits = splits;

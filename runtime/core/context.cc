@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "base/logging.h"
@@ -132,7 +133,8 @@ void LogSettingsFromEnvironment(int64_t rank) {
 struct ElasticMeeting {
   rendezvous::Store* attempt_store = nullptr;
   int64_t generation = 0;
-  bool superseded = false;  // out
+  AbsenceReporter* absence = nullptr;  // null: nobody reads reports (a file store)
+  bool superseded = false;             // out
 };
 
 // Waits for `keys` until `timeout`, or, elastic, until the generation formed or was superseded.
@@ -158,6 +160,13 @@ Status WaitForRanks(rendezvous::Store& store, const std::vector<std::string>& ke
       return Status::OK();
     }
     if (left.count() <= 0) return s;
+    if (elastic->absence != nullptr) {
+      // Not fatal: the wait goes on as it would without the report.
+      Status a = elastic->absence->Check(store);
+      if (!a.ok()) {
+        HVD_LOG(WARNING) << "reporting absent elastic workers: " << a.message();
+      }
+    }
   }
 }
 
@@ -329,6 +338,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
   for (;;) {
     std::string scope = attempt_scope;
     ElasticMeeting meeting;
+    std::optional<AbsenceReporter> absence;
     if (elastic.enabled) {
       HVD_RETURN_IF_ERROR_CTX(
           FindMembership(*ctx->attempt_store_, elastic.worker_id, deadline, &ctx->membership_),
@@ -339,6 +349,12 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
       scope = ElasticScope(attempt_scope, ctx->membership_.generation, ctx->membership_.session);
       meeting.attempt_store = ctx->attempt_store_.get();
       meeting.generation = ctx->membership_.generation;
+      if (url.rfind("hvd://", 0) == 0 || url.rfind("hvds://", 0) == 0) {
+        absence.emplace(ctx->attempt_store_.get(), ctx->membership_, elastic.worker_id,
+                        FormedWith(),
+                        std::chrono::milliseconds(static_cast<int64_t>(peer_s * 1000)));
+        meeting.absence = &*absence;
+      }
     } else if (g_incarnation > 0) {
       // The n-th successful Init() of a process (after n Shutdown()s) meets the other ranks' n-th
       // under its own keys: otherwise it would read the previous incarnation's host and address
@@ -363,6 +379,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
                   << " was superseded while its ranks met; joining the newer one";
   }
   if (elastic.enabled) {
+    FormedWith() = ctx->membership_.workers;
     HVD_LOG(INFO) << "elastic worker " << elastic.worker_id << " joined generation "
                   << ctx->membership_.generation << " as rank " << rank << " of " << size
                   << " (workers " << base::FormatElasticWorkers(ctx->membership_.workers) << ")";

@@ -167,6 +167,50 @@ Status DecideMeeting(rendezvous::Store& attempt_store, rendezvous::Store& meetin
   return Status::OK();
 }
 
+std::vector<int>& FormedWith() {
+  static auto* workers = new std::vector<int>();
+  return *workers;
+}
+
+AbsenceReporter::AbsenceReporter(rendezvous::Store* attempt_store, const Membership& membership,
+                                 int worker_id, std::vector<int> ran_with,
+                                 std::chrono::milliseconds after)
+    : attempt_store_(attempt_store),
+      membership_(membership),
+      worker_id_(worker_id),
+      ran_with_(std::move(ran_with)),
+      start_(Clock::now()),
+      due_(start_ + after) {}
+
+Status AbsenceReporter::Check(rendezvous::Store& meeting_store) {
+  if (ran_with_.empty() || Clock::now() < due_) return Status::OK();
+  const std::set<int> known(ran_with_.begin(), ran_with_.end());
+  std::vector<int> missing;
+  for (size_t r = 0; r < membership_.workers.size(); ++r) {
+    const int id = membership_.workers[r];
+    if (id == worker_id_ || !known.count(id)) continue;
+    std::string v;
+    Status s = meeting_store.Get(base::RankKey(base::RankKeyKind::kHost, static_cast<int>(r)), &v);
+    if (s.code() == StatusCode::kNotFound) {
+      missing.push_back(id);
+    } else if (!s.ok()) {
+      return s;
+    }
+  }
+  if (missing.empty() || missing == reported_) return Status::OK();
+  reported_ = missing;
+  const base::ElasticAbsence a{
+      membership_.generation, missing,
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_).count()};
+  HVD_LOG(WARNING) << "elastic generation " << membership_.generation << ": worker"
+                   << (missing.size() == 1 ? " " : "s ") << base::FormatElasticWorkers(missing)
+                   << " ran with this one but did not come back to re-form within "
+                      "HVD_PEER_TIMEOUT_SECONDS; asking the launcher to remove "
+                   << (missing.size() == 1 ? "it" : "them");
+  return attempt_store_->Set(base::RankKey(base::RankKeyKind::kAbsent, worker_id_),
+                             base::FormatElasticAbsence(a));
+}
+
 bool OnlyRemoved(const std::vector<int>& current, const std::vector<int>& newer) {
   const std::set<int> had(current.begin(), current.end());
   for (int w : newer) {

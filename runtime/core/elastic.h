@@ -75,6 +75,36 @@ std::string ElasticScope(const std::string& attempt_scope, int64_t g, int sessio
 Status DecideMeeting(rendezvous::Store& attempt_store, rendezvous::Store& meeting_store, int64_t g,
                      bool complete, std::chrono::milliseconds timeout, bool* decided, bool* formed);
 
+// A re-forming worker's report of the members that do not come back (docs/elastic.md, "A hung
+// worker"): a worker that fails a collective because a peer stopped answering (SIGSTOPped,
+// deadlocked outside hvd) meets the others again, but the hung peer never does, and the launcher
+// still counts it live. Once this worker has waited `after` (HVD_PEER_TIMEOUT_SECONDS) at the
+// meeting, it writes absent/<worker_id> (base::ElasticAbsence) to the attempt's store for the
+// members missing from `meeting_store` that this process formed its previous session with
+// (`ran_with`: they ran hvd, so not arriving is not a slow start; a worker new to the job is
+// --start-timeout's); the launcher stops them and publishes a generation without them. Written
+// again only when the missing set changes. Not thread-safe: one per meeting.
+class AbsenceReporter {
+ public:
+  AbsenceReporter(rendezvous::Store* attempt_store, const Membership& membership, int worker_id,
+                  std::vector<int> ran_with, std::chrono::milliseconds after);
+  // Call while waiting for the meeting; does nothing before `after` has passed.
+  Status Check(rendezvous::Store& meeting_store);
+
+ private:
+  rendezvous::Store* const attempt_store_;
+  const Membership membership_;
+  const int worker_id_;
+  const std::vector<int> ran_with_;
+  const std::chrono::steady_clock::time_point start_;
+  const std::chrono::steady_clock::time_point due_;
+  std::vector<int> reported_;
+};
+
+// The workers this process formed its last elastic session with (empty before the first), as
+// AbsenceReporter takes them; set after each meeting that formed.
+std::vector<int>& FormedWith();
+
 // Whether `newer` lost workers of `current` and gained none (Horovod's skip_sync: the survivors
 // hold the same state, so nothing need be broadcast).
 bool OnlyRemoved(const std::vector<int>& current, const std::vector<int>& newer);

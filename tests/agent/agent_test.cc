@@ -181,6 +181,17 @@ class AgentTest : public ::testing::Test {
     m.mutable_stop()->set_grace_ms(grace_ms);
     return m;
   }
+  static v1::LauncherMessage StopRanks(const std::string& job, std::vector<int> ranks,
+                                       int64_t grace_ms) {
+    v1::LauncherMessage m;
+    v1::StopRanks* s = m.mutable_stop_ranks();
+    s->set_job_id(job);
+    s->set_attempt(0);
+    for (int r : ranks) s->add_ranks(r);
+    s->set_reason("worker hung");
+    s->set_grace_ms(grace_ms);
+    return m;
+  }
   void WaitRegistered(size_t n = 1) {
     ASSERT_TRUE(gateway_->WaitFor([&] { return gateway_->registrations_.size() >= n; }));
   }
@@ -304,6 +315,25 @@ TEST_F(AgentTest, ExecFailureIsReportedAsFailedToStart) {
   v1::RankEvent e = gateway_->WaitEvent("j2", 0, v1::RANK_FAILED_TO_START);
   EXPECT_NE(e.error().find("exec ./trian: No such file or directory"), std::string::npos)
       << e.error();
+}
+
+// An elastic job's hung worker (here SIGSTOPped) is stopped: the agent continues it with its
+// SIGTERM, so that the signal is delivered; the job's other ranks go on.
+TEST_F(AgentTest, StopRanksKillsAStoppedRankAndLeavesTheOthers) {
+  StartLauncher(5000);
+  StartAgent();
+  WaitRegistered();
+  ASSERT_TRUE(gateway_->Send(Start("e", 0, {"/bin/sleep", "100"})));
+  ASSERT_TRUE(gateway_->Send(Start("e", 1, {"/bin/sh", "-c", "echo ready; kill -STOP $$"})));
+  const int pid0 = gateway_->WaitEvent("e", 0, v1::RANK_RUNNING).pid();
+  const int pid1 = gateway_->WaitEvent("e", 1, v1::RANK_RUNNING).pid();
+  ASSERT_TRUE(gateway_->WaitFor([&] { return gateway_->HasLine("e", 1, "ready"); }));
+  ASSERT_TRUE(gateway_->Send(StopRanks("e", {1}, 300)));
+  v1::RankEvent k = gateway_->WaitEvent("e", 1, v1::RANK_KILLED);
+  EXPECT_EQ(k.signal(), SIGTERM);
+  EXPECT_EQ(k.error(), "stopped by the launcher: worker hung");
+  EXPECT_FALSE(ProcessAlive(pid1));
+  EXPECT_TRUE(ProcessAlive(pid0));
 }
 
 TEST_F(AgentTest, StopJobKillsItsProcesses) {

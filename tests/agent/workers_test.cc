@@ -1,5 +1,5 @@
-// Workers: StartRank/StopJob semantics and the events they put in the Outbox, with real processes
-// and without a launcher.
+// Workers: StartRank/StopJob/StopRanks semantics and the events they put in the Outbox, with real
+// processes and without a launcher.
 #include "agent/workers.h"
 
 #include <gtest/gtest.h>
@@ -173,6 +173,19 @@ TEST_F(WorkersTest, StopJobStopsOnlyThatJobAndSaysWhy) {
   workers_.StartRank(Cmd("c", 0, 0, {"/bin/sleep", "100"}));
   EXPECT_NE(WaitEvent("c", 0, v1::RANK_FAILED_TO_START).error().find("shutting down"),
             std::string::npos);
+}
+
+TEST_F(WorkersTest, StopRanksStopsOnlyThoseRanksOfThatAttempt) {
+  for (int r = 0; r < 3; ++r) workers_.StartRank(Cmd("e", r, r, {"/bin/sleep", "100"}));
+  WaitEvent("e", 2, v1::RANK_RUNNING);
+  EXPECT_EQ(workers_.StopRanks("e", 0, {1}, milliseconds(1000), "old attempt"), 0);
+  EXPECT_EQ(workers_.StopRanks("e", 1, {1, 7}, milliseconds(1000), "worker 1 hung"), 1);
+  v1::RankEvent k = WaitEvent("e", 1, v1::RANK_KILLED);
+  EXPECT_EQ(k.error(), "worker 1 hung");
+  EXPECT_EQ(k.signal(), SIGTERM);
+  EXPECT_EQ(workers_.live_count(), 2);
+  EXPECT_EQ((workers_.UnstoppedJobs()), (std::map<std::string, int>{{"e", 2}}));
+  EXPECT_EQ(workers_.RunningJobs(), std::vector<std::string>{"e"});
 }
 
 TEST_F(WorkersTest, ARankThatExitsByItselfIsExitedNotKilled) {

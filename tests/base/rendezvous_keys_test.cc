@@ -22,10 +22,12 @@ TEST(RendezvousKeysTest, BuildersSpellTheScheme) {
   EXPECT_EQ(RankKey(RankKeyKind::kHost, 7), "host/7");
   EXPECT_EQ(RankKey(RankKeyKind::kStall, 0), "stall/0");
   EXPECT_EQ(RankKey(RankKeyKind::kAbort, 12), "abort/12");
+  EXPECT_EQ(RankKey(RankKeyKind::kAbsent, 3), "absent/3");
 }
 
 TEST(RendezvousKeysTest, WhatTheRuntimeWritesTheLauncherParses) {
-  for (RankKeyKind kind : {RankKeyKind::kHost, RankKeyKind::kStall, RankKeyKind::kAbort}) {
+  for (RankKeyKind kind :
+       {RankKeyKind::kHost, RankKeyKind::kStall, RankKeyKind::kAbort, RankKeyKind::kAbsent}) {
     const std::string key = AttemptScope("j-1", 4) + "/" + RankKey(kind, 9);
     RankKeyParts parts;
     ASSERT_TRUE(ParseRankKey(key, &parts).ok()) << key;
@@ -45,8 +47,8 @@ TEST(RendezvousKeysTest, OtherKeysAreRefusedNamingWhatIsWrong) {
   EXPECT_EQ(Refused("job/a/attempt/-1/host/1"),
             "rendezvous key 'job/a/attempt/-1/host/1': the attempt '-1' is not a decimal number");
   EXPECT_EQ(Refused("job/a/attempt/0/tcp/1"),
-            "rendezvous key 'job/a/attempt/0/tcp/1': 'tcp' is not a rank key's kind (host, stall "
-            "or abort)");
+            "rendezvous key 'job/a/attempt/0/tcp/1': 'tcp' is not a rank key's kind (host, stall, "
+            "abort or absent)");
   EXPECT_EQ(Refused("job/a/attempt/0/host/+1"),
             "rendezvous key 'job/a/attempt/0/host/+1': the rank '+1' is not a decimal number");
   EXPECT_EQ(Refused("job/a/attempt/0/host/99999999999"),
@@ -58,6 +60,25 @@ TEST(RendezvousKeysTest, OtherKeysAreRefusedNamingWhatIsWrong) {
             "job/<id>/attempt/<n>/<kind>/<rank>");
   EXPECT_EQ(Refused("job/a/attempt/0/host"),
             "rendezvous key 'job/a/attempt/0/host' is not job/<id>/attempt/<n>/<kind>/<rank>");
+}
+
+TEST(RendezvousKeysTest, AnAbsenceReadsBackAndGarbageIsRefused) {
+  ElasticAbsence a{4, {2, 5}, 60000};
+  EXPECT_EQ(FormatElasticAbsence(a), "4 2,5 60000");
+  ElasticAbsence b;
+  ASSERT_TRUE(ParseElasticAbsence("4 2,5 60000", &b).ok());
+  EXPECT_EQ(b.generation, 4);
+  EXPECT_EQ(b.workers, (std::vector<int>{2, 5}));
+  EXPECT_EQ(b.waited_ms, 60000);
+  for (const char* bad : {"", "4", "4 2,5", "x 2 1", "4 2 x", "4  1", "-1 2 1", "4 2,,5 1"}) {
+    ElasticAbsence c;
+    Status s = ParseElasticAbsence(bad, &c);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+  }
+  ElasticAbsence d;
+  EXPECT_EQ(ParseElasticAbsence("4 2,5", &d).message(),
+            "elastic absence \"4 2,5\" is not \"<generation> <worker ids> <milliseconds>\" (a "
+            "runtime of another version?)");
 }
 
 TEST(RendezvousKeysTest, JobPrefixOfAKey) {

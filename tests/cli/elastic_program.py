@@ -23,10 +23,14 @@ p.add_argument("--steps", type=int, default=20)
 p.add_argument("--die-worker", action="append", default=[],
                help="ID (dies at --die-at-step) or ID@STEP; repeatable")
 p.add_argument("--die-at-step", type=int, default=5)
-p.add_argument("--die-code", type=int, default=-9, help="exit code, or -9 for kill -9")
+p.add_argument("--die-code", type=int, default=-9,
+               help="exit code, or -9 for kill -9, or -19 to hang (SIGSTOP itself)")
 p.add_argument("--step-sleep", type=float, default=0.01)
 p.add_argument("--fail-workers-from", type=int, default=-1,
                help="workers with this id or higher exit 3 at once (a host whose workers fail)")
+p.add_argument("--late-worker", type=int, default=-1,
+               help="this worker sleeps --late-seconds before hvd.init() (a slow start)")
+p.add_argument("--late-seconds", type=float, default=120)
 p.add_argument("--post-sleep", type=float, default=0,
                help="seconds between the end of training and the exit (evaluation, saving)")
 p.add_argument("--report-first", action="store_true",
@@ -41,6 +45,8 @@ for d in args.die_worker:
 if 0 <= args.fail_workers_from <= worker:
     print("worker %d fails at start" % worker, flush=True)
     sys.exit(3)
+if worker == args.late_worker:
+    time.sleep(args.late_seconds)
 hvd.init()
 first = {"done": False}
 model = torch.nn.Linear(1, 1, bias=False)
@@ -68,6 +74,9 @@ def train(state):
                   flush=True)
             if args.die_code == -9:
                 os.kill(os.getpid(), signal.SIGKILL)
+            if args.die_code == -19:  # hangs: never exits, never answers its peers
+                os.kill(os.getpid(), signal.SIGSTOP)
+                time.sleep(3600)
             os._exit(args.die_code)
         total = hvd.allreduce(torch.ones(1), op=hvd.Sum, name="one")
         if args.report_first and not first["done"]:

@@ -68,6 +68,36 @@ TEST_F(HvdrunElastic, KillNineOfOneWorkerOfFourTheOthersFinishWithTheRestoredMod
   EXPECT_HAS(r.err, " was killed by SIGKILL (signal 9); 3 workers go on");
 }
 
+TEST_F(HvdrunElastic, AHungWorkerIsRemovedAndTheOthersFinish) {
+  // Worker 2 stops itself (SIGSTOP) before its step-5 allreduce: it neither exits nor answers.
+  // The others' collective fails after the peer timeout, they meet to re-form, report it absent
+  // after another, and the launcher stops it: they go on as two.
+  const auto start = std::chrono::steady_clock::now();
+  ProcResult r =
+      Hvdrun({"-np", "3", "--min-np", "2", "--gloo-timeout-seconds", "2", "--kill-grace", "1"},
+             {"--steps", "12", "--die-worker", "2", "--die-at-step", "5", "--die-code", "-19"});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out, "[2]<stdout>:worker 2 dies at step 5");
+  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 weight 29 steps 12");  // 3*5 + 2*7
+  EXPECT_HAS(r.out, "[1]<stdout>:worker 1 final: rank 1/2 weight 29 steps 12");
+  EXPECT_HAS(r.err, "worker 2 on ");
+  EXPECT_HAS(r.err, " was removed: it did not come back to re-form generation 0 while worker ");
+  EXPECT_HAS(r.err, "2 workers go on");
+  // Not --elastic-timeout's 600 s: two peer timeouts and the kill grace, with start-up.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
+}
+
+TEST_F(HvdrunElastic, AWorkerLateForTheStartTimeoutIsLeftOutWhenMinNpMet) {
+  ProcResult r = Hvdrun({"-np", "3", "--min-np", "2", "--start-timeout", "10"},
+                        {"--steps", "6", "--late-worker", "2"});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 weight 12 steps 6");
+  EXPECT_HAS(r.err, "worker 2 on ");
+  EXPECT_HAS(r.err, " was removed: it did not reach hvd.init() within 10 s (--start-timeout; ");
+}
+
 TEST_F(HvdrunElastic, RankZeroLeavesAndTheOthersRenumber) {
   // Rank 0 (the coordinator, the broadcast root) exits with an error: worker 1 becomes rank 0.
   ProcResult r = Hvdrun({"-np", "3", "--min-np", "1"}, {"--steps", "12", "--die-worker", "0",
@@ -206,9 +236,9 @@ TEST_F(HvdrunElastic, DiscoveryScriptGrowsTheJobAndGarbageDoesNotDisturbIt) {
 TEST_F(HvdrunElastic, AFailedWorkersSlotIsNotRefilledFromTheHostsCount) {
   const std::string hosts = dir_ / "hosts";
   WriteFile(hosts, "localhost:3\n");
-  ProcResult r = Hvdrun({"-np", "3", "--min-np", "1", "--max-np", "4", "--host-discovery-script",
-                         "cat " + hosts},
-                        {"--steps", "40", "--step-sleep", "0.05", "--die-worker", "1"});
+  ProcResult r = Hvdrun(
+      {"-np", "3", "--min-np", "1", "--max-np", "4", "--host-discovery-script", "cat " + hosts},
+      {"--steps", "40", "--step-sleep", "0.05", "--die-worker", "1"});
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_HAS(r.err, "generation 1: worker 1 on localhost");

@@ -400,5 +400,52 @@ TEST(JobElasticTest, AFixedJobStillFailsOnAnyFailure) {
   EXPECT_EQ(ok->status.reason, "all 2 ranks exited with code 0");
 }
 
+TEST(JobElasticTest, AWorkerAbsentFromTheReFormIsStoppedAndLeavesAsRemoved) {
+  auto job = ElasticJob(4, 2);
+  job->TakePublications();
+  EXPECT_TRUE(job->WorkersAbsent(0, "0 2 5000", At(1s)));
+  std::vector<Job::Stop> stops = job->TakeStops();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].agent_id, "b");
+  EXPECT_EQ(stops[0].command.ranks, (std::vector<int>{2}));
+  EXPECT_EQ(stops[0].command.attempt, 0);
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_EQ(job->status.elastic.generation, 0);  // until it is gone
+  const std::string why =
+      "it did not come back to re-form generation 0 while worker 0 on h-a waited 5 s "
+      "(HVD_PEER_TIMEOUT_SECONDS) for it: hung, stopped, or busy outside hvd that long; stopped "
+      "by the launcher";
+  EXPECT_EQ(job->status.elastic.events.back().what, "worker 2 on h-b is being removed: " + why);
+  // Said again (another survivor, or the same one later): no second stop.
+  EXPECT_FALSE(job->WorkersAbsent(1, "0 2 5100", At(1100ms)));
+  EXPECT_TRUE(job->TakeStops().empty());
+  // It ends by the stop's signal: its leaving says why it was stopped.
+  Report(*job, Ended(2, RankState::kKilled, 0, 9, "stopped by the launcher: hung?"), At(2s));
+  EXPECT_EQ(job->status.elastic.generation, 1);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1, 3}));
+  EXPECT_EQ(job->status.elastic.events.back().what,
+            "generation 1: worker 2 on h-b was removed: " + why + "; 3 workers go on");
+  EXPECT_EQ(job->TakePublications().size(), 1u);
+}
+
+TEST(JobElasticTest, AnAbsenceReportThatNoLongerHoldsStopsNobody) {
+  auto job = ElasticJob(4, 2);
+  EXPECT_FALSE(job->WorkersAbsent(0, "1 2 5000", At(1s)));  // not this generation
+  EXPECT_FALSE(job->WorkersAbsent(0, "0 0 5000", At(1s)));  // itself
+  EXPECT_FALSE(job->WorkersAbsent(0, "0 7 5000", At(1s)));  // no such worker
+  EXPECT_FALSE(job->WorkersAbsent(0, "garbage", At(1s)));
+  EXPECT_FALSE(job->WorkersAbsent(0, "", At(1s)));  // cleared
+  Report(*job, Ended(3, RankState::kExited, 1), At(2s));
+  EXPECT_FALSE(job->WorkersAbsent(0, "1 3 5000", At(3s)));  // gone already
+  Report(*job, Ended(1, RankState::kExited, 1), At(4s));
+  EXPECT_FALSE(job->WorkersAbsent(1, "2 2 5000", At(5s)));  // the reporter is gone
+  EXPECT_TRUE(job->TakeStops().empty());
+  EXPECT_EQ(job->state(), JobState::kRunning);
+
+  auto fixed = testing::JobWithRanks(2, RankState::kRunning);
+  EXPECT_FALSE(fixed->WorkersAbsent(0, "0 1 5000", At(1s)));
+  EXPECT_TRUE(fixed->TakeStops().empty());
+}
+
 }  // namespace
 }  // namespace hvd::launcherd

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <vector>
 
 #include "test_clock.h"
 
@@ -68,6 +69,41 @@ TEST(SupervisorTest, StartTimeoutNamesTheRanksThatNeverArrived) {
   EXPECT_EQ(m.rfind("ranks 0, 2 did not reach the rendezvous within 2.0 s", 0), 0u) << m;
   EXPECT_NE(m.find("rank 0 on h: its agent a never reported it started"), std::string::npos) << m;
   EXPECT_EQ(job->TakeStops().size(), 1u);
+}
+
+// An elastic job whose --min-np workers met goes on without the late ones: they are stopped,
+// not the job. Below --min-np it fails as a fixed job does.
+TEST(SupervisorTest, AnElasticJobLeavesOutWorkersLateForTheStartTimeout) {
+  const Supervisor sup(Options());
+  for (int min_np : {2, 3}) {
+    SCOPED_TRACE(min_np);
+    auto job = StartedJob(3);
+    job->status.spec.start_timeout_ms = 2000;
+    job->status.spec.min_np = min_np;
+    job->status.spec.max_np = 3;
+    job->ElasticBegin(kT0);
+    job->status.ranks[2].state = RankState::kRunning;
+    job->status.ranks[2].pid = 42;
+    sup.RankAtRendezvous(*job, 0, At(100ms));
+    sup.RankAtRendezvous(*job, 1, At(100ms));
+    EXPECT_EQ(sup.Check(*job, At(2000ms), kConnected), Supervisor::Next::kSettle);
+    std::vector<Job::Stop> stops = job->TakeStops();
+    ASSERT_EQ(stops.size(), 1u);
+    if (min_np == 3) {
+      EXPECT_EQ(job->state(), JobState::kFailed);
+      EXPECT_TRUE(stops[0].command.ranks.empty());  // the whole job
+      continue;
+    }
+    EXPECT_EQ(job->state(), JobState::kStarting);
+    EXPECT_EQ(stops[0].command.ranks, std::vector<int>{2});
+    EXPECT_EQ(job->status.elastic.events.back().what,
+              "worker 2 on h is being removed: it did not reach hvd.init() within 2.0 s "
+              "(--start-timeout; running as pid 42 but never called hvd::Init()) while 2 workers "
+              "did; stopped by the launcher");
+    // Once asked, not again.
+    EXPECT_EQ(sup.Check(*job, At(3000ms), kConnected), Supervisor::Next::kNothing);
+    EXPECT_TRUE(job->TakeStops().empty());
+  }
 }
 
 TEST(SupervisorTest, TheDefaultStartTimeoutIsWaivedForAProgramWithoutHvd) {

@@ -106,6 +106,14 @@ def test_alltoall_grad(hvd):
                       for d in range(n)])
     assert_equal(x.grad, want, "alltoall")
 
+    # Rows past the splits' sum are not sent (Horovod's rule) and get no gradient.
+    x = leaf(torch.ones(n + 2, 2))
+    y, received = hvd.alltoall(x, splits=[1] * n)
+    assert y.shape == (n, 2) and received.tolist() == [1] * n
+    (y * (r + 1)).sum().backward()
+    want = torch.cat([torch.tensor([[float(d + 1)] * 2 for d in range(n)]), torch.zeros(2, 2)])
+    assert_equal(x.grad, want, "alltoall of part of the rows")
+
     x = leaf(torch.ones(2 * n, 3))
     y = hvd.alltoall(x)
     (y * (r + 1)).sum().backward()

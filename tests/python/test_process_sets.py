@@ -103,6 +103,12 @@ def test_sets_at_init(hvd):
         hvd.size()
     with pytest.raises(RuntimeError, match="not initialized"):
         hvd.allreduce(torch.ones(1))
+    # An asynchronous call raises at the call, as Horovod's (not at synchronize()).
+    for call in (lambda: hvd.allreduce_async(torch.ones(1)),
+                 lambda: hvd.grouped_allreduce_async([torch.ones(1)]),
+                 lambda: hvd.alltoall_async(torch.ones(2))):
+        with pytest.raises(RuntimeError, match="not initialized"):
+            call()
     # A communicator over a subset is refused, and leaves nothing initialized (it did: the next
     # hvd.init(process_sets=...) then said hvd was initialized already).
     with pytest.raises(ValueError, match="subset needs MPI"):

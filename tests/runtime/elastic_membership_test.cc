@@ -259,5 +259,44 @@ TEST(ElasticMembershipTest, RacingRanksAllAgreeOnOneOutcome) {
             << kRounds << " rounds\n";
 }
 
+TEST(ElasticMembershipTest, AWorkerRanWithButAbsentFromTheMeetingIsReportedOnceAfterTheWait) {
+  AttemptStore st;
+  std::unique_ptr<rendezvous::Store> meeting =
+      rendezvous::NewPrefixStore(ElasticScope(base::AttemptScope("j1", 0), 3, 1), st.base.get());
+  Membership m;
+  m.generation = 3;
+  m.workers = {0, 2, 5, 9};  // 9 is new to the job: not one this worker ran with
+  m.rank = 0;
+  ASSERT_TRUE(meeting->Set(base::RankKey(base::RankKeyKind::kHost, 0), "me").ok());
+  ASSERT_TRUE(meeting->Set(base::RankKey(base::RankKeyKind::kHost, 1), "worker 2").ok());
+  const std::string key = base::RankKey(base::RankKeyKind::kAbsent, 0);
+  std::string v;
+
+  AbsenceReporter early(st.attempt.get(), m, 0, {0, 2, 5}, 1h);
+  ASSERT_TRUE(early.Check(*meeting).ok());
+  EXPECT_EQ(st.attempt->Get(key, &v).code(), StatusCode::kNotFound);  // not waited long enough
+
+  AbsenceReporter first(st.attempt.get(), m, 0, {}, 0ms);  // the job's first meeting
+  ASSERT_TRUE(first.Check(*meeting).ok());
+  EXPECT_EQ(st.attempt->Get(key, &v).code(), StatusCode::kNotFound);
+
+  AbsenceReporter r(st.attempt.get(), m, 0, {0, 2, 5}, 0ms);
+  ASSERT_TRUE(r.Check(*meeting).ok());
+  ASSERT_TRUE(st.attempt->Get(key, &v).ok());
+  base::ElasticAbsence a;
+  ASSERT_TRUE(base::ParseElasticAbsence(v, &a).ok()) << v;
+  EXPECT_EQ(a.generation, 3);
+  EXPECT_EQ(a.workers, std::vector<int>{5});
+  // The same missing set is not written again.
+  ASSERT_TRUE(st.attempt->Set(key, "").ok());
+  ASSERT_TRUE(r.Check(*meeting).ok());
+  ASSERT_TRUE(st.attempt->Get(key, &v).ok());
+  EXPECT_EQ(v, "");
+  ASSERT_TRUE(meeting->Set(base::RankKey(base::RankKeyKind::kHost, 2), "worker 5").ok());
+  ASSERT_TRUE(r.Check(*meeting).ok());  // everyone it ran with arrived: nothing to say
+  ASSERT_TRUE(st.attempt->Get(key, &v).ok());
+  EXPECT_EQ(v, "");
+}
+
 }  // namespace
 }  // namespace hvd::runtime::core

@@ -85,6 +85,32 @@ TEST_P(OpsApi, AlltoallWithUnevenSplits) {
   HVD_EXPECT_RANKS_OK(res);
 }
 
+// As Horovod: splits may sum to less than the first dimension (the rest is not sent), not more.
+TEST_P(OpsApi, AlltoallSendsOnlyTheRowsItsSplitsCover) {
+  auto res = RunRanks(GetParam(), [](int rank, int size, const std::string& dir) -> Status {
+    HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));
+    std::vector<int64_t> data(3 * size + 2);  // one row for each rank, then unsent ones
+    for (size_t i = 0; i < data.size(); ++i) data[i] = rank * 1000 + static_cast<int64_t>(i);
+    const Tensor in{data.data(), DataType::kInt64, {static_cast<int64_t>(data.size())}};
+    Handle h = AlltoallAsync("a2a.part", in, std::vector<int64_t>(size, 1));
+    HVD_RETURN_IF_ERROR(h.Wait());
+    std::vector<int64_t> want;
+    for (int p = 0; p < size; ++p) want.push_back(p * 1000 + rank);
+    const int64_t* got = static_cast<const int64_t*>(h.output_data());
+    HVD_RETURN_IF_ERROR(
+        ExpectEqual("alltoall", std::vector<int64_t>(got, got + h.output_bytes() / 8), want));
+    std::vector<int64_t> over(size, 0);
+    over[0] = static_cast<int64_t>(data.size()) + 1;
+    Status s = AlltoallAsync("a2a.over", in, over).Wait();
+    if (s.code() != StatusCode::kInvalidArgument ||
+        s.message().find("summing to at most the first dimension") == std::string::npos) {
+      return Internal("splits past the first dimension: " + s.ToString());
+    }
+    return Shutdown();
+  });
+  HVD_EXPECT_RANKS_OK(res);
+}
+
 TEST_P(OpsApi, ReducescatterUnevenRows) {
   auto res = RunRanks(GetParam(), [](int rank, int size, const std::string& dir) -> Status {
     HVD_RETURN_IF_ERROR(InitRank(rank, size, dir));

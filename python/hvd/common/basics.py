@@ -247,6 +247,10 @@ def wait(handle_ptr):
 # ---- lifecycle ----------------------------------------------------------------------------------
 
 _NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+# init() succeeded and shutdown() has not been called since: a flag the asynchronous calls read
+# instead of asking the runtime (True does not mean the runtime still runs: a peer's failure may
+# have stopped it, which their synchronize() says).
+initialized_here = False
 _lock = threading.RLock()
 _atexit_registered = False
 _init_hooks = []      # called when init() starts a new session
@@ -320,13 +324,17 @@ def init(comm=None, process_sets=None):
             for hook in list(_init_hooks):
                 hook()
         _ps._init_process_sets(sets)
+        global initialized_here
+        initialized_here = True
 
 
 def shutdown():
     """Stops hvd (Horovod's hvd.shutdown()). Operations still pending on any rank fail with
     HorovodInternalError. Safe to call when not initialized and more than once; it never raises
     (as Horovod's): a failure that stopped hvd earlier was raised by the operations it failed."""
+    global initialized_here
     with _lock:
+        initialized_here = False
         lib.hvd_shutdown()
 
 

@@ -230,7 +230,8 @@ def _alltoall(tensor, splits, name, process_set):
 
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts sending splits[i] first-dimension rows of `tensor` to the set's i-th rank (splits:
-    a list or integer tensor with one entry per rank of the set; None divides the first dimension
+    a list or integer tensor with one entry per rank of the set, summing to at most the first
+    dimension: the rows past their sum are not sent, as Horovod; None divides the first dimension
     evenly). synchronize() returns (output, received_splits): the rows received, concatenated in
     rank order, and how many came from each rank (int32, or the dtype of a `splits` tensor)."""
     return _h.submit(*_alltoall(tensor, splits, name, process_set))
@@ -244,6 +245,7 @@ class HorovodAlltoall(torch.autograd.Function):
         output, received_splits = _h.run(*_alltoall(tensor, splits, name, process_set))
         ctx.process_set = process_set
         ctx.recvsplits = received_splits
+        ctx.rows = tensor.shape[0]
         if splits is None:
             return output
         ctx.mark_non_differentiable(received_splits)
@@ -252,6 +254,8 @@ class HorovodAlltoall(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output, *dead_gradients):
         grad, _ = alltoall(grad_output, splits=ctx.recvsplits, process_set=ctx.process_set)
+        if grad.shape[0] < ctx.rows:  # rows past the splits' sum were not sent: no gradient
+            grad = torch.cat([grad, grad.new_zeros((ctx.rows - grad.shape[0],) + grad.shape[1:])])
         return grad, None, None, None
 
 

@@ -278,6 +278,11 @@ def submit(ptr, keep, finish):
     """Puts an enqueued operation in the handle table; returns its handle."""
     if not ptr:
         raise _no_handle()
+    if not _b.initialized_here and not _b.is_initialized():
+        # Before hvd.init(), Horovod's asynchronous calls raise at once, not at synchronize():
+        # the runtime completed this operation with that error already.
+        result = run(ptr, keep, finish)
+        return lambda: result
     handle = next(_ids)
     _table[handle] = (ptr, keep, finish)
     return handle

@@ -63,7 +63,8 @@ HVD_C_EXPORT hvd_handle* hvd_allgather_async(const char* name, const void* sendb
                                              hvd_dtype_t dtype, int ndim, const int64_t* shape);
 HVD_C_EXPORT hvd_handle* hvd_broadcast_async(const char* name, void* buf, hvd_dtype_t dtype,
                                              int ndim, const int64_t* shape, int root);
-/* splits: hvd_size() entries, or NULL to divide the first dimension evenly. */
+/* splits: hvd_size() entries summing to at most the first dimension (the rows past their sum are
+ * not sent), or NULL to divide the first dimension evenly. */
 HVD_C_EXPORT hvd_handle* hvd_alltoall_async(const char* name, const void* sendbuf,
                                             hvd_dtype_t dtype, int ndim, const int64_t* shape,
                                             const int64_t* splits);
@@ -118,11 +119,11 @@ HVD_C_EXPORT hvd_handle* hvd_run_allreduce(const char* name, const hvd_tensor* i
                                            double prescale, double postscale, int process_set);
 /* hvd_run_allreduce, then waited for up to `timeout_ms`: one call where a synchronous allreduce
  * otherwise makes three (run, wait, release). The calling thread runs the rounds for at most
- * `timeout_ms` too (peers may be late); the background thread goes on after that. Returns 0 when the operation completed (its handle
- * released), its error code when it failed (the message in hvd_last_error(), the handle
- * released), or 4 (deadline exceeded) with *pending set to the handle of the operation still
- * running, to wait for and release as any; *pending is NULL in every other case (a NULL
- * `pending` waits until the operation completes). */
+ * `timeout_ms` too (peers may be late); the background thread goes on after that. Returns 0 when
+ * the operation completed (its handle released), its error code when it failed (the message in
+ * hvd_last_error(), the handle released), or 4 (deadline exceeded) with *pending set to the handle
+ * of the operation still running, to wait for and release as any; *pending is NULL in every other
+ * case (a NULL `pending` waits until the operation completes). */
 HVD_C_EXPORT int hvd_run_allreduce_for(const char* name, const hvd_tensor* input,
                                        const hvd_tensor* output, hvd_reduce_op_t op,
                                        double prescale, double postscale, int process_set,
@@ -139,7 +140,8 @@ HVD_C_EXPORT hvd_handle* hvd_enqueue_grouped_allgather(const char* name, int n,
 /* root: a job rank, member of the process set. */
 HVD_C_EXPORT hvd_handle* hvd_enqueue_broadcast(const char* name, const hvd_tensor* tensor, int root,
                                                int process_set);
-/* splits: nsplits (= the set's size) entries, or NULL to divide the first dimension evenly. */
+/* splits: nsplits (= the set's size) entries summing to at most the first dimension, or NULL to
+ * divide the first dimension evenly. */
 HVD_C_EXPORT hvd_handle* hvd_enqueue_alltoall(const char* name, const hvd_tensor* input,
                                               const int64_t* splits, int nsplits, int process_set);
 /* op: HVD_SUM or HVD_AVERAGE. */
@@ -201,7 +203,8 @@ HVD_C_EXPORT int hvd_handle_output_shape_at(const hvd_handle* h, int i, int64_t*
                                             int max_dims);
 /* Where result i is: -1 host memory, else the CUDA device it is on (device tensors of a process
  * set that runs NCCL). A device result is freed with the handle's last reference, in order after
- * the stream its inputs named; hvd_handle_share keeps it alive for as long as a view of it lives. */
+ * the stream its inputs named; hvd_handle_share keeps it alive for as long as a view of it lives.
+ */
 HVD_C_EXPORT int hvd_handle_output_device_at(const hvd_handle* h, int i);
 /* A second reference to the same operation (its results included), released with hvd_release on
  * its own: for a binding whose tensors view a result without copying it. NULL for NULL. */

@@ -260,7 +260,8 @@ HVD_EXPORT Status Broadcast(std::string_view name, const Tensor& tensor, int roo
 HVD_EXPORT Handle BroadcastBytesAsync(std::string_view name, const void* data, size_t n, int root,
                                       Callback cb = {}, int process_set = kGlobalProcessSet);
 
-// Sends splits[p] first-dimension rows of `input` to rank p (in rank order). Empty `splits`
+// Sends splits[p] first-dimension rows of `input` to rank p (in rank order); rows past the
+// splits' sum are not sent (as Horovod: it may not exceed the first dimension). Empty `splits`
 // divides the first dimension evenly (it must then be divisible by Size()). The received rows,
 // concatenated in rank order, are owned by the handle; received_splits() says how many came
 // from each rank.
