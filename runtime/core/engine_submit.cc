@@ -60,7 +60,8 @@ void Engine::Enqueue(std::shared_ptr<internal::Operation> op, bool caller_waits,
           "an operation named '" + key + "' is already in flight on this " +
           (set == 0 ? std::string("rank") : "rank in process set " + std::to_string(set)) +
           "; names must be unique among pending operations (wait for the "
-          "first one, or rename)");
+          "first one, or rename). Only this rank refuses it: a rank whose first one completed "
+          "took its second, which now waits for this rank");
     } else {
       const bool device = op->on_device();
       device_ops_ = device_ops_ || device;

@@ -111,6 +111,8 @@ def test_synchronize_then_step_and_zero_grad_guard(hvd):
     with pytest.warns(UserWarning, match="skip_synchronize"):
         opt.step()
     opt.zero_grad()
+    with pytest.raises(ValueError, match="already a DistributedOptimizer"):
+        hvd.DistributedOptimizer(opt)
 
 
 def test_parameter_without_gradient_on_some_rank(hvd):

@@ -342,7 +342,12 @@ def _shutdown_at_exit(pid):
     # Only in the process that initialized: a forked child (a DataLoader worker) that exits
     # through Python must not stop its parent's connections.
     if os.getpid() == pid:
-        shutdown()
+        try:
+            shutdown()
+        except KeyboardInterrupt:
+            # A second Ctrl-C while hvd shut down at exit: the runtime's shutdown has returned
+            # (the interrupt is raised after the C call); a traceback would only be noise.
+            pass
 
 
 def is_initialized():

@@ -416,6 +416,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     """
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    if "_hvd_base" in type(optimizer).__dict__:  # a class _make_class made
+        raise ValueError("hvd.DistributedOptimizer(%s): the optimizer is already a "
+                         "DistributedOptimizer; wrap the plain optimizer once"
+                         % type(optimizer).__name__)
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be removed.",
                       DeprecationWarning, stacklevel=2)
