@@ -74,6 +74,21 @@ Status ReadFile(const std::string& path, std::string* content) {
 
 Status ParseHosts(const JobFlags& f, std::vector<control::HostSlots>* hosts) {
   const std::string& script = f.elastic.discovery_script;
+  // An empty value (an unset shell variable: -H "$HOSTS") must not run the job here instead.
+  const struct {
+    const char* flag;
+    const std::string& value;
+    const char* wanted;
+  } host_flags[] = {{"--hosts", f.hosts, "HOST[:SLOTS],..."},
+                    {"--hostfile", f.hostfile, "a hostfile"},
+                    {"--host-discovery-script", script, "a command"}};
+  for (const auto& h : host_flags) {
+    const std::string as = f.flag_set != nullptr ? f.flag_set->GivenAs(h.flag) : "";
+    if (!as.empty() && h.value.empty()) {
+      return InvalidArgument(as + " '' names no host: give " + h.wanted +
+                             ", or leave it out to run on this machine");
+    }
+  }
   if (int n = !f.hosts.empty() + !f.hostfile.empty() + !script.empty(); n > 1) {
     return InvalidArgument(
         "-H, --hostfile and --host-discovery-script all name hosts; pass only one of them");

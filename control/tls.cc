@@ -240,10 +240,11 @@ std::string TlsFailureHint(const std::string& message, bool tls) {
     if (has("no RegisterAck within")) {
       // An agent reconnecting on a channel whose handshakes the launcher now refuses (restarted
       // with --tls-crl, or another CA): the call waits for a channel that never becomes ready.
-      return "with TLS this is also what a refused certificate looks like: --tls-cert must be "
-             "signed by the launcher's --tls-ca and, if the launcher has --tls-crl, not revoked "
-             "(the launcher's log then says \"Certificate verify failed\"; \"with code 23\": "
-             "revoked)";
+      return "either the launcher is down or unreachable (stopped, hung, or packets to it "
+             "dropped), or it refuses this program's certificate, which with TLS looks the same: "
+             "--tls-cert must be signed by the launcher's --tls-ca and, if the launcher has "
+             "--tls-crl, not revoked (the launcher's log then says \"Certificate verify failed\"; "
+             "\"with code 23\": revoked)";
     }
     if (has("Socket closed") || has("Connection reset") || has("connection reset")) {
       // With TLS 1.3 the launcher's refusal of a client certificate comes after the client's
@@ -255,6 +256,8 @@ std::string TlsFailureHint(const std::string& message, bool tls) {
     }
     return "";
   }
+  // Refused connections are no TLS mismatch: nothing listens there.
+  if (has("Connection refused")) return "";
   if (has("Socket closed") || has("Connection reset") || has("connection reset") ||
       has("failed to connect to all addresses") || has("Stream removed")) {
     return "if the launcher uses TLS (hvd-launcherd --tls-cert), pass --tls-ca (and for agents "

@@ -110,6 +110,16 @@ TEST_F(JobOptions, Hostfile) {
              "No such file or directory");
 }
 
+// An empty host list (an unset shell variable) is refused, not taken as "run here".
+TEST_F(JobOptions, AnEmptyHostListIsRefused) {
+  EXPECT_HAS(Error({"-np", "2", "-H", "", "/bin/true"}),
+             "-H '' names no host: give HOST[:SLOTS],..., or leave it out");
+  EXPECT_HAS(Error({"-np", "2", "--hostfile", "", "/bin/true"}),
+             "--hostfile '' names no host: give a hostfile");
+  EXPECT_HAS(Error({"-np", "2", "--host-discovery-script", "", "/bin/true"}),
+             "--host-discovery-script '' names no host: give a command");
+}
+
 TEST_F(JobOptions, NpRequiredWithoutHosts) {
   EXPECT_HAS(Error({"/bin/true"}), "-np N is required");
   EXPECT_HAS(Error({"-np", "0", "/bin/true"}), "at least 1");

@@ -186,7 +186,7 @@ TEST_F(TlsFilesTest, CrlLoadsIntoAPrivateHashedDirectory) {
     ASSERT_NE(cfg.crl_dir, nullptr);
     EXPECT_NE(cfg.crl_pem.find("BEGIN X509 CRL"), std::string::npos);
     EXPECT_EQ(cfg.crl_dir->revoked(), 1);  // node-r (the start-up log says how many)
-    TlsConfig none;  // b's CRL revokes nothing: the log said "-1 revoked"
+    TlsConfig none;                        // b's CRL revokes nothing: the log said "-1 revoked"
     ASSERT_TRUE(Load({P("b/127.0.0.1.crt"), P("b/127.0.0.1.key"), P("b/ca.crt"), P("b/ca.crl")},
                      TlsRole::kServer, &none)
                     .ok());
@@ -372,7 +372,15 @@ TEST(TlsFailureHint, NamesTheFlagAtFault) {
                            true)
                 .find("not revoked"),
             std::string::npos);
+  EXPECT_NE(TlsFailureHint("launcher at h:1: no RegisterAck within 10000 ms", true)
+                .find("either the launcher is down or unreachable"),
+            std::string::npos);
   EXPECT_EQ(TlsFailureHint("launcher at h:1: no RegisterAck within 10000 ms", false), "");
+  // Nothing listens: no TLS advice either way.
+  const std::string refused =
+      "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:7999: Failed to "
+      "connect to remote host: Connection refused";
+  EXPECT_EQ(TlsFailureHint(refused, false), "");
   EXPECT_NE(TlsFailureHint("failed to connect to all addresses; last error: UNKNOWN: "
                            "ipv4:127.0.0.1:7070: Handshake read failed",
                            true)
