@@ -224,10 +224,13 @@ std::string AgentTable(const std::vector<control::AgentInfo>& agents, int64_t no
     const std::string address = a.advertise_iface.empty()
                                     ? a.advertise_addr
                                     : a.advertise_addr + " (" + a.advertise_iface + ")";
+    // An agent a restarted launcher knows only from its jobs' records has not registered with
+    // it: its slots and GPUs are unknown, and it sent no heartbeat ("LOST 0/0 0 - ago" before).
+    const bool heard = a.last_heartbeat_ms > 0;
     rows.push_back({a.id, a.host, address, a.state,
-                    std::to_string(a.slots_in_use) + "/" + std::to_string(a.slots),
-                    std::to_string(a.gpus), Since(a.last_heartbeat_ms, now_ms) + " ago",
-                    a.version});
+                    heard ? std::to_string(a.slots_in_use) + "/" + std::to_string(a.slots) : "-",
+                    heard ? std::to_string(a.gpus) : "-",
+                    heard ? Since(a.last_heartbeat_ms, now_ms) + " ago" : "never", a.version});
   }
   return Table(rows);
 }

@@ -175,6 +175,9 @@ std::map<std::string, double> AgentRegistry::HeartbeatAges(Clock::time_point now
   std::map<std::string, double> out;
   base::MutexLock lock(&mu_);
   for (const auto& [id, r] : agents_) {
+    // One known only from a restored job (Expect) has sent nothing to this launcher: no age
+    // (its lease counts from the restart, which would read as a recent heartbeat).
+    if (r.info.last_heartbeat_ms == 0) continue;
     out[id] = std::chrono::duration<double>(now - r.last_seen).count();
   }
   return out;

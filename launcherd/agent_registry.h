@@ -77,7 +77,8 @@ class AgentRegistry {
   std::vector<control::AgentSlots> Schedulable() const;
   // The agent's link, or null when it is not connected.
   std::shared_ptr<AgentLink> Link(const std::string& id) const;
-  // Seconds since each known agent's last message (for /metrics).
+  // Seconds since each agent's last message (for /metrics); none for an agent known only from
+  // a restored job (Expect) that has not registered since.
   std::map<std::string, double> HeartbeatAges(Clock::time_point now) const;
 
   // Closes every link (the launcher stops).

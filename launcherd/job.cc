@@ -279,13 +279,17 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
     code = control::kGenericFailureExitCode;
   }
   if (elastic()) {
-    // A hung worker the launcher stopped (WorkersAbsent): its end is its removal, whatever
-    // signal or code it took.
+    // A worker the launcher stopped (RemoveWorkers): its end by the stop is its removal; one
+    // that exited on its own first (a crash) says that.
     const auto removed = removing_.find(ev.rank);
     if (removed != removing_.end()) {
-      f.message =
-          "rank " + std::to_string(ev.rank) + " on " + f.host + " was removed: " + removed->second;
-      code = control::kGenericFailureExitCode;
+      if (ev.state == RankState::kKilled) {
+        f.message = "rank " + std::to_string(ev.rank) + " on " + f.host +
+                    " was removed: " + removed->second.reason;
+        code = control::kGenericFailureExitCode;
+      } else {
+        f.message += " while the launcher was removing it";
+      }
       removing_.erase(removed);
     }
     WorkerLost(f, code, now);  // the others go on without it

@@ -187,6 +187,10 @@ class Job {
   // already being removed are skipped. True when a stop was queued.
   bool RemoveWorkers(const std::map<int, std::string>& why, const std::string& short_reason,
                      Instant now);
+  // A removal whose worker still lives well past the kill grace (its stop never reached the
+  // agent: the stream broke, the agent reconnected) is sent again, as SIGKILL. True when a stop
+  // was queued.
+  bool ResendRemovals(Clock::time_point now);
   // Growth (job_growth.cc): RUNNING with fewer live workers than --max-np.
   bool ElasticWantsWorkers() const;
   // Whether the job may start a worker on this agent's slot (not dropped, host not excluded).
@@ -331,8 +335,17 @@ class Job {
   bool elastic_finishing_ = false;
   std::string finished_by_;  // "worker 3 on host-b": the first to finish while others lived
   std::string first_loss_;   // the first worker that left, as said
-  // Workers being stopped by WorkersAbsent, and why: their end says it.
-  std::map<int, std::string> removing_;
+  // Workers being stopped by RemoveWorkers: why (their end says it), what their agent was told,
+  // and when it was last sent (ResendRemovals).
+  struct Removal {
+    std::string reason;
+    std::string short_reason;
+    Clock::time_point sent;
+  };
+  std::map<int, Removal> removing_;
+  // Queues StopRanks for `ids` (in removing_), grouped by agent.
+  void QueueRemovalStops(const std::vector<int>& ids, int signal, std::chrono::milliseconds grace,
+                         Clock::time_point now);
   Clock::time_point last_loss_at_;
 };
 

@@ -5,9 +5,11 @@
 // new generation as long as --min-np of them live; below that the job waits --elastic-timeout
 // and fails naming what it lost.
 #include <algorithm>
+#include <csignal>
 #include <map>
 #include <set>
 
+#include "base/clock.h"
 #include "base/logging.h"
 #include "base/rendezvous_keys.h"
 #include "control/log_escape.h"
@@ -220,8 +222,10 @@ bool Job::WorkersAbsent(int reporter, const std::string& value, Instant now) {
     HVD_LOG(WARNING) << "job " << status.id << ": worker " << reporter << ": " << s.message();
     return false;
   }
-  // A report about an older generation is overtaken: a new one was published since.
-  if (a.generation != status.elastic.generation || !RankLive(status.ranks[reporter].state)) {
+  // A report about an older generation is overtaken: a new one was published since. One from
+  // a worker being removed itself is not trusted.
+  if (a.generation != status.elastic.generation || !RankLive(status.ranks[reporter].state) ||
+      removing_.count(reporter)) {
     return false;
   }
   std::map<int, std::string> why;
@@ -240,30 +244,55 @@ bool Job::RemoveWorkers(const std::map<int, std::string>& why, const std::string
                         Instant now) {
   if (!elastic() || terminal() || elastic_finishing_) return false;
   const std::set<int> members(status.elastic.workers.begin(), status.elastic.workers.end());
-  std::map<std::string, std::vector<int>> by_agent;
+  std::vector<int> ids;
   for (const auto& [id, reason] : why) {
     if (!members.count(id) || removing_.count(id) || id >= static_cast<int>(status.ranks.size()) ||
         !RankLive(status.ranks[id].state)) {
       continue;
     }
-    const control::RankSlot& p = status.ranks[id].placement;
-    removing_[id] = reason;
-    by_agent[p.agent_id].push_back(id);
-    AddMembershipEvent(
-        "worker " + std::to_string(id) + " on " + p.host + " is being removed: " + reason, now);
+    removing_[id] = Removal{reason, short_reason, now.steady};
+    ids.push_back(id);
+    AddMembershipEvent("worker " + std::to_string(id) + " on " + status.ranks[id].placement.host +
+                           " is being removed: " + reason,
+                       now);
   }
-  for (auto& [agent, ids] : by_agent) {
+  if (ids.empty()) return false;
+  QueueRemovalStops(ids, 0, KillGrace(), now.steady);
+  Changed(/*marker=*/false);
+  return true;
+}
+
+bool Job::ResendRemovals(Clock::time_point now) {
+  if (removing_.empty() || terminal()) return false;
+  const auto overdue = KillGrace() + std::chrono::seconds(5);
+  std::vector<int> ids;
+  for (const auto& [id, r] : removing_) {
+    if (RankLive(status.ranks[id].state) && now - r.sent >= overdue) ids.push_back(id);
+  }
+  if (ids.empty()) return false;
+  HVD_LOG(WARNING) << "job " << status.id << ": worker(s) " << RankList(ids, false)
+                   << " still running " << base::SecondsText(overdue)
+                   << " after the launcher stopped them; stopping them again with SIGKILL";
+  QueueRemovalStops(ids, SIGKILL, std::chrono::milliseconds(0), now);
+  return true;
+}
+
+void Job::QueueRemovalStops(const std::vector<int>& ids, int signal,
+                            std::chrono::milliseconds grace, Clock::time_point now) {
+  std::map<std::string, std::vector<int>> by_agent;
+  for (int id : ids) {
+    by_agent[status.ranks[id].placement.agent_id].push_back(id);
+    removing_[id].sent = now;
+  }
+  for (auto& [agent, on_agent] : by_agent) {
     StopJobCommand c{status.id,
-                     "elastic worker" + std::string(ids.size() == 1 ? " " : "s ") +
-                         RankList(ids, false) + " " + short_reason,
-                     KillGrace().count(), 0};
-    c.ranks = ids;
+                     "elastic worker" + std::string(on_agent.size() == 1 ? " " : "s ") +
+                         RankList(on_agent, false) + " " + removing_[on_agent[0]].short_reason,
+                     grace.count(), signal};
+    c.ranks = on_agent;
     c.attempt = status.attempt;
     stops_.push_back({agent, std::move(c)});
   }
-  if (by_agent.empty()) return false;
-  Changed(/*marker=*/false);
-  return true;
 }
 
 bool Job::ElasticDue(Clock::time_point now) const {

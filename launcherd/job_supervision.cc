@@ -42,6 +42,7 @@ Supervisor::Next Supervisor::Check(Job& job, Instant now, const AgentConnected& 
       return Next::kSettle;
     }
     bool changed = CheckStartTimeout(job, now);
+    changed |= job.ResendRemovals(now.steady);
     if (!job.terminal()) changed |= CheckLeftBeforeInit(job, now);
     if (!job.terminal()) changed |= CheckStallTimeout(job, now);
     return changed ? Next::kSettle : Next::kNothing;
@@ -104,11 +105,13 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
     }
     missing.push_back(r.placement.rank);
     if (missing.size() <= 8) details += "; " + who + ": " + why;
-    if (r.state != RankState::kPending) removals[r.placement.rank] = why;
+    // Only a running one: a rank its agent never reported started may never have reached it
+    // (a StopRanks would find nothing there, and no end would ever come).
+    if (r.state == RankState::kRunning) removals[r.placement.rank] = why;
   }
   if (missing.empty()) return false;
-  // An elastic job goes on without its late workers once --min-np met (every late one has an
-  // agent to stop it; one never sent anywhere fails the job as before).
+  // An elastic job goes on without its late workers once --min-np met (every late one running:
+  // one not known to run fails the job as before).
   if (job.elastic() && arrived >= job.status.spec.min_np && removals.size() == missing.size()) {
     for (auto& [rank, why] : removals) {
       why = "it did not reach hvd.init() within " + Seconds(timeout) + " (--start-timeout; " + why +

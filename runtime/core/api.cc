@@ -310,15 +310,15 @@ Handle AlltoallAsync(std::string_view name, const Tensor& input, const std::vect
       }
       op->request.splits.assign(size, rows / size);
     } else {
-      int64_t sum = 0;
-      bool negative = false;
-      for (int64_t x : splits) {
-        sum += x;
-        negative |= x < 0;
-      }
       // Horovod's rule: the rows past the splits' sum are not sent (a buffer larger than this
-      // step's data).
-      if (static_cast<int>(splits.size()) != size || negative || sum > rows) {
+      // step's data). Summed without overflow: each entry is checked against what is left.
+      int64_t sum = 0;
+      bool bad = false;
+      for (int64_t x : splits) {
+        bad |= x < 0 || x > rows - sum;
+        if (!bad) sum += x;
+      }
+      if (static_cast<int>(splits.size()) != size || bad) {
         s = InvalidArgument("splits " + ShapeString(splits) + " must have " + std::to_string(size) +
                             " non-negative entries summing to at most the first dimension " +
                             std::to_string(rows));

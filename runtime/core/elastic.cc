@@ -180,35 +180,43 @@ AbsenceReporter::AbsenceReporter(rendezvous::Store* attempt_store, const Members
       worker_id_(worker_id),
       ran_with_(std::move(ran_with)),
       start_(Clock::now()),
-      due_(start_ + after) {}
+      due_(start_ + after),
+      interval_(std::min<std::chrono::milliseconds>(after, std::chrono::seconds(1))) {}
 
 Status AbsenceReporter::Check(rendezvous::Store& meeting_store) {
-  if (ran_with_.empty() || Clock::now() < due_) return Status::OK();
+  const auto now = Clock::now();
+  if (ran_with_.empty() || now < due_ || now < next_check_) return Status::OK();
+  // At most once a second (or per `after`, when shorter), and only the workers not seen yet:
+  // every survivor of a large job waits here, and each check is a store request per worker.
+  next_check_ = now + interval_;
   const std::set<int> known(ran_with_.begin(), ran_with_.end());
   std::vector<int> missing;
   for (size_t r = 0; r < membership_.workers.size(); ++r) {
     const int id = membership_.workers[r];
-    if (id == worker_id_ || !known.count(id)) continue;
+    if (id == worker_id_ || !known.count(id) || arrived_.count(id)) continue;
     std::string v;
     Status s = meeting_store.Get(base::RankKey(base::RankKeyKind::kHost, static_cast<int>(r)), &v);
     if (s.code() == StatusCode::kNotFound) {
       missing.push_back(id);
-    } else if (!s.ok()) {
+    } else if (s.ok()) {
+      arrived_.insert(id);
+    } else {
       return s;
     }
   }
   if (missing.empty() || missing == reported_) return Status::OK();
-  reported_ = missing;
   const base::ElasticAbsence a{
       membership_.generation, missing,
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start_).count()};
+      std::chrono::duration_cast<std::chrono::milliseconds>(now - start_).count()};
   HVD_LOG(WARNING) << "elastic generation " << membership_.generation << ": worker"
                    << (missing.size() == 1 ? " " : "s ") << base::FormatElasticWorkers(missing)
                    << " ran with this one but did not come back to re-form within "
                       "HVD_PEER_TIMEOUT_SECONDS; asking the launcher to remove "
                    << (missing.size() == 1 ? "it" : "them");
-  return attempt_store_->Set(base::RankKey(base::RankKeyKind::kAbsent, worker_id_),
-                             base::FormatElasticAbsence(a));
+  HVD_RETURN_IF_ERROR(attempt_store_->Set(base::RankKey(base::RankKeyKind::kAbsent, worker_id_),
+                                          base::FormatElasticAbsence(a)));
+  reported_ = missing;  // only once written: a failed write is tried again at the next check
+  return Status::OK();
 }
 
 bool OnlyRemoved(const std::vector<int>& current, const std::vector<int>& newer) {

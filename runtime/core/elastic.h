@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -82,8 +83,9 @@ Status DecideMeeting(rendezvous::Store& attempt_store, rendezvous::Store& meetin
 // meeting, it writes absent/<worker_id> (base::ElasticAbsence) to the attempt's store for the
 // members missing from `meeting_store` that this process formed its previous session with
 // (`ran_with`: they ran hvd, so not arriving is not a slow start; a worker new to the job is
-// --start-timeout's); the launcher stops them and publishes a generation without them. Written
-// again only when the missing set changes. Not thread-safe: one per meeting.
+// --start-timeout's); the launcher stops them and publishes a generation without them. Checked
+// at most once a second, written again only when the missing set changes. Not thread-safe: one
+// per meeting.
 class AbsenceReporter {
  public:
   AbsenceReporter(rendezvous::Store* attempt_store, const Membership& membership, int worker_id,
@@ -98,7 +100,10 @@ class AbsenceReporter {
   const std::vector<int> ran_with_;
   const std::chrono::steady_clock::time_point start_;
   const std::chrono::steady_clock::time_point due_;
+  const std::chrono::milliseconds interval_;
   std::vector<int> reported_;
+  std::set<int> arrived_;  // seen at the meeting (they stay)
+  std::chrono::steady_clock::time_point next_check_;
 };
 
 // The workers this process formed its last elastic session with (empty before the first), as

@@ -34,13 +34,18 @@ namespace v1 = hvd::v1;
 
 constexpr char kToken[] = "test-token-0123456789";
 
-bool ProcessAlive(int pid) {
+// The state letter of /proc/<pid>/stat ('R', 'S', 'T'...), or 0 when there is no such process.
+char ProcessState(int pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string content;
-  if (!std::getline(stat, content)) return false;
+  if (!std::getline(stat, content)) return 0;
   const auto paren = content.rfind(')');
-  return paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] != 'Z' &&
-         content[paren + 2] != 'X';
+  return paren != std::string::npos && paren + 2 < content.size() ? content[paren + 2] : 0;
+}
+
+bool ProcessAlive(int pid) {
+  const char state = ProcessState(pid);
+  return state != 0 && state != 'Z' && state != 'X';
 }
 
 // The launcher's side of AgentGateway.Connect, recording everything the agent sends.
@@ -181,17 +186,6 @@ class AgentTest : public ::testing::Test {
     m.mutable_stop()->set_grace_ms(grace_ms);
     return m;
   }
-  static v1::LauncherMessage StopRanks(const std::string& job, std::vector<int> ranks,
-                                       int64_t grace_ms) {
-    v1::LauncherMessage m;
-    v1::StopRanks* s = m.mutable_stop_ranks();
-    s->set_job_id(job);
-    s->set_attempt(0);
-    for (int r : ranks) s->add_ranks(r);
-    s->set_reason("worker hung");
-    s->set_grace_ms(grace_ms);
-    return m;
-  }
   void WaitRegistered(size_t n = 1) {
     ASSERT_TRUE(gateway_->WaitFor([&] { return gateway_->registrations_.size() >= n; }));
   }
@@ -324,11 +318,16 @@ TEST_F(AgentTest, StopRanksKillsAStoppedRankAndLeavesTheOthers) {
   StartAgent();
   WaitRegistered();
   ASSERT_TRUE(gateway_->Send(Start("e", 0, {"/bin/sleep", "100"})));
-  ASSERT_TRUE(gateway_->Send(Start("e", 1, {"/bin/sh", "-c", "echo ready; kill -STOP $$"})));
+  ASSERT_TRUE(gateway_->Send(Start("e", 1, {"/bin/sh", "-c", "kill -STOP $$"})));
   const int pid0 = gateway_->WaitEvent("e", 0, v1::RANK_RUNNING).pid();
   const int pid1 = gateway_->WaitEvent("e", 1, v1::RANK_RUNNING).pid();
-  ASSERT_TRUE(gateway_->WaitFor([&] { return gateway_->HasLine("e", 1, "ready"); }));
-  ASSERT_TRUE(gateway_->Send(StopRanks("e", {1}, 300)));
+  ASSERT_TRUE(gateway_->WaitFor([&] { return ProcessState(pid1) == 'T'; })) << "not stopped";
+  v1::LauncherMessage stop;  // attempt 0, SIGTERM first
+  stop.mutable_stop_ranks()->set_job_id("e");
+  stop.mutable_stop_ranks()->add_ranks(1);
+  stop.mutable_stop_ranks()->set_reason("worker hung");
+  stop.mutable_stop_ranks()->set_grace_ms(300);
+  ASSERT_TRUE(gateway_->Send(stop));
   v1::RankEvent k = gateway_->WaitEvent("e", 1, v1::RANK_KILLED);
   EXPECT_EQ(k.signal(), SIGTERM);
   EXPECT_EQ(k.error(), "stopped by the launcher: worker hung");

@@ -24,7 +24,8 @@ p.add_argument("--die-worker", action="append", default=[],
                help="ID (dies at --die-at-step) or ID@STEP; repeatable")
 p.add_argument("--die-at-step", type=int, default=5)
 p.add_argument("--die-code", type=int, default=-9,
-               help="exit code, or -9 for kill -9, or -19 to hang (SIGSTOP itself)")
+               help="exit code, or -9 for kill -9, -19 to hang (SIGSTOP itself), -20 to sleep "
+                    "in user code")
 p.add_argument("--step-sleep", type=float, default=0.01)
 p.add_argument("--fail-workers-from", type=int, default=-1,
                help="workers with this id or higher exit 3 at once (a host whose workers fail)")
@@ -76,6 +77,8 @@ def train(state):
                 os.kill(os.getpid(), signal.SIGKILL)
             if args.die_code == -19:  # hangs: never exits, never answers its peers
                 os.kill(os.getpid(), signal.SIGSTOP)
+                time.sleep(3600)
+            if args.die_code == -20:  # stuck in user code: hvd's own thread still answers
                 time.sleep(3600)
             os._exit(args.die_code)
         total = hvd.allreduce(torch.ones(1), op=hvd.Sum, name="one")

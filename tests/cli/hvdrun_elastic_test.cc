@@ -88,6 +88,21 @@ TEST_F(HvdrunElastic, AHungWorkerIsRemovedAndTheOthersFinish) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
 }
 
+// Stuck in user code: hvd's own thread still answers, so the others see a stall, not a silent
+// peer. With a stall shutdown time their operation fails, they re-form, and the stuck worker,
+// which never comes, is removed.
+TEST_F(HvdrunElastic, AWorkerStuckOutsideHvdIsRemovedAfterTheStallShutdownTime) {
+  ProcResult r =
+      Hvdrun({"-np", "3", "--min-np", "2", "--gloo-timeout-seconds", "2", "--kill-grace", "1",
+              "--stall-check-time", "1", "--stall-check-shutdown-time-seconds", "3"},
+             {"--steps", "12", "--die-worker", "2", "--die-at-step", "5", "--die-code", "-20"});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 weight 29 steps 12");  // 3*5 + 2*7
+  EXPECT_HAS(r.err, "the operation failed on those ranks after HVD_STALL_SHUTDOWN_TIME_SECONDS=3");
+  EXPECT_HAS(r.err, " was removed: it did not come back to re-form generation 0 while worker ");
+}
+
 TEST_F(HvdrunElastic, AWorkerLateForTheStartTimeoutIsLeftOutWhenMinNpMet) {
   ProcResult r = Hvdrun({"-np", "3", "--min-np", "2", "--start-timeout", "10"},
                         {"--steps", "6", "--late-worker", "2"});

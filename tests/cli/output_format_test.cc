@@ -372,5 +372,16 @@ TEST(AgentTable, ShowsTheAdvertisedInterface) {
   EXPECT_HAS(AgentTable({a}, 0), "10.0.0.1 (eth0)");
 }
 
+// An agent a restarted launcher knows only from a job's record: nothing heard from it yet.
+TEST(AgentTable, AnAgentNeverHeardFromShowsNoSlotsNorHeartbeat) {
+  control::AgentInfo a;
+  a.id = "ag1";
+  a.host = "node-a";
+  a.state = "LOST";
+  const std::string t = AgentTable({a}, 10000);
+  EXPECT_HAS(t, "LOST   -      -     never");
+  EXPECT_EQ(t.find("ago"), std::string::npos) << t;
+}
+
 }  // namespace
 }  // namespace hvd::cli

@@ -58,6 +58,22 @@ TEST(AgentIdentity, DisconnectedAgentDoesNotBlockItsRestart) {
   EXPECT_NE(new_id, old_id);
 }
 
+// An agent a restarted launcher expects from a job's record has no heartbeat age until it
+// registers (its lease counting from the restart read as a recent heartbeat in /metrics).
+TEST(AgentIdentity, AnExpectedAgentHasNoHeartbeatAgeUntilItRegisters) {
+  AgentRegistry registry(5000ms);
+  AgentInfo expected;
+  expected.id = "a-1";
+  expected.host = "node";
+  registry.Expect({expected});
+  EXPECT_EQ(registry.List().size(), 1u);
+  EXPECT_TRUE(registry.HeartbeatAges(std::chrono::steady_clock::now()).empty());
+  std::string id;
+  ASSERT_TRUE(registry.RegisterUnique(Info("node", "a-1"), std::make_shared<NullLink>(), &id).ok());
+  EXPECT_EQ(id, "a-1");
+  EXPECT_EQ(registry.HeartbeatAges(std::chrono::steady_clock::now()).count("a-1"), 1u);
+}
+
 // Over the real AgentGateway stream: the second agent's stream ends with ALREADY_EXISTS and the
 // flag to set; after the first one leaves, the name is free again.
 TEST(AgentIdentity, GatewayRefusesDuplicateHostWithTheFlagToSet) {

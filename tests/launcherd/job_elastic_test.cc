@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <memory>
 #include <string>
 #include <vector>
@@ -428,13 +429,41 @@ TEST(JobElasticTest, AWorkerAbsentFromTheReFormIsStoppedAndLeavesAsRemoved) {
   EXPECT_EQ(job->TakePublications().size(), 1u);
 }
 
+// A stop that never reached the agent (its stream broke) is sent again, as SIGKILL; a worker
+// that crashed on its own meanwhile leaves with its own exit.
+TEST(JobElasticTest, ARemovalIsSentAgainAndACrashFirstKeepsItsOwnExit) {
+  auto job = ElasticJob(4, 2);
+  ASSERT_TRUE(job->WorkersAbsent(0, "0 1,2 5000", At(1s)));
+  EXPECT_EQ(job->TakeStops().size(), 2u);  // agents a and b
+  const auto grace = job->KillGrace();
+  EXPECT_FALSE(job->ResendRemovals(At(1s).steady + grace + 4s));
+  Report(*job, Ended(2, RankState::kExited, 0, 11), At(2s));  // SIGSEGV before the stop came
+  EXPECT_EQ(job->status.elastic.events.back().what,
+            "generation 1: worker 2 on h-b was killed by SIGSEGV (signal 11) while the launcher "
+            "was removing it; 3 workers go on");
+  ASSERT_TRUE(job->ResendRemovals(At(1s).steady + grace + 5s));
+  std::vector<Job::Stop> again = job->TakeStops();
+  ASSERT_EQ(again.size(), 1u);  // worker 1 only: 2 is gone
+  EXPECT_EQ(again[0].agent_id, "a");
+  EXPECT_EQ(again[0].command.ranks, std::vector<int>{1});
+  EXPECT_EQ(again[0].command.signal, SIGKILL);
+  EXPECT_EQ(again[0].command.grace_ms, 0);
+  EXPECT_FALSE(job->ResendRemovals(At(1s).steady + grace + 6s));  // just sent
+  Report(*job, Ended(1, RankState::kKilled, 0, 9), At(20s));
+  EXPECT_FALSE(job->ResendRemovals(At(1s).steady + grace + 60s));
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 3}));
+}
+
 TEST(JobElasticTest, AnAbsenceReportThatNoLongerHoldsStopsNobody) {
   auto job = ElasticJob(4, 2);
   EXPECT_FALSE(job->WorkersAbsent(0, "1 2 5000", At(1s)));  // not this generation
   EXPECT_FALSE(job->WorkersAbsent(0, "0 0 5000", At(1s)));  // itself
   EXPECT_FALSE(job->WorkersAbsent(0, "0 7 5000", At(1s)));  // no such worker
   EXPECT_FALSE(job->WorkersAbsent(0, "garbage", At(1s)));
-  EXPECT_FALSE(job->WorkersAbsent(0, "", At(1s)));  // cleared
+  ASSERT_TRUE(job->WorkersAbsent(2, "0 1 5000", At(1s)));
+  job->TakeStops();
+  EXPECT_FALSE(job->WorkersAbsent(1, "0 3 5000", At(1s)));  // from a worker being removed
+  EXPECT_FALSE(job->WorkersAbsent(0, "", At(1s)));          // cleared
   Report(*job, Ended(3, RankState::kExited, 1), At(2s));
   EXPECT_FALSE(job->WorkersAbsent(0, "1 3 5000", At(3s)));  // gone already
   Report(*job, Ended(1, RankState::kExited, 1), At(4s));
