@@ -308,6 +308,7 @@ void Job::ElasticTimeout(Instant now) {
   int n = 0;
   for (auto it = events.rbegin(); it != events.rend() && n < 8; ++it, ++n) {
     if (it->what.rfind("generation ", 0) == 0) break;
+    if (it->what.find(" is being removed: ") != std::string::npos) continue;  // said when gone
     lost = it->what.substr(0, it->what.find("; ")) + (lost.empty() ? "" : "; " + lost);
   }
   int live = 0;

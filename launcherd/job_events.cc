@@ -19,7 +19,7 @@ void JobManager::SendStopsLocked(Job& job) {
   for (Job::Stop& stop : job.TakeStops()) {
     std::shared_ptr<AgentLink> link = agents_->Link(stop.agent_id);
     // A disconnected agent gets it when it reconnects and lists the job (OnHeartbeat).
-    // Some ranks only: a disconnected agent's are lost with it (WorkerLost) instead.
+    // Some ranks only: not recorded; Job::ResendRemovals sends it again if it has no effect.
     const bool whole_job = stop.command.ranks.empty();
     if (link && link->SendStopJob(stop.command) && whole_job) job.stop_sent.insert(stop.agent_id);
   }

@@ -254,12 +254,30 @@ Status InitProcessSets(const InitOptions& options, int size, std::vector<std::ve
 }  // namespace
 
 Status Context::Create(const InitOptions& options, std::unique_ptr<Context>* out) {
-  Status s = CreateOnce(options, out);
+  // An elastic worker whose meeting formed but whose connections to its members then failed (one
+  // hung or died in between) meets them again in a new session, as after a failed collective:
+  // a member that never comes is reported absent and removed (elastic.h, AbsenceReporter).
+  // Failing here instead would end a healthy worker (hvd.elastic.run re-raises Init's errors).
+  constexpr int kMaxConnectRetries = 16;
+  Status s;
+  for (int tries = 1;; ++tries) {
+    bool formed = false;
+    s = CreateOnce(options, out, &formed);
+    const StatusCode c = s.code();
+    if (s.ok() || !formed || tries >= kMaxConnectRetries ||
+        (c != StatusCode::kDeadlineExceeded && c != StatusCode::kUnavailable &&
+         c != StatusCode::kAborted)) {
+      break;
+    }
+    HVD_LOG(WARNING) << "elastic: connecting to the members of the meeting failed (" << s.message()
+                     << "); meeting them again";
+  }
   ++g_incarnation;
   return s;
 }
 
-Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out) {
+Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out,
+                           bool* formed) {
   std::unique_ptr<Context> ctx(new Context());
   HVD_RETURN_IF_ERROR(base::CheckLogLevel());
   ElasticSettings elastic;
@@ -379,6 +397,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
                   << " was superseded while its ranks met; joining the newer one";
   }
   if (elastic.enabled) {
+    *formed = true;
     FormedWith() = ctx->membership_.workers;
     HVD_LOG(INFO) << "elastic worker " << elastic.worker_id << " joined generation "
                   << ctx->membership_.generation << " as rank " << rank << " of " << size

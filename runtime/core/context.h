@@ -49,7 +49,8 @@ class Context {
 
  private:
   Context() = default;
-  static Status CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out);
+  // `formed`: set when an elastic meeting formed (what fails after it is the connections).
+  static Status CreateOnce(const InitOptions& options, std::unique_ptr<Context>* out, bool* formed);
 
   Topology topology_;
   std::unique_ptr<rendezvous::Store> base_store_;

@@ -76,14 +76,14 @@ std::string ElasticScope(const std::string& attempt_scope, int64_t g, int sessio
 Status DecideMeeting(rendezvous::Store& attempt_store, rendezvous::Store& meeting_store, int64_t g,
                      bool complete, std::chrono::milliseconds timeout, bool* decided, bool* formed);
 
-// A re-forming worker's report of the members that do not come back (docs/elastic.md, "A hung
-// worker"): a worker that fails a collective because a peer stopped answering (SIGSTOPped,
-// deadlocked outside hvd) meets the others again, but the hung peer never does, and the launcher
-// still counts it live. Once this worker has waited `after` (HVD_PEER_TIMEOUT_SECONDS) at the
-// meeting, it writes absent/<worker_id> (base::ElasticAbsence) to the attempt's store for the
-// members missing from `meeting_store` that this process formed its previous session with
-// (`ran_with`: they ran hvd, so not arriving is not a slow start; a worker new to the job is
-// --start-timeout's); the launcher stops them and publishes a generation without them. Checked
+// A re-forming worker's report of the members that do not come back (docs/elastic.md, "A worker
+// that hangs"): a worker that fails a collective because a peer stopped answering (SIGSTOPped,
+// its whole process stuck) meets the others again, but the hung peer never does, and the
+// launcher still counts it live. Once this worker has waited `after` (HVD_PEER_TIMEOUT_SECONDS)
+// at the meeting, it writes absent/<worker_id> (base::ElasticAbsence) to the attempt's store for
+// the members missing from `meeting_store` that this process formed its previous session with
+// (`ran_with`: they ran hvd, so not arriving is not a slow start; a worker new to the job is not
+// reported); the launcher stops them and publishes a generation without them. Checked
 // at most once a second, written again only when the missing set changes. Not thread-safe: one
 // per meeting.
 class AbsenceReporter {

@@ -454,6 +454,20 @@ TEST(JobElasticTest, ARemovalIsSentAgainAndACrashFirstKeepsItsOwnExit) {
   EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 3}));
 }
 
+// Removed below --min-np: the job waits for more, and its failure names the removal once.
+TEST(JobElasticTest, ARemovalBelowMinNpIsNamedOnceWhenTheWaitEnds) {
+  auto job = ElasticJob(3, 3, /*timeout_ms=*/8000);
+  ASSERT_TRUE(job->WorkersAbsent(0, "0 2 2000", At(1s)));
+  Report(*job, Ended(2, RankState::kKilled, 0, 9), At(2s));
+  EXPECT_EQ(job->state(), JobState::kRunning);  // waiting for more
+  ASSERT_TRUE(job->ElasticDue(At(10s).steady));
+  job->ElasticTimeout(At(10s));
+  const std::string& m = job->status.failure.message;
+  EXPECT_EQ(m.find("is being removed"), std::string::npos) << m;
+  EXPECT_EQ(m.find("worker 2 on h-b was removed: it did not come back"), m.rfind("worker 2 on"))
+      << m;
+}
+
 TEST(JobElasticTest, AnAbsenceReportThatNoLongerHoldsStopsNobody) {
   auto job = ElasticJob(4, 2);
   EXPECT_FALSE(job->WorkersAbsent(0, "1 2 5000", At(1s)));  // not this generation

@@ -221,6 +221,9 @@ HVD_C_EXPORT int hvd_wait(hvd_handle* h);
 HVD_C_EXPORT const void* hvd_handle_output(const hvd_handle* h, size_t* bytes);
 /* Writes up to max_dims dimensions; returns the number of dimensions of the output. */
 HVD_C_EXPORT int hvd_handle_output_shape(const hvd_handle* h, int64_t* dims, int max_dims);
+/* Releases the handle (NULL: nothing). Exactly once per handle, as free(): a handle released
+ * twice, or used after its release, is undefined behaviour (checking every handle would cost
+ * each operation a lookup under a lock); hvd_handle_share makes a second one to release. */
 HVD_C_EXPORT void hvd_release(hvd_handle* h);
 
 #ifdef __cplusplus
