@@ -261,6 +261,22 @@ class AgentImpl : public Agent {
     outbox_.Wake();
   }
 
+  // StopJob, or StopRanks (`ranks` non-null): to Workers, and said in the log.
+  void ApplyStop(const std::string& job, const std::string& reason, int64_t grace_ms, int signal,
+                 const hvd::v1::StopRanks* ranks) {
+    const std::string why = "stopped by the launcher: " + reason;
+    const int n =
+        ranks == nullptr
+            ? workers_.StopJob(job, Ms(grace_ms), why, signal)
+            : workers_.StopRanks(job, ranks->attempt(),
+                                 std::vector<int>(ranks->ranks().begin(), ranks->ranks().end()),
+                                 Ms(grace_ms), why, signal);
+    HVD_LOG(INFO) << "stopping job " << job << " (" << reason << "): " << n << " rank(s) here"
+                  << (ranks == nullptr ? "" : " of those named") << ", signal "
+                  << (signal ? signal : SIGTERM) << ", SIGKILL after "
+                  << base::SecondsText(Ms(grace_ms));
+  }
+
   void ReadCommands(LauncherStream& stream) {
     hvd::v1::LauncherMessage msg;
     while (stream.Read(&msg)) {
@@ -270,24 +286,12 @@ class AgentImpl : public Agent {
           break;
         case hvd::v1::LauncherMessage::kStop: {
           const auto& stop = msg.stop();
-          const int n =
-              workers_.StopJob(stop.job_id(), Ms(stop.grace_ms()),
-                               "stopped by the launcher: " + stop.reason(), stop.signal());
-          HVD_LOG(INFO) << "stopping job " << stop.job_id() << " (" << stop.reason() << "): " << n
-                        << " rank(s) here, signal " << (stop.signal() ? stop.signal() : SIGTERM)
-                        << ", SIGKILL after " << base::SecondsText(Ms(stop.grace_ms()));
+          ApplyStop(stop.job_id(), stop.reason(), stop.grace_ms(), stop.signal(), nullptr);
           break;
         }
-        case hvd::v1::LauncherMessage::kStopRanks: {
+        case hvd::v1::LauncherMessage::kStopRanks: {  // some ranks of one attempt
           const auto& stop = msg.stop_ranks();
-          const std::vector<int> ranks(stop.ranks().begin(), stop.ranks().end());
-          const int n =
-              workers_.StopRanks(stop.job_id(), stop.attempt(), ranks, Ms(stop.grace_ms()),
-                                 "stopped by the launcher: " + stop.reason(), stop.signal());
-          HVD_LOG(INFO) << "stopping " << n << " rank(s) of job " << stop.job_id() << " ("
-                        << stop.reason() << "), signal "
-                        << (stop.signal() ? stop.signal() : SIGTERM) << ", SIGKILL after "
-                        << base::SecondsText(Ms(stop.grace_ms()));
+          ApplyStop(stop.job_id(), stop.reason(), stop.grace_ms(), stop.signal(), &stop);
           break;
         }
         case hvd::v1::LauncherMessage::kProbe:  // the network check before a job (probe.h)

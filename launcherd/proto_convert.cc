@@ -40,20 +40,27 @@ void ToProto(const StartRankCommand& c, v1::StartRank* p) {
   p->set_gpu_isolation(c.gpu_isolation);
 }
 
-void ToProto(const StopJobCommand& c, v1::StopJob* p) {
+namespace {
+
+// What StopJob and StopRanks share.
+template <typename Stop>
+void StopFields(const StopJobCommand& c, Stop* p) {
   p->set_job_id(c.job_id);
   p->set_reason(c.reason);
   p->set_grace_ms(c.grace_ms);
   p->set_signal(c.signal);
 }
 
+}  // namespace
+
+void ToProto(const StopJobCommand& c, v1::StopJob* p) {
+  StopFields(c, p);
+}
+
 void ToProto(const StopJobCommand& c, v1::StopRanks* p) {
-  p->set_job_id(c.job_id);
+  StopFields(c, p);
   p->set_attempt(c.attempt);
   for (int r : c.ranks) p->add_ranks(r);
-  p->set_reason(c.reason);
-  p->set_grace_ms(c.grace_ms);
-  p->set_signal(c.signal);
 }
 
 }  // namespace hvd::launcherd

@@ -178,7 +178,7 @@ AbsenceReporter::AbsenceReporter(rendezvous::Store* attempt_store, const Members
     : attempt_store_(attempt_store),
       membership_(membership),
       worker_id_(worker_id),
-      ran_with_(std::move(ran_with)),
+      ran_with_(ran_with.begin(), ran_with.end()),
       start_(Clock::now()),
       due_(start_ + after),
       interval_(std::min<std::chrono::milliseconds>(after, std::chrono::seconds(1))) {}
@@ -189,11 +189,10 @@ Status AbsenceReporter::Check(rendezvous::Store& meeting_store) {
   // At most once a second (or per `after`, when shorter), and only the workers not seen yet:
   // every survivor of a large job waits here, and each check is a store request per worker.
   next_check_ = now + interval_;
-  const std::set<int> known(ran_with_.begin(), ran_with_.end());
   std::vector<int> missing;
   for (size_t r = 0; r < membership_.workers.size(); ++r) {
     const int id = membership_.workers[r];
-    if (id == worker_id_ || !known.count(id) || arrived_.count(id)) continue;
+    if (id == worker_id_ || !ran_with_.count(id) || arrived_.count(id)) continue;
     std::string v;
     Status s = meeting_store.Get(base::RankKey(base::RankKeyKind::kHost, static_cast<int>(r)), &v);
     if (s.code() == StatusCode::kNotFound) {

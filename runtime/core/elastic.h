@@ -97,7 +97,7 @@ class AbsenceReporter {
   rendezvous::Store* const attempt_store_;
   const Membership membership_;
   const int worker_id_;
-  const std::vector<int> ran_with_;
+  const std::set<int> ran_with_;
   const std::chrono::steady_clock::time_point start_;
   const std::chrono::steady_clock::time_point due_;
   const std::chrono::milliseconds interval_;

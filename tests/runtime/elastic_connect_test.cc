@@ -44,14 +44,14 @@ TEST(ElasticConnect, AMemberThatMetButNeverConnectsIsLeftForTheNextGeneration) {
           HVD_RETURN_IF_ERROR(attempt->Set(base::ElasticGenerationKey(1), "0,1"));
           return attempt->Set(base::ElasticLatestKey(), "1");
         }
-        setenv("HVD_ELASTIC", "1", 1);
-        setenv("HVD_WORKER_ID", std::to_string(rank).c_str(), 1);
-        setenv("HVD_RENDEZVOUS", ("file://" + dir).c_str(), 1);
-        setenv("HVD_JOB_ID", "j", 1);
-        setenv("HVD_ATTEMPT", "0", 1);
-        setenv("HVD_START_TIMEOUT_SECONDS", "1", 1);
-        setenv("HVD_ELASTIC_TIMEOUT_SECONDS", "30", 1);
-        HVD_RETURN_IF_ERROR(Init());
+        // HVD_RANK and HVD_SIZE, which InitRankWith also sets, are not read by an elastic worker.
+        HVD_RETURN_IF_ERROR(testing::InitRankWith(rank, 2, dir, InitOptions{},
+                                                  {{"HVD_ELASTIC", "1"},
+                                                   {"HVD_WORKER_ID", std::to_string(rank)},
+                                                   {"HVD_JOB_ID", "j"},
+                                                   {"HVD_ATTEMPT", "0"},
+                                                   {"HVD_START_TIMEOUT_SECONDS", "1"},
+                                                   {"HVD_ELASTIC_TIMEOUT_SECONDS", "30"}}));
         HVD_RETURN_IF_ERROR(testing::Check(Size() == 2, "size " + std::to_string(Size())));
         std::vector<float> x(16, 1.0f);
         HVD_RETURN_IF_ERROR(Allreduce("x", MakeTensor(x.data(), DataType::kFloat32, 16),
