@@ -232,7 +232,11 @@ std::string AgentTable(const std::vector<control::AgentInfo>& agents, int64_t no
                     heard ? std::to_string(a.gpus) : "-",
                     heard ? Since(a.last_heartbeat_ms, now_ms) + " ago" : "never", a.version});
   }
-  return Table(rows);
+  std::string out = Table(rows);
+  for (const control::AgentInfo& a : agents) {  // how each LOST agent went, below the table
+    if (a.state == "LOST" && !a.lost_reason.empty()) out += a.id + " lost: " + a.lost_reason + "\n";
+  }
+  return out;
 }
 
 std::string FormatDuration(int64_t ms) {

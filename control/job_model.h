@@ -168,6 +168,8 @@ struct AgentInfo {
   std::string state;              // "READY", "DISCONNECTED" (stream gone, lease running), "LOST"
   std::vector<NetInterface> interfaces;  // every IPv4 address of its host
   std::string advertise_iface;           // the interface holding advertise_addr
+  // Set once LOST (AgentRegistry::ExpireLeases): how it went, for the jobs it ran ranks of.
+  std::string lost_reason;
 };
 
 }  // namespace hvd::control

@@ -306,6 +306,7 @@ AgentInfo AgentInfoFromProto(const v1::AgentInfo& p) {
   a.state = p.state();
   FromProto(p.interfaces(), &a.interfaces);
   a.advertise_iface = p.advertise_iface();
+  a.lost_reason = p.lost_reason();
   return a;
 }
 
@@ -322,6 +323,7 @@ void ToProto(const AgentInfo& a, v1::AgentInfo* p) {
   p->set_state(a.state);
   ToProto(a.interfaces, p->mutable_interfaces());
   p->set_advertise_iface(a.advertise_iface);
+  p->set_lost_reason(a.lost_reason);
 }
 
 void ToProto(const NetworkReport& r, v1::NetworkReport* p) {

@@ -147,6 +147,7 @@ json AgentJson(const AgentInfo& a) {
           {"pid", a.pid},
           {"version", a.version},
           {"state", a.state},
+          {"lost_reason", a.lost_reason},
           {"last_heartbeat_ms", a.last_heartbeat_ms}};
 }
 

@@ -64,9 +64,11 @@ std::shared_ptr<AgentLink> AgentRegistry::RegisterLocked(AgentInfo info,
   r.info = std::move(info);
   r.info.id = id;
   r.info.state = "READY";
+  r.info.lost_reason.clear();  // the launcher's to say, not the agent's
   r.info.last_heartbeat_ms = base::WallMs();
   r.link = std::move(link);
   r.last_seen = Clock::now();
+  r.restored = false;
   r.lost = false;
   HVD_LOG(INFO) << "agent " << id << " on " << control::LogEscape(r.info.host) << " registered ("
                 << r.info.slots << " slots" << (known ? ", reconnected" : "") << ")";
@@ -83,6 +85,7 @@ void AgentRegistry::Expect(const std::vector<AgentInfo>& agents) {
     r.info = a;
     r.info.state = "DISCONNECTED";
     r.last_seen = Clock::now() + lease_;
+    r.restored = true;
   }
 }
 
@@ -99,9 +102,36 @@ void AgentRegistry::Disconnected(const std::string& id, const AgentLink* link) {
   auto it = agents_.find(id);
   if (it == agents_.end() || it->second.link.get() != link) return;
   it->second.link.reset();
+  it->second.dropped_at = Clock::now();
   if (!it->second.lost) it->second.info.state = "DISCONNECTED";
   HVD_LOG(INFO) << "agent " << id << " disconnected; LOST unless it reconnects within "
                 << lease_.count() << " ms";
+}
+
+std::string AgentRegistry::LossReason(const Record& r, Clock::time_point now) const {
+  if (r.restored) {  // Expect gave it one more lease than usual
+    return "it did not reconnect within " + base::SecondsText(2 * lease_) +
+           " of the launcher's restart (two leases of " + base::SecondsText(lease_) +
+           ", the launcher's --lease-ms)";
+  }
+  const std::string lease = base::SecondsText(lease_) + " (the launcher's --lease-ms)";
+  const std::string silent =
+      base::SecondsText(std::chrono::duration_cast<std::chrono::milliseconds>(now - r.last_seen));
+  if (r.link != nullptr) {
+    // The stream is still open: nothing closed it, so the agent is alive enough to hold a TCP
+    // connection, or the network drops packets without resetting connections.
+    return "it sent nothing for " + silent +
+           " while its connection to the launcher stayed open, "
+           "longer than the lease of " +
+           lease +
+           ": the agent or its host hung or is overloaded, "
+           "or the network between them drops packets";
+  }
+  const std::string closed =
+      base::SecondsText(std::chrono::duration_cast<std::chrono::milliseconds>(now - r.dropped_at));
+  return "its connection to the launcher closed " + closed + " before and it did not " +
+         "reconnect within the lease of " + lease + ": the agent exited or was killed, or its " +
+         "host or the network went down";
 }
 
 std::vector<AgentInfo> AgentRegistry::ExpireLeases(Clock::time_point now) {
@@ -113,12 +143,13 @@ std::vector<AgentInfo> AgentRegistry::ExpireLeases(Clock::time_point now) {
       if (r.lost || now - r.last_seen <= lease_) continue;
       r.lost = true;
       r.info.state = "LOST";
+      r.info.lost_reason = LossReason(r, now);
       // A stream that is open but silent is as good as gone: close it so a live agent reconnects
       // and registers afresh.
       if (r.link) to_close.push_back(std::move(r.link));
       lost.push_back(r.info);
       HVD_LOG(WARNING) << "agent " << id << " on " << control::LogEscape(r.info.host)
-                       << " lost: no message for " << lease_.count() << " ms";
+                       << " lost: " << r.info.lost_reason;
     }
     size_t n_lost = 0;
     for (const auto& [id, r] : agents_) n_lost += r.lost;

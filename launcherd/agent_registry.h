@@ -68,7 +68,8 @@ class AgentRegistry {
   void Touch(const std::string& id, const AgentLink* link);
   // The stream of `link` ended. Ignored when a newer link has taken over.
   void Disconnected(const std::string& id, const AgentLink* link);
-  // Marks agents silent for longer than the lease as LOST and returns them (each once).
+  // Marks agents silent for longer than the lease as LOST and returns them (each once), with
+  // lost_reason saying whether its connection had closed or stayed open while it was silent.
   std::vector<AgentInfo> ExpireLeases(Clock::time_point now);
 
   // Every agent (READY, DISCONNECTED and LOST), in registration order; slots_in_use left 0.
@@ -90,8 +91,13 @@ class AgentRegistry {
     std::shared_ptr<AgentLink> link;  // null while disconnected or lost
     int64_t order = 0;
     Clock::time_point last_seen;
+    Clock::time_point dropped_at;  // when its last stream ended (Disconnected)
+    bool restored = false;         // known from a restored job (Expect), not registered since
     bool lost = false;
   };
+
+  // Why an agent whose lease just ran out is lost, from what its record saw. REQUIRES: mu_ held.
+  std::string LossReason(const Record& r, Clock::time_point now) const HVD_REQUIRES(mu_);
 
   // Register's body. REQUIRES: mu_ held; returns the link it replaced (to close outside the lock).
   std::shared_ptr<AgentLink> RegisterLocked(AgentInfo info, std::shared_ptr<AgentLink> link,

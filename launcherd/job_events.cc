@@ -179,7 +179,9 @@ void JobManager::OnAgentLost(const AgentInfo& agent) {
     JobFailure f;
     f.rank = lost[0];
     f.host = agent.host;
-    f.message = cause + " (agent " + agent.id + " stopped sending heartbeats)" +
+    const std::string how =
+        agent.lost_reason.empty() ? "it stopped sending heartbeats" : agent.lost_reason;
+    f.message = cause + " (agent " + agent.id + ": " + how + ")" +
                 (job->elastic() ? "" : "; " + RankList(lost) + " ran there");
     if (job->elastic()) {  // its workers there leave; the others go on
       job->WorkerLost(f, control::kGenericFailureExitCode, Instant::Now(), /*agent_lost=*/true,

@@ -383,5 +383,20 @@ TEST(AgentTable, AnAgentNeverHeardFromShowsNoSlotsNorHeartbeat) {
   EXPECT_EQ(t.find("ago"), std::string::npos) << t;
 }
 
+// How a LOST agent went is printed under the table (the launcher's reason; too long for a column).
+TEST(AgentTable, ALostAgentsReasonFollowsTheTable) {
+  control::AgentInfo a, b;
+  a.id = "ag1";
+  a.state = "LOST";
+  a.lost_reason = "its connection to the launcher closed 5.0 s before";
+  b.id = "ag2";
+  b.state = "READY";
+  b.lost_reason = "stale";  // not LOST: not printed
+  const std::string t = AgentTable({a, b}, 10000);
+  EXPECT_HAS(t, "VERSION\n");
+  EXPECT_HAS(t, "\nag1 lost: its connection to the launcher closed 5.0 s before\n");
+  EXPECT_EQ(t.find("stale"), std::string::npos) << t;
+}
+
 }  // namespace
 }  // namespace hvd::cli

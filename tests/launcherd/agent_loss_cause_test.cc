@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "job_manager_fixture.h"
+#include "testutil/expect.h"
 
 namespace hvd::launcherd {
 namespace {
@@ -98,6 +99,64 @@ TEST_F(AgentLossCause, ReconnectedAgentIsNoCause) {
   registry_.Register(info, std::make_shared<FakeLink>());
   Event(a_, id, 0, RankState::kExited, 2);
   EXPECT_EQ(Get(id).failure.message, "rank 0 on node-a exited with code 2");
+}
+
+// The lease ran out: the job's failure says how the agent went, as the launcher saw it. An open
+// stream that went silent (a hung agent or host, a network dropping packets) reads differently
+// from a connection that closed and never came back (the agent killed, the host down).
+TEST_F(AgentLossCause, ALeaseRunningOutSaysWhetherTheConnectionStayedOpen) {
+  const std::string id = RunningJob();
+  const auto later = std::chrono::steady_clock::now() + 61s;  // past the fixture's 60 s lease
+  std::vector<AgentInfo> lost = registry_.ExpireLeases(later);
+  ASSERT_EQ(lost.size(), 2u);  // neither agent said anything since it registered
+  for (const AgentInfo& a : lost) {
+    EXPECT_HAS(a.lost_reason, "while its connection to the launcher stayed open");
+    EXPECT_HAS(a.lost_reason, "--lease-ms");
+  }
+  jobs_->OnAgentLost(lost[1].host == "node-b" ? lost[1] : lost[0]);
+  const JobStatus st = Get(id);
+  // (61 s and a few milliseconds: however long registering took)
+  EXPECT_EQ(st.failure.message.rfind("agent on node-b lost (agent " + Id(b_) +
+                                         ": it sent nothing "
+                                         "for 61.",
+                                     0),
+            0u)
+      << st.failure.message;
+  EXPECT_HAS(st.failure.message, "s while its connection to the launcher stayed open");
+  EXPECT_EQ(registry_.List()[1].lost_reason, lost[1].lost_reason) << "kept for the listing";
+}
+
+TEST_F(AgentLossCause, ALeaseRunningOutAfterTheStreamClosedSaysSo) {
+  RunningJob();
+  DropB();
+  std::vector<AgentInfo> lost = registry_.ExpireLeases(std::chrono::steady_clock::now() + 61s);
+  ASSERT_EQ(lost.size(), 2u);
+  const AgentInfo& b = lost[1].host == "node-b" ? lost[1] : lost[0];
+  EXPECT_HAS(b.lost_reason, "its connection to the launcher closed 61.");
+  EXPECT_HAS(b.lost_reason, "s before and it did not reconnect within the lease of 60.0 s");
+  EXPECT_HAS(b.lost_reason, "the agent exited or was killed");
+  // Registering again clears it: a reason from the agent itself is not taken either.
+  AgentInfo info;
+  info.id = Id(b_);
+  info.host = "node-b";
+  info.slots = 2;
+  info.lost_reason = "made up by the agent";
+  registry_.Register(info, std::make_shared<FakeLink>());
+  for (const AgentInfo& a : registry_.List()) {
+    if (a.id == Id(b_)) {
+      EXPECT_EQ(a.lost_reason, "");
+    }
+  }
+}
+
+TEST_F(AgentLossCause, AnAgentARestartedLauncherExpectedAndNeverSawSaysSo) {
+  AgentInfo gone;
+  gone.id = "gone-1";
+  gone.host = "node-c";
+  registry_.Expect({gone});
+  std::vector<AgentInfo> lost = registry_.ExpireLeases(std::chrono::steady_clock::now() + 121s);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_HAS(lost[0].lost_reason, "it did not reconnect within 120.0 s of the launcher's restart");
 }
 
 }  // namespace
