@@ -189,4 +189,26 @@ Status ParseRankKey(std::string_view key, RankKeyParts* out) {
   return Status::OK();
 }
 
+std::string ElasticMeetingScope(std::string_view attempt_scope, int64_t generation, int session) {
+  if (generation == 0 && session == 0) return std::string(attempt_scope);
+  return std::string(attempt_scope) + "/elastic/" + std::to_string(generation) + "/init/" +
+         std::to_string(session);
+}
+
+bool ParseElasticMeetingKey(std::string_view key, ElasticMeetingKeyParts* out) {
+  const std::vector<std::string_view> parts = Split(key);
+  int64_t attempt = 0, generation = 0, session = 0, index = 0;
+  if (parts.size() != 10 || parts[0] != "job" || parts[1].empty() || parts[2] != "attempt" ||
+      parts[4] != "elastic" || parts[6] != "init" || parts[8] != "host" ||
+      !Decimal(parts[3], INT32_MAX, &attempt) || !Decimal(parts[5], INT64_MAX, &generation) ||
+      !Decimal(parts[7], INT32_MAX, &session) || !Decimal(parts[9], INT32_MAX, &index)) {
+    return false;
+  }
+  out->job_id = std::string(parts[1]);
+  out->attempt = attempt;
+  out->generation = generation;
+  out->index = static_cast<int>(index);
+  return true;
+}
+
 }  // namespace hvd::base

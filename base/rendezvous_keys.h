@@ -26,7 +26,8 @@
 //   The transports keep their addresses under the scope they are given ("tcp/tcp/<rank>",
 //   "shm/shm/<rank>", ...): only ranks read them (runtime/transport/).
 //
-// The launcher watches host/, stall/, abort/ and absent/ keys of an attempt (ParseRankKey).
+// The launcher watches host/, stall/, abort/ and absent/ keys of an attempt (ParseRankKey), and
+// the host/ keys of later elastic meetings (ParseElasticMeetingKey).
 #pragma once
 
 #include <cstdint>
@@ -102,5 +103,19 @@ struct RankKeyParts {
 // attempt or rank that is not a decimal number, a kind other than host, stall, abort or absent, or
 // more parts, as the re-Init keys under init/<k>/ have: only a process's first meeting counts).
 Status ParseRankKey(std::string_view key, RankKeyParts* out);
+
+// Where generation g's k-th meeting keeps its keys under the attempt's scope: the scope itself
+// for generation 0's first, "<attempt scope>/elastic/<g>/init/<k>" for any other.
+std::string ElasticMeetingScope(std::string_view attempt_scope, int64_t generation, int session);
+// An elastic meeting's host key, "job/<id>/attempt/<n>/elastic/<g>/init/<k>/host/<r>": the
+// worker at index r of generation g's member list arrived at that generation's k-th meeting.
+struct ElasticMeetingKeyParts {
+  std::string job_id;
+  int64_t attempt = 0;
+  int64_t generation = 0;
+  int index = 0;
+};
+// False for any other key (no error: most keys under an attempt are not these).
+bool ParseElasticMeetingKey(std::string_view key, ElasticMeetingKeyParts* out);
 
 }  // namespace hvd::base

@@ -182,6 +182,10 @@ class Job {
   // generation still live are stopped (a Stop naming their ranks), and their end reads as their
   // removal. True when a stop was queued (the caller settles the job).
   bool WorkersAbsent(int reporter, const std::string& value, Instant now);
+  // The worker at `index` of generation `generation`'s members arrived at one of its meetings
+  // (base::ParseElasticMeetingKey): its rendezvous time is set, once, if that generation is the
+  // current one (the start timeout of workers after the first generation reads it).
+  void WorkerMet(int64_t generation, int index, Instant now);
   // Stops the live members of the current generation named in `why` (each one's reason, said in
   // its event and, when it ends, in its leaving; `short_reason` in the agent's StopRanks); those
   // already being removed are skipped. True when a stop was queued.

@@ -156,14 +156,36 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
     }
   }
   std::vector<int> live = LiveWorkers();
+  // Workers the launcher is stopping (RemoveWorkers) whose end has not come yet are as good as
+  // gone: one generation leaves them all out, not one generation per end (two hung workers
+  // named in one report made two re-forms).
+  std::vector<int> being_removed;
+  for (int id : live) {
+    if (removing_.count(id)) being_removed.push_back(id);
+  }
+  live.erase(std::remove_if(live.begin(), live.end(), [&](int id) { return removing_.count(id); }),
+             live.end());
   // "rank 3 on host-b exited with code 1" says it as "worker 3 on host-b exited with code 1".
   const std::string who = also.size() > 1 ? "workers " + RankList(also, false) + " on " + f.host
                                           : "worker " + std::to_string(f.rank) + " on " + f.host;
   const std::string as_rank = "rank " + std::to_string(f.rank) + " on " + f.host + " ";
-  const std::string left = f.message.rfind(as_rank, 0) == 0
-                               ? who + " " + f.message.substr(as_rank.size())
-                               : who + " left: " + f.message;
+  std::string left = f.message.rfind(as_rank, 0) == 0 ? who + " " + f.message.substr(as_rank.size())
+                                                      : who + " left: " + f.message;
   if (first_loss_.empty()) first_loss_ = left;
+  const auto& members = status.elastic.workers;
+  if (std::find(members.begin(), members.end(), f.rank) == members.end() && live == members) {
+    // Left out of the generation already (it was being removed when another's end made one):
+    // nobody's membership changes, so nobody re-forms.
+    AddMembershipEvent(left + " (left out of generation " +
+                           std::to_string(status.elastic.generation) + " already)",
+                       now);
+    Changed(/*marker=*/false);
+    return;
+  }
+  if (!being_removed.empty()) {
+    left += "; worker" + std::string(being_removed.size() == 1 ? " " : "s ") +
+            RankList(being_removed, false) + ", being removed too, left out";
+  }
   const int min_np = status.spec.min_np;
   if (live.empty()) {
     JobFailure last = f;
@@ -238,6 +260,19 @@ bool Job::WorkersAbsent(int reporter, const std::string& value, Instant now) {
               "stopped by the launcher";
   }
   return RemoveWorkers(why, "did not come back to re-form (hung?)", now);
+}
+
+void Job::WorkerMet(int64_t generation, int index, Instant now) {
+  const auto& members = status.elastic.workers;
+  if (!elastic() || generation != status.elastic.generation || index < 0 ||
+      index >= static_cast<int>(members.size()) || members[index] < 0 ||
+      members[index] >= static_cast<int>(status.ranks.size())) {
+    return;
+  }
+  RankStatus& r = status.ranks[members[index]];
+  if (r.rendezvous_time_ms != 0 || !RankLive(r.state)) return;
+  r.rendezvous_time_ms = now.wall_ms;
+  Changed(/*marker=*/false);
 }
 
 bool Job::RemoveWorkers(const std::map<int, std::string>& why, const std::string& short_reason,

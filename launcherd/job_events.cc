@@ -233,7 +233,17 @@ void JobManager::SetAgentBacklog(AgentBacklog backlog) {
 
 void JobManager::OnRendezvousKey(const std::string& key, const std::string& value) {
   base::RankKeyParts k;
-  if (!base::ParseRankKey(key, &k).ok()) return;  // not a rank's key: nothing to supervise
+  if (!base::ParseRankKey(key, &k).ok()) {
+    base::ElasticMeetingKeyParts m;
+    if (base::ParseElasticMeetingKey(key, &m)) {  // an elastic worker at a later meeting
+      base::MutexLock lock(&mu_);
+      JobPtr job = table_.Find(m.job_id);
+      if (job && job->status.attempt == m.attempt && !job->terminal()) {
+        job->WorkerMet(m.generation, m.index, Instant::Now());
+      }
+    }
+    return;  // any other key: nothing to supervise
+  }
   base::MutexLock lock(&mu_);
   JobPtr job = table_.Find(k.job_id);
   if (!job || job->status.attempt != k.attempt ||

@@ -65,9 +65,13 @@ bool Supervisor::CheckClientLease(Job& job, Instant now) const {
 
 bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
   const auto timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
-  // An elastic job's later generations meet under keys of their own (runtime/core/elastic.h).
+  // An elastic job's later generations meet under keys of their own (runtime/core/elastic.h),
+  // and its workers start at different times.
+  if (timeout.count() > 0 && job.elastic() && job.status.elastic.generation > 0) {
+    return CheckLateWorkers(job, timeout, now);
+  }
   if (timeout.count() <= 0 || job.start_timeout_waived || job.at_rendezvous >= job.status.spec.np ||
-      job.status.elastic.generation > 0 || now.steady - job.attempt_started < timeout) {
+      now.steady - job.attempt_started < timeout) {
     return false;
   }
   if (job.at_rendezvous == 0 && job.status.spec.start_timeout_ms < 0) {
@@ -125,6 +129,34 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
               ". A program that does not use hvd needs --start-timeout 0";
   job.Fail(f, control::kGenericFailureExitCode, now);
   return true;
+}
+
+bool Supervisor::CheckLateWorkers(Job& job, std::chrono::milliseconds timeout, Instant now) const {
+  if (job.start_timeout_waived || job.rendezvous_restored) return false;
+  const auto& members = job.status.elastic.workers;
+  int met = 0;
+  std::map<int, std::string> removals;
+  for (const RankStatus& r : job.status.ranks) {
+    if (!RankLive(r.state)) continue;
+    if (r.rendezvous_time_ms != 0) {
+      ++met;
+      continue;
+    }
+    const int id = r.placement.rank;
+    // Only a running one, timed from its own start (as CheckStartTimeout: a rank its agent never
+    // reported started may never have reached it).
+    if (r.state != RankState::kRunning || r.start_time_ms == 0 ||
+        now.wall_ms - r.start_time_ms < timeout.count() ||
+        std::find(members.begin(), members.end(), id) == members.end()) {
+      continue;
+    }
+    removals[id] = "it did not reach hvd.init() within " + Seconds(timeout) +
+                   " of starting (--start-timeout; running as pid " + std::to_string(r.pid) +
+                   " but never met generation " + std::to_string(job.status.elastic.generation) +
+                   "'s workers, who wait for it); stopped by the launcher";
+  }
+  if (removals.empty() || met == 0) return false;
+  return job.RemoveWorkers(removals, "did not reach hvd.init() in time", now);
 }
 
 bool Supervisor::CheckLeftBeforeInit(Job& job, Instant now) const {

@@ -58,6 +58,10 @@ class Supervisor {
   // The individual timers, each true when it changed the job's state (the caller settles it).
   bool CheckClientLease(Job& job, Instant now) const;
   bool CheckStartTimeout(Job& job, Instant now) const;
+  // CheckStartTimeout after an elastic job's first generation: each running member that has not
+  // met the others `timeout` after it started (added by growth, or late since the start) is
+  // removed, once some worker has met (a program without hvd meets nobody).
+  bool CheckLateWorkers(Job& job, std::chrono::milliseconds timeout, Instant now) const;
   // A rank that exited with code 0 without reaching the rendezvous, while others of the job wait
   // there for it: they would wait until their own start timeout and then fail, blamed.
   bool CheckLeftBeforeInit(Job& job, Instant now) const;

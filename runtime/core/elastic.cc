@@ -128,8 +128,7 @@ Status FindMembership(rendezvous::Store& attempt_store, int worker_id, Clock::ti
 }
 
 std::string ElasticScope(const std::string& attempt_scope, int64_t g, int session) {
-  if (g == 0 && session == 0) return attempt_scope;
-  return attempt_scope + "/elastic/" + std::to_string(g) + "/init/" + std::to_string(session);
+  return base::ElasticMeetingScope(attempt_scope, g, session);
 }
 
 Status DecideMeeting(rendezvous::Store& attempt_store, rendezvous::Store& meeting_store, int64_t g,

@@ -38,6 +38,31 @@ TEST(RendezvousKeysTest, WhatTheRuntimeWritesTheLauncherParses) {
   }
 }
 
+// A later elastic meeting's host keys name the generation and the index in its member list; the
+// first generation's first meeting is the attempt's own host keys (ParseRankKey's).
+TEST(RendezvousKeysTest, ElasticMeetingHostKeysParse) {
+  const std::string scope = AttemptScope("j-1", 2);
+  EXPECT_EQ(ElasticMeetingScope(scope, 0, 0), scope);
+  ElasticMeetingKeyParts m;
+  for (auto [g, session] : {std::pair<int64_t, int>{0, 1}, {5, 0}, {12, 3}}) {
+    const std::string key =
+        ElasticMeetingScope(scope, g, session) + "/" + RankKey(RankKeyKind::kHost, 4);
+    ASSERT_TRUE(ParseElasticMeetingKey(key, &m)) << key;
+    EXPECT_EQ(m.job_id, "j-1");
+    EXPECT_EQ(m.attempt, 2);
+    EXPECT_EQ(m.generation, g);
+    EXPECT_EQ(m.index, 4);
+  }
+  EXPECT_EQ(ElasticMeetingScope(scope, 5, 0), "job/j-1/attempt/2/elastic/5/init/0");
+  for (const char* other :
+       {"job/j-1/attempt/2/host/4", "job/j-1/attempt/2/elastic/5/init/0/tcp/4",
+        "job/j-1/attempt/2/elastic/5/init/0/host/x", "job/j-1/attempt/2/elastic/-5/init/0/host/1",
+        "job/j-1/attempt/2/elastic/5/init/0/host/1/more", "job/j-1/attempt/2/elastic/latest",
+        "job//attempt/2/elastic/5/init/0/host/1", "job/j-1/attempt/2/elastic/gen/5"}) {
+    EXPECT_FALSE(ParseElasticMeetingKey(other, &m)) << other;
+  }
+}
+
 TEST(RendezvousKeysTest, OtherKeysAreRefusedNamingWhatIsWrong) {
   EXPECT_EQ(Refused("host/3"), "rendezvous key 'host/3' is not under job/<id>/attempt/<n>/");
   EXPECT_EQ(Refused("job//attempt/0/host/1"),

@@ -113,6 +113,24 @@ TEST_F(HvdrunElastic, AWorkerLateForTheStartTimeoutIsLeftOutWhenMinNpMet) {
   EXPECT_HAS(r.err, " was removed: it did not reach hvd.init() within 10 s (--start-timeout; ");
 }
 
+// A worker added by growth that never reaches hvd.init(): the others wait for it at their meeting
+// until --start-timeout from its own start, then it is removed and they train on without it
+// (they waited --elastic-timeout, 600 s, before).
+TEST_F(HvdrunElastic, AWorkerAddedByGrowthThatNeverReachesInitIsRemoved) {
+  ProcResult r = Hvdrun({"-np", "2", "--min-np", "1", "--max-np", "3", "--start-timeout", "5"},
+                        {"--steps", "20", "--step-sleep", "0.02", "--late-worker", "2"});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.err, " joined; 3 workers (--max-np 3)");
+  EXPECT_HAS(r.err,
+             " was removed: it did not reach hvd.init() within 5.0 s of starting "
+             "(--start-timeout; running as pid ");
+  // Worker 2 never trained: every step ran on 2.
+  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 weight 40 steps 20");
+  EXPECT_HAS(r.out, "[1]<stdout>:worker 1 final: rank 1/2 weight 40 steps 20");
+  EXPECT_LT(r.seconds, 60) << r.err;
+}
+
 TEST_F(HvdrunElastic, RankZeroLeavesAndTheOthersRenumber) {
   // Rank 0 (the coordinator, the broadcast root) exits with an error: worker 1 becomes rank 0.
   ProcResult r = Hvdrun({"-np", "3", "--min-np", "1"}, {"--steps", "12", "--die-worker", "0",

@@ -440,7 +440,8 @@ TEST(JobElasticTest, ARemovalIsSentAgainAndACrashFirstKeepsItsOwnExit) {
   Report(*job, Ended(2, RankState::kExited, 0, 11), At(2s));  // SIGSEGV before the stop came
   EXPECT_EQ(job->status.elastic.events.back().what,
             "generation 1: worker 2 on h-b was killed by SIGSEGV (signal 11) while the launcher "
-            "was removing it; 3 workers go on");
+            "was removing it; worker 1, being removed too, left out; 2 workers go on");
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 3}));
   ASSERT_TRUE(job->ResendRemovals(At(1s).steady + grace + 5s));
   std::vector<Job::Stop> again = job->TakeStops();
   ASSERT_EQ(again.size(), 1u);  // worker 1 only: 2 is gone
@@ -449,9 +450,40 @@ TEST(JobElasticTest, ARemovalIsSentAgainAndACrashFirstKeepsItsOwnExit) {
   EXPECT_EQ(again[0].command.signal, SIGKILL);
   EXPECT_EQ(again[0].command.grace_ms, 0);
   EXPECT_FALSE(job->ResendRemovals(At(1s).steady + grace + 6s));  // just sent
+  job->TakePublications();
   Report(*job, Ended(1, RankState::kKilled, 0, 9), At(20s));
   EXPECT_FALSE(job->ResendRemovals(At(1s).steady + grace + 60s));
+  // Left out already: its end makes no second generation, nobody re-forms again.
+  EXPECT_EQ(job->status.elastic.generation, 1);
   EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 3}));
+  EXPECT_TRUE(job->TakePublications().empty());
+  EXPECT_HAS(job->status.elastic.events.back().what,
+             "worker 1 on h-a was removed: it did not come back to re-form generation 0");
+  EXPECT_HAS(job->status.elastic.events.back().what, "(left out of generation 1 already)");
+  EXPECT_EQ(job->state(), JobState::kRunning);
+}
+
+// Two workers named in one report that both end by the stop: one generation without both (was
+// one per end, and the survivors re-formed twice).
+TEST(JobElasticTest, TwoWorkersRemovedByOneReportMakeOneGeneration) {
+  auto job = ElasticJob(4, 2);
+  job->TakePublications();
+  ASSERT_TRUE(job->WorkersAbsent(0, "0 2,3 5000", At(1s)));
+  Report(*job, Ended(3, RankState::kKilled, 0, 15), At(2s));
+  EXPECT_EQ(job->status.elastic.generation, 1);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1}));
+  EXPECT_HAS(job->status.elastic.events.back().what,
+             "generation 1: worker 3 on h-b was removed: it did not come back");
+  EXPECT_HAS(job->status.elastic.events.back().what,
+             "; worker 2, being removed too, left out; 2 workers go on");
+  Report(*job, Ended(2, RankState::kKilled, 0, 15), At(2100ms));
+  EXPECT_EQ(job->status.elastic.generation, 1);
+  EXPECT_EQ(job->TakePublications().size(), 1u);
+  EXPECT_EQ(job->status.elastic.resets, 1);
+  // The survivors finish: the job succeeds.
+  Report(*job, Ended(0, RankState::kExited), At(3s));
+  Report(*job, Ended(1, RankState::kExited), At(3s));
+  EXPECT_EQ(job->state(), JobState::kSucceeded);
 }
 
 // Removed below --min-np: the job waits for more, and its failure names the removal once.

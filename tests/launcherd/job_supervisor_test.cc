@@ -107,6 +107,56 @@ TEST(SupervisorTest, AnElasticJobLeavesOutWorkersLateForTheStartTimeout) {
   }
 }
 
+// After the first generation each worker has the start timeout from its own start: a worker
+// added by growth that hangs before hvd.init() is removed (the others wait for it at their
+// meeting); one that met in time is not, nor anyone while no worker has met.
+TEST(SupervisorTest, AWorkerAddedLaterHasTheStartTimeoutFromItsOwnStart) {
+  const Supervisor sup(Options());
+  for (const char* variant : {"late", "met", "nobody met"}) {
+    SCOPED_TRACE(variant);
+    const std::string v = variant;
+    auto job = StartedJob(3);
+    job->status.spec.start_timeout_ms = 2000;
+    job->status.spec.min_np = 2;
+    job->status.spec.max_np = 3;
+    job->ElasticBegin(kT0);
+    job->status.elastic.generation = 1;  // as if worker 2 joined by growth in generation 1
+    for (int r = 0; r < 3; ++r) {
+      job->status.ranks[r].state = RankState::kRunning;
+      job->status.ranks[r].pid = 40 + r;
+      job->status.ranks[r].start_time_ms = r < 2 ? kT0.wall_ms : At(5s).wall_ms;
+    }
+    if (v != "nobody met") {
+      sup.RankAtRendezvous(*job, 0, At(100ms));
+      sup.RankAtRendezvous(*job, 1, At(100ms));
+    }
+    if (v == "met") {
+      job->WorkerMet(0, 2, At(6s));  // an older generation's meeting: not this one
+      EXPECT_EQ(job->status.ranks[2].rendezvous_time_ms, 0);
+      job->WorkerMet(1, 2, At(6s));
+      EXPECT_EQ(job->status.ranks[2].rendezvous_time_ms, At(6s).wall_ms);
+    }
+    // 2 s from worker 2's own start, not from the attempt's.
+    EXPECT_EQ(sup.Check(*job, At(6999ms), kConnected), Supervisor::Next::kNothing);
+    const Supervisor::Next next = sup.Check(*job, At(7000ms), kConnected);
+    std::vector<Job::Stop> stops = job->TakeStops();
+    if (v != "late") {
+      EXPECT_EQ(next, Supervisor::Next::kNothing);
+      EXPECT_TRUE(stops.empty());
+      continue;
+    }
+    EXPECT_EQ(next, Supervisor::Next::kSettle);
+    ASSERT_EQ(stops.size(), 1u);
+    EXPECT_EQ(stops[0].command.ranks, std::vector<int>{2});
+    EXPECT_EQ(job->state(), JobState::kStarting);
+    EXPECT_EQ(job->status.elastic.events.back().what,
+              "worker 2 on h is being removed: it did not reach hvd.init() within 2.0 s of "
+              "starting (--start-timeout; running as pid 42 but never met generation 1's workers, "
+              "who wait for it); stopped by the launcher");
+    EXPECT_EQ(sup.Check(*job, At(8000ms), kConnected), Supervisor::Next::kNothing);
+  }
+}
+
 TEST(SupervisorTest, TheDefaultStartTimeoutIsWaivedForAProgramWithoutHvd) {
   const Supervisor sup(Options());
   auto job = StartedJob(2);  // spec start_timeout_ms -1: the launcher's 30 s
