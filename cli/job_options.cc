@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include "base/net.h"
-#include "base/path_search.h"
 #include "cli/host_discovery.h"
 #include "cli/timeline_path.h"
 #include "cli/torchrun_flags.h"
@@ -36,29 +35,6 @@ bool ValidEnvName(const std::string& name) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
   }
   return true;
-}
-
-std::string Join(const std::string& dir, const std::string& rel) {
-  std::string r = rel;
-  while (r.rfind("./", 0) == 0) r.erase(0, 2);  // "./train" -> "train": tidier paths in logs
-  if (dir.empty() || dir.back() == '/') return dir + r;
-  return dir + "/" + r;
-}
-
-// What a shell says about a path it cannot run.
-Status CheckExecutable(const std::string& shown, const std::string& path) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    const int err = errno;
-    return (err == ENOENT || err == ENOTDIR
-                ? NotFound(shown + ": " + std::strerror(err))
-                : FailedPrecondition(shown + ": " + std::strerror(err)));
-  }
-  if (S_ISDIR(st.st_mode)) return FailedPrecondition(shown + ": " + std::strerror(EISDIR));
-  if (!S_ISREG(st.st_mode) || access(path.c_str(), X_OK) != 0) {
-    return FailedPrecondition(shown + ": " + std::strerror(EACCES) + " (chmod +x " + path + "?)");
-  }
-  return Status::OK();
 }
 
 Status ReadFile(const std::string& path, std::string* content) {
@@ -338,35 +314,6 @@ Status ParseEnvFlags(const std::vector<std::string>& entries,
   return control::ValidateJobEnv(*env);
 }
 
-Status ResolveProgram(const std::string& program, const std::string& working_dir,
-                      const std::string& path_var, bool check, std::string* resolved) {
-  if (program.empty()) return InvalidArgument("the program name is empty");
-  if (program.find('/') != std::string::npos) {
-    *resolved = program[0] == '/' ? program : Join(working_dir, program);
-    return check ? CheckExecutable(program, *resolved) : Status::OK();
-  }
-  if (!check) {
-    *resolved = program;  // the agent's exec searches its own PATH
-    return Status::OK();
-  }
-  // As a shell: the first executable match wins; an empty PATH entry is the working directory.
-  std::string first_denied;
-  for (std::string candidate : base::PathCandidates(program, path_var, working_dir)) {
-    if (candidate[0] != '/') candidate = Join(working_dir, candidate);  // a relative PATH entry
-    struct stat st;
-    if (stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-      if (access(candidate.c_str(), X_OK) == 0) {
-        *resolved = candidate;
-        return Status::OK();
-      }
-      if (first_denied.empty()) first_denied = candidate;
-    }
-  }
-  if (!first_denied.empty()) return CheckExecutable(program, first_denied);
-  return NotFound(program + ": command not found (not in PATH; give a path such as ./" + program +
-                  ")");
-}
-
 Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
                     const HostEnvironment& host, ProgramCheck check, control::JobSpec* spec) {
   if (program.empty()) {
@@ -424,7 +371,7 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
 
   std::string wd = f.working_dir.empty() ? host.cwd : f.working_dir;
   if (wd.empty()) return InvalidArgument("cannot tell the current directory; pass --working-dir");
-  if (wd[0] != '/') wd = Join(host.cwd, wd);
+  if (wd[0] != '/') wd = JoinPath(host.cwd, wd);
 
   bool local = true;
   for (const control::HostSlots& h : hosts) local = local && IsLocalHost(h.host, host.local_names);

@@ -12,6 +12,7 @@
 #include "cli/binding_flags.h"
 #include "cli/elastic_flags.h"
 #include "cli/horovodrun_flags.h"
+#include "cli/program_path.h"
 #include "control/flags.h"
 #include "control/host_spec.h"
 #include "control/job_model.h"
@@ -82,12 +83,6 @@ enum class ProgramCheck { kAlways, kWhenLocal };
 // FailedPrecondition), whose message is "./trian: No such file or directory" like a shell's.
 Status BuildJobSpec(const JobFlags& flags, const std::vector<std::string>& program,
                     const HostEnvironment& host, ProgramCheck check, control::JobSpec* spec);
-
-// Resolves argv[0]: without '/', searched in `path_var` as a shell does (only when `check`);
-// relative with '/', made absolute against `working_dir`. With `check`, the result must be an
-// executable regular file.
-Status ResolveProgram(const std::string& program, const std::string& working_dir,
-                      const std::string& path_var, bool check, std::string* resolved);
 
 // -x entries to a map: "VAR=VALUE", or "VAR" copied from `getenv` (an error naming VAR when it
 // is unset there).

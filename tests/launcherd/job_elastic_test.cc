@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "job_elastic_fixture.h"
 #include "test_clock.h"
 #include "testutil/expect.h"
 
@@ -21,40 +22,10 @@ using namespace std::chrono_literals;
 using testing::At;
 using testing::kT0;
 
-const AgentConnected kAllConnected = [](const std::string&) { return true; };
-
-// An elastic job of `np` workers RUNNING (0..np/2-1 on agent "a", host h-a; the others on "b",
-// host h-b), generation 0 begun at kT0; its publications and log so far taken.
-std::unique_ptr<Job> ElasticJob(int np, int min_np, int64_t timeout_ms = 600000,
-                                int reset_limit = 0) {
-  auto job = testing::JobWithRanks(np, RankState::kRunning);
-  job->status.spec.min_np = min_np;
-  job->status.spec.max_np = np;
-  job->status.spec.elastic_timeout_ms = timeout_ms;
-  job->status.spec.reset_limit = reset_limit;
-  EXPECT_TRUE(job->elastic());
-  job->ElasticBegin(kT0);
-  EXPECT_TRUE(job->SetState(JobState::kRunning, "running"));
-  return job;
-}
-
-// What the agent of `rank` reports when it ends.
-RankEventReport Ended(int rank, RankState state, int exit_code = 0, int signal = 0,
-                      std::string error = "") {
-  RankEventReport ev;
-  ev.job_id = "j1";
-  ev.rank = rank;
-  ev.state = state;
-  ev.exit_code = exit_code;
-  ev.signal = signal;
-  ev.error = std::move(error);
-  return ev;
-}
-
-void Report(Job& job, const RankEventReport& ev, Instant now) {
-  const std::string agent = job.status.ranks.at(ev.rank).placement.agent_id;
-  EXPECT_TRUE(job.OnRankEvent(ev, agent, kAllConnected, now));
-}
+using testing::ElasticJob;
+using testing::Ended;
+using testing::kAllConnected;
+using testing::Report;
 
 TEST(JobElasticTest, GenerationZeroIsEveryWorker) {
   auto job = ElasticJob(4, 2);
@@ -399,127 +370,6 @@ TEST(JobElasticTest, AFixedJobStillFailsOnAnyFailure) {
   Report(*ok, Ended(1, RankState::kExited), At(2ms));
   EXPECT_EQ(ok->state(), JobState::kSucceeded);
   EXPECT_EQ(ok->status.reason, "all 2 ranks exited with code 0");
-}
-
-TEST(JobElasticTest, AWorkerAbsentFromTheReFormIsStoppedAndLeavesAsRemoved) {
-  auto job = ElasticJob(4, 2);
-  job->TakePublications();
-  EXPECT_TRUE(job->WorkersAbsent(0, "0 2 5000", At(1s)));
-  std::vector<Job::Stop> stops = job->TakeStops();
-  ASSERT_EQ(stops.size(), 1u);
-  EXPECT_EQ(stops[0].agent_id, "b");
-  EXPECT_EQ(stops[0].command.ranks, (std::vector<int>{2}));
-  EXPECT_EQ(stops[0].command.attempt, 0);
-  EXPECT_EQ(job->state(), JobState::kRunning);
-  EXPECT_EQ(job->status.elastic.generation, 0);  // until it is gone
-  const std::string why =
-      "it did not come back to re-form generation 0 while worker 0 on h-a waited 5 s "
-      "(HVD_PEER_TIMEOUT_SECONDS) for it: hung, stopped, or busy outside hvd that long; stopped "
-      "by the launcher";
-  EXPECT_EQ(job->status.elastic.events.back().what, "worker 2 on h-b is being removed: " + why);
-  // Said again (another survivor, or the same one later): no second stop.
-  EXPECT_FALSE(job->WorkersAbsent(1, "0 2 5100", At(1100ms)));
-  EXPECT_TRUE(job->TakeStops().empty());
-  // It ends by the stop's signal: its leaving says why it was stopped.
-  Report(*job, Ended(2, RankState::kKilled, 0, 9, "stopped by the launcher: hung?"), At(2s));
-  EXPECT_EQ(job->status.elastic.generation, 1);
-  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1, 3}));
-  EXPECT_EQ(job->status.elastic.events.back().what,
-            "generation 1: worker 2 on h-b was removed: " + why + "; 3 workers go on");
-  EXPECT_EQ(job->TakePublications().size(), 1u);
-}
-
-// A stop that never reached the agent (its stream broke) is sent again, as SIGKILL; a worker
-// that crashed on its own meanwhile leaves with its own exit.
-TEST(JobElasticTest, ARemovalIsSentAgainAndACrashFirstKeepsItsOwnExit) {
-  auto job = ElasticJob(4, 2);
-  ASSERT_TRUE(job->WorkersAbsent(0, "0 1,2 5000", At(1s)));
-  EXPECT_EQ(job->TakeStops().size(), 2u);  // agents a and b
-  const auto grace = job->KillGrace();
-  EXPECT_FALSE(job->ResendRemovals(At(1s).steady + grace + 4s));
-  Report(*job, Ended(2, RankState::kExited, 0, 11), At(2s));  // SIGSEGV before the stop came
-  EXPECT_EQ(job->status.elastic.events.back().what,
-            "generation 1: worker 2 on h-b was killed by SIGSEGV (signal 11) while the launcher "
-            "was removing it; worker 1, being removed too, left out; 2 workers go on");
-  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 3}));
-  ASSERT_TRUE(job->ResendRemovals(At(1s).steady + grace + 5s));
-  std::vector<Job::Stop> again = job->TakeStops();
-  ASSERT_EQ(again.size(), 1u);  // worker 1 only: 2 is gone
-  EXPECT_EQ(again[0].agent_id, "a");
-  EXPECT_EQ(again[0].command.ranks, std::vector<int>{1});
-  EXPECT_EQ(again[0].command.signal, SIGKILL);
-  EXPECT_EQ(again[0].command.grace_ms, 0);
-  EXPECT_FALSE(job->ResendRemovals(At(1s).steady + grace + 6s));  // just sent
-  job->TakePublications();
-  Report(*job, Ended(1, RankState::kKilled, 0, 9), At(20s));
-  EXPECT_FALSE(job->ResendRemovals(At(1s).steady + grace + 60s));
-  // Left out already: its end makes no second generation, nobody re-forms again.
-  EXPECT_EQ(job->status.elastic.generation, 1);
-  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 3}));
-  EXPECT_TRUE(job->TakePublications().empty());
-  EXPECT_HAS(job->status.elastic.events.back().what,
-             "worker 1 on h-a was removed: it did not come back to re-form generation 0");
-  EXPECT_HAS(job->status.elastic.events.back().what, "(left out of generation 1 already)");
-  EXPECT_EQ(job->state(), JobState::kRunning);
-}
-
-// Two workers named in one report that both end by the stop: one generation without both (was
-// one per end, and the survivors re-formed twice).
-TEST(JobElasticTest, TwoWorkersRemovedByOneReportMakeOneGeneration) {
-  auto job = ElasticJob(4, 2);
-  job->TakePublications();
-  ASSERT_TRUE(job->WorkersAbsent(0, "0 2,3 5000", At(1s)));
-  Report(*job, Ended(3, RankState::kKilled, 0, 15), At(2s));
-  EXPECT_EQ(job->status.elastic.generation, 1);
-  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1}));
-  EXPECT_HAS(job->status.elastic.events.back().what,
-             "generation 1: worker 3 on h-b was removed: it did not come back");
-  EXPECT_HAS(job->status.elastic.events.back().what,
-             "; worker 2, being removed too, left out; 2 workers go on");
-  Report(*job, Ended(2, RankState::kKilled, 0, 15), At(2100ms));
-  EXPECT_EQ(job->status.elastic.generation, 1);
-  EXPECT_EQ(job->TakePublications().size(), 1u);
-  EXPECT_EQ(job->status.elastic.resets, 1);
-  // The survivors finish: the job succeeds.
-  Report(*job, Ended(0, RankState::kExited), At(3s));
-  Report(*job, Ended(1, RankState::kExited), At(3s));
-  EXPECT_EQ(job->state(), JobState::kSucceeded);
-}
-
-// Removed below --min-np: the job waits for more, and its failure names the removal once.
-TEST(JobElasticTest, ARemovalBelowMinNpIsNamedOnceWhenTheWaitEnds) {
-  auto job = ElasticJob(3, 3, /*timeout_ms=*/8000);
-  ASSERT_TRUE(job->WorkersAbsent(0, "0 2 2000", At(1s)));
-  Report(*job, Ended(2, RankState::kKilled, 0, 9), At(2s));
-  EXPECT_EQ(job->state(), JobState::kRunning);  // waiting for more
-  ASSERT_TRUE(job->ElasticDue(At(10s).steady));
-  job->ElasticTimeout(At(10s));
-  const std::string& m = job->status.failure.message;
-  EXPECT_EQ(m.find("is being removed"), std::string::npos) << m;
-  EXPECT_EQ(m.find("worker 2 on h-b was removed: it did not come back"), m.rfind("worker 2 on"))
-      << m;
-}
-
-TEST(JobElasticTest, AnAbsenceReportThatNoLongerHoldsStopsNobody) {
-  auto job = ElasticJob(4, 2);
-  EXPECT_FALSE(job->WorkersAbsent(0, "1 2 5000", At(1s)));  // not this generation
-  EXPECT_FALSE(job->WorkersAbsent(0, "0 0 5000", At(1s)));  // itself
-  EXPECT_FALSE(job->WorkersAbsent(0, "0 7 5000", At(1s)));  // no such worker
-  EXPECT_FALSE(job->WorkersAbsent(0, "garbage", At(1s)));
-  ASSERT_TRUE(job->WorkersAbsent(2, "0 1 5000", At(1s)));
-  job->TakeStops();
-  EXPECT_FALSE(job->WorkersAbsent(1, "0 3 5000", At(1s)));  // from a worker being removed
-  EXPECT_FALSE(job->WorkersAbsent(0, "", At(1s)));          // cleared
-  Report(*job, Ended(3, RankState::kExited, 1), At(2s));
-  EXPECT_FALSE(job->WorkersAbsent(0, "1 3 5000", At(3s)));  // gone already
-  Report(*job, Ended(1, RankState::kExited, 1), At(4s));
-  EXPECT_FALSE(job->WorkersAbsent(1, "2 2 5000", At(5s)));  // the reporter is gone
-  EXPECT_TRUE(job->TakeStops().empty());
-  EXPECT_EQ(job->state(), JobState::kRunning);
-
-  auto fixed = testing::JobWithRanks(2, RankState::kRunning);
-  EXPECT_FALSE(fixed->WorkersAbsent(0, "0 1 5000", At(1s)));
-  EXPECT_TRUE(fixed->TakeStops().empty());
 }
 
 }  // namespace
