@@ -1,11 +1,13 @@
 #include "cli/signals.h"
 
 #include <fcntl.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdint>
 #include <cstring>
 
 namespace hvd::cli {
@@ -16,11 +18,20 @@ std::atomic<int> g_write_fd{-1};
 std::atomic<bool> g_active{false};
 int g_read_fd = -1;
 
+// One signal as the handler saw it. Written whole (a pipe write under PIPE_BUF is atomic), so the
+// reader always reads whole records.
+struct Arrival {
+  int32_t signo;  // 0: the destructor's stop record
+  int64_t ns;     // CLOCK_MONOTONIC when it arrived
+};
+
 void Handler(int signo) {
   const int saved = errno;
-  const unsigned char b = static_cast<unsigned char>(signo);
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);  // async-signal-safe (POSIX)
+  const Arrival a{signo, static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec};
   const int fd = g_write_fd.load();
-  if (fd >= 0) (void)!write(fd, &b, 1);
+  if (fd >= 0) (void)!write(fd, &a, sizeof a);
   errno = saved;
 }
 
@@ -53,12 +64,19 @@ Status SignalWatcher::Start(std::function<void(int, int)> on_signal,
 
 void SignalWatcher::Loop() {
   int count = 0;
+  Arrival last{0, 0};
   while (true) {
-    unsigned char b = 0;
-    const ssize_t n = read(g_read_fd, &b, 1);
+    Arrival a{};
+    const ssize_t n = read(g_read_fd, &a, sizeof a);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0 || b == 0) return;  // 0: the destructor's stop byte
-    on_signal_(b, ++count);
+    if (n != static_cast<ssize_t>(sizeof a) || a.signo == 0) return;  // 0: the stop record
+    // The same signal twice within kSameSignal is one: `timeout -s INT` and `kill -INT -PGID`
+    // deliver it to hvdrun and again to its process group microseconds apart, which counted
+    // as a second Ctrl-C (SIGKILL for the ranks, without their grace).
+    const bool repeat = a.signo == last.signo && a.ns - last.ns < kSameSignal.count();
+    last = a;
+    if (repeat) continue;
+    on_signal_(a.signo, ++count);
   }
 }
 
@@ -68,8 +86,8 @@ SignalWatcher::~SignalWatcher() {
   sa.sa_handler = SIG_DFL;
   for (int s : kSignals) sigaction(s, &sa, nullptr);
   const int wfd = g_write_fd.exchange(-1);
-  const unsigned char stop = 0;
-  (void)!write(wfd, &stop, 1);
+  const Arrival stop{0, 0};
+  (void)!write(wfd, &stop, sizeof stop);
   if (thread_.joinable()) thread_.join();
   close(wfd);
   close(g_read_fd);

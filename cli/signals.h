@@ -5,6 +5,7 @@
 // dispositions reset to the default at exec.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -15,8 +16,13 @@ namespace hvd::cli {
 
 class SignalWatcher {
  public:
+  // A signal arriving again within this of its last arrival is the same one (delivered twice,
+  // as `timeout` and a process-group kill do), not a second Ctrl-C.
+  static constexpr std::chrono::nanoseconds kSameSignal = std::chrono::milliseconds(100);
+
   // `on_signal(signo, count)` runs on the watcher's thread for each signal; count is 1 for the
-  // first, 2 for the second... One watcher at a time per process.
+  // first, 2 for the second... (a repeat within kSameSignal is not counted, nor passed on). One
+  // watcher at a time per process.
   static Status Start(std::function<void(int signo, int count)> on_signal,
                       std::unique_ptr<SignalWatcher>* out);
   // Restores the default dispositions and joins the thread.

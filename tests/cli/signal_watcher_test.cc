@@ -1,0 +1,59 @@
+// cli/signals.h: signals reach hvdrun's watcher thread counted, and one signal delivered twice at
+// once (`timeout -s INT`, a process-group kill) counts once, so it is not taken for a second
+// Ctrl-C. Real signals, raised in this process.
+#include "cli/signals.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace hvd::cli {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Seen {
+ public:
+  void Add(int signo, int count) {
+    std::lock_guard<std::mutex> lock(mu_);
+    calls_.emplace_back(signo, count);
+    cv_.notify_all();
+  }
+  // The calls once there are `n` (or after 5 s).
+  std::vector<std::pair<int, int>> WaitFor(size_t n) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, 5s, [&] { return calls_.size() >= n; });
+    return calls_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<int, int>> calls_;
+};
+
+TEST(SignalWatcher, TheSameSignalTwiceAtOnceCountsOnce) {
+  Seen seen;
+  std::unique_ptr<SignalWatcher> w;
+  ASSERT_TRUE(SignalWatcher::Start([&](int s, int c) { seen.Add(s, c); }, &w).ok());
+  raise(SIGINT);
+  raise(SIGINT);   // as `timeout` delivers it: to hvdrun, then to its group
+  raise(SIGTERM);  // another signal is another one
+  EXPECT_EQ(seen.WaitFor(2), (std::vector<std::pair<int, int>>{{SIGINT, 1}, {SIGTERM, 2}}));
+  std::this_thread::sleep_for(SignalWatcher::kSameSignal + 50ms);
+  raise(SIGTERM);  // later: a second press
+  EXPECT_EQ(seen.WaitFor(3),
+            (std::vector<std::pair<int, int>>{{SIGINT, 1}, {SIGTERM, 2}, {SIGTERM, 3}}));
+  w.reset();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(seen.WaitFor(3).size(), 3u) << "a repeat passed on late";
+}
+
+}  // namespace
+}  // namespace hvd::cli
