@@ -49,16 +49,25 @@ std::string VersionText() {
 }
 
 std::string CheckBuildText() {
-  // Kept honest by hand: the runtime has TCP and shared memory transports (runtime/transport/tcp,
-  // shm) and no GPU code. Update these lines with the features, not before.
+  // Kept honest by the build: TCP and shared memory are always there (runtime/transport/tcp,
+  // shm); CUDA and NCCL where the CUDA plugin (runtime/gpu/cuda, libhvd_cuda.so) was built, as
+  // hvd.torch.cuda_built() says. Update these lines with the features, not before.
+#ifdef HVD_CLI_CUDA_BUILT
+  const char* gpu = "X";
+#else
+  const char* gpu = " ";
+#endif
   std::string out = VersionText();
   out += "Available transports:\n";
   out += "    [X] TCP\n";
   out += "    [X] Shared memory (between the ranks of one host)\n";
-  out += "    [ ] NCCL\n";
+  out += std::string("    [") + gpu +
+         "] NCCL (for CUDA tensors, through libhvd_cuda.so; NCCL itself is loaded when a rank "
+         "first needs it)\n";
   out += "Available features:\n";
-  out += "    [ ] CUDA (ranks see their host's GPUs, or their slot's alone with --gpu-isolation; "
-         "no GPU kernels)\n";
+  out += std::string("    [") + gpu +
+         "] CUDA (CUDA tensors through the CUDA plugin, libhvd_cuda.so, beside libhvd.so; ranks "
+         "see their host's GPUs, or their slot's alone with --gpu-isolation)\n";
   out += std::string("    [") + (HaveSshBootstrap() ? "X" : " ") +
          "] SSH bootstrap (hvdrun --ssh starts hvd-agent on hosts without one)\n";
   out += "    [ ] MPI\n";

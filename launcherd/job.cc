@@ -117,8 +117,11 @@ void Job::Fail(const JobFailure& failure, int exit_code, Instant now, bool perma
 void Job::Restart(const JobFailure& failure, const control::RestartDecision& d, Instant now) {
   status.previous_failures.push_back(failure);
   restart_at_ = now.steady + d.delay;
-  const std::string reason = "attempt " + std::to_string(status.attempt + 1) +
-                             " failed: " + failure.message + "; " + d.text;
+  // Counted from 1 as people count; the ranks saw HVD_ATTEMPT (and torchrun's
+  // TORCHELASTIC_RESTART_COUNT) count from 0, so both are said.
+  const std::string reason = "attempt " + std::to_string(status.attempt + 1) + " (HVD_ATTEMPT=" +
+                             std::to_string(status.attempt) + ") failed: " + failure.message +
+                             "; " + d.text;
   SetState(JobState::kRestarting, reason);
   HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(reason, 1024);
   log.AddProgress("restarting: " + d.text);

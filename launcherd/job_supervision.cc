@@ -80,9 +80,22 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
     // program whose ranks all start late is still guarded: each rank's hvd.init() waits at most
     // HVD_START_TIMEOUT_SECONDS for the others and then fails naming the missing ones.
     job.start_timeout_waived = true;
+    // What else watches hvd's own rendezvous and collectives is said to do nothing here.
+    std::string moot;
+    if (job.status.spec.stall_timeout_ms > 0) {
+      moot +=
+          "; --stall-timeout has no effect: it times hvd's collectives, and a stuck "
+          "torch.distributed call is timed by init_process_group(timeout=...)";
+    }
+    if (job.elastic()) {
+      moot +=
+          "; --min-np/--max-np re-form workers that use hvd.elastic: without hvd a lost "
+          "worker ends the others' collectives";
+    }
     job.log.AddProgress("no rank called hvd.init() within " + Seconds(timeout) +
                         ": supervising the job as a program that does not use hvd (no start "
-                        "timeout; pass --start-timeout to enforce one)");
+                        "timeout; pass --start-timeout to enforce one)" +
+                        moot);
     return false;
   }
   std::vector<int> missing;
@@ -97,7 +110,8 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
     const std::string who = "rank " + std::to_string(r.placement.rank) + " on " + r.placement.host;
     std::string why;
     if (r.state == RankState::kRunning) {
-      why = "running as pid " + std::to_string(r.pid) + " but never called hvd::Init()";
+      why =
+          "running as pid " + std::to_string(r.pid) + " but never called hvd.init() (hvd::Init())";
     } else if (r.state == RankState::kStarting) {
       why = "its agent " + r.placement.agent_id + " never reported it started";
     } else {

@@ -96,8 +96,7 @@ Handle Submit(std::shared_ptr<Operation> op, const Status& error) {
   std::shared_ptr<Context> ctx = Current();
   if (!ctx) {
     op->Complete(FailedPrecondition(std::string(OpTypeName(op->request.type)) + " '" +
-                                    op->request.key +
-                                    "': hvd is not initialized; call hvd::Init() first"));
+                                    op->request.key + "': " + internal::NotInitialized()));
     return Handle(op);
   }
   ctx->engine().Enqueue(op, t_caller_waits, t_caller_until);

@@ -15,6 +15,9 @@ namespace hvd::internal {
 // The session Init() created, or null (core/api_session.cc).
 std::shared_ptr<runtime::core::Context> Current();
 
+// Why there is no session: never initialized, or shut down (what a call made then says).
+std::string NotInitialized();
+
 // Unnamed operations are numbered from 0 again (a new session).
 void ResetUnnamedNames();
 

@@ -27,6 +27,8 @@ bool g_atexit_registered = false;
 // The process whose Init made g_ctx. Not guarded by g_mu: a forked child reads it, and there g_mu
 // may be held by a thread of the parent's that was not copied.
 std::atomic<pid_t> g_init_pid{0};
+// Whether the last session was shut down (a call now says so, not "not initialized").
+std::atomic<bool> g_shut_down{false};
 
 // In a forked child, the session is the parent's: its threads were not copied, so its locks and
 // condition variables may be held by threads that are not here (destroying it hung in the stall
@@ -72,6 +74,12 @@ std::shared_ptr<Context> Current() {
   return g_ctx;
 }
 
+std::string NotInitialized() {
+  // (hvd.torch says hvd.init() and hvd.shutdown() where these say hvd::Init() and Shutdown())
+  return g_shut_down.load() ? "hvd was shut down (hvd::Shutdown()); call hvd::Init() again first"
+                            : "hvd is not initialized; call hvd::Init() first";
+}
+
 }  // namespace internal
 
 using internal::Current;
@@ -90,6 +98,7 @@ Status Init(const InitOptions& options) {
   HVD_RETURN_IF_ERROR_CTX(Context::Create(options, &ctx), "hvd::Init");
   g_ctx = std::move(ctx);
   g_init_pid.store(getpid());
+  g_shut_down.store(false);
   // A new session numbers unnamed operations from 0 on every rank, whatever the last one did.
   internal::ResetUnnamedNames();
   if (!g_atexit_registered) {
@@ -115,6 +124,7 @@ Status Shutdown() {
     ctx = std::move(g_ctx);
   }
   if (!ctx) return Status::OK();
+  g_shut_down.store(true);
   return ctx->Shutdown();
 }
 

@@ -19,13 +19,13 @@ using runtime::negotiation::OpType;
 
 Status StartTimeline(const std::string& path, bool mark_cycles) {
   auto ctx = Current();
-  if (!ctx) return FailedPrecondition("start_timeline: hvd is not initialized; call hvd::Init()");
+  if (!ctx) return FailedPrecondition("start_timeline: " + internal::NotInitialized());
   return ctx->engine().timeline()->Start(path, mark_cycles).WithContext("start_timeline");
 }
 
 Status StopTimeline() {
   auto ctx = Current();
-  if (!ctx) return FailedPrecondition("stop_timeline: hvd is not initialized; call hvd::Init()");
+  if (!ctx) return FailedPrecondition("stop_timeline: " + internal::NotInitialized());
   return ctx->engine().timeline()->Stop().WithContext("stop_timeline");
 }
 
@@ -39,7 +39,7 @@ Status ChangeSets(std::shared_ptr<internal::Operation> op, const char* fn) {
   HVD_RETURN_IF_ERROR(NotFromCallback(fn));
   std::shared_ptr<Context> ctx = Current();
   if (!ctx) {
-    return FailedPrecondition(std::string(fn) + ": hvd is not initialized; call hvd::Init() first");
+    return FailedPrecondition(std::string(fn) + ": " + internal::NotInitialized());
   }
   if (!ctx->engine().dynamic_process_sets()) {
     return FailedPrecondition(std::string(fn) +
@@ -93,7 +93,7 @@ bool ProcessSetIncluded(int id) {
 
 Status ProcessSetRanks(int id, std::vector<int>* ranks) {
   auto ctx = Current();
-  if (!ctx) return FailedPrecondition("hvd is not initialized; call hvd::Init() first");
+  if (!ctx) return FailedPrecondition(internal::NotInitialized());
   if (!ctx->engine().process_sets().Get(id, ranks)) {
     return NotFound("process set " + std::to_string(id) + " does not exist (registered: " +
                     ctx->engine().process_sets().DescribeIds() + ")");

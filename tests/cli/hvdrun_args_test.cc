@@ -2,6 +2,7 @@
 // code 2 and a message that names the bad piece; --help, --version and --check-build answer.
 // Each test also checks that hvdrun left no process behind.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <sstream>
 
@@ -192,9 +193,14 @@ TEST_F(HvdrunArgs, VersionAndCheckBuild) {
   r = Hvdrun({"--check-build"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_HAS(r.out, "[X] TCP");
-  EXPECT_HAS(r.out, "[ ] NCCL");
   EXPECT_HAS(r.out, "[X] Shared memory");  // runtime/transport/shm
-  EXPECT_HAS(r.out, "[ ] CUDA");
+  // CUDA and NCCL as the build made the CUDA plugin (build/runtime/libhvd_cuda.so), the answer
+  // hvd.torch.cuda_built() gives.
+  const std::string hvdrun = HVDRUN_PATH;
+  const std::string plugin = hvdrun.substr(0, hvdrun.rfind("/cli/")) + "/runtime/libhvd_cuda.so";
+  const std::string mark = access(plugin.c_str(), F_OK) == 0 ? "[X]" : "[ ]";
+  EXPECT_HAS(r.out, mark + " NCCL (for CUDA tensors, through libhvd_cuda.so");
+  EXPECT_HAS(r.out, mark + " CUDA (CUDA tensors through the CUDA plugin");
   EXPECT_HAS(r.out, "] SSH bootstrap (hvdrun --ssh");
   // Wherever they are, subcommands included (list, status: "unknown flag --version", exit 2).
   for (const char* command : {"list", "status", "logs", "cancel", "agents"}) {

@@ -399,7 +399,9 @@ TEST_F(Faults, MaxRestartsRunsTheJobAgainUntilItSucceeds) {
                             true),
                      seconds(60));
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_HAS(r.err, "attempt 1 failed: rank 2 on node-b exited with code 3; restart 1 of 2");
+  EXPECT_HAS(
+      r.err,
+      "attempt 1 (HVD_ATTEMPT=0) failed: rank 2 on node-b exited with code 3; restart 1 of 2");
   EXPECT_HAS(r.out, "rank 2 pid");
   EXPECT_HAS(r.out, "attempt 1");
   EXPECT_HAS(r.out, "rank 0 done");

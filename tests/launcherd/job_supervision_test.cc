@@ -55,7 +55,8 @@ TEST_F(JobSupervision, StartTimeoutNamesEachMissingRankAndWhy) {
   EXPECT_EQ(st.failure.rank, 1);
   EXPECT_EQ(st.failure.host, "h1");
   EXPECT_HAS(st.failure.message, "ranks 1, 2 did not reach the rendezvous within 0.1 s");
-  EXPECT_HAS(st.failure.message, "rank 1 on h1: running as pid 1001 but never called hvd::Init()");
+  EXPECT_HAS(st.failure.message,
+             "rank 1 on h1: running as pid 1001 but never called hvd.init() (hvd::Init())");
   EXPECT_HAS(st.failure.message,
              "rank 2 on h1: its agent " + Id(agent_) + " never reported it started");
   EXPECT_HAS(st.failure.message, "--start-timeout 0");
@@ -237,7 +238,8 @@ TEST_F(JobSupervision, ARestartRunsEveryRankAgainAsTheNextAttempt) {
   Event(agent_, id, 1, RankState::kExited, 3, 0, "boom");
   JobStatus st = Get(id);
   EXPECT_EQ(st.state, JobState::kRestarting);
-  EXPECT_HAS(st.reason, "attempt 1 failed: rank 1 on h1 exited with code 3; restart 1 of 1");
+  EXPECT_HAS(st.reason,
+             "attempt 1 (HVD_ATTEMPT=0) failed: rank 1 on h1 exited with code 3; restart 1 of 1");
   ASSERT_EQ(agent_->stops.size(), 1u);
   EXPECT_TRUE(agent_->starts.empty());  // not while rank 0 still runs
   Event(agent_, id, 0, RankState::kKilled);

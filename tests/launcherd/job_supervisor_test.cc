@@ -99,7 +99,8 @@ TEST(SupervisorTest, AnElasticJobLeavesOutWorkersLateForTheStartTimeout) {
     EXPECT_EQ(stops[0].command.ranks, std::vector<int>{2});
     EXPECT_EQ(job->status.elastic.events.back().what,
               "worker 2 on h is being removed: it did not reach hvd.init() within 2.0 s "
-              "(--start-timeout; running as pid 42 but never called hvd::Init()) while 2 workers "
+              "(--start-timeout; running as pid 42 but never called hvd.init() (hvd::Init())) "
+              "while 2 workers "
               "did; stopped by the launcher");
     // Once asked, not again.
     EXPECT_EQ(sup.Check(*job, At(3000ms), kConnected), Supervisor::Next::kNothing);
@@ -165,6 +166,18 @@ TEST(SupervisorTest, TheDefaultStartTimeoutIsWaivedForAProgramWithoutHvd) {
   EXPECT_TRUE(job->start_timeout_waived);
   EXPECT_EQ(sup.Check(*job, At(300s), kConnected), Supervisor::Next::kNothing);
   EXPECT_EQ(job->state(), JobState::kStarting);
+  // With --stall-timeout, or elastic, the log says those do nothing for such a program.
+  auto stalls = StartedJob(2);
+  stalls->status.spec.stall_timeout_ms = 15000;
+  EXPECT_EQ(sup.Check(*stalls, At(30s), kConnected), Supervisor::Next::kNothing);
+  const JobLog& log = stalls->log;
+  ASSERT_GT(log.end(), log.begin());
+  const std::string said = log.at(log.end() - 1).progress;
+  EXPECT_NE(said.find("supervising the job as a program that does not use hvd"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("; --stall-timeout has no effect: it times hvd's collectives"),
+            std::string::npos)
+      << said;
 }
 
 TEST(SupervisorTest, StallTimeoutBlamesTheStalledRanksCulprit) {

@@ -101,13 +101,14 @@ def test_sets_at_init(hvd):
     assert not hvd.is_initialized()
     with pytest.raises(ValueError, match="not been initialized"):
         hvd.size()
-    with pytest.raises(RuntimeError, match="not initialized"):
+    shut_down = r"hvd was shut down \(hvd.shutdown\(\)\); call hvd.init\(\) again first"
+    with pytest.raises(RuntimeError, match=shut_down):
         hvd.allreduce(torch.ones(1))
     # An asynchronous call raises at the call, as Horovod's (not at synchronize()).
     for call in (lambda: hvd.allreduce_async(torch.ones(1)),
                  lambda: hvd.grouped_allreduce_async([torch.ones(1)]),
                  lambda: hvd.alltoall_async(torch.ones(2))):
-        with pytest.raises(RuntimeError, match="not initialized"):
+        with pytest.raises(RuntimeError, match="was shut down"):
             call()
     # A communicator over a subset is refused, and leaves nothing initialized (it did: the next
     # hvd.init(process_sets=...) then said hvd was initialized already).

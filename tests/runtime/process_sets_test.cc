@@ -171,6 +171,12 @@ TEST(StaticSets, QueriesBeforeInitAndAfterShutdown) {
       int id = -1;
       HVD_RETURN_IF_ERROR(ExpectError(when + ": AddProcessSet", AddProcessSet({0}, &id),
                                       StatusCode::kFailedPrecondition));
+      // The message says which: never initialized, or shut down.
+      const std::string said = AddProcessSet({0}, &id).message();
+      const std::string want = when == "before Init"
+                                   ? "hvd is not initialized; call hvd::Init() first"
+                                   : "hvd was shut down (hvd::Shutdown()); call hvd::Init() again";
+      HVD_RETURN_IF_ERROR(Check(said.find(want) != std::string::npos, when + ": " + said));
       return ExpectError(when + ": RemoveProcessSet", RemoveProcessSet(1),
                          StatusCode::kFailedPrecondition);
     };
