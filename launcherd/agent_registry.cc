@@ -114,24 +114,21 @@ std::string AgentRegistry::LossReason(const Record& r, Clock::time_point now) co
            " of the launcher's restart (two leases of " + base::SecondsText(lease_) +
            ", the launcher's --lease-ms)";
   }
-  const std::string lease = base::SecondsText(lease_) + " (the launcher's --lease-ms)";
+  const std::string lease = "past the lease of " + base::SecondsText(lease_) + " (--lease-ms)";
   const std::string silent =
       base::SecondsText(std::chrono::duration_cast<std::chrono::milliseconds>(now - r.last_seen));
   if (r.link != nullptr) {
-    // The stream is still open: nothing closed it, so the agent is alive enough to hold a TCP
-    // connection, or the network drops packets without resetting connections.
-    return "it sent nothing for " + silent +
-           " while its connection to the launcher stayed open, "
-           "longer than the lease of " +
-           lease +
-           ": the agent or its host hung or is overloaded, "
-           "or the network between them drops packets";
+    // Nothing closed the stream. A host that lost power, panicked or was cut off sends no FIN
+    // or RST either, so this is the usual text for those, not only for a hung agent.
+    return "it sent nothing for " + silent + ", " + lease + ", while its connection to the " +
+           "launcher stayed open: its host crashed, lost power or was cut off from the " +
+           "network without closing the connection, or the agent hung";
   }
   const std::string closed =
       base::SecondsText(std::chrono::duration_cast<std::chrono::milliseconds>(now - r.dropped_at));
-  return "its connection to the launcher closed " + closed + " before and it did not " +
-         "reconnect within the lease of " + lease + ": the agent exited or was killed, or its " +
-         "host or the network went down";
+  return "its connection to the launcher closed " + closed + " ago and it sent nothing for " +
+         silent + ", " + lease + ": the agent process ended (exited, killed) or its " +
+         "host reset the connection (a reboot), and it did not reconnect";
 }
 
 std::vector<AgentInfo> AgentRegistry::ExpireLeases(Clock::time_point now) {

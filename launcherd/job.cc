@@ -119,9 +119,9 @@ void Job::Restart(const JobFailure& failure, const control::RestartDecision& d, 
   restart_at_ = now.steady + d.delay;
   // Counted from 1 as people count; the ranks saw HVD_ATTEMPT (and torchrun's
   // TORCHELASTIC_RESTART_COUNT) count from 0, so both are said.
-  const std::string reason = "attempt " + std::to_string(status.attempt + 1) + " (HVD_ATTEMPT=" +
-                             std::to_string(status.attempt) + ") failed: " + failure.message +
-                             "; " + d.text;
+  const std::string reason = "attempt " + std::to_string(status.attempt + 1) +
+                             " (HVD_ATTEMPT=" + std::to_string(status.attempt) +
+                             ") failed: " + failure.message + "; " + d.text;
   SetState(JobState::kRestarting, reason);
   HVD_LOG(INFO) << "job " << status.id << ": " << control::LogEscape(reason, 1024);
   log.AddProgress("restarting: " + d.text);
@@ -163,6 +163,9 @@ void Job::NextAttempt(Instant now) {
   finished_by_.clear();
   first_loss_.clear();
   removing_.clear();
+  member_since_.clear();
+  running_since_.clear();
+  recent_members_.clear();
   SetState(JobState::kPending, "attempt " + std::to_string(status.attempt + 1) + " of " +
                                    std::to_string(status.spec.max_restarts + 1) +
                                    ": waiting for placement");
@@ -213,6 +216,7 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
       r.state = RankState::kRunning;
       Count(r, +1);
       r.start_time_ms = now.wall_ms;
+      running_since_[ev.rank] = now.steady;
       ++ranks_started;
       // For humans: about 20 steps whatever np is, always ending with N/N.
       const int step = std::max(1, np / 20);

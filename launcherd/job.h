@@ -182,10 +182,14 @@ class Job {
   // generation still live are stopped (a Stop naming their ranks), and their end reads as their
   // removal. True when a stop was queued (the caller settles the job).
   bool WorkersAbsent(int reporter, const std::string& value, Instant now);
-  // The worker at `index` of generation `generation`'s members arrived at one of its meetings
-  // (base::ParseElasticMeetingKey): its rendezvous time is set, once, if that generation is the
-  // current one (the start timeout of workers after the first generation reads it).
-  void WorkerMet(int64_t generation, int index, Instant now);
+  // The worker at `index` of generation `generation`'s members (one of the last few
+  // generations: an arrival may be read after a newer one was published), or -1. An elastic
+  // meeting's host/ key (base::ParseElasticMeetingKey) says that worker reached hvd.init().
+  int MeetingWorker(int64_t generation, int index) const;
+  // Since when the job has waited for elastic worker `id` to meet the others: since it runs and
+  // is a member of a published generation, whichever came later (steady clock; kept in memory
+  // only). False when not both (yet, or since a launcher restart).
+  bool WaitedSince(int id, Clock::time_point* since) const;
   // Stops the live members of the current generation named in `why` (each one's reason, said in
   // its event and, when it ends, in its leaving; `short_reason` in the agent's StopRanks); those
   // already being removed are skipped. True when a stop was queued.
@@ -277,6 +281,8 @@ class Job {
   void AddMembershipEvent(const std::string& what, Instant now);
   // The ids of the workers that may still run (STARTING or RUNNING), in id order.
   std::vector<int> LiveWorkers() const;
+  // LiveWorkers but those being removed (removing_): the members a new generation gets.
+  std::vector<int> StayingWorkers() const;
   void QueueStops(const std::string& reason);
   // Stamps the cause just set: when its rank died (0: not a rank's exit) and whether it blamed a
   // peer.
@@ -351,6 +357,13 @@ class Job {
   void QueueRemovalStops(const std::vector<int>& ids, int signal, std::chrono::milliseconds grace,
                          Clock::time_point now);
   Clock::time_point last_loss_at_;
+  // For WaitedSince: when each worker was first a member of a published generation, and when it
+  // was reported RUNNING.
+  std::map<int, Clock::time_point> member_since_;
+  std::map<int, Clock::time_point> running_since_;
+  // The member lists of the last kRecentGenerations generations (MeetingWorker).
+  static constexpr size_t kRecentGenerations = 8;
+  std::map<int64_t, std::vector<int>> recent_members_;
 };
 
 }  // namespace hvd::launcherd

@@ -48,6 +48,10 @@ void Job::NewGeneration(std::vector<int> workers, const std::string& what, Insta
   if (e.generation > 0 && reset) ++e.resets;
   e.workers = std::move(workers);
   e.below_min_since_ms = 0;
+  for (int w : e.workers) member_since_.emplace(w, now.steady);  // the first time only
+  recent_members_[e.generation] = e.workers;
+  while (recent_members_.size() > kRecentGenerations)
+    recent_members_.erase(recent_members_.begin());
   Publication p;
   p.generation = e.generation;
   p.workers = e.workers;
@@ -70,6 +74,13 @@ void Job::ElasticBegin(Instant now) {
                     " (--min-np " + std::to_string(status.spec.min_np) + ", --max-np " +
                     std::to_string(status.spec.max_np) + ")",
                 now);
+}
+
+std::vector<int> Job::StayingWorkers() const {
+  std::vector<int> live = LiveWorkers();
+  live.erase(std::remove_if(live.begin(), live.end(), [&](int id) { return removing_.count(id); }),
+             live.end());
+  return live;
 }
 
 std::vector<int> Job::LiveWorkers() const {
@@ -155,16 +166,14 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
       ExcludeHost(p.host, now.steady);
     }
   }
-  std::vector<int> live = LiveWorkers();
   // Workers the launcher is stopping (RemoveWorkers) whose end has not come yet are as good as
   // gone: one generation leaves them all out, not one generation per end (two hung workers
   // named in one report made two re-forms).
+  std::vector<int> live = StayingWorkers();
   std::vector<int> being_removed;
-  for (int id : live) {
-    if (removing_.count(id)) being_removed.push_back(id);
+  for (const auto& [id, removal] : removing_) {
+    if (RankLive(status.ranks[id].state)) being_removed.push_back(id);
   }
-  live.erase(std::remove_if(live.begin(), live.end(), [&](int id) { return removing_.count(id); }),
-             live.end());
   // "rank 3 on host-b exited with code 1" says it as "worker 3 on host-b exited with code 1".
   const std::string who = also.size() > 1 ? "workers " + RankList(also, false) + " on " + f.host
                                           : "worker " + std::to_string(f.rank) + " on " + f.host;
@@ -182,6 +191,7 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
     Changed(/*marker=*/false);
     return;
   }
+  const bool first = first_loss_ == left;
   if (!being_removed.empty()) {
     left += "; worker" + std::string(being_removed.size() == 1 ? " " : "s ") +
             RankList(being_removed, false) + ", being removed too, left out";
@@ -190,12 +200,13 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
   if (live.empty()) {
     JobFailure last = f;
     last.message =
-        "every worker of the elastic job is gone" +
-        (first_loss_ == left ? "; the last, " + left
-                             : " (the first to go: " + first_loss_ + "); the last, " + left +
-                                   " (if they failed because a peer did, the program "
-                                   "must catch HorovodInternalError and re-form, as "
-                                   "hvd.elastic.run does; its own exceptions end a worker)");
+        (being_removed.empty() ? std::string("every worker of the elastic job is gone")
+                               : "no worker of the elastic job is left but those being removed") +
+        (first ? "; the last, " + left
+               : " (the first to go: " + first_loss_ + "); the last, " + left +
+                     " (if they failed because a peer did, the program "
+                     "must catch HorovodInternalError and re-form, as "
+                     "hvd.elastic.run does; its own exceptions end a worker)");
     Fail(last, exit_code, now);
     return;
   }
@@ -236,6 +247,24 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
                 now, counts);
 }
 
+int Job::MeetingWorker(int64_t generation, int index) const {
+  if (!elastic()) return -1;
+  auto it = recent_members_.find(generation);
+  if (it == recent_members_.end() || index < 0 || index >= static_cast<int>(it->second.size())) {
+    return -1;
+  }
+  const int id = it->second[index];
+  return id >= 0 && id < static_cast<int>(status.ranks.size()) ? id : -1;
+}
+
+bool Job::WaitedSince(int id, Clock::time_point* since) const {
+  auto member = member_since_.find(id);
+  auto running = running_since_.find(id);
+  if (member == member_since_.end() || running == running_since_.end()) return false;
+  *since = std::max(member->second, running->second);
+  return true;
+}
+
 bool Job::WorkersAbsent(int reporter, const std::string& value, Instant now) {
   if (!elastic() || terminal() || elastic_finishing_ || value.empty()) return false;
   base::ElasticAbsence a;
@@ -260,19 +289,6 @@ bool Job::WorkersAbsent(int reporter, const std::string& value, Instant now) {
               "stopped by the launcher";
   }
   return RemoveWorkers(why, "did not come back to re-form (hung?)", now);
-}
-
-void Job::WorkerMet(int64_t generation, int index, Instant now) {
-  const auto& members = status.elastic.workers;
-  if (!elastic() || generation != status.elastic.generation || index < 0 ||
-      index >= static_cast<int>(members.size()) || members[index] < 0 ||
-      members[index] >= static_cast<int>(status.ranks.size())) {
-    return;
-  }
-  RankStatus& r = status.ranks[members[index]];
-  if (r.rendezvous_time_ms != 0 || !RankLive(r.state)) return;
-  r.rendezvous_time_ms = now.wall_ms;
-  Changed(/*marker=*/false);
 }
 
 bool Job::RemoveWorkers(const std::map<int, std::string>& why, const std::string& short_reason,
@@ -344,6 +360,7 @@ void Job::ElasticTimeout(Instant now) {
   for (auto it = events.rbegin(); it != events.rend() && n < 8; ++it, ++n) {
     if (it->what.rfind("generation ", 0) == 0) break;
     if (it->what.find(" is being removed: ") != std::string::npos) continue;  // said when gone
+    if (it->what.find(" (left out of generation ") != std::string::npos) continue;  // said before
     lost = it->what.substr(0, it->what.find("; ")) + (lost.empty() ? "" : "; " + lost);
   }
   int live = 0;

@@ -239,7 +239,8 @@ void JobManager::OnRendezvousKey(const std::string& key, const std::string& valu
       base::MutexLock lock(&mu_);
       JobPtr job = table_.Find(m.job_id);
       if (job && job->status.attempt == m.attempt && !job->terminal()) {
-        job->WorkerMet(m.generation, m.index, Instant::Now());
+        const int worker = job->MeetingWorker(m.generation, m.index);
+        if (worker >= 0) supervisor_.RankAtRendezvous(*job, worker, Instant::Now());
       }
     }
     return;  // any other key: nothing to supervise

@@ -49,7 +49,7 @@ void Job::ExcludeHost(const std::string& host, Clock::time_point now) {
 
 void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
   RanksReplaced();
-  std::vector<int> live = LiveWorkers();
+  std::vector<int> live = StayingWorkers();  // not those being removed (they would be back)
   std::string who;
   for (size_t i = 0; i < ids.size() && i < 8; ++i) {
     const RankStatus& r = status.ranks[ids[i]];

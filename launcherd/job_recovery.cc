@@ -34,7 +34,7 @@ Status JobManager::Restore(std::vector<AgentInfo>* expected) {
     job->ended_at = now;
     job->rendezvous_restored = true;
     for (const RankStatus& r : job->status.ranks) {
-      if (r.rendezvous_time_ms != 0) ++job->at_rendezvous;
+      if (r.rendezvous_time_ms != 0 && r.placement.rank < job->status.spec.np) ++job->at_rendezvous;
       if (r.state == RankState::kRunning) ++job->ranks_started;
       if (!RankLive(r.state)) continue;
       job->unconfirmed_agents.insert(r.placement.agent_id);

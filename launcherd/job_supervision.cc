@@ -65,12 +65,15 @@ bool Supervisor::CheckClientLease(Job& job, Instant now) const {
 
 bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
   const auto timeout = OrDefault(job.status.spec.start_timeout_ms, options_.start_timeout);
-  // An elastic job's later generations meet under keys of their own (runtime/core/elastic.h),
-  // and its workers start at different times.
-  if (timeout.count() > 0 && job.elastic() && job.status.elastic.generation > 0) {
-    return CheckLateWorkers(job, timeout, now);
-  }
-  if (timeout.count() <= 0 || job.start_timeout_waived || job.at_rendezvous >= job.status.spec.np ||
+  if (timeout.count() <= 0) return false;
+  if (CheckFirstWorkers(job, timeout, now)) return true;
+  // Workers an elastic job added later start at times of their own.
+  return job.elastic() && CheckLateWorkers(job, timeout, now);
+}
+
+bool Supervisor::CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, Instant now) const {
+  const int np = job.status.spec.np;
+  if (job.start_timeout_waived || job.at_rendezvous >= np ||
       now.steady - job.attempt_started < timeout) {
     return false;
   }
@@ -106,7 +109,10 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
   for (const RankStatus& r : job.status.ranks) {
     arrived += r.rendezvous_time_ms != 0 && RankLive(r.state);
     // A rank that already ended is not waited for: its exit was reported (and judged) on its own.
-    if (r.rendezvous_time_ms != 0 || control::RankEnded(r.state)) continue;
+    // Elastic workers added later are CheckLateWorkers'.
+    if (r.rendezvous_time_ms != 0 || control::RankEnded(r.state) || r.placement.rank >= np) {
+      continue;
+    }
     const std::string who = "rank " + std::to_string(r.placement.rank) + " on " + r.placement.host;
     std::string why;
     if (r.state == RankState::kRunning) {
@@ -146,8 +152,10 @@ bool Supervisor::CheckStartTimeout(Job& job, Instant now) const {
 }
 
 bool Supervisor::CheckLateWorkers(Job& job, std::chrono::milliseconds timeout, Instant now) const {
+  // After a launcher restart the rendezvous store is new and the times below are gone.
   if (job.start_timeout_waived || job.rendezvous_restored) return false;
   const auto& members = job.status.elastic.workers;
+  const int np = job.status.spec.np;
   int met = 0;
   std::map<int, std::string> removals;
   for (const RankStatus& r : job.status.ranks) {
@@ -157,17 +165,19 @@ bool Supervisor::CheckLateWorkers(Job& job, std::chrono::milliseconds timeout, I
       continue;
     }
     const int id = r.placement.rank;
-    // Only a running one, timed from its own start (as CheckStartTimeout: a rank its agent never
-    // reported started may never have reached it).
-    if (r.state != RankState::kRunning || r.start_time_ms == 0 ||
-        now.wall_ms - r.start_time_ms < timeout.count() ||
+    Job::Clock::time_point since;
+    // Only a running one (as CheckFirstWorkers: a worker its agent never reported started may
+    // never have reached it), added after the start, and a member of the current generation.
+    if (id < np || r.state != RankState::kRunning || !job.WaitedSince(id, &since) ||
+        now.steady - since < timeout ||
         std::find(members.begin(), members.end(), id) == members.end()) {
       continue;
     }
     removals[id] = "it did not reach hvd.init() within " + Seconds(timeout) +
-                   " of starting (--start-timeout; running as pid " + std::to_string(r.pid) +
-                   " but never met generation " + std::to_string(job.status.elastic.generation) +
-                   "'s workers, who wait for it); stopped by the launcher";
+                   " of being added to the job (--start-timeout; running as pid " +
+                   std::to_string(r.pid) +
+                   " but never met the other workers); stopped by the "
+                   "launcher";
   }
   if (removals.empty() || met == 0) return false;
   return job.RemoveWorkers(removals, "did not reach hvd.init() in time", now);
@@ -283,6 +293,10 @@ void Supervisor::RankAtRendezvous(Job& job, int rank, Instant now) const {
   if (r.rendezvous_time_ms != 0) return;
   r.rendezvous_time_ms = now.wall_ms;
   const int np = job.status.spec.np;
+  if (rank >= np) {  // an elastic worker added later: not one of the rendezvous's np
+    job.Changed(/*marker=*/false);
+    return;
+  }
   ++job.at_rendezvous;
   if (job.at_rendezvous == np) {
     job.log.AddProgress("rendezvous complete: " + std::to_string(np) + "/" + std::to_string(np) +

@@ -47,7 +47,9 @@ class Supervisor {
              const AgentBacklog& backlog = nullptr) const;
 
   // REQUIRES (both): 0 <= rank < job.status.ranks.size(), the job has not ended.
-  // A rank of the current attempt reached the rendezvous (its host/<rank> key).
+  // A rank of the current attempt reached the rendezvous (its host/<rank> key, or an elastic
+  // worker's at a later meeting: Job::MeetingWorker). Workers added later are not among the np
+  // that at_rendezvous counts.
   void RankAtRendezvous(Job& job, int rank, Instant now) const;
   // A rank's stall report (its stall/<rank> key; empty: the stall cleared).
   void StallReport(Job& job, int rank, const std::string& value, Instant now) const;
@@ -58,9 +60,12 @@ class Supervisor {
   // The individual timers, each true when it changed the job's state (the caller settles it).
   bool CheckClientLease(Job& job, Instant now) const;
   bool CheckStartTimeout(Job& job, Instant now) const;
-  // CheckStartTimeout after an elastic job's first generation: each running member that has not
-  // met the others `timeout` after it started (added by growth, or late since the start) is
-  // removed, once some worker has met (a program without hvd meets nobody).
+  // CheckStartTimeout's two halves. The job's first np ranks: all must meet within `timeout` of
+  // the attempt's start (an elastic job goes on without late ones once --min-np met).
+  bool CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, Instant now) const;
+  // An elastic job's workers added later (growth): each running member that has not met the
+  // others `timeout` after it became both (Job::WaitedSince) is removed, once some worker has
+  // met (a program without hvd meets nobody).
   bool CheckLateWorkers(Job& job, std::chrono::milliseconds timeout, Instant now) const;
   // A rank that exited with code 0 without reaching the rendezvous, while others of the job wait
   // there for it: they would wait until their own start timeout and then fail, blamed.

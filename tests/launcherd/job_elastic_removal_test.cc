@@ -142,5 +142,40 @@ TEST(JobElasticTest, AnAbsenceReportThatNoLongerHoldsStopsNobody) {
   EXPECT_TRUE(fixed->TakeStops().empty());
 }
 
+
+// A worker joining while another is being removed: the new generation has the newcomer and not
+// the worker being removed (it had it back, and its end made one more generation).
+TEST(JobElasticTest, GrowthDuringARemovalLeavesTheRemovedWorkerOut) {
+  auto job = ElasticJob(4, 2);
+  Report(*job, Ended(3, RankState::kExited, 1), At(500ms));  // generation 1: {0, 1, 2}
+  ASSERT_TRUE(job->WorkersAbsent(0, "1 2 5000", At(1s)));
+  job->TakeStops();
+  RankStatus added = job->status.ranks[1];
+  added.placement.rank = 4;
+  added.state = RankState::kStarting;
+  job->status.ranks.push_back(added);
+  job->ElasticGrew({4}, At(2s));
+  EXPECT_EQ(job->status.elastic.generation, 2);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1, 4}));
+  Report(*job, Ended(2, RankState::kKilled, 0, 15), At(3s));
+  EXPECT_EQ(job->status.elastic.generation, 2) << job->status.elastic.events.back().what;
+  EXPECT_HAS(job->status.elastic.events.back().what, "(left out of generation 2 already)");
+}
+
+// The last worker not being removed fails: the job fails, and says the others were being
+// removed rather than that every worker is gone.
+TEST(JobElasticTest, TheLastWorkerNotBeingRemovedFailingSaysSo) {
+  auto job = ElasticJob(2, 1);
+  ASSERT_TRUE(job->WorkersAbsent(0, "0 1 5000", At(1s)));
+  Report(*job, Ended(0, RankState::kExited, 3), At(2s));
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  const std::string& m = job->status.failure.message;
+  EXPECT_EQ(m.rfind("no worker of the elastic job is left but those being removed; the last, "
+                    "worker 0 on h-a exited with code 3; worker 1, being removed too, left out",
+                    0),
+            0u)
+      << m;
+}
+
 }  // namespace
 }  // namespace hvd::launcherd
