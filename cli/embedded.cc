@@ -21,11 +21,16 @@ void SetEmbeddedLogLevel(const std::string& level, bool verbose) {
 
 #if HVD_CLI_EMBEDDED
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 #include <vector>
 
 #include "agent/agent.h"
+#include "base/errno_text.h"
 #include "cli/client.h"
 #include "control/token.h"
 #include "launcherd/launcher.h"
@@ -42,6 +47,7 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
 
   const std::string& address() const override { return address_; }
   const std::string& token() const override { return token_; }
+  const std::string& token_file() const override { return token_file_; }
   std::string rendezvous_address() const override {
     return launcher_ ? launcher_->rendezvous_address() : "";
   }
@@ -53,10 +59,16 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     if (launcher_) launcher_->Stop();
     agent_.reset();
     launcher_.reset();
+    if (!token_file_.empty()) {
+      unlink(token_file_.c_str());
+      rmdir(token_file_.substr(0, token_file_.rfind('/')).c_str());
+      token_file_.clear();
+    }
   }
 
   Status Begin(const EmbeddedOptions& o) {
     token_ = control::RandomHex(32);
+    token_file_ = WriteTokenFile(token_);
     launcherd::LauncherOptions lo;
     lo.listen = "127.0.0.1:0";
     lo.token = token_;
@@ -100,7 +112,42 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
                             "; run with --verbose and HVD_LOG_LEVEL=info to see why");
   }
 
+  // `token` in DIR/token, DIR a new mode-0700 directory; the file's path, or "" (with a log line)
+  // where that failed.
+  static std::string WriteTokenFile(const std::string& token) {
+    std::string parent;
+    for (const char* var : {"XDG_RUNTIME_DIR", "TMPDIR"}) {
+      const char* v = std::getenv(var);
+      if (v != nullptr && *v == '/' && access(v, W_OK | X_OK) == 0) {
+        parent = v;
+        break;
+      }
+    }
+    if (parent.empty()) parent = "/tmp";
+    std::string dir = parent + "/hvdrun-XXXXXX";
+    if (mkdtemp(dir.data()) == nullptr) {
+      HVD_LOG(INFO) << "embedded launcher: no token file (mkdtemp in " << parent
+                    << "): " << base::ErrnoText(errno);
+      return "";
+    }
+    const std::string path = dir + "/token";
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    const bool written =
+        fd >= 0 && write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+    const int err = errno;
+    if (fd >= 0) close(fd);
+    if (!written) {
+      HVD_LOG(INFO) << "embedded launcher: no token file (" << path
+                    << "): " << base::ErrnoText(err);
+      unlink(path.c_str());
+      rmdir(dir.c_str());
+      return "";
+    }
+    return path;
+  }
+
   std::string token_;
+  std::string token_file_;
   std::string address_;
   std::unique_ptr<launcherd::Launcher> launcher_;
   std::unique_ptr<agent::Agent> agent_;

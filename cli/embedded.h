@@ -29,6 +29,11 @@ class EmbeddedCluster {
 
   virtual const std::string& address() const = 0;  // the launcher's gRPC "127.0.0.1:PORT"
   virtual const std::string& token() const = 0;
+  // The token in a file only this user can read (a directory of its own under $XDG_RUNTIME_DIR,
+  // $TMPDIR or /tmp, removed by Stop()), so that another shell can ask the embedded launcher
+  // about the job (hvdrun --launcher ADDRESS --token-file FILE status JOB); "" where it could
+  // not be written (local mode works without it).
+  virtual const std::string& token_file() const = 0;
   virtual std::string rendezvous_address() const = 0;
   // Ends every worker (agent first), then the launcher. Idempotent.
   virtual void Stop() = 0;

@@ -306,6 +306,11 @@ int RunCommand(int argc, char** argv, int first) {
                     cluster->rendezvous_address() + "; agent on " +
                     (eo.agent_host.empty() ? "this host" : eo.agent_host) + " with " +
                     std::to_string(eo.slots) + " slot(s)");
+      if (!cluster->token_file().empty()) {
+        sink->Message("hvdrun: from another shell, while this runs: hvdrun --launcher " +
+                      cluster->address() + " --token-file " + cluster->token_file() +
+                      " status|logs|cancel JOB");
+      }
     }
   } else if (f.verbose) {
     sink->Message("hvdrun: launcher at " + client->address());

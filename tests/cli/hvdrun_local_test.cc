@@ -3,6 +3,9 @@
 // the job and leaves only once its ranks are gone. Every test proves that nothing it started
 // survives (the test process is the subreaper of everything hvdrun spawns).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
 
 #include "testutil/expect.h"
 
@@ -174,6 +177,24 @@ TEST_F(HvdrunLocal, VerboseShowsProgressAndAddresses) {
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_EQ(r.err.find("FAILED"), std::string::npos) << r.err;
   EXPECT_HAS(r.err, "failed: rank 0 on ");
+}
+
+// The embedded launcher's token is in a file only this user reads while the job runs (another
+// shell can then ask about the job: --verbose prints the command), and gone after.
+TEST_F(HvdrunLocal, TheEmbeddedLaunchersTokenFileIsPrivateAndRemoved) {
+  const std::string tmp = dir_.path() + "/tmp";
+  ASSERT_EQ(mkdir(tmp.c_str(), 0700), 0);
+  ProcResult r = RunProcess(
+      Args({"-np", "1", "--verbose", "/bin/sh", "-c",
+            "stat -c '%a' \"$TMPDIR\"/hvdrun-*/ \"$TMPDIR\"/hvdrun-*/token; "
+            "cat \"$TMPDIR\"/hvdrun-*/token | wc -c"}),
+      dir_.path(), kJobTimeout,
+      {"HVD_LAUNCHER=", "HVD_TOKEN_FILE=", "XDG_RUNTIME_DIR=", "TMPDIR=" + tmp}, dir_.path());
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out, "[0]<stdout>:700\n[0]<stdout>:600\n[0]<stdout>:64\n");
+  EXPECT_HAS(r.err, " --token-file " + tmp + "/hvdrun-");
+  EXPECT_HAS(r.err, "/token status|logs|cancel JOB");
+  EXPECT_TRUE(std::filesystem::is_empty(tmp)) << "the token's directory outlived hvdrun";
 }
 
 TEST_F(HvdrunLocal, SigintCancelsAndLeavesNoRank) {
