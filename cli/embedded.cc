@@ -22,6 +22,7 @@ void SetEmbeddedLogLevel(const std::string& level, bool verbose) {
 #if HVD_CLI_EMBEDDED
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -118,10 +119,13 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     std::string parent;
     for (const char* var : {"XDG_RUNTIME_DIR", "TMPDIR"}) {
       const char* v = std::getenv(var);
-      if (v != nullptr && *v == '/' && access(v, W_OK | X_OK) == 0) {
-        parent = v;
-        break;
-      }
+      struct stat st;
+      if (v == nullptr || *v != '/' || access(v, W_OK | X_OK) != 0 || stat(v, &st) != 0) continue;
+      // $XDG_RUNTIME_DIR must be this user's own (under `sudo -E` it is the caller's: a
+      // directory root made there would be neither readable nor removable by its owner).
+      if (std::string(var) == "XDG_RUNTIME_DIR" && st.st_uid != geteuid()) continue;
+      parent = v;
+      break;
     }
     if (parent.empty()) parent = "/tmp";
     std::string dir = parent + "/hvdrun-XXXXXX";

@@ -232,16 +232,19 @@ std::string AgentTable(const std::vector<control::AgentInfo>& agents, int64_t no
                     heard ? std::to_string(a.gpus) : "-",
                     heard ? Since(a.last_heartbeat_ms, now_ms) + " ago" : "never", a.version});
   }
-  // How the LOST agents went, below the table: the newest few (the launcher keeps up to 256, and
-  // agents restarted under new ids would bury the table).
+  // How the LOST agents went, below the table: the last few to be heard from (the launcher keeps
+  // up to 256, and agents restarted under new ids would bury the table), oldest first.
   constexpr int kMaxReasons = 5;
   std::vector<const control::AgentInfo*> lost;
   for (const control::AgentInfo& a : agents) {
     if (a.state == "LOST" && !a.lost_reason.empty()) lost.push_back(&a);
   }
+  std::stable_sort(lost.begin(), lost.end(), [](const auto* x, const auto* y) {
+    return x->last_heartbeat_ms < y->last_heartbeat_ms;
+  });
   std::string out = Table(rows);
   const size_t first = lost.size() > kMaxReasons ? lost.size() - kMaxReasons : 0;
-  if (first > 0) out += std::to_string(first) + " older LOST agents' reasons not shown\n";
+  if (first > 0) out += std::to_string(first) + " LOST agents lost earlier not shown\n";
   for (size_t i = first; i < lost.size(); ++i) {
     out += lost[i]->id + " lost: " + lost[i]->lost_reason + "\n";
   }

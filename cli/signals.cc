@@ -70,12 +70,12 @@ void SignalWatcher::Loop() {
     const ssize_t n = read(g_read_fd, &a, sizeof a);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof a) || a.signo == 0) return;  // 0: the stop record
-    // The same signal twice within kSameSignal is one: `timeout -s INT` and `kill -INT -PGID`
-    // deliver it to hvdrun and again to its process group microseconds apart, which counted
-    // as a second Ctrl-C (SIGKILL for the ranks, without their grace).
-    const bool repeat = a.signo == last.signo && a.ns - last.ns < kSameSignal.count();
+    // Signals within kSameSignal of the last one passed on are that one: `timeout -s INT` and
+    // `kill -INT -PGID` deliver it to hvdrun and again to its process group microseconds apart,
+    // and a service manager may send SIGTERM and SIGHUP together; each counted as a second
+    // Ctrl-C (SIGKILL for the ranks, without their grace).
+    if (last.signo != 0 && a.ns - last.ns < kSameSignal.count()) continue;
     last = a;
-    if (repeat) continue;
     on_signal_(a.signo, ++count);
   }
 }

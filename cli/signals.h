@@ -1,8 +1,8 @@
 // SIGINT, SIGTERM and SIGHUP as calls on an ordinary thread, so an attached hvdrun can cancel its
 // job (a gRPC call, not async-signal-safe) instead of dying and leaving the job to run on.
-// The handler only writes the signal number to a pipe. Signals are caught, not blocked: a
-// blocked mask would be inherited by every worker the embedded agent forks, and caught
-// dispositions reset to the default at exec.
+// The handler only writes the signal number and its arrival time to a pipe. Signals are caught,
+// not blocked: a blocked mask would be inherited by every worker the embedded agent forks, and
+// caught dispositions reset to the default at exec.
 #pragma once
 
 #include <chrono>
@@ -16,13 +16,14 @@ namespace hvd::cli {
 
 class SignalWatcher {
  public:
-  // A signal arriving again within this of its last arrival is the same one (delivered twice,
-  // as `timeout` and a process-group kill do), not a second Ctrl-C.
+  // A signal arriving within this of the last one passed on is that one (delivered twice, as
+  // `timeout` and a process-group kill do, or sent with another, as SIGTERM and SIGHUP by a
+  // service manager), not a second Ctrl-C.
   static constexpr std::chrono::nanoseconds kSameSignal = std::chrono::milliseconds(100);
 
   // `on_signal(signo, count)` runs on the watcher's thread for each signal; count is 1 for the
-  // first, 2 for the second... (a repeat within kSameSignal is not counted, nor passed on). One
-  // watcher at a time per process.
+  // first, 2 for the second... (one within kSameSignal of the last passed on is neither counted
+  // nor passed on). One watcher at a time per process.
   static Status Start(std::function<void(int signo, int count)> on_signal,
                       std::unique_ptr<SignalWatcher>* out);
   // Restores the default dispositions and joins the thread.

@@ -285,7 +285,7 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
     // whatever signal it took to end it (128 + SIGTERM read as the rank's own failure).
     code = control::kGenericFailureExitCode;
   }
-  if (elastic()) {
+  if (ReForms()) {
     // A worker the launcher stopped (RemoveWorkers): its end by the stop is its removal; one
     // that exited on its own first (a crash) says that.
     const auto removed = removing_.find(ev.rank);

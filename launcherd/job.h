@@ -168,6 +168,10 @@ class Job {
   // which goes on with the others in a new membership generation, as long as at least --min-np
   // of them live; the runtime's workers read each generation from the rendezvous store.
   bool elastic() const { return control::IsElastic(status.spec); }
+  // An elastic job whose workers can re-form: not one taken for a program without hvd (its start
+  // timeout waived), where a lost worker leaves the others stuck in their own collectives, so a
+  // loss fails the job as in a fixed one and it does not grow.
+  bool ReForms() const { return elastic() && !start_timeout_waived; }
   // The job's workers were just started: generation 0 is all of them.
   void ElasticBegin(Instant now);
   // Worker f.rank failed (exited non-zero, was killed, could not start, lost with its agent:
@@ -190,6 +194,8 @@ class Job {
   // is a member of a published generation, whichever came later (steady clock; kept in memory
   // only). False when not both (yet, or since a launcher restart).
   bool WaitedSince(int id, Clock::time_point* since) const;
+  // Whether the launcher is stopping elastic worker `id` (RemoveWorkers) and its end has not come.
+  bool BeingRemoved(int id) const { return removing_.count(id) > 0; }
   // Stops the live members of the current generation named in `why` (each one's reason, said in
   // its event and, when it ends, in its leaving; `short_reason` in the agent's StopRanks); those
   // already being removed are skipped. True when a stop was queued.

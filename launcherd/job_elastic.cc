@@ -100,6 +100,10 @@ bool Job::AllLiveRunning() const {
 
 void Job::ElasticRestored(Instant now) {
   if (!elastic()) return;
+  // The current generation's members, for MeetingWorker (its arrivals after the restart).
+  if (status.elastic.generation >= 0) {
+    recent_members_[status.elastic.generation] = status.elastic.workers;
+  }
   const int64_t since = status.elastic.below_min_since_ms;
   if (since != 0) {
     below_min_since_ =

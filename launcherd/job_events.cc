@@ -182,8 +182,8 @@ void JobManager::OnAgentLost(const AgentInfo& agent) {
     const std::string how =
         agent.lost_reason.empty() ? "it stopped sending heartbeats" : agent.lost_reason;
     f.message = cause + " (agent " + agent.id + ": " + how + ")" +
-                (job->elastic() ? "" : "; " + RankList(lost) + " ran there");
-    if (job->elastic()) {  // its workers there leave; the others go on
+                (job->ReForms() ? "" : "; " + RankList(lost) + " ran there");
+    if (job->ReForms()) {  // its workers there leave; the others go on
       job->WorkerLost(f, control::kGenericFailureExitCode, Instant::Now(), /*agent_lost=*/true,
                       lost);
       SettleLocked(*job);

@@ -11,7 +11,7 @@
 namespace hvd::launcherd {
 
 bool Job::ElasticWantsWorkers() const {
-  if (!elastic() || status.state != JobState::kRunning || elastic_finishing_) return false;
+  if (!ReForms() || status.state != JobState::kRunning || elastic_finishing_) return false;
   return Tally().live < status.spec.max_np;
 }
 
@@ -82,7 +82,9 @@ bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
   std::map<std::string, int> live_on_host;
   for (const RankStatus& r : job.status.ranks) {
     if (!RankLive(r.state)) continue;
-    ++live;
+    // A worker being removed still holds its slot, but not its place in the next generation
+    // (Job::StayingWorkers): the new workers' rank and size are counted without it.
+    live += !job.BeingRemoved(r.placement.rank);
     ++live_on_host[r.placement.host];
   }
   int want = spec.max_np - live;

@@ -92,8 +92,9 @@ bool Supervisor::CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, 
     }
     if (job.elastic()) {
       moot +=
-          "; --min-np/--max-np re-form workers that use hvd.elastic: without hvd a lost "
-          "worker ends the others' collectives";
+          "; --min-np/--max-np re-form workers that use hvd.elastic: without hvd the others "
+          "would wait in their own collectives, so from now on a lost worker fails the job as "
+          "in a fixed one, and the job does not grow";
     }
     job.log.AddProgress("no rank called hvd.init() within " + Seconds(timeout) +
                         ": supervising the job as a program that does not use hvd (no start "
@@ -107,6 +108,8 @@ bool Supervisor::CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, 
   std::map<int, std::string> removals;  // elastic: the late workers that can be stopped
   int arrived = 0;
   for (const RankStatus& r : job.status.ranks) {
+    // A worker being removed is as good as gone: not waited for, not counted.
+    if (job.BeingRemoved(r.placement.rank)) continue;
     arrived += r.rendezvous_time_ms != 0 && RankLive(r.state);
     // A rank that already ended is not waited for: its exit was reported (and judged) on its own.
     // Elastic workers added later are CheckLateWorkers'.

@@ -122,9 +122,9 @@ Status Shutdown() {
   {
     base::MutexLock lock(&g_mu);
     ctx = std::move(g_ctx);
+    if (ctx) g_shut_down.store(true);  // with g_ctx gone: no call in between says otherwise
   }
   if (!ctx) return Status::OK();
-  g_shut_down.store(true);
   return ctx->Shutdown();
 }
 
@@ -139,7 +139,7 @@ bool IsElastic() {
 
 Status ElasticGeneration(ElasticGenerationInfo* info) {
   auto ctx = Current();
-  if (!ctx) return FailedPrecondition("hvd is not initialized: call hvd::Init() first");
+  if (!ctx) return FailedPrecondition(internal::NotInitialized());
   return ctx->ElasticGeneration(&info->joined, &info->latest, &info->only_removed);
 }
 

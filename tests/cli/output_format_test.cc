@@ -396,19 +396,21 @@ TEST(AgentTable, ALostAgentsReasonFollowsTheTable) {
   EXPECT_HAS(t, "VERSION\n");
   EXPECT_HAS(t, "\nag1 lost: its connection to the launcher closed 5.0 s before\n");
   EXPECT_EQ(t.find("stale"), std::string::npos) << t;
-  // The newest five only (in registration order, the list's).
+  // The five last heard from only, whatever their order in the list (registration's).
   std::vector<control::AgentInfo> many;
   for (int i = 0; i < 8; ++i) {
     control::AgentInfo l;
     l.id = "old" + std::to_string(i);
     l.state = "LOST";
     l.lost_reason = "reason " + std::to_string(i);
+    l.last_heartbeat_ms = 1000 + i;
     many.push_back(l);
   }
+  many[0].last_heartbeat_ms = 5000;  // registered first, lost last
   const std::string m = AgentTable(many, 10000);
-  EXPECT_HAS(m, "\n3 older LOST agents' reasons not shown\nold3 lost: reason 3\n");
-  EXPECT_HAS(m, "old7 lost: reason 7\n");
-  EXPECT_EQ(m.find("old2 lost"), std::string::npos) << m;
+  EXPECT_HAS(m, "\n3 LOST agents lost earlier not shown\nold4 lost: reason 4\n");
+  EXPECT_HAS(m, "old7 lost: reason 7\nold0 lost: reason 0\n");
+  EXPECT_EQ(m.find("old3 lost"), std::string::npos) << m;
 }
 
 }  // namespace

@@ -258,6 +258,16 @@ TEST(JobElasticTest, ARestoredJobKnowsWhatItsRecordImplies) {
   job->RanksReplaced();
   job->ElasticRestored(At(2ms));
   EXPECT_FALSE(job->ElasticWantsWorkers());
+  // Arrivals at the current generation's meetings are read after a restart too (its member list
+  // is in the record; older ones are not).
+  auto restored = testing::JobWithRanks(4, RankState::kRunning);
+  restored->status = job->status;
+  restored->status.elastic.generation = 3;
+  restored->status.elastic.workers = {0, 3};
+  EXPECT_EQ(restored->MeetingWorker(3, 1), -1);
+  restored->ElasticRestored(At(5ms));
+  EXPECT_EQ(restored->MeetingWorker(3, 1), 3);
+  EXPECT_EQ(restored->MeetingWorker(2, 0), -1);
 }
 
 // --blacklist-cooldown-range 1 3: a host left out comes back after 1 s, then 2 s, then 3 s (the

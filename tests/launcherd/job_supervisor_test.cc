@@ -191,6 +191,25 @@ TEST(SupervisorTest, TheDefaultStartTimeoutIsWaivedForAProgramWithoutHvd) {
   EXPECT_NE(said.find("; --stall-timeout has no effect: it times hvd's collectives"),
             std::string::npos)
       << said;
+  // An elastic job taken for a program without hvd cannot re-form: a loss fails it, as a fixed
+  // job's, and it does not grow (the others would wait in torch's collectives).
+  auto elastic = StartedJob(2);
+  elastic->status.spec.min_np = 1;
+  elastic->status.spec.max_np = 4;
+  elastic->ElasticBegin(kT0);
+  Event(*elastic, 0, RankState::kRunning, kT0);
+  Event(*elastic, 1, RankState::kRunning, kT0);
+  EXPECT_TRUE(elastic->ReForms());
+  EXPECT_EQ(sup.Check(*elastic, At(30s), kConnected), Supervisor::Next::kNothing);
+  EXPECT_FALSE(elastic->ReForms());
+  EXPECT_FALSE(elastic->ElasticWantsWorkers());
+  const JobLog& elog = elastic->log;
+  EXPECT_NE(elog.at(elog.end() - 1).progress.find("from now on a lost worker fails the job"),
+            std::string::npos);
+  Event(*elastic, 1, RankState::kExited, At(31s), 3);
+  EXPECT_EQ(elastic->state(), JobState::kFailed);
+  EXPECT_EQ(elastic->status.exit_code, 3);
+  EXPECT_EQ(elastic->status.failure.message, "rank 1 on h exited with code 3");
 }
 
 TEST(SupervisorTest, StallTimeoutBlamesTheStalledRanksCulprit) {
