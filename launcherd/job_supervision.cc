@@ -155,8 +155,9 @@ bool Supervisor::CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, 
 }
 
 bool Supervisor::CheckLateWorkers(Job& job, std::chrono::milliseconds timeout, Instant now) const {
-  // After a launcher restart the rendezvous store is new and the times below are gone.
-  if (job.start_timeout_waived || job.rendezvous_restored) return false;
+  // Workers added before a launcher restart have no times (Job::WaitedSince: in memory only)
+  // and are not judged; those added after it are.
+  if (job.start_timeout_waived) return false;
   const auto& members = job.status.elastic.workers;
   const int np = job.status.spec.np;
   int met = 0;

@@ -171,6 +171,46 @@ TEST(SupervisorTest, AWorkerAddedLaterHasTheStartTimeoutFromWhenItWasAdded) {
   }
 }
 
+// After a launcher restart a worker added before it has no times (kept in memory only) and is not
+// judged; one added after it is.
+TEST(SupervisorTest, AfterALauncherRestartOnlyWorkersAddedSinceAreTimed) {
+  const Supervisor sup(Options());
+  auto job = StartedJob(2);
+  job->status.spec.start_timeout_ms = 2000;
+  job->status.spec.min_np = 1;
+  job->status.spec.max_np = 4;
+  job->ElasticBegin(kT0);
+  for (int r : {0, 1}) {
+    Event(*job, r, RankState::kRunning, kT0);
+    sup.RankAtRendezvous(*job, r, At(100ms));
+  }
+  auto add = [](Job& j, int id, Instant now) {
+    RankStatus r = j.status.ranks[0];
+    r.placement.rank = id;
+    r.state = RankState::kStarting;
+    r.rendezvous_time_ms = 0;
+    j.status.ranks.push_back(r);
+    j.ElasticGrew({id}, now);
+    Event(j, id, RankState::kRunning, now);
+  };
+  add(*job, 2, At(1s));
+  // The launcher restarts: a job rebuilt from its record, as JobManager::Restore does.
+  auto restored = NewJob(2);
+  restored->status = job->status;
+  restored->RanksReplaced();
+  restored->rendezvous_restored = true;
+  restored->attempt_started = At(2s).steady;
+  restored->ElasticRestored(At(2s));
+  EXPECT_EQ(sup.Check(*restored, At(10s), kConnected), Supervisor::Next::kNothing);
+  EXPECT_TRUE(restored->TakeStops().empty()) << "worker 2 has no times since the restart";
+  add(*restored, 3, At(10s));
+  EXPECT_EQ(sup.Check(*restored, At(11999ms), kConnected), Supervisor::Next::kNothing);
+  EXPECT_EQ(sup.Check(*restored, At(12s), kConnected), Supervisor::Next::kSettle);
+  std::vector<Job::Stop> stops = restored->TakeStops();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].command.ranks, std::vector<int>{3});
+}
+
 TEST(SupervisorTest, TheDefaultStartTimeoutIsWaivedForAProgramWithoutHvd) {
   const Supervisor sup(Options());
   auto job = StartedJob(2);  // spec start_timeout_ms -1: the launcher's 30 s
