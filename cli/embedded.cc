@@ -21,9 +21,12 @@ void SetEmbeddedLogLevel(const std::string& level, bool verbose) {
 
 #if HVD_CLI_EMBEDDED
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <cerrno>
@@ -113,6 +116,27 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
                             "; run with --verbose and HVD_LOG_LEVEL=info to see why");
   }
 
+  // The token directories (hvdrun-PID-XXXXXX, this user's) of hvdruns no longer running: one
+  // killed outright (SIGKILL, SIGPIPE) could not remove its own.
+  static void RemoveDeadTokenDirs(const std::string& parent) {
+    DIR* d = opendir(parent.c_str());
+    if (d == nullptr) return;
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name.rfind("hvdrun-", 0) != 0) continue;
+      const long pid = std::strtol(name.c_str() + 7, nullptr, 10);
+      const std::string dir = parent + "/" + name;
+      struct stat st;
+      if (pid <= 0 || pid == getpid() || lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+          st.st_uid != geteuid() || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) {
+        continue;
+      }
+      unlink((dir + "/token").c_str());
+      rmdir(dir.c_str());
+    }
+    closedir(d);
+  }
+
   // `token` in DIR/token, DIR a new mode-0700 directory; the file's path, or "" (with a log line)
   // where that failed.
   static std::string WriteTokenFile(const std::string& token) {
@@ -128,7 +152,8 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
       break;
     }
     if (parent.empty()) parent = "/tmp";
-    std::string dir = parent + "/hvdrun-XXXXXX";
+    RemoveDeadTokenDirs(parent);
+    std::string dir = parent + "/hvdrun-" + std::to_string(getpid()) + "-XXXXXX";
     if (mkdtemp(dir.data()) == nullptr) {
       HVD_LOG(INFO) << "embedded launcher: no token file (mkdtemp in " << parent
                     << "): " << base::ErrnoText(errno);

@@ -183,8 +183,9 @@ class Follower {
       }
     }
     for (size_t i = from; i < events.size(); ++i) {
-      // Generation 0 is the job's start, which needs no line of its own.
-      if (events[i].what.rfind("generation 0:", 0) != 0) {
+      // Generation 0 is the job's start, which needs no line of its own; with --verbose every
+      // event was said as the progress line the launcher logged with it.
+      if (!o_.verbose && events[i].what.rfind("generation 0:", 0) != 0) {
         sink_->Message("hvdrun: job " + job_id_ + ": " + events[i].what);
       }
       said_event_ms_ = events[i].time_ms;

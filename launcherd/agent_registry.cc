@@ -126,8 +126,9 @@ std::string AgentRegistry::LossReason(const Record& r, Clock::time_point now) co
   }
   const std::string closed =
       base::SecondsText(std::chrono::duration_cast<std::chrono::milliseconds>(now - r.dropped_at));
-  return "its connection to the launcher closed " + closed + " ago and it sent nothing for " +
-         silent + ", " + lease + ": the agent process ended (exited, killed) or its " +
+  return "its connection to the launcher closed, stayed closed for " + closed +
+         ", and it sent nothing for " + silent + ", " + lease +
+         ": the agent process ended (exited, killed) or its " +
          "host reset the connection (a reboot), and it did not reconnect";
 }
 

@@ -192,7 +192,7 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
     AddMembershipEvent(left + " (left out of generation " +
                            std::to_string(status.elastic.generation) + " already)",
                        now);
-    Changed(/*marker=*/false);
+    Changed(/*marker=*/true);  // a membership event: watchers show it now
     return;
   }
   const bool first = first_loss_ == left;
@@ -313,7 +313,7 @@ bool Job::RemoveWorkers(const std::map<int, std::string>& why, const std::string
   }
   if (ids.empty()) return false;
   QueueRemovalStops(ids, 0, KillGrace(), now.steady);
-  Changed(/*marker=*/false);
+  Changed(/*marker=*/true);  // a membership event: watchers show it now
   return true;
 }
 

@@ -107,10 +107,17 @@ bool Supervisor::CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, 
   JobFailure f;
   std::map<int, std::string> removals;  // elastic: the late workers that can be stopped
   int arrived = 0;
+  std::vector<int> later_absent;  // elastic workers added later, not there yet
+  int later_in_time = 0;          // ... of them, within their own time
   for (const RankStatus& r : job.status.ranks) {
     // A worker being removed is as good as gone: not waited for, not counted.
     if (job.BeingRemoved(r.placement.rank)) continue;
     arrived += r.rendezvous_time_ms != 0 && RankLive(r.state);
+    if (r.placement.rank >= np && r.rendezvous_time_ms == 0 && RankLive(r.state)) {
+      later_absent.push_back(r.placement.rank);
+      Job::Clock::time_point since;  // (running and a member: a bound for the wait)
+      later_in_time += job.WaitedSince(r.placement.rank, &since) && now.steady - since < timeout;
+    }
     // A rank that already ended is not waited for: its exit was reported (and judged) on its own.
     // Elastic workers added later are CheckLateWorkers'.
     if (r.rendezvous_time_ms != 0 || control::RankEnded(r.state) || r.placement.rank >= np) {
@@ -137,9 +144,15 @@ bool Supervisor::CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, 
     if (r.state == RankState::kRunning) removals[r.placement.rank] = why;
   }
   if (missing.empty()) return false;
+  const int min_np = job.status.spec.min_np;
   // An elastic job goes on without its late workers once --min-np met (every late one running:
-  // one not known to run fails the job as before).
-  if (job.elastic() && arrived >= job.status.spec.min_np && removals.size() == missing.size()) {
+  // one not known to run fails the job as before). Workers added later that may still come within
+  // their own time may make --min-np: decided when they came or their time ran out.
+  if (job.elastic() && arrived < min_np && arrived + later_in_time >= min_np &&
+      removals.size() == missing.size()) {
+    return false;
+  }
+  if (job.elastic() && arrived >= min_np && removals.size() == missing.size()) {
     for (auto& [rank, why] : removals) {
       why = "it did not reach hvd.init() within " + Seconds(timeout) + " (--start-timeout; " + why +
             ") while " + std::to_string(arrived) + " workers did; stopped by the launcher";
@@ -147,9 +160,13 @@ bool Supervisor::CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, 
     return job.RemoveWorkers(removals, "did not reach hvd.init() in time", now);
   }
   if (missing.size() > 8) details += "; and " + std::to_string(missing.size() - 8) + " more";
+  if (!later_absent.empty()) {
+    details += "; worker" + std::string(later_absent.size() == 1 ? " " : "s ") +
+               RankList(later_absent, false) + ", added later, not there either";
+  }
   f.message = RankList(missing) + " did not reach the rendezvous within " + Seconds(timeout) +
               " (--start-timeout)" + details +
-              ". A program that does not use hvd needs --start-timeout 0";
+              (arrived == 0 ? ". A program that does not use hvd needs --start-timeout 0" : "");
   job.Fail(f, control::kGenericFailureExitCode, now);
   return true;
 }

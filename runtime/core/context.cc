@@ -369,7 +369,7 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
       meeting.generation = ctx->membership_.generation;
       if (url.rfind("hvd://", 0) == 0 || url.rfind("hvds://", 0) == 0) {
         absence.emplace(ctx->attempt_store_.get(), ctx->membership_, elastic.worker_id,
-                        FormedWith(),
+                        ExpectedAtMeetings(),
                         std::chrono::milliseconds(static_cast<int64_t>(peer_s * 1000)));
         meeting.absence = &*absence;
       }
@@ -395,10 +395,15 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
     if (!meeting.superseded) break;
     HVD_LOG(INFO) << "elastic generation " << meeting.generation
                   << " was superseded while its ranks met; joining the newer one";
+    // Who came to it is expected at the next meeting too (AbsenceReporter).
+    Status noted = NoteWhoCame(*ctx->store_, ctx->membership_);
+    if (!noted.ok())
+      HVD_LOG(WARNING) << "elastic: reading who came to a meeting: " << noted.ToString();
   }
   if (elastic.enabled) {
     *formed = true;
     FormedWith() = ctx->membership_.workers;
+    MetSinceFormed().clear();
     HVD_LOG(INFO) << "elastic worker " << elastic.worker_id << " joined generation "
                   << ctx->membership_.generation << " as rank " << rank << " of " << size
                   << " (workers " << base::FormatElasticWorkers(ctx->membership_.workers) << ")";

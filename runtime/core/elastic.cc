@@ -171,6 +171,35 @@ std::vector<int>& FormedWith() {
   return *workers;
 }
 
+std::vector<int>& MetSinceFormed() {
+  static auto* workers = new std::vector<int>();
+  return *workers;
+}
+
+Status NoteWhoCame(rendezvous::Store& meeting_store, const Membership& membership) {
+  std::vector<int>& met = MetSinceFormed();
+  for (size_t r = 0; r < membership.workers.size(); ++r) {
+    const int id = membership.workers[r];
+    if (std::find(met.begin(), met.end(), id) != met.end()) continue;
+    std::string v;
+    Status s = meeting_store.Get(base::RankKey(base::RankKeyKind::kHost, static_cast<int>(r)), &v);
+    if (s.ok()) {
+      met.push_back(id);
+    } else if (s.code() != StatusCode::kNotFound) {
+      return s;
+    }
+  }
+  return Status::OK();
+}
+
+std::vector<int> ExpectedAtMeetings() {
+  std::vector<int> all = FormedWith();
+  for (int id : MetSinceFormed()) {
+    if (std::find(all.begin(), all.end(), id) == all.end()) all.push_back(id);
+  }
+  return all;
+}
+
 AbsenceReporter::AbsenceReporter(rendezvous::Store* attempt_store, const Membership& membership,
                                  int worker_id, std::vector<int> ran_with,
                                  std::chrono::milliseconds after)

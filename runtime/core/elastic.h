@@ -110,6 +110,19 @@ class AbsenceReporter {
 // AbsenceReporter takes them; set after each meeting that formed.
 std::vector<int>& FormedWith();
 
+// The workers this process saw arrive at meetings that were superseded since its last session
+// formed (cleared when one forms). They reached hvd.init(), so, like FormedWith()'s, not coming
+// to the next meeting is not a slow start: a worker that hung while the others waited for a
+// newcomer at its first meeting was reported by nobody.
+std::vector<int>& MetSinceFormed();
+
+// Adds to MetSinceFormed() the members of `membership` whose host/ key is in `meeting_store`
+// (a meeting that was superseded). Errors other than NotFound are returned.
+Status NoteWhoCame(rendezvous::Store& meeting_store, const Membership& membership);
+
+// Whom an AbsenceReporter of this process reports: FormedWith() and MetSinceFormed().
+std::vector<int> ExpectedAtMeetings();
+
 // Whether `newer` lost workers of `current` and gained none (Horovod's skip_sync: the survivors
 // hold the same state, so nothing need be broadcast).
 bool OnlyRemoved(const std::vector<int>& current, const std::vector<int>& newer);

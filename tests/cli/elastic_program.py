@@ -32,6 +32,10 @@ p.add_argument("--fail-workers-from", type=int, default=-1,
 p.add_argument("--late-worker", type=int, default=-1,
                help="this worker sleeps --late-seconds before hvd.init() (a slow start)")
 p.add_argument("--late-seconds", type=float, default=120)
+p.add_argument("--stop-worker", type=int, default=-1,
+               help="this worker SIGSTOPs itself --stop-after seconds after it starts, wherever "
+                    "it is (in hvd.init(), waiting for a newcomer)")
+p.add_argument("--stop-after", type=float, default=4)
 p.add_argument("--post-sleep", type=float, default=0,
                help="seconds between the end of training and the exit (evaluation, saving)")
 p.add_argument("--report-first", action="store_true",
@@ -48,6 +52,9 @@ if 0 <= args.fail_workers_from <= worker:
     sys.exit(3)
 if worker == args.late_worker:
     time.sleep(args.late_seconds)
+if worker == args.stop_worker:
+    import threading
+    threading.Timer(args.stop_after, lambda: os.kill(os.getpid(), signal.SIGSTOP)).start()
 hvd.init()
 first = {"done": False}
 model = torch.nn.Linear(1, 1, bias=False)

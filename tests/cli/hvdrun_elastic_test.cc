@@ -131,6 +131,24 @@ TEST_F(HvdrunElastic, AWorkerAddedByGrowthThatNeverReachesInitIsRemoved) {
   EXPECT_LT(r.seconds, 60) << r.err;
 }
 
+// Workers 0 and 1 meet for the first time in the generation that has newcomer 2, which never
+// comes; worker 1 hangs there (SIGSTOP at 4 s) before any session formed. Once 2 is removed, 0
+// meets 1 again in the next generation: it saw 1 arrive before, so it reports it absent and the
+// launcher removes it (nobody did: 0 had formed no session with 1, and the job hung until
+// --elastic-timeout). Worker 0 finishes alone.
+TEST_F(HvdrunElastic, AWorkerThatHangsAtItsFirstMeetingIsRemoved) {
+  ProcResult r = Hvdrun({"-np", "2", "--min-np", "1", "--max-np", "3", "--start-timeout", "8",
+                         "--kill-grace", "1", "-x", "HVD_PEER_TIMEOUT_SECONDS=2"},
+                        {"--steps", "20", "--step-sleep", "0.02", "--late-worker", "2",
+                         "--stop-worker", "1", "--stop-after", "4"});
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.err, "worker 1 on ");
+  EXPECT_HAS(r.err, " was removed: it did not come back to re-form generation ");
+  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/1 ");
+  EXPECT_HAS(r.out, " steps 20");
+}
+
 TEST_F(HvdrunElastic, RankZeroLeavesAndTheOthersRenumber) {
   // Rank 0 (the coordinator, the broadcast root) exits with an error: worker 1 becomes rank 0.
   ProcResult r = Hvdrun({"-np", "3", "--min-np", "1"}, {"--steps", "12", "--die-worker", "0",

@@ -180,10 +180,15 @@ TEST_F(HvdrunLocal, VerboseShowsProgressAndAddresses) {
 }
 
 // The embedded launcher's token is in a file only this user reads while the job runs (another
-// shell can then ask about the job: --verbose prints the command), and gone after.
+// shell can then ask about the job: --verbose prints the command), and gone after; so is one an
+// hvdrun killed outright left.
 TEST_F(HvdrunLocal, TheEmbeddedLaunchersTokenFileIsPrivateAndRemoved) {
   const std::string tmp = dir_.path() + "/tmp";
   ASSERT_EQ(mkdir(tmp.c_str(), 0700), 0);
+  // One left by an hvdrun killed outright (pid 2^22 + 1: above any pid_max, so never running).
+  const std::string dead = tmp + "/hvdrun-4194305-AbCdEf";
+  ASSERT_EQ(mkdir(dead.c_str(), 0700), 0);
+  WriteFile(dead + "/token", "0123");
   ProcResult r = RunProcess(
       Args({"-np", "1", "--verbose", "/bin/sh", "-c",
             "stat -c '%a' \"$TMPDIR\"/hvdrun-*/ \"$TMPDIR\"/hvdrun-*/token; "

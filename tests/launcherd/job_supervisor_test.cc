@@ -68,7 +68,16 @@ TEST(SupervisorTest, StartTimeoutNamesTheRanksThatNeverArrived) {
   const std::string& m = job->status.failure.message;
   EXPECT_EQ(m.rfind("ranks 0, 2 did not reach the rendezvous within 2.0 s", 0), 0u) << m;
   EXPECT_NE(m.find("rank 0 on h: its agent a never reported it started"), std::string::npos) << m;
+  EXPECT_EQ(m.find("--start-timeout 0"), std::string::npos) << "rank 1 did call hvd.init(): " << m;
   EXPECT_EQ(job->TakeStops().size(), 1u);
+  // Nobody arrived: the program may not use hvd, and the message says what then.
+  auto none = StartedJob(2);
+  none->status.spec.start_timeout_ms = 2000;
+  EXPECT_EQ(sup.Check(*none, At(2000ms), kConnected), Supervisor::Next::kSettle);
+  EXPECT_NE(none->status.failure.message.find(
+                ". A program that does not use hvd needs --start-timeout 0"),
+            std::string::npos)
+      << none->status.failure.message;
 }
 
 // An elastic job whose --min-np workers met goes on without the late ones: they are stopped,
@@ -119,6 +128,30 @@ void Event(Job& job, int rank, RankState state, Instant now, int exit_code = 0) 
   job.OnRankEvent(ev, job.status.ranks[rank].placement.agent_id, kConnected, now);
 }
 
+// An elastic job of `np` workers, all RUNNING since kT0, with this start timeout and --min-np,
+// --max-np.
+std::unique_ptr<Job> RunningElasticJob(int np, int64_t start_timeout_ms, int min_np, int max_np) {
+  auto job = StartedJob(np);
+  job->status.spec.start_timeout_ms = start_timeout_ms;
+  job->status.spec.min_np = min_np;
+  job->status.spec.max_np = max_np;
+  job->ElasticBegin(kT0);
+  for (int r = 0; r < np; ++r) Event(*job, r, RankState::kRunning, kT0);
+  return job;
+}
+
+// Elastic worker `id` added by growth at `added` (appended to the ranks, as the scheduler does,
+// and in the next generation) and reported RUNNING at `running`.
+void AddWorker(Job& job, int id, Instant added, Instant running) {
+  RankStatus r = job.status.ranks[0];
+  r.placement.rank = id;
+  r.state = RankState::kStarting;
+  r.rendezvous_time_ms = 0;
+  job.status.ranks.push_back(r);
+  job.ElasticGrew({id}, added);
+  Event(job, id, RankState::kRunning, running);
+}
+
 // A worker added by growth has the start timeout from when it runs and is a member of a
 // generation, whichever came later: one that hangs before hvd.init() is removed (the others
 // wait for it at their meeting); one that met in time is not. Its arrival is read from a later
@@ -127,24 +160,12 @@ TEST(SupervisorTest, AWorkerAddedLaterHasTheStartTimeoutFromWhenItWasAdded) {
   const Supervisor sup(Options());
   for (const char* variant : {"late", "met"}) {
     SCOPED_TRACE(variant);
-    auto job = StartedJob(2);
-    job->status.spec.start_timeout_ms = 2000;
-    job->status.spec.min_np = 1;
-    job->status.spec.max_np = 3;
-    job->ElasticBegin(kT0);
-    Event(*job, 0, RankState::kRunning, kT0);
-    Event(*job, 1, RankState::kRunning, kT0);
+    auto job = RunningElasticJob(2, 2000, 1, 3);
     sup.RankAtRendezvous(*job, 0, At(100ms));
     sup.RankAtRendezvous(*job, 1, At(100ms));
     Event(*job, 1, RankState::kExited, At(1s), 1);  // generation 1: {0}
-    RankStatus added = job->status.ranks[0];
-    added.placement.rank = 2;
-    added.state = RankState::kStarting;
-    added.rendezvous_time_ms = 0;
-    job->status.ranks.push_back(added);
-    job->ElasticGrew({2}, At(4s));  // generation 2: {0, 2}
+    AddWorker(*job, 2, At(4s), At(5s));             // generation 2: {0, 2}; RUNNING a second later
     ASSERT_EQ(job->status.elastic.workers, (std::vector<int>{0, 2}));
-    Event(*job, 2, RankState::kRunning, At(5s));
     EXPECT_EQ(job->MeetingWorker(2, 1), 2);
     EXPECT_EQ(job->MeetingWorker(1, 1), -1);  // generation 1 had one member
     EXPECT_EQ(job->MeetingWorker(0, 1), 1);   // older generations are still known
@@ -175,25 +196,9 @@ TEST(SupervisorTest, AWorkerAddedLaterHasTheStartTimeoutFromWhenItWasAdded) {
 // judged; one added after it is.
 TEST(SupervisorTest, AfterALauncherRestartOnlyWorkersAddedSinceAreTimed) {
   const Supervisor sup(Options());
-  auto job = StartedJob(2);
-  job->status.spec.start_timeout_ms = 2000;
-  job->status.spec.min_np = 1;
-  job->status.spec.max_np = 4;
-  job->ElasticBegin(kT0);
-  for (int r : {0, 1}) {
-    Event(*job, r, RankState::kRunning, kT0);
-    sup.RankAtRendezvous(*job, r, At(100ms));
-  }
-  auto add = [](Job& j, int id, Instant now) {
-    RankStatus r = j.status.ranks[0];
-    r.placement.rank = id;
-    r.state = RankState::kStarting;
-    r.rendezvous_time_ms = 0;
-    j.status.ranks.push_back(r);
-    j.ElasticGrew({id}, now);
-    Event(j, id, RankState::kRunning, now);
-  };
-  add(*job, 2, At(1s));
+  auto job = RunningElasticJob(2, 2000, 1, 4);
+  for (int r : {0, 1}) sup.RankAtRendezvous(*job, r, At(100ms));
+  AddWorker(*job, 2, At(1s), At(1s));
   // The launcher restarts: a job rebuilt from its record, as JobManager::Restore does.
   auto restored = NewJob(2);
   restored->status = job->status;
@@ -203,12 +208,46 @@ TEST(SupervisorTest, AfterALauncherRestartOnlyWorkersAddedSinceAreTimed) {
   restored->ElasticRestored(At(2s));
   EXPECT_EQ(sup.Check(*restored, At(10s), kConnected), Supervisor::Next::kNothing);
   EXPECT_TRUE(restored->TakeStops().empty()) << "worker 2 has no times since the restart";
-  add(*restored, 3, At(10s));
+  AddWorker(*restored, 3, At(10s), At(10s));
   EXPECT_EQ(sup.Check(*restored, At(11999ms), kConnected), Supervisor::Next::kNothing);
   EXPECT_EQ(sup.Check(*restored, At(12s), kConnected), Supervisor::Next::kSettle);
   std::vector<Job::Stop> stops = restored->TakeStops();
   ASSERT_EQ(stops.size(), 1u);
   EXPECT_EQ(stops[0].command.ranks, std::vector<int>{3});
+}
+
+// The first workers' start timeout with --min-np not met yet, while a worker added later may
+// still come within its own time: decided when it comes (the late first worker is removed) or its
+// time runs out (the job fails, naming it too).
+TEST(SupervisorTest, TheFirstWorkersWaitForANewcomerThatMayStillMakeMinNp) {
+  const Supervisor sup(Options());
+  for (const char* variant : {"comes", "never"}) {
+    SCOPED_TRACE(variant);
+    auto job = RunningElasticJob(2, 5000, 2, 3);
+    sup.RankAtRendezvous(*job, 0, At(1s));  // worker 1 is late
+    AddWorker(*job, 2, At(500ms), At(500ms));
+    EXPECT_EQ(sup.Check(*job, At(5s), kConnected), Supervisor::Next::kNothing);
+    EXPECT_EQ(job->state(), JobState::kRunning);
+    EXPECT_TRUE(job->TakeStops().empty());
+    if (std::string(variant) == "comes") {
+      sup.RankAtRendezvous(*job, 2, At(5200ms));
+      EXPECT_EQ(sup.Check(*job, At(5200ms), kConnected), Supervisor::Next::kSettle);
+      std::vector<Job::Stop> stops = job->TakeStops();
+      ASSERT_EQ(stops.size(), 1u);
+      EXPECT_EQ(stops[0].command.ranks, std::vector<int>{1});
+      continue;
+    }
+    EXPECT_EQ(sup.Check(*job, At(5500ms), kConnected), Supervisor::Next::kSettle);
+    EXPECT_EQ(job->state(), JobState::kFailed);
+    const std::string& m = job->status.failure.message;
+    EXPECT_EQ(m.rfind("rank 1 did not reach the rendezvous within 5.0 s (--start-timeout); rank 1 "
+                      "on h: running as pid 41 but never called hvd.init() (hvd::Init()); worker "
+                      "2, added later, not there either",
+                      0),
+              0u)
+        << m;
+    EXPECT_EQ(m.find("does not use hvd"), std::string::npos) << "worker 0 did call hvd.init()";
+  }
 }
 
 TEST(SupervisorTest, TheDefaultStartTimeoutIsWaivedForAProgramWithoutHvd) {

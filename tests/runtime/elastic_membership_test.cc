@@ -37,6 +37,12 @@ struct AttemptStore {
   }
 };
 
+// The store of generation g's session-th meeting, over `st`'s.
+std::unique_ptr<rendezvous::Store> MeetingStore(AttemptStore& st, int64_t g, int session) {
+  return rendezvous::NewPrefixStore(ElasticScope(base::AttemptScope("j1", 0), g, session),
+                                    st.base.get());
+}
+
 TEST(ElasticMembershipTest, WorkersParseAndFormat) {
   std::vector<int> w;
   ASSERT_TRUE(base::ParseElasticWorkers("3,0,5", &w).ok());
@@ -261,8 +267,7 @@ TEST(ElasticMembershipTest, RacingRanksAllAgreeOnOneOutcome) {
 
 TEST(ElasticMembershipTest, AWorkerRanWithButAbsentFromTheMeetingIsReportedOnceAfterTheWait) {
   AttemptStore st;
-  std::unique_ptr<rendezvous::Store> meeting =
-      rendezvous::NewPrefixStore(ElasticScope(base::AttemptScope("j1", 0), 3, 1), st.base.get());
+  std::unique_ptr<rendezvous::Store> meeting = MeetingStore(st, 3, 1);
   Membership m;
   m.generation = 3;
   m.workers = {0, 2, 5, 9};  // 9 is new to the job: not one this worker ran with
@@ -296,6 +301,25 @@ TEST(ElasticMembershipTest, AWorkerRanWithButAbsentFromTheMeetingIsReportedOnceA
   ASSERT_TRUE(r.Check(*meeting).ok());  // everyone it ran with arrived: nothing to say
   ASSERT_TRUE(st.attempt->Get(key, &v).ok());
   EXPECT_EQ(v, "");
+}
+
+// Who came to a superseded meeting is expected at the next one, as those it formed with are.
+TEST(ElasticMembershipTest, WhoCameToASupersededMeetingIsExpectedAtTheNext) {
+  AttemptStore st;
+  std::unique_ptr<rendezvous::Store> meeting = MeetingStore(st, 1, 0);
+  Membership m;
+  m.generation = 1;
+  m.workers = {0, 3, 4};
+  ASSERT_TRUE(meeting->Set(base::RankKey(base::RankKeyKind::kHost, 0), "me").ok());
+  ASSERT_TRUE(meeting->Set(base::RankKey(base::RankKeyKind::kHost, 1), "worker 3").ok());
+  FormedWith() = {0, 1};
+  MetSinceFormed().clear();
+  ASSERT_TRUE(NoteWhoCame(*meeting, m).ok());
+  EXPECT_EQ(MetSinceFormed(), (std::vector<int>{0, 3}));  // 4 never came
+  ASSERT_TRUE(NoteWhoCame(*meeting, m).ok());             // noted once
+  EXPECT_EQ(ExpectedAtMeetings(), (std::vector<int>{0, 1, 3}));
+  FormedWith().clear();
+  MetSinceFormed().clear();
 }
 
 }  // namespace
