@@ -173,11 +173,8 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
   // Workers the launcher is stopping (RemoveWorkers) whose end has not come yet are as good as
   // gone: one generation leaves them all out, not one generation per end (two hung workers
   // named in one report made two re-forms).
-  std::vector<int> live = StayingWorkers();
-  std::vector<int> being_removed;
-  for (const auto& [id, removal] : removing_) {
-    if (RankLive(status.ranks[id].state)) being_removed.push_back(id);
-  }
+  std::vector<int> live, being_removed;
+  for (int id : LiveWorkers()) (removing_.count(id) ? being_removed : live).push_back(id);
   // "rank 3 on host-b exited with code 1" says it as "worker 3 on host-b exited with code 1".
   const std::string who = also.size() > 1 ? "workers " + RankList(also, false) + " on " + f.host
                                           : "worker " + std::to_string(f.rank) + " on " + f.host;

@@ -19,6 +19,15 @@ std::string Seconds(std::chrono::steady_clock::duration d) {
   return buf;
 }
 
+// Where elastic worker `id` (one added later) stands against its own start timeout: untimed
+// (not yet running and a member, or added before a launcher restart), in time, or overdue.
+enum class OwnTime { kUntimed, kInTime, kOverdue };
+OwnTime OwnTimeOf(const Job& job, int id, std::chrono::milliseconds timeout, Instant now) {
+  Job::Clock::time_point since;
+  if (!job.WaitedSince(id, &since)) return OwnTime::kUntimed;
+  return now.steady - since < timeout ? OwnTime::kInTime : OwnTime::kOverdue;
+}
+
 }  // namespace
 
 Supervisor::Next Supervisor::Check(Job& job, Instant now, const AgentConnected& connected,
@@ -115,8 +124,7 @@ bool Supervisor::CheckFirstWorkers(Job& job, std::chrono::milliseconds timeout, 
     arrived += r.rendezvous_time_ms != 0 && RankLive(r.state);
     if (r.placement.rank >= np && r.rendezvous_time_ms == 0 && RankLive(r.state)) {
       later_absent.push_back(r.placement.rank);
-      Job::Clock::time_point since;  // (running and a member: a bound for the wait)
-      later_in_time += job.WaitedSince(r.placement.rank, &since) && now.steady - since < timeout;
+      later_in_time += OwnTimeOf(job, r.placement.rank, timeout, now) == OwnTime::kInTime;
     }
     // A rank that already ended is not waited for: its exit was reported (and judged) on its own.
     // Elastic workers added later are CheckLateWorkers'.
@@ -186,11 +194,10 @@ bool Supervisor::CheckLateWorkers(Job& job, std::chrono::milliseconds timeout, I
       continue;
     }
     const int id = r.placement.rank;
-    Job::Clock::time_point since;
     // Only a running one (as CheckFirstWorkers: a worker its agent never reported started may
     // never have reached it), added after the start, and a member of the current generation.
-    if (id < np || r.state != RankState::kRunning || !job.WaitedSince(id, &since) ||
-        now.steady - since < timeout ||
+    if (id < np || r.state != RankState::kRunning ||
+        OwnTimeOf(job, id, timeout, now) != OwnTime::kOverdue ||
         std::find(members.begin(), members.end(), id) == members.end()) {
       continue;
     }

@@ -176,18 +176,27 @@ std::vector<int>& MetSinceFormed() {
   return *workers;
 }
 
+namespace {
+
+// Whether the member at `index` of a meeting's members has written its host/ key there.
+Status CameTo(rendezvous::Store& meeting_store, size_t index, bool* came) {
+  std::string v;
+  Status s =
+      meeting_store.Get(base::RankKey(base::RankKeyKind::kHost, static_cast<int>(index)), &v);
+  *came = s.ok();
+  return s.code() == StatusCode::kNotFound ? Status::OK() : s;
+}
+
+}  // namespace
+
 Status NoteWhoCame(rendezvous::Store& meeting_store, const Membership& membership) {
   std::vector<int>& met = MetSinceFormed();
   for (size_t r = 0; r < membership.workers.size(); ++r) {
     const int id = membership.workers[r];
     if (std::find(met.begin(), met.end(), id) != met.end()) continue;
-    std::string v;
-    Status s = meeting_store.Get(base::RankKey(base::RankKeyKind::kHost, static_cast<int>(r)), &v);
-    if (s.ok()) {
-      met.push_back(id);
-    } else if (s.code() != StatusCode::kNotFound) {
-      return s;
-    }
+    bool came = false;
+    HVD_RETURN_IF_ERROR(CameTo(meeting_store, r, &came));
+    if (came) met.push_back(id);
   }
   return Status::OK();
 }
@@ -221,14 +230,12 @@ Status AbsenceReporter::Check(rendezvous::Store& meeting_store) {
   for (size_t r = 0; r < membership_.workers.size(); ++r) {
     const int id = membership_.workers[r];
     if (id == worker_id_ || !ran_with_.count(id) || arrived_.count(id)) continue;
-    std::string v;
-    Status s = meeting_store.Get(base::RankKey(base::RankKeyKind::kHost, static_cast<int>(r)), &v);
-    if (s.code() == StatusCode::kNotFound) {
-      missing.push_back(id);
-    } else if (s.ok()) {
+    bool came = false;
+    HVD_RETURN_IF_ERROR(CameTo(meeting_store, r, &came));
+    if (came) {
       arrived_.insert(id);
     } else {
-      return s;
+      missing.push_back(id);
     }
   }
   if (missing.empty() || missing == reported_) return Status::OK();
