@@ -69,6 +69,10 @@ struct Comm {
   // (single_copy_choice.h); null: the single copy always from single_copy_min_bytes. Per
   // communicator: Over() gives a view a fresh one.
   std::shared_ptr<SingleCopyChoice> single_copy_choice;
+  // Out-of-place allreduces whose input and output add up to at least this many bytes write the
+  // output with non-temporal stores where the operation does not read it again (stream_copy.h);
+  // 0: never. A rank's own choice: it changes no byte that another rank sees.
+  size_t stream_min_bytes = 0;
   // Set when the job spans hosts with the same number of ranks on each: allreduces then run
   // hierarchically. Null: flat algorithms over `transport`.
   std::shared_ptr<const Hierarchy> hierarchy;

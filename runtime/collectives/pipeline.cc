@@ -18,6 +18,7 @@
 #include <memory>
 
 #include "collectives/reduce.h"
+#include "collectives/stream_copy.h"
 
 namespace hvd::runtime::collectives::internal {
 namespace {
@@ -132,8 +133,16 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
       size_t moved = 0;
       if (!step.reduce) {
         const size_t want = std::min(kMaxIoBytes, step.bytes - received);
-        Status s = in->TryRecv(step.dst + received, want, &moved);
-        if (!s.ok()) return s.WithContext(recv_context(s));
+        const void* src = nullptr;
+        const size_t here = step.stream ? in->PeekRecv(want, &src) : 0;
+        if (here > 0) {
+          StreamCopy(step.dst + received, src, here);
+          in->ConsumeRecv(here);
+          moved = here;
+        } else {
+          Status s = in->TryRecv(step.dst + received, want, &moved);
+          if (!s.ok()) return s.WithContext(recv_context(s));
+        }
         received += moved;
         processed = received;
       } else {
@@ -157,9 +166,16 @@ Status RunPipeline(const Comm& comm, const Pipeline& plan) {
             const char* first =
                 step.local != nullptr ? step.local + processed : step.dst + processed;
             const bool forward_now = fwd_n > 0 && step.scale == 1.0;
-            ReduceTo(step.dst + processed, first, src, forward_now ? fwd : nullptr, n / es,
-                     plan.dtype, plan.op);
-            if (step.scale != 1.0) {
+            // Forwarded from the outgoing copy, the destination's bytes are not read again here.
+            const bool streamed = fwd_n > 0 && step.stream;
+            if (streamed) {
+              ReduceToStreamed(step.dst + processed, first, src, fwd, n / es, plan.dtype, plan.op,
+                               step.scale);
+            } else {
+              ReduceTo(step.dst + processed, first, src, forward_now ? fwd : nullptr, n / es,
+                       plan.dtype, plan.op);
+            }
+            if (step.scale != 1.0 && !streamed) {
               Scale(step.dst + processed, n / es, plan.dtype, step.scale);
               // Scaled in the (aligned) destination, then copied: `fwd` may have any alignment,
               // and Scale needs its elements aligned.

@@ -50,6 +50,12 @@ struct RecvStep {
   // each piece is reduced into dst (ReduceTo: block by block in cache, no pass copying the
   // input into the output). Null: dst holds it.
   const char* local = nullptr;
+  // Nothing reads these bytes of dst again during the operation (a placed step that is not
+  // forwarded; a reduce step whose pieces are forwarded as they are reduced): with a zero-copy
+  // link they are written with non-temporal stores (stream_copy.h), which spares memory the
+  // read of each line before it is written. On a reduce step it takes effect only for the
+  // pieces written to the outgoing copy as well (the others are read back by the send).
+  bool stream = false;
 };
 
 struct Pipeline {

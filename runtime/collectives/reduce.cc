@@ -382,18 +382,16 @@ void ReduceTo(void* dst, const void* a, const void* src, void* copy, size_t coun
   // loop would, and the bits are the in-place kernel's: a loop computing a + src is free to add
   // src + a instead, and then a sum of two NaNs keeps the other NaN's payload, which would make
   // ranks that reduce in place and out of place disagree.
-  constexpr size_t kBlockBytes = 8 << 10;
   const size_t es = DataTypeSize(dtype);
-  const size_t block = std::max<size_t>(1, kBlockBytes / es);
   char* d = static_cast<char*>(dst);
   const char* x = static_cast<const char*>(a);
   const char* s = static_cast<const char*>(src);
   char* c = static_cast<char*>(copy);
-  for (size_t i = 0; i < count; i += block) {
-    const size_t n = std::min(block, count - i), at = i * es;
+  ForEachL1Block(count, dtype, [&](size_t first, size_t n) {
+    const size_t at = first * es;
     std::memcpy(d + at, x + at, n * es);
     ReduceIntoCopy(d + at, s + at, c != nullptr ? c + at : nullptr, n, dtype, op);
-  }
+  });
 }
 
 void Scale(void* buf, size_t count, DataType dtype, double factor) {

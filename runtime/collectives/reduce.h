@@ -33,6 +33,17 @@ void ReduceIntoCopy(void* dst, const void* src, void* copy, size_t count, DataTy
 void ReduceTo(void* dst, const void* a, const void* src, void* copy, size_t count, DataType dtype,
               ReduceOp op);
 
+// Calls fn(first, n) for consecutive runs of `count` elements of `dtype`, each at most 8 KiB: the
+// blocks ReduceTo (and stream_copy.h's ReduceToStreamed) reduce one at a time while they are in
+// the L1 cache.
+template <typename Fn>
+void ForEachL1Block(size_t count, DataType dtype, Fn&& fn) {
+  constexpr size_t kBlockBytes = 8 << 10;
+  const size_t es = DataTypeSize(dtype);
+  const size_t block = kBlockBytes / es > 0 ? kBlockBytes / es : 1;
+  for (size_t i = 0; i < count; i += block) fn(i, count - i < block ? count - i : block);
+}
+
 // buf[i] *= factor. float32: x * (float)factor; float64: x * factor; half types: widened to
 // float32, multiplied by (float)factor, rounded to nearest even. Integers: the nearest integer to
 // x * factor, ties away from zero, saturated to the type's range (NaN gives 0); a factor within

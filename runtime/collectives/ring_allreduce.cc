@@ -19,8 +19,8 @@
 //   look-ahead - L = Comm::ring_lookahead_chunks > 0 puts step j of chunk c at slot c + jL
 //                (then by j): each gate has L slots of slack, so a rank goes on sending while
 //                the peer's chunk crosses a slow link, instead of one chunk per one-way delay
-//                (docs/performance-fusion.md, "Tensor fusion across delayed links"). Both streams take
-//                the same order on every rank, and a chunk's own steps keep theirs, so the
+//                (docs/performance-fusion.md, "Tensor fusion across delayed links"). Both streams
+//                take the same order on every rank, and a chunk's own steps keep theirs, so the
 //                argument below holds per chunk as before.
 //   gate       - S_{j+1}(c) is the chunk R_j(c) just produced, so it may send its first k bytes
 //                once k bytes of R_j(c) are processed: send, receive and reduce overlap, and each
@@ -48,6 +48,12 @@
 // the input to the output. The input is only read, so the argument above needs nothing more:
 // segment r of the output is first written by R_{N-1}.
 //
+// Streamed output (stream_copy.h): out of place, from comm.stream_min_bytes, the fragments with
+// an input write with non-temporal stores what nothing reads back: R_j for j <= N-2 where a
+// piece is forwarded from the outgoing copy as it is reduced (pipeline.h, RecvStep::stream), and
+// the last placed step R_{2N-3}. The placed steps R_{N-1} .. R_{2N-4} are forwarded from the
+// output, so they keep plain stores.
+//
 // Deadlock freedom: every rank always receives (the scratch ring drains as it reduces), so every
 // send eventually completes; sends wait only on the left neighbour's data, and each send's gate
 // comes before it in the streams' order of (chunk, step) pairs (the look-ahead's slot of
@@ -60,6 +66,7 @@
 
 #include "collectives/collectives.h"
 #include "collectives/pipeline.h"
+#include "collectives/stream_copy.h"
 
 namespace hvd::runtime::collectives {
 namespace {
@@ -137,6 +144,18 @@ Status RunSteps(const Comm& comm, const std::vector<Extent>& extents,
   const int steps = last - first;
   const size_t pairs = static_cast<size_t>(steps) * chunks;  // (chunk, step), index c*steps + j
   const std::vector<int> at = Schedule(chunks, steps, comm.ring_lookahead_chunks);
+  // Out of place, the output's lines are in no cache (the steps read the input), so writing
+  // them normally first reads each from memory; in place, a segment's lines were read for its
+  // first send moments before they are reduced or placed, and streaming them measured slower.
+  // So only fragments with an input stream, once the out-of-place extents and their inputs
+  // are as large as comm.stream_min_bytes.
+  size_t out_of_place = 0;  // elements
+  for (size_t k = 0; k < extents.size(); ++k) {
+    const size_t end = k + 1 < extents.size() ? extents[k + 1].begin : total;
+    if (extents[k].in != nullptr && end > extents[k].begin) out_of_place += end - extents[k].begin;
+  }
+  const bool stream_output = kHaveStreamStores && comm.stream_min_bytes > 0 && out_of_place > 0 &&
+                             2 * out_of_place * es >= comm.stream_min_bytes;
   std::vector<int> order(pairs);  // the pair at each position of both streams
   for (size_t k = 0; k < pairs; ++k) order[Position(at, static_cast<int>(k))] = static_cast<int>(k);
   std::vector<size_t> recv_first(pairs);  // each pair's first receive step in plan.recvs
@@ -158,11 +177,15 @@ Status RunSteps(const Comm& comm, const std::vector<Extent>& extents,
         });
     recv_first[k] = plan.recvs.size();
     piece(r - 1 - j, c, &a, &b);
+    // Written without reading the lines first (non-temporal) where nothing reads them again:
+    // the last step's placed bytes, and reduced bytes where they are forwarded as they are made.
+    const bool stream = stream_output && (j < n - 1 || j == 2 * n - 3);
     internal::ForEachFragment(extents, total, es, a, b,
                               [&](char* data, const char* in, size_t bytes) {
                                 plan.recvs.push_back({data, bytes, /*reduce=*/j < n - 1,
                                                       /*scale=*/j == n - 2 ? scale : 1.0,
-                                                      /*local=*/j < n - 1 ? in : nullptr});
+                                                      /*local=*/j < n - 1 ? in : nullptr,
+                                                      /*stream=*/stream && in != nullptr});
                               });
   }
   return internal::RunPipeline(comm, plan);

@@ -3,8 +3,8 @@
 // for large messages) instead of streaming them through the shared-memory rings. A ring byte is
 // copied twice (into the ring, out of it) and handed from one core's cache to the other's while
 // still dirty, which some machines make several times slower than a read of memory the owner
-// wrote long ago (docs/performance-api.md, "The slow mode at large sizes"); here each byte is copied
-// once, by the kernel, from wherever it lies.
+// wrote long ago (docs/performance-api.md, "The slow mode at large sizes"); here each byte is
+// copied once, by the kernel, from wherever it lies.
 //
 // Vocabulary (N ranks, this rank r, parts as AllreduceParts's: `off` has N + 1 entries):
 //   source of q - what rank q reduces from: its input (out of place) or its buffer (in place).
@@ -47,6 +47,7 @@
 #include "collectives/pipeline.h"
 #include "collectives/reduce.h"
 #include "collectives/single_copy_choice.h"
+#include "collectives/stream_copy.h"
 
 namespace hvd::runtime::collectives {
 namespace {
@@ -198,6 +199,12 @@ Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
   const size_t piece_elems =
       std::max<size_t>(1, std::min(piece_bytes / es, off[owned + 1] - off[owned]));
   char* scratch = internal::ThreadScratch(internal::Scratch::kSingleCopy, 2 * piece_elems * es);
+  // Out of place, the part this rank owns is not read here again (its peers read it through the
+  // kernel, from memory either way): written with non-temporal stores once input and output
+  // together are as large as comm.stream_min_bytes. In place the kernel has just read each
+  // line, and writing it around the cache measured slower (stream_copy.h).
+  const bool stream = kHaveStreamStores && source != out && comm.stream_min_bytes > 0 &&
+                      2 * bytes >= comm.stream_min_bytes;
   for (size_t e = off[owned]; e < off[owned + 1]; e += piece_elems) {
     const size_t count = std::min(piece_elems, off[owned + 1] - e);
     const size_t at = e * es, len = count * es;
@@ -212,8 +219,12 @@ Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
       ReduceInto(next, acc, count, dtype, op);
       std::swap(acc, next);
     }
-    ReduceTo(out + at, source + at, acc, nullptr, count, dtype, op);  // out of place: no copy
-    if (scale != 1.0) Scale(out + at, count, dtype, scale);
+    if (stream) {
+      ReduceToStreamed(out + at, source + at, acc, nullptr, count, dtype, op, scale);
+    } else {
+      ReduceTo(out + at, source + at, acc, nullptr, count, dtype, op);  // out of place: no copy
+      if (scale != 1.0) Scale(out + at, count, dtype, scale);
+    }
   }
 
   // 3: every part is final once every rank says so.

@@ -45,10 +45,10 @@ const Setting<int64_t> kRingChunk("HVD_RING_CHUNK_BYTES", nullptr, 256 << 10,
                                   "the ring moves each segment in chunks of about this size",
                                   {4096, kGiB}, kSameOnEveryRank);
 // Across hosts a chunk crossing a link delays every gate waiting for it: without the look-ahead
-// a ring moves about two chunks per one-way delay (docs/performance-fusion.md, "Tensor fusion across
-// delayed links": 1 ms, 5 Gbit/s, a ResNet-50 step 325 ms; with 4 chunks of look-ahead 193 ms, and
-// the same as without it at 0 and 100 us). Within a host the ring forwards each chunk while it
-// is in cache: no look-ahead there.
+// a ring moves about two chunks per one-way delay (docs/performance-fusion.md, "Tensor fusion
+// across delayed links": 1 ms, 5 Gbit/s, a ResNet-50 step 325 ms; with 4 chunks of look-ahead 193
+// ms, and the same as without it at 0 and 100 us). Within a host the ring forwards each chunk while
+// it is in cache: no look-ahead there.
 const Setting<int64_t> kRingLookaheadTcp(
     "HVD_RING_LOOKAHEAD_CHUNKS_TCP", nullptr, 4,
     "chunks a ring across hosts (TCP links) sends ahead of the ones it waits for; 0: one at a "
@@ -69,6 +69,16 @@ const Setting<bool> kSingleCopyMeasure(
     "choose between the ring and the single copy per size by their measured times; 0: the single "
     "copy always from HVD_SINGLE_COPY_MIN_BYTES",
     kSameOnEveryRank);
+// An out-of-place output larger than the cache is written with non-temporal stores where the
+// operation does not read it again (collectives/stream_copy.h). The default is the development VM's
+// measured crossover (docs/performance-api.md, "Results written around the cache"): 2 ranks sharing
+// a 32 MiB L3. Not kSameOnEveryRank: no other rank sees the difference.
+const Setting<int64_t> kStreamMin(
+    "HVD_STREAM_STORES_MIN_BYTES", nullptr, 32 << 20,
+    "out-of-place allreduces whose input and output on a rank add up to at least this many bytes "
+    "write the output with non-temporal stores, bypassing the cache (x86-64; elsewhere never); "
+    "0: never",
+    {0, int64_t{1} << 62});
 const Setting<bool> kHierarchical(
     "HVD_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE", true,
     "jobs on several hosts with equal ranks per host reduce within hosts first; 0: flat ring",
@@ -92,7 +102,7 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
   transport::ConnectOptions o;
   o.hosts = hosts;
   int64_t socket_buffer, ring, spin, direct_shm, direct_tcp, chunk, chunk_tcp, lookahead_tcp,
-      single_copy;
+      single_copy, stream_min;
   bool hierarchical, measure;
   HVD_RETURN_IF_ERROR(kAdvertiseAddr.Get(&o.tcp.advertise_addr));
   HVD_RETURN_IF_ERROR(kSocketBuffer.Get(&socket_buffer));
@@ -107,6 +117,7 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
   HVD_RETURN_IF_ERROR(kSingleCopyMin.Get(&single_copy));
   HVD_RETURN_IF_ERROR(kSingleCopyMeasure.Get(&measure));
   HVD_RETURN_IF_ERROR(kHierarchical.Get(&hierarchical));
+  HVD_RETURN_IF_ERROR(kStreamMin.Get(&stream_min));
   const bool one_host =
       std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
   if (size == 1) {
@@ -140,6 +151,7 @@ Status ConnectComm(rendezvous::Store& store, int rank, int size,
   comm->direct_max_bytes = one_host ? within_host : static_cast<size_t>(direct_tcp);
   comm->ring_chunk_bytes = static_cast<size_t>(one_host ? chunk : chunk_tcp);
   comm->ring_lookahead_chunks = one_host ? 0 : static_cast<int>(lookahead_tcp);
+  comm->stream_min_bytes = static_cast<size_t>(stream_min);
   if (hierarchical && size > 1) {
     std::shared_ptr<collectives::Hierarchy> h = collectives::MakeHierarchy(
         transport->get(), hosts, within_host, static_cast<size_t>(direct_tcp));

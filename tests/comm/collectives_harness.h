@@ -27,6 +27,7 @@ struct Config {
   size_t chunk = 256 << 10;
   size_t single_copy_min = 0;  // > 0: allreduces from this size read peers' memory (Enable)
   int lookahead = 0;           // Comm::ring_lookahead_chunks (and the hierarchy's cross ring's)
+  size_t stream_min = 0;       // Comm::stream_min_bytes: 1 streams wherever an algorithm may
 };
 
 inline void PrintTo(const Config& c, std::ostream* os) {
@@ -41,6 +42,7 @@ inline Comm MakeComm(const Config& setup, Transport* t, Millis idle_timeout) {
   comm.direct_max_bytes = setup.direct_max;
   comm.ring_chunk_bytes = setup.chunk;
   comm.ring_lookahead_chunks = setup.lookahead;
+  comm.stream_min_bytes = setup.stream_min;
   std::shared_ptr<Hierarchy> h = MakeHierarchy(
       t, hvd::testing::SplitHosts(setup.ranks, setup.hosts), setup.direct_max, setup.direct_max);
   if (h != nullptr) h->cross_ring_lookahead_chunks = setup.lookahead;

@@ -20,14 +20,11 @@
 #include <vector>
 
 #include "collectives/reduce.h"
+#include "reduce_reference.h"  // kAllTypes
 #include "testutil/mix.h"
 
 namespace hvd::runtime::collectives::test {
 
-inline constexpr DataType kAllTypes[] = {
-    DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
-    DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,   DataType::kInt64,
-    DataType::kInt16,   DataType::kBool};
 inline constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
                                        ReduceOp::kMax, ReduceOp::kProduct};
 inline constexpr size_t kCounts[] = {0, 1, 7, 1000, (size_t{1} << 20) + 3};

@@ -62,6 +62,9 @@ std::vector<Config> Grid() {
   for (int n : {2, 3, 5}) grid.push_back({"shm_direct", n, 1, true, kAlways});
   // The single-copy allreduce at every size, in pieces of 16 KiB (4 chunks).
   for (int n : {2, 3, 5}) grid.push_back({"shm_single", n, 1, true, 0, 4096, 1});
+  // Results written around the cache (stream_copy.h) wherever the ring and the single copy may.
+  for (int n : {2, 3}) grid.push_back({"shm_ring_stream", n, 1, true, 0, 4096, 0, 0, 1});
+  for (int n : {2, 3}) grid.push_back({"shm_single_stream", n, 1, true, 0, 4096, 1, 0, 1});
   // Equal hosts: the hierarchical allreduce (both of its paths); unequal: flat over mixed links.
   for (int n : {4, 6}) grid.push_back({"2hosts", n, 2, true});
   grid.push_back({"2hosts_ring", 4, 2, true, 0, 4096});
@@ -344,7 +347,9 @@ TEST(AllreduceAlgorithms, AgreeBitForBit) {
        {"ring", 3, 1, true, 0, 4096},
        {"ring", 3, 1, true, 0},
        {"ring_ahead", 3, 1, true, 0, 4096, 0, 3},
-       {"single_copy", 3, 1, true, 0, 4096, 1}},
+       {"ring_stream", 3, 1, true, 0, 4096, 0, 0, 1},
+       {"single_copy", 3, 1, true, 0, 4096, 1},
+       {"single_copy_stream", 3, 1, true, 0, 4096, 1, 0, 1}},
       {{"direct", 5, 1, true, kAlways},
        {"ring", 5, 1, true, 0, 8192},
        {"tcp", 5},
@@ -374,16 +379,28 @@ TEST(AllreduceAlgorithms, AgreeBitForBit) {
         Comm comm = MakeComm(c, t.get(), Millis(30000));
         HVD_RETURN_IF_ERROR(test::EnableSingleCopyAsAsked(c, &comm));
         // The ring scales an average's chunks as they complete, the others after: same bits.
-        for (auto [count, op] : {std::pair{size_t{1}, ReduceOp::kSum},
-                                 {size_t{999}, ReduceOp::kSum},
-                                 {size_t{100003}, ReduceOp::kSum},
-                                 {size_t{999}, ReduceOp::kAverage},
-                                 {size_t{100003}, ReduceOp::kAverage}}) {
+        // Out of place too (the streamed configurations write their output around the cache).
+        struct Case {
+          size_t count;
+          ReduceOp op;
+          bool out_of_place;
+        };
+        for (auto [count, op, out_of_place] :
+             {Case{1, ReduceOp::kSum, false}, Case{999, ReduceOp::kSum, false},
+              Case{100003, ReduceOp::kSum, false}, Case{999, ReduceOp::kAverage, false},
+              Case{100003, ReduceOp::kAverage, false}, Case{100003, ReduceOp::kSum, true},
+              Case{100003, ReduceOp::kAverage, true}}) {
           std::vector<float> v(count);
           for (size_t i = 0; i < count; ++i) {
             v[i] = static_cast<float>(Mix(i * 977 + rank) % 100000) * 1e-3f + 1.0f / (rank + 3);
           }
-          HVD_RETURN_IF_ERROR(Allreduce(comm, v.data(), count, DataType::kFloat32, op));
+          if (out_of_place) {
+            const std::vector<float> in = v;
+            HVD_RETURN_IF_ERROR(AllreduceParts(
+                comm, in.data(), v.data(), AllreduceLayout(comm, count), DataType::kFloat32, op));
+          } else {
+            HVD_RETURN_IF_ERROR(Allreduce(comm, v.data(), count, DataType::kFloat32, op));
+          }
           // Every rank's bytes, to compare across ranks too.
           std::vector<float> all(count * size);
           HVD_RETURN_IF_ERROR(Allgather(comm, v.data(), all.data(),

@@ -139,6 +139,9 @@ TEST(AllreduceExtents, MatchesOneBufferBitForBit) {
       {"hier_ahead", 6, 2, true, 0, 8192, 0, 3},
       {"hier_direct_cross", 4, 2, true, 256 << 10, 4096},
       {"hier3_direct_cross", 6, 2, true, 256 << 10, 8192, 0, 3},
+      // Out-of-place extents written around the cache (stream_copy.h), the in-place ones not.
+      {"shm_stream", 3, 1, true, 0, 4096, 0, 0, 1},
+      {"hier_stream", 4, 2, true, 0, 4096, 0, 0, 1},
   };
   for (size_t i = 0; i < configs.size(); ++i) {
     const Config& c = configs[i];

@@ -128,6 +128,46 @@ inline void RefElement(char* d, const char* s, DataType t, ReduceOp op) {
   }
 }
 
+// Every dtype, the element-wise ops the kernels take (kAverage is a sum, then Scale) and lengths
+// around the kernels' vector widths and blocks.
+inline constexpr DataType kAllTypes[] = {
+    DataType::kFloat32, DataType::kFloat64, DataType::kFloat16, DataType::kBFloat16,
+    DataType::kInt8,    DataType::kUInt8,   DataType::kInt32,   DataType::kInt64,
+    DataType::kInt16,   DataType::kBool};
+inline constexpr ReduceOp kKernelOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
+                                          ReduceOp::kMax};
+inline constexpr size_t kLengths[] = {0, 1, 7, 1000, (1u << 20) + 3};
+
+// Float operands whose order shows in min and max (and in which NaN a sum keeps): +0 against
+// -0 both ways, two different NaNs, a NaN against a number both ways, at elements 0-4.
+inline void PutOrderSensitivePairs(DataType t, size_t n, std::vector<char>* a,
+                                   std::vector<char>* src) {
+  uint64_t pos0 = 0, neg0, nan1, nan2;
+  switch (t) {
+    case DataType::kFloat32:
+      neg0 = 0x80000000u, nan1 = 0x7fc00001u, nan2 = 0xffc00002u;
+      break;
+    case DataType::kFloat64:
+      neg0 = uint64_t{1} << 63, nan1 = 0x7ff8000000000001u, nan2 = 0xfff8000000000002u;
+      break;
+    case DataType::kFloat16:
+      neg0 = 0x8000u, nan1 = 0x7e01u, nan2 = 0xfe02u;
+      break;
+    case DataType::kBFloat16:
+      neg0 = 0x8000u, nan1 = 0x7fc1u, nan2 = 0xffc2u;
+      break;
+    default:
+      return;
+  }
+  const uint64_t pairs[][2] = {
+      {pos0, neg0}, {neg0, pos0}, {nan1, nan2}, {nan1, pos0}, {neg0, nan2}};
+  const size_t es = DataTypeSize(t);
+  for (size_t i = 0; i < 5 && i < n; ++i) {
+    std::memcpy(a->data() + i * es, &pairs[i][0], es);  // little-endian: the low bytes
+    std::memcpy(src->data() + i * es, &pairs[i][1], es);
+  }
+}
+
 // Random contents: floats in [-4, 4] (products of 2 stay small), half types from such floats
 // with some NaN and Inf sprinkled in, integers over their full range, bool a quarter false (0)
 // and the rest true as any byte 1..255.
@@ -173,6 +213,28 @@ inline std::vector<char> RandomBuffer(size_t count, DataType t, uint64_t seed) {
 
 inline bool SameValue(double a, double b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+// Operands of an out-of-place kernel test: random values with order-sensitive pairs first
+// (PutOrderSensitivePairs), and the same bytes one byte past an aligned start (a.data() + 1,
+// src.data() + 1), since the kernels take operands at any alignment.
+struct OutOfPlaceOperands {
+  std::vector<char> a_values, src_values, a, src;
+};
+
+inline OutOfPlaceOperands MakeOperands(DataType t, size_t n, uint64_t seed) {
+  OutOfPlaceOperands o;
+  o.a_values = RandomBuffer(n, t, seed + n);
+  o.src_values = RandomBuffer(n, t, seed + 1000 + n);
+  PutOrderSensitivePairs(t, n, &o.a_values, &o.src_values);
+  const size_t bytes = n * DataTypeSize(t);
+  o.a.assign(bytes + 1, 0);
+  o.src.assign(bytes + 1, 0);
+  if (n > 0) {
+    std::memcpy(o.a.data() + 1, o.a_values.data(), bytes);
+    std::memcpy(o.src.data() + 1, o.src_values.data(), bytes);
+  }
+  return o;
 }
 
 }  // namespace hvd::runtime::collectives::test

@@ -27,13 +27,10 @@ using test::RefElement;
 using test::RefOp;
 using test::SameValue;
 
-constexpr DataType kAllTypes[] = {DataType::kFloat32,  DataType::kFloat64, DataType::kFloat16,
-                                  DataType::kBFloat16, DataType::kInt8,    DataType::kUInt8,
-                                  DataType::kInt32,    DataType::kInt64,   DataType::kInt16,
-                                  DataType::kBool};
-constexpr ReduceOp kKernelOps[] = {ReduceOp::kSum, ReduceOp::kProduct, ReduceOp::kMin,
-                                   ReduceOp::kMax};
-const size_t kLengths[] = {0, 1, 7, 1000, (1u << 20) + 3};
+using test::kAllTypes;
+using test::kKernelOps;
+using test::kLengths;
+using test::MakeOperands;
 
 // ---- ReduceInto -------------------------------------------------------------------------------
 
@@ -174,35 +171,6 @@ TEST(ReduceInto, NewTypesFromUnalignedSourceIntoCopy) {
   }
 }
 
-// Float operands whose order shows in min and max (and in which NaN a sum keeps): +0 against
-// -0 both ways, two different NaNs, a NaN against a number both ways, at elements 0-4.
-void PutOrderSensitivePairs(DataType t, size_t n, std::vector<char>* a, std::vector<char>* src) {
-  uint64_t pos0 = 0, neg0, nan1, nan2;
-  switch (t) {
-    case DataType::kFloat32:
-      neg0 = 0x80000000u, nan1 = 0x7fc00001u, nan2 = 0xffc00002u;
-      break;
-    case DataType::kFloat64:
-      neg0 = uint64_t{1} << 63, nan1 = 0x7ff8000000000001u, nan2 = 0xfff8000000000002u;
-      break;
-    case DataType::kFloat16:
-      neg0 = 0x8000u, nan1 = 0x7e01u, nan2 = 0xfe02u;
-      break;
-    case DataType::kBFloat16:
-      neg0 = 0x8000u, nan1 = 0x7fc1u, nan2 = 0xffc2u;
-      break;
-    default:
-      return;
-  }
-  const uint64_t pairs[][2] = {
-      {pos0, neg0}, {neg0, pos0}, {nan1, nan2}, {nan1, pos0}, {neg0, nan2}};
-  const size_t es = DataTypeSize(t);
-  for (size_t i = 0; i < 5 && i < n; ++i) {
-    std::memcpy(a->data() + i * es, &pairs[i][0], es);  // little-endian: the low bytes
-    std::memcpy(src->data() + i * es, &pairs[i][1], es);
-  }
-}
-
 // Out of place: dst = a op src has the bits of copying a into dst and reducing there, for every
 // type, op and length, with `a` and `src` one byte off their alignment, with and without a copy;
 // `a` is left as it was. Operands whose order shows (PutOrderSensitivePairs) catch a swap.
@@ -211,19 +179,12 @@ TEST(ReduceTo, MatchesACopyThenReduceInto) {
     const size_t es = DataTypeSize(t);
     for (ReduceOp op : kKernelOps) {
       for (size_t n : kLengths) {
-        std::vector<char> a_values = RandomBuffer(n, t, 5000 + n);
-        std::vector<char> src_values = RandomBuffer(n, t, 6000 + n);
-        PutOrderSensitivePairs(t, n, &a_values, &src_values);
+        const auto [a_values, src_values, a, src] = MakeOperands(t, n, 5000);
         // The in-place kernels, each with the copy or without: GCC may commute an addition (even
         // _mm256_add_ps), so which NaN a sum of two keeps can differ between the two variants.
         std::vector<char> want = a_values, want_with_copy = a_values, copied(n * es);
         ReduceInto(want.data(), src_values.data(), n, t, op);
         ReduceIntoCopy(want_with_copy.data(), src_values.data(), copied.data(), n, t, op);
-        std::vector<char> a(n * es + 1), src(n * es + 1);
-        if (n > 0) {
-          std::memcpy(a.data() + 1, a_values.data(), n * es);
-          std::memcpy(src.data() + 1, src_values.data(), n * es);
-        }
         for (bool with_copy : {false, true}) {
           std::vector<char> dst(n * es, '\x11'), copy(n * es + 1, '\x5a');
           ReduceTo(dst.data(), a.data() + 1, src.data() + 1, with_copy ? copy.data() + 1 : nullptr,
