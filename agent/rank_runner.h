@@ -20,6 +20,7 @@
 #include "agent/output_lines.h"
 #include "agent/stdin_feed.h"
 #include "base/mutex.h"
+#include "control/job_model.h"
 #include "hvd/status.h"
 
 namespace hvd::agent {
@@ -61,7 +62,7 @@ struct RankRunnerOptions {
   std::function<void(const RankExit&)> on_exit;
 
   size_t max_line_bytes = 64 << 10;
-  size_t stderr_tail_lines = 20;
+  size_t stderr_tail_lines = control::kStderrTailLines;
 };
 
 class RankRunner {
@@ -95,8 +96,8 @@ class RankRunner {
   explicit RankRunner(RankRunnerOptions options) : options_(std::move(options)) {}
   void Run();        // the supervising thread: spawns, then Supervise()
   void Supervise();  // forwards output until the worker exits, then reaps and reports it
-  bool PumpOutput(int timeout_ms);  // one poll() round; false once both pipes are closed
-  void Signal(int sig) HVD_REQUIRES(mu_);  // to the worker's group while the wrapper lives
+  bool PumpOutput(int timeout_ms);             // one poll() round; false once both pipes are closed
+  void Signal(int sig) HVD_REQUIRES(mu_);      // to the worker's group while the wrapper lives
   void ReadExit(int wstatus, RankExit* exit);  // from the wrapper's report, else its own status
 
   RankRunnerOptions options_;

@@ -77,6 +77,10 @@ inline std::string RankList(const std::vector<int>& ranks, bool word = true) {
   return out;
 }
 
+// How many of a rank's last stderr lines a failure carries: those its agent kept of a rank that
+// exited, or those the launcher's log holds of one still running (a stall's culprit).
+inline constexpr size_t kStderrTailLines = 20;
+
 struct JobFailure {
   int rank = -1;  // -1: no rank to blame (the job never fit, the launcher stopped)
   std::string host;

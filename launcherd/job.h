@@ -168,6 +168,12 @@ class Job {
   // which goes on with the others in a new membership generation, as long as at least --min-np
   // of them live; the runtime's workers read each generation from the rendezvous store.
   bool elastic() const { return control::IsElastic(status.spec); }
+  // The last stderr lines the log holds of `rank`, which is still running: a stall's culprit,
+  // shown as an exited rank's tail is. Empty for an elastic job, whose stall reports name ranks
+  // of the session and its failures name workers.
+  std::string RunningRankTail(int rank) const {
+    return elastic() ? std::string() : log.StderrTail(rank, control::kStderrTailLines);
+  }
   // An elastic job whose workers can re-form: not one taken for a program without hvd (its start
   // timeout waived), where a lost worker leaves the others stuck in their own collectives, so a
   // loss fails the job as in a fixed one and it does not grow.

@@ -83,6 +83,7 @@ bool Job::StallCause(const JobFailure& held, JobFailure* f) const {
     f->rank = c;
     f->host = status.ranks[c].placement.host;
     f->message = "stalled: " + status.stall + "; then " + held.message;
+    f->stderr_tail = RunningRankTail(c);
     return true;
   }
   return false;

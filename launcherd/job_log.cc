@@ -1,6 +1,8 @@
 #include "launcherd/job_log.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 namespace hvd::launcherd {
 
@@ -41,6 +43,22 @@ void JobLog::Trim() {
     entries_.pop_front();
     ++base_;
   }
+}
+
+std::string JobLog::StderrTail(int rank, size_t max_lines) const {
+  std::vector<const std::string*> lines;  // newest first
+  for (int64_t i = end() - 1; i >= begin() && lines.size() < max_lines; --i) {
+    const Entry& e = at(i);
+    if (e.kind == Entry::Kind::kOutput && e.output.is_stderr && e.output.rank == rank) {
+      lines.push_back(&e.output.text);
+    }
+  }
+  std::string tail;
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    if (!tail.empty()) tail += '\n';
+    tail += **it;
+  }
+  return tail;
 }
 
 int64_t JobLog::FirstOutputFrom(int64_t from_seq) const {

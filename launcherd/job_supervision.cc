@@ -309,6 +309,7 @@ bool Supervisor::CheckStallTimeout(Job& job, Instant now) const {
   if (f.rank < static_cast<int>(job.status.ranks.size())) {
     f.host = job.status.ranks[f.rank].placement.host;
   }
+  f.stderr_tail = job.RunningRankTail(f.rank);
   f.message = "stalled for " + std::to_string(static_cast<int64_t>(oldest)) +
               " s (--stall-timeout " + std::to_string(timeout_ms / 1000) +
               " s): " + job.status.stall;

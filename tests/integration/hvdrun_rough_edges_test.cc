@@ -130,11 +130,13 @@ TEST_F(HvdrunRoughEdges, SecondSignalKillsTheRanksAtOnce) {
 }
 
 // 3. In local mode hvdrun reports a stall, once: not also the embedded launcher's WARNING log
-// line, nor again each time the stall grows a second older.
+// line, nor again each time the stall grows a second older; and shows what the stalled rank last
+// wrote to stderr, as it shows an exited rank's.
 TEST_F(HvdrunRoughEdges, AStallIsReportedOnceByHvdrun) {
   std::unique_ptr<Proc> p =
       Start({"-np", "2", "--stall-check-time", "1", "--stall-timeout", "3", "/bin/sh", "-c",
-             "echo $$ > pid.$HVD_RANK; exec stdbuf -oL " EXAMPLE_TRAIN_PATH " --steps 100000000"});
+             "echo $$ > pid.$HVD_RANK; echo \"rank $HVD_RANK said this on stderr\" >&2; "
+             "exec stdbuf -oL " EXAMPLE_TRAIN_PATH " --steps 100000000"});
   std::vector<pid_t> pids = RankPids(p.get(), 2);
   ASSERT_EQ(pids.size(), 2u);
   // Both ranks past hvd::Init, in the training loop: rank 0 reports steps (line-buffered by
@@ -150,6 +152,8 @@ TEST_F(HvdrunRoughEdges, AStallIsReportedOnceByHvdrun) {
   EXPECT_EQ(Count(r.err, "stalled: "), 1u) << r.err;
   EXPECT_EQ(r.err.find("job_supervision"), std::string::npos) << "a daemon's log line: " << r.err;
   EXPECT_HAS(r.err, "(--stall-timeout 3 s)");
+  EXPECT_HAS(r.err, "last stderr lines of rank 1:\n");
+  EXPECT_HAS(r.err, "rank 1 said this on stderr");
 }
 
 // 4 and 5. hvd-launcherd without --token-file/--state-dir removes the token directory it made when

@@ -301,6 +301,13 @@ TEST(SupervisorTest, StallTimeoutBlamesTheStalledRanksCulprit) {
   report.age_s = 1.0;  // already stalled for a second when written
   report.blamed = {1};
   report.message = "allreduce grad.0";
+  // What the culprit wrote to stderr (its last 20 lines) is shown with the failure; not its
+  // stdout, nor another rank's.
+  for (int i = 0; i < 25; ++i) {
+    job->log.AddOutput(OutputLine{1, true, "culprit line " + std::to_string(i), -1});
+    job->log.AddOutput(OutputLine{1, false, "culprit stdout " + std::to_string(i), -1});
+    job->log.AddOutput(OutputLine{0, true, "waiting rank line " + std::to_string(i), -1});
+  }
   sup.StallReport(*job, 0, FormatStallReport(report), At(0ms));
   EXPECT_FALSE(job->status.stall.empty());
   EXPECT_EQ(job->status.stall_since_ms, kT0.wall_ms - 1000);
@@ -310,6 +317,9 @@ TEST(SupervisorTest, StallTimeoutBlamesTheStalledRanksCulprit) {
   EXPECT_EQ(job->status.failure.rank, 1);
   EXPECT_EQ(job->status.failure.message.rfind("stalled for 5 s (--stall-timeout 5 s): ", 0), 0u)
       << job->status.failure.message;
+  std::string tail;
+  for (int i = 5; i < 25; ++i) tail += (i > 5 ? "\n" : "") + ("culprit line " + std::to_string(i));
+  EXPECT_EQ(job->status.failure.stderr_tail, tail);
 
   // A cleared stall is no longer timed.
   auto cleared = StartedJob(2);
