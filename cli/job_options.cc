@@ -248,8 +248,9 @@ void JobFlags::Register(control::FlagSet* flags) {
                 "naming the missing ones (default 30, applied once some rank has called "
                 "hvd::Init; given: applied to every program; 0: no limit)");
   flags->Double("--stall-timeout", &stall_timeout,
-                "fail the job once a rank has made no progress this many seconds (default: "
-                "stalls are reported in status and output, never fatal)");
+                "fail the job once a rank has made no progress this many seconds; an elastic "
+                "job removes the stalled worker instead (default: stalls are reported in status "
+                "and output, never fatal)");
   flags->Double("--stall-check-time", &stall_check_time,
                 "seconds without progress before a stall is reported (HVD_STALL_CHECK_TIME_SECONDS;"
                 " default 60, or half of --stall-timeout)");

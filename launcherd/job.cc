@@ -140,6 +140,7 @@ void Job::NextAttempt(Instant now) {
   status.stall.clear();
   status.stall_since_ms = 0;
   stalls.clear();
+  attempt_log_begin_ = log.end();
   ranks_started = 0;
   at_rendezvous = 0;
   start_timeout_waived = false;

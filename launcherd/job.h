@@ -168,11 +168,11 @@ class Job {
   // which goes on with the others in a new membership generation, as long as at least --min-np
   // of them live; the runtime's workers read each generation from the rendezvous store.
   bool elastic() const { return control::IsElastic(status.spec); }
-  // The last stderr lines the log holds of `rank`, which is still running: a stall's culprit,
-  // shown as an exited rank's tail is. Empty for an elastic job, whose stall reports name ranks
-  // of the session and its failures name workers.
+  // The last stderr lines of this attempt the log holds of `rank` (an elastic job's worker id,
+  // as its stall reports name workers), which is still running: a stall's culprit, shown as an
+  // exited rank's tail is.
   std::string RunningRankTail(int rank) const {
-    return elastic() ? std::string() : log.StderrTail(rank, control::kStderrTailLines);
+    return log.StderrTail(rank, control::kStderrTailLines, attempt_log_begin_);
   }
   // An elastic job whose workers can re-form: not one taken for a program without hvd (its start
   // timeout waived), where a lost worker leaves the others stuck in their own collectives, so a
@@ -207,6 +207,16 @@ class Job {
   // already being removed are skipped. True when a stop was queued.
   bool RemoveWorkers(const std::map<int, std::string>& why, const std::string& short_reason,
                      Instant now);
+  // An elastic job's answer to --stall-timeout: the workers the stall ends at (`culprits`, live)
+  // are stopped with `why` and the others re-form without them. kPending: some are being
+  // removed already, or none is a member of the current generation; kNo: the job cannot go on
+  // without them (fewer than --min-np would stay, it is finishing, or it cannot re-form), so it
+  // fails as a fixed job does.
+  enum class StallRemoval { kStarted, kPending, kNo };
+  StallRemoval RemoveStalled(const std::set<int>& culprits, const std::string& why, Instant now);
+  // When the newest generation was published (steady clock; the epoch when not since this
+  // launcher started): a stall report older than it describes a generation that ended.
+  Clock::time_point generation_published() const { return generation_published_; }
   // A removal whose worker still lives well past the kill grace (its stop never reached the
   // agent: the stream broke, the agent reconnected) is sent again, as SIGKILL. True when a stop
   // was queued.
@@ -376,6 +386,9 @@ class Job {
   // The member lists of the last kRecentGenerations generations (MeetingWorker).
   static constexpr size_t kRecentGenerations = 8;
   std::map<int64_t, std::vector<int>> recent_members_;
+  Clock::time_point generation_published_{};
+  // The log's index where this attempt began: a rank's tail is of this attempt's lines.
+  int64_t attempt_log_begin_ = 0;
 };
 
 }  // namespace hvd::launcherd

@@ -56,6 +56,12 @@ void Job::NewGeneration(std::vector<int> workers, const std::string& what, Insta
   p.generation = e.generation;
   p.workers = e.workers;
   publications_.push_back(std::move(p));
+  // The workers' stall reports described waits of the generation that ended: a worker still
+  // stalled in the new one reports again after HVD_STALL_CHECK_TIME_SECONDS.
+  stalls.clear();
+  status.stall.clear();
+  status.stall_since_ms = 0;
+  generation_published_ = now.steady;
   AddMembershipEvent(what, now);
   Changed(/*marker=*/true);
 }
@@ -312,6 +318,22 @@ bool Job::RemoveWorkers(const std::map<int, std::string>& why, const std::string
   QueueRemovalStops(ids, 0, KillGrace(), now.steady);
   Changed(/*marker=*/true);  // a membership event: watchers show it now
   return true;
+}
+
+Job::StallRemoval Job::RemoveStalled(const std::set<int>& culprits, const std::string& why,
+                                     Instant now) {
+  if (!ReForms() || elastic_finishing_ || terminal()) return StallRemoval::kNo;
+  const std::set<int> members(status.elastic.workers.begin(), status.elastic.workers.end());
+  std::map<int, std::string> remove;
+  for (int id : culprits) {
+    if (removing_.count(id)) return StallRemoval::kPending;  // on its way out
+    if (members.count(id)) remove[id] = why;
+  }
+  if (remove.empty()) return StallRemoval::kPending;  // not of this generation
+  const int staying = static_cast<int>(StayingWorkers().size()) - static_cast<int>(remove.size());
+  if (staying < std::max(1, status.spec.min_np)) return StallRemoval::kNo;
+  return RemoveWorkers(remove, "stalled (--stall-timeout)", now) ? StallRemoval::kStarted
+                                                                 : StallRemoval::kNo;
 }
 
 bool Job::ResendRemovals(Clock::time_point now) {

@@ -45,9 +45,9 @@ void JobLog::Trim() {
   }
 }
 
-std::string JobLog::StderrTail(int rank, size_t max_lines) const {
+std::string JobLog::StderrTail(int rank, size_t max_lines, int64_t from) const {
   std::vector<const std::string*> lines;  // newest first
-  for (int64_t i = end() - 1; i >= begin() && lines.size() < max_lines; --i) {
+  for (int64_t i = end() - 1; i >= std::max(begin(), from) && lines.size() < max_lines; --i) {
     const Entry& e = at(i);
     if (e.kind == Entry::Kind::kOutput && e.output.is_stderr && e.output.rank == rank) {
       lines.push_back(&e.output.text);

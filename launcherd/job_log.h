@@ -38,10 +38,10 @@ class JobLog {
   int64_t begin() const { return base_; }
   int64_t end() const { return base_ + static_cast<int64_t>(entries_.size()); }
   const Entry& at(int64_t index) const { return entries_[static_cast<size_t>(index - base_)]; }
-  // The last `max_lines` stderr lines of `rank` still retained, oldest first, '\n'-separated:
-  // what a failure that blames a rank still running (a stall) shows of it, as a rank's exit
-  // shows the tail its agent kept.
-  std::string StderrTail(int rank, size_t max_lines) const;
+  // The last `max_lines` stderr lines of `rank` still retained from index `from` on, oldest
+  // first, '\n'-separated: what a failure that blames a rank still running (a stall) shows of
+  // it, as a rank's exit shows the tail its agent kept.
+  std::string StderrTail(int rank, size_t max_lines, int64_t from = 0) const;
   // The index of the first retained output line with seq >= from_seq (end() if none).
   int64_t FirstOutputFrom(int64_t from_seq) const;
   int64_t next_seq() const { return next_seq_; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "base/clock.h"
 #include "base/logging.h"
@@ -294,25 +295,55 @@ bool Supervisor::CheckStallTimeout(Job& job, Instant now) const {
   if (timeout_ms <= 0 || job.stalls.empty()) return false;
   double oldest = 0;
   int oldest_rank = 0;
+  std::map<int, launcherd::StallReport> reports;
   for (const auto& [rank, s] : job.stalls) {
     const double age =
         s.report.age_s + std::chrono::duration<double>(now.steady - s.received).count();
+    reports[rank] = s.report;
     if (age > oldest) {
       oldest = age;
       oldest_rank = rank;
     }
   }
   if (oldest * 1000 < static_cast<double>(timeout_ms)) return false;
+  // The ranks the stall ends at (every other waits, directly or not, for them), as the record's
+  // summary names them; the live ones are the stall's.
+  const auto& ranks = job.status.ranks;
+  const std::set<int> ends = StallCulprits(reports);
+  std::set<int> culprits;
+  for (int c : ends) {
+    if (c >= 0 && c < static_cast<int>(ranks.size()) && RankLive(ranks[c].state)) {
+      culprits.insert(c);
+    }
+  }
+  const std::string what = "stalled for " + std::to_string(static_cast<int64_t>(oldest)) +
+                           " s (--stall-timeout " + std::to_string(timeout_ms / 1000) +
+                           " s): " + job.status.stall;
+  if (job.elastic() && !ends.empty()) {
+    // An elastic job goes on without the workers it stalls on: stopped, they close their links,
+    // the others' collective fails and they re-form without them (docs/elastic.md). Those gone
+    // already: the next generation, which clears the reports, is on its way.
+    if (culprits.empty()) return false;
+    switch (job.RemoveStalled(culprits, what + "; stopped by the launcher", now)) {
+      case Job::StallRemoval::kStarted:
+        return true;
+      case Job::StallRemoval::kPending:
+        return false;
+      case Job::StallRemoval::kNo:
+        break;
+    }
+  }
   JobFailure f;
   const launcherd::StallReport& report = job.stalls[oldest_rank].report;
-  f.rank = report.blamed.empty() ? oldest_rank : report.blamed[0];
-  if (f.rank < static_cast<int>(job.status.ranks.size())) {
-    f.host = job.status.ranks[f.rank].placement.host;
+  f.rank = !culprits.empty()       ? *culprits.begin()
+           : !ends.empty()         ? *ends.begin()
+           : report.blamed.empty() ? oldest_rank
+                                   : report.blamed[0];
+  if (f.rank >= 0 && f.rank < static_cast<int>(ranks.size())) {
+    f.host = ranks[f.rank].placement.host;
   }
   f.stderr_tail = job.RunningRankTail(f.rank);
-  f.message = "stalled for " + std::to_string(static_cast<int64_t>(oldest)) +
-              " s (--stall-timeout " + std::to_string(timeout_ms / 1000) +
-              " s): " + job.status.stall;
+  f.message = what;
   job.Fail(f, control::kGenericFailureExitCode, now);
   return true;
 }
@@ -347,6 +378,12 @@ void Supervisor::StallReport(Job& job, int rank, const std::string& value, Insta
                        << " wrote a malformed stall report; ignored";
       return;
     }
+    // An elastic worker's wait that began before the newest generation was published is one of
+    // a generation that ended (its reporter may write once more before it is gone): the new
+    // generation cleared the reports, and this one would be timed from the old wait.
+    const double since_generation =
+        std::chrono::duration<double>(now.steady - job.generation_published()).count();
+    if (job.elastic() && report.age_s > since_generation + 1.0) return;
     job.stalls[rank] = {std::move(report), now.steady};
   }
   std::map<int, launcherd::StallReport> reports;

@@ -70,6 +70,8 @@ class Supervisor {
   // A rank that exited with code 0 without reaching the rendezvous, while others of the job wait
   // there for it: they would wait until their own start timeout and then fail, blamed.
   bool CheckLeftBeforeInit(Job& job, Instant now) const;
+  // A stall older than --stall-timeout: fails a fixed job naming the rank the others wait for;
+  // an elastic job that can re-form removes that worker instead.
   bool CheckStallTimeout(Job& job, Instant now) const;
   bool CheckQueueTimeout(Job& job, Instant now) const;
   // The PENDING job's MASTER_PORT request: failed at its deadline, unless the agent's answer may

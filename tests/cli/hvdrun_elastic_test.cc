@@ -48,6 +48,21 @@ class HvdrunElastic : public ::testing::Test {
         dir_.path());
   }
 
+  // Three workers, worker 2 stuck in user code from step 5 (hvd's own thread still answers),
+  // the stall check at 1 s and `stall_flags`: the job must go on as two and finish (3*5 + 2*7).
+  ProcResult StuckWorkerGoesOn(const std::vector<std::string>& stall_flags) {
+    std::vector<std::string> flags = {
+        "-np",          "3", "--min-np",           "2", "--gloo-timeout-seconds", "2",
+        "--kill-grace", "1", "--stall-check-time", "1"};
+    flags.insert(flags.end(), stall_flags.begin(), stall_flags.end());
+    ProcResult r = Hvdrun(
+        flags, {"--steps", "12", "--die-worker", "2", "--die-at-step", "5", "--die-code", "-20"});
+    EXPECT_FALSE(r.timed_out) << r.out << r.err;
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 weight 29 steps 12");
+    return r;
+  }
+
   TempDir dir_;
 };
 
@@ -92,15 +107,19 @@ TEST_F(HvdrunElastic, AHungWorkerIsRemovedAndTheOthersFinish) {
 // peer. With a stall shutdown time their operation fails, they re-form, and the stuck worker,
 // which never comes, is removed.
 TEST_F(HvdrunElastic, AWorkerStuckOutsideHvdIsRemovedAfterTheStallShutdownTime) {
-  ProcResult r =
-      Hvdrun({"-np", "3", "--min-np", "2", "--gloo-timeout-seconds", "2", "--kill-grace", "1",
-              "--stall-check-time", "1", "--stall-check-shutdown-time-seconds", "3"},
-             {"--steps", "12", "--die-worker", "2", "--die-at-step", "5", "--die-code", "-20"});
-  ASSERT_FALSE(r.timed_out) << r.out << r.err;
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_HAS(r.out, "[0]<stdout>:worker 0 final: rank 0/2 weight 29 steps 12");  // 3*5 + 2*7
+  ProcResult r = StuckWorkerGoesOn({"--stall-check-shutdown-time-seconds", "3"});
   EXPECT_HAS(r.err, "the operation failed on those ranks after HVD_STALL_SHUTDOWN_TIME_SECONDS=3");
   EXPECT_HAS(r.err, " was removed: it did not come back to re-form generation 0 while worker ");
+}
+
+// The same with --stall-timeout: the launcher stops the worker the others stall on, and they
+// re-form without it (a fixed job would fail).
+TEST_F(HvdrunElastic, AWorkerStuckOutsideHvdIsRemovedAtTheStallTimeout) {
+  ProcResult r = StuckWorkerGoesOn({"--stall-timeout", "3"});
+  EXPECT_HAS(r.err, "worker 2 on ");
+  EXPECT_HAS(r.err, " is being removed: stalled for ");
+  EXPECT_HAS(r.err, " s (--stall-timeout 3 s): ");
+  EXPECT_HAS(r.err, "2 workers go on");
 }
 
 TEST_F(HvdrunElastic, AWorkerLateForTheStartTimeoutIsLeftOutWhenMinNpMet) {

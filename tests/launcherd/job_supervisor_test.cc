@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "supervisor_fixture.h"
 #include "test_clock.h"
 
 namespace hvd::launcherd {
@@ -15,44 +16,12 @@ namespace {
 using namespace std::chrono_literals;
 
 using testing::At;
+using testing::kConnected;
 using testing::kT0;
-
-const AgentConnected kConnected = [](const std::string&) { return true; };
-
-std::unique_ptr<Job> NewJob(int np, JobRules rules = {}) {
-  auto job = std::make_unique<Job>(rules, 100, 1 << 20);
-  job->status.id = "j1";
-  job->status.spec.argv = {"./train"};
-  job->status.spec.np = np;
-  job->status.spec.detached = true;
-  job->status.queued_since_ms = kT0.wall_ms;
-  job->unwatched_since = kT0.steady;
-  return job;
-}
-
-// STARTING since kT0 with every rank sent to agent "a" on host h.
-std::unique_ptr<Job> StartedJob(int np) {
-  auto job = NewJob(np);
-  for (int r = 0; r < np; ++r) {
-    RankStatus rs;
-    rs.placement.rank = r;
-    rs.placement.agent_id = "a";
-    rs.placement.host = "h";
-    rs.state = RankState::kStarting;
-    job->status.ranks.push_back(rs);
-  }
-  job->attempt_started = kT0.steady;
-  EXPECT_TRUE(job->SetState(JobState::kStarting, "starting"));
-  return job;
-}
-
-SupervisorOptions Options() {
-  SupervisorOptions o;
-  o.start_timeout = 30s;
-  o.client_lease = 5s;
-  o.master_port_timeout = 1s;
-  return o;
-}
+using testing::Event;
+using testing::Options;
+using testing::StartedJob;
+using testing::NewJob;
 
 TEST(SupervisorTest, StartTimeoutNamesTheRanksThatNeverArrived) {
   const Supervisor sup(Options());
@@ -115,17 +84,6 @@ TEST(SupervisorTest, AnElasticJobLeavesOutWorkersLateForTheStartTimeout) {
     EXPECT_EQ(sup.Check(*job, At(3000ms), kConnected), Supervisor::Next::kNothing);
     EXPECT_TRUE(job->TakeStops().empty());
   }
-}
-
-// What an agent reports of `rank` (RUNNING, or an exit code).
-void Event(Job& job, int rank, RankState state, Instant now, int exit_code = 0) {
-  RankEventReport ev;
-  ev.job_id = job.status.id;
-  ev.rank = rank;
-  ev.state = state;
-  ev.pid = 40 + rank;
-  ev.exit_code = exit_code;
-  job.OnRankEvent(ev, job.status.ranks[rank].placement.agent_id, kConnected, now);
 }
 
 // An elastic job of `np` workers, all RUNNING since kT0, with this start timeout and --min-np,
@@ -289,46 +247,6 @@ TEST(SupervisorTest, TheDefaultStartTimeoutIsWaivedForAProgramWithoutHvd) {
   EXPECT_EQ(elastic->state(), JobState::kFailed);
   EXPECT_EQ(elastic->status.exit_code, 3);
   EXPECT_EQ(elastic->status.failure.message, "rank 1 on h exited with code 3");
-}
-
-TEST(SupervisorTest, StallTimeoutBlamesTheStalledRanksCulprit) {
-  const Supervisor sup(Options());
-  auto job = StartedJob(2);
-  job->status.spec.stall_timeout_ms = 5000;
-  job->status.spec.start_timeout_ms = 0;
-  StallReport report;
-  report.kind = StallReport::Kind::kWait;
-  report.age_s = 1.0;  // already stalled for a second when written
-  report.blamed = {1};
-  report.message = "allreduce grad.0";
-  // What the culprit wrote to stderr (its last 20 lines) is shown with the failure; not its
-  // stdout, nor another rank's.
-  for (int i = 0; i < 25; ++i) {
-    job->log.AddOutput(OutputLine{1, true, "culprit line " + std::to_string(i), -1});
-    job->log.AddOutput(OutputLine{1, false, "culprit stdout " + std::to_string(i), -1});
-    job->log.AddOutput(OutputLine{0, true, "waiting rank line " + std::to_string(i), -1});
-  }
-  sup.StallReport(*job, 0, FormatStallReport(report), At(0ms));
-  EXPECT_FALSE(job->status.stall.empty());
-  EXPECT_EQ(job->status.stall_since_ms, kT0.wall_ms - 1000);
-  EXPECT_EQ(sup.Check(*job, At(3999ms), kConnected), Supervisor::Next::kNothing);
-  EXPECT_EQ(sup.Check(*job, At(4000ms), kConnected), Supervisor::Next::kSettle);
-  EXPECT_EQ(job->state(), JobState::kFailed);
-  EXPECT_EQ(job->status.failure.rank, 1);
-  EXPECT_EQ(job->status.failure.message.rfind("stalled for 5 s (--stall-timeout 5 s): ", 0), 0u)
-      << job->status.failure.message;
-  std::string tail;
-  for (int i = 5; i < 25; ++i) tail += (i > 5 ? "\n" : "") + ("culprit line " + std::to_string(i));
-  EXPECT_EQ(job->status.failure.stderr_tail, tail);
-
-  // A cleared stall is no longer timed.
-  auto cleared = StartedJob(2);
-  cleared->status.spec.stall_timeout_ms = 5000;
-  cleared->status.spec.start_timeout_ms = 0;
-  sup.StallReport(*cleared, 0, FormatStallReport(report), At(0ms));
-  sup.StallReport(*cleared, 0, "", At(1000ms));
-  EXPECT_TRUE(cleared->status.stall.empty());
-  EXPECT_EQ(sup.Check(*cleared, At(60s), kConnected), Supervisor::Next::kNothing);
 }
 
 TEST(SupervisorTest, AnAttachedJobIsCancelledOnceItsClientIsGoneForTheLease) {
