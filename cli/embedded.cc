@@ -64,8 +64,7 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     agent_.reset();
     launcher_.reset();
     if (!token_file_.empty()) {
-      unlink(token_file_.c_str());
-      rmdir(token_file_.substr(0, token_file_.rfind('/')).c_str());
+      RemoveTokenDir(token_file_.substr(0, token_file_.rfind('/')));
       token_file_.clear();
     }
   }
@@ -116,6 +115,12 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
                             "; run with --verbose and HVD_LOG_LEVEL=info to see why");
   }
 
+  // A token directory (WriteTokenFile's) and its file.
+  static void RemoveTokenDir(const std::string& dir) {
+    unlink((dir + "/token").c_str());
+    rmdir(dir.c_str());
+  }
+
   // The token directories (hvdrun-PID-XXXXXX, this user's) of hvdruns no longer running: one
   // killed outright (SIGKILL, SIGPIPE) could not remove its own.
   static void RemoveDeadTokenDirs(const std::string& parent) {
@@ -131,8 +136,7 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
           st.st_uid != geteuid() || kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) {
         continue;
       }
-      unlink((dir + "/token").c_str());
-      rmdir(dir.c_str());
+      RemoveTokenDir(dir);
     }
     closedir(d);
   }
@@ -168,8 +172,7 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     if (!written) {
       HVD_LOG(INFO) << "embedded launcher: no token file (" << path
                     << "): " << base::ErrnoText(err);
-      unlink(path.c_str());
-      rmdir(dir.c_str());
+      RemoveTokenDir(dir);
       return "";
     }
     return path;

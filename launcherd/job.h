@@ -294,6 +294,15 @@ class Job {
     Clock::time_point received;
   };
   std::map<int, Stall> stalls;  // by reporting rank
+  // The stall reports, each aged to `now` (its age when written plus the time since).
+  std::map<int, StallReport> StallReportsAt(Clock::time_point now) const {
+    std::map<int, StallReport> reports;
+    for (const auto& [rank, s] : stalls) {
+      StallReport& r = reports[rank] = s.report;
+      r.age_s += std::chrono::duration<double>(now - s.received).count();
+    }
+    return reports;
+  }
 
  private:
   void Restart(const JobFailure& failure, const control::RestartDecision& d, Instant now);

@@ -293,18 +293,8 @@ Supervisor::Next Supervisor::CheckMasterPort(Job& job, Instant now, const AgentC
 bool Supervisor::CheckStallTimeout(Job& job, Instant now) const {
   const int64_t timeout_ms = job.status.spec.stall_timeout_ms;
   if (timeout_ms <= 0 || job.stalls.empty()) return false;
-  double oldest = 0;
-  int oldest_rank = 0;
-  std::map<int, launcherd::StallReport> reports;
-  for (const auto& [rank, s] : job.stalls) {
-    const double age =
-        s.report.age_s + std::chrono::duration<double>(now.steady - s.received).count();
-    reports[rank] = s.report;
-    if (age > oldest) {
-      oldest = age;
-      oldest_rank = rank;
-    }
-  }
+  const std::map<int, launcherd::StallReport> reports = job.StallReportsAt(now.steady);
+  const double oldest = OldestStall(reports);
   if (oldest * 1000 < static_cast<double>(timeout_ms)) return false;
   // The ranks the stall ends at (every other waits, directly or not, for them), as the record's
   // summary names them; the live ones are the stall's.
@@ -334,11 +324,14 @@ bool Supervisor::CheckStallTimeout(Job& job, Instant now) const {
     }
   }
   JobFailure f;
-  const launcherd::StallReport& report = job.stalls[oldest_rank].report;
-  f.rank = !culprits.empty()       ? *culprits.begin()
-           : !ends.empty()         ? *ends.begin()
-           : report.blamed.empty() ? oldest_rank
-                                   : report.blamed[0];
+  if (!ends.empty()) {
+    f.rank = !culprits.empty() ? *culprits.begin() : *ends.begin();
+  } else {  // the waits form no chain: the oldest report's first blamed rank, or its own
+    const auto& [oldest_rank, report] = *std::max_element(
+        reports.begin(), reports.end(),
+        [](const auto& a, const auto& b) { return a.second.age_s < b.second.age_s; });
+    f.rank = report.blamed.empty() ? oldest_rank : report.blamed[0];
+  }
   if (f.rank >= 0 && f.rank < static_cast<int>(ranks.size())) {
     f.host = ranks[f.rank].placement.host;
   }
@@ -386,13 +379,8 @@ void Supervisor::StallReport(Job& job, int rank, const std::string& value, Insta
     if (job.elastic() && report.age_s > since_generation + 1.0) return;
     job.stalls[rank] = {std::move(report), now.steady};
   }
-  std::map<int, launcherd::StallReport> reports;
-  double oldest = 0;
-  for (const auto& [r, s] : job.stalls) {
-    reports[r] = s.report;
-    reports[r].age_s += std::chrono::duration<double>(now.steady - s.received).count();
-    oldest = std::max(oldest, reports[r].age_s);
-  }
+  const std::map<int, launcherd::StallReport> reports = job.StallReportsAt(now.steady);
+  const double oldest = OldestStall(reports);
   const auto& ranks = job.status.ranks;
   const std::string summary = SummarizeStalls(reports, [&ranks](int r) {
     return r < static_cast<int>(ranks.size()) ? ranks[r].placement.host : std::string("?");

@@ -149,13 +149,11 @@ Status RunSteps(const Comm& comm, const std::vector<Extent>& extents,
   // first send moments before they are reduced or placed, and streaming them measured slower.
   // So only fragments with an input stream, once the out-of-place extents and their inputs
   // are as large as comm.stream_min_bytes.
-  size_t out_of_place = 0;  // elements
-  for (size_t k = 0; k < extents.size(); ++k) {
-    const size_t end = k + 1 < extents.size() ? extents[k + 1].begin : total;
-    if (extents[k].in != nullptr && end > extents[k].begin) out_of_place += end - extents[k].begin;
-  }
-  const bool stream_output = kHaveStreamStores && comm.stream_min_bytes > 0 && out_of_place > 0 &&
-                             2 * out_of_place * es >= comm.stream_min_bytes;
+  size_t out_of_place = 0;  // bytes
+  internal::ForEachFragment(extents, total, es, 0, total, [&](char*, const char* in, size_t bytes) {
+    if (in != nullptr) out_of_place += bytes;
+  });
+  const bool stream_output = StreamsOutput(comm, out_of_place);
   std::vector<int> order(pairs);  // the pair at each position of both streams
   for (size_t k = 0; k < pairs; ++k) order[Position(at, static_cast<int>(k))] = static_cast<int>(k);
   std::vector<size_t> recv_first(pairs);  // each pair's first receive step in plan.recvs

@@ -203,8 +203,7 @@ Status SingleCopyAllreduce(const Comm& comm, const void* in, void* buf,
   // kernel, from memory either way): written with non-temporal stores once input and output
   // together are as large as comm.stream_min_bytes. In place the kernel has just read each
   // line, and writing it around the cache measured slower (stream_copy.h).
-  const bool stream = kHaveStreamStores && source != out && comm.stream_min_bytes > 0 &&
-                      2 * bytes >= comm.stream_min_bytes;
+  const bool stream = source != out && StreamsOutput(comm, bytes);
   for (size_t e = off[owned]; e < off[owned + 1]; e += piece_elems) {
     const size_t count = std::min(piece_elems, off[owned + 1] - e);
     const size_t at = e * es, len = count * es;

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "collectives/collectives.h"
 #include "hvd/types.h"
 
 namespace hvd::runtime::collectives {
@@ -24,6 +25,13 @@ inline constexpr bool kHaveStreamStores = true;
 #else
 inline constexpr bool kHaveStreamStores = false;
 #endif
+
+// Whether `comm` streams an out-of-place output of `bytes` (its input as large): the rule the
+// ring and the single copy share (Comm::stream_min_bytes counts input and output together).
+inline bool StreamsOutput(const Comm& comm, size_t bytes) {
+  return kHaveStreamStores && comm.stream_min_bytes > 0 && bytes > 0 &&
+         2 * bytes >= comm.stream_min_bytes;
+}
 
 // memcpy(dst, src, bytes) with non-temporal stores where the machine has them (x86-64: SSE2,
 // 16 bytes at a time; the unaligned head and tail of dst with plain stores); a plain memcpy
