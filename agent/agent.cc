@@ -294,6 +294,11 @@ class AgentImpl : public Agent {
           ApplyStop(stop.job_id(), stop.reason(), stop.grace_ms(), stop.signal(), &stop);
           break;
         }
+        case hvd::v1::LauncherMessage::kStackDump:  // a stalled rank's stacks (stack_dump.h)
+          workers_.DumpStacks(msg.stack_dump().job_id(), msg.stack_dump().attempt(),
+                              {msg.stack_dump().ranks().begin(), msg.stack_dump().ranks().end()},
+                              msg.stack_dump().signal(), msg.stack_dump().reason());
+          break;
         case hvd::v1::LauncherMessage::kProbe:  // the network check before a job (probe.h)
           prober_.Handle(msg.probe());
           break;

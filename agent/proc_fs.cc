@@ -17,6 +17,24 @@ std::string StatTail(int pid) {
   return close == std::string::npos || close + 2 > stat.size() ? "" : stat.substr(close + 2);
 }
 
+// Calls fn(pid, state, ppid, pgid) for each process in /proc (fields 3-5 of its stat).
+template <typename Fn>
+void ForEachProcess(Fn fn) {
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
+    char state = 0;
+    int ppid = 0;
+    int pgid = 0;
+    if (std::sscanf(StatTail(pid).c_str(), "%c %d %d", &state, &ppid, &pgid) == 3) {
+      fn(pid, state, ppid, pgid);
+    }
+  }
+  closedir(d);
+}
+
 }  // namespace
 
 std::string ReadSmallFile(const std::string& path) {
@@ -44,19 +62,29 @@ bool IsLiveProcess(int pid) {
 
 std::vector<pid_t> ChildrenOf(pid_t parent) {
   std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const pid_t pid = static_cast<pid_t>(std::atoi(e->d_name));
-    char state = 0;
-    int ppid = 0;
-    if (std::sscanf(StatTail(pid).c_str(), "%c %d", &state, &ppid) == 2 && ppid == parent) {
-      out.push_back(pid);
-    }
-  }
-  closedir(d);
+  ForEachProcess([&](pid_t pid, char, pid_t ppid, pid_t) {
+    if (ppid == parent) out.push_back(pid);
+  });
   return out;
+}
+
+std::vector<GroupMember> GroupMembers(pid_t pgid) {
+  std::vector<GroupMember> out;
+  ForEachProcess([&](pid_t pid, char state, pid_t ppid, pid_t group) {
+    if (group == pgid && state != 'Z') out.push_back({pid, ppid});
+  });
+  return out;
+}
+
+bool CatchesSignal(pid_t pid, int signal) {
+  if (signal < 1 || signal > 64) return false;
+  std::istringstream in(ReadSmallFile("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("SigCgt:", 0) != 0) continue;
+    const uint64_t mask = std::strtoull(line.c_str() + 7, nullptr, 16);  // bit n-1: signal n
+    return (mask >> (signal - 1)) & 1;
+  }
+  return false;
 }
 
 }  // namespace hvd::agent

@@ -23,4 +23,15 @@ bool IsLiveProcess(int pid);
 // The processes whose parent is `parent` (re-parented orphans included).
 std::vector<pid_t> ChildrenOf(pid_t parent);
 
+// The live processes of process group `pgid`, each with its parent.
+struct GroupMember {
+  pid_t pid = 0;
+  pid_t ppid = 0;
+};
+std::vector<GroupMember> GroupMembers(pid_t pgid);
+
+// Whether `pid` has a handler for `signal` (its SigCgt mask in /proc/<pid>/status): false when
+// the signal would take its default action or be ignored, or the process is gone.
+bool CatchesSignal(pid_t pid, int signal);
+
 }  // namespace hvd::agent

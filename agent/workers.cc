@@ -3,6 +3,7 @@
 #include <csignal>
 
 #include "agent/host_info.h"
+#include "agent/stack_dump.h"
 #include "agent/worker_wrapper.h"
 #include "base/clock.h"
 #include "base/logging.h"
@@ -241,6 +242,36 @@ int Workers::Stop(const std::string& job_id, const std::function<bool(const Key&
     ++n;
   }
   return n;
+}
+
+std::map<int, std::vector<pid_t>> Workers::DumpStacks(const std::string& job_id, int attempt,
+                                                      const std::vector<int>& ranks, int signal,
+                                                      const std::string& reason) {
+  const std::set<int> chosen(ranks.begin(), ranks.end());
+  std::map<int, pid_t> leaders;
+  {
+    base::MutexLock lock(&mu_);
+    for (const auto& [key, entry] : entries_) {
+      const auto& [job, att, rank] = key;
+      if (job != job_id || att != attempt || !chosen.count(rank) || entry.runner->done()) continue;
+      if (entry.runner->pid() > 0) leaders[rank] = entry.runner->pid();
+    }
+  }
+  std::map<int, std::vector<pid_t>> sent;  // /proc is scanned without the lock
+  for (const auto& [rank, leader] : leaders) {
+    std::vector<pid_t>& pids = sent[rank] = SendStackDump(leader, signal);
+    if (pids.empty()) {
+      HVD_LOG(INFO) << "job " << job_id << ": rank " << rank << " was asked for its stacks ("
+                    << reason << "), but no process of it catches signal " << signal
+                    << " (hvd.torch registers it; a program without it is left alone)";
+      continue;
+    }
+    std::string list;
+    for (pid_t pid : pids) list += (list.empty() ? "" : ", ") + std::to_string(pid);
+    HVD_LOG(INFO) << "job " << job_id << ": asked rank " << rank << " (pid " << list
+                  << ") for its stacks: " << reason;
+  }
+  return sent;
 }
 
 std::map<std::string, int> Workers::UnstoppedJobs() const {

@@ -71,6 +71,12 @@ class Workers {
   // worker): the job's other ranks go on.
   int StopRanks(const std::string& job_id, int attempt, const std::vector<int>& ranks,
                 std::chrono::milliseconds grace, const std::string& reason, int first_signal = 0);
+  // `signal` to the processes of ranks `ranks` of the job's attempt `attempt` that catch it
+  // (stack_dump.h: a stalled rank's stacks). Per rank found running here, the pids it was sent to
+  // (empty: no process of that rank catches it). Each rank's outcome is logged with `reason`.
+  std::map<int, std::vector<pid_t>> DumpStacks(const std::string& job_id, int attempt,
+                                               const std::vector<int>& ranks, int signal,
+                                               const std::string& reason);
   // Jobs with a process still running and not yet asked to stop, with their rank counts.
   std::map<std::string, int> UnstoppedJobs() const;
   // Jobs with a live process, or one being started (heartbeat's running_jobs).

@@ -141,6 +141,9 @@ class Follower {
         } else if (e.progress.rfind(control::kOutputDroppedNote, 0) == 0) {
           drop_reason_ =
               e.progress.substr(control::kOutputDroppedNote.size());  // said with the count
+        } else if (e.progress.rfind(control::kStacksAskedNote, 0) == 0) {
+          // As the stall it follows: news whether or not --verbose asked for progress.
+          sink_->Message("hvdrun: " + e.progress.substr(control::kStacksAskedNote.size()));
         } else if (o_.verbose) {
           sink_->Message("hvdrun: " + e.progress);
         }

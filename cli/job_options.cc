@@ -253,7 +253,8 @@ void JobFlags::Register(control::FlagSet* flags) {
                 "and output, never fatal)");
   flags->Double("--stall-check-time", &stall_check_time,
                 "seconds without progress before a stall is reported (HVD_STALL_CHECK_TIME_SECONDS;"
-                " default 60, or half of --stall-timeout)");
+                " default 60, or half of --stall-timeout) and the rank it ends at is asked for "
+                "its stacks (a Python rank writes them to its stderr)");
   flags->Double("--kill-grace", &kill_grace,
                 "seconds between SIGTERM and SIGKILL when the job's ranks are stopped (default: "
                 "the launcher's, 5)");

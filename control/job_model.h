@@ -81,6 +81,12 @@ inline std::string RankList(const std::vector<int>& ranks, bool word = true) {
 // exited, or those the launcher's log holds of one still running (a stall's culprit).
 inline constexpr size_t kStderrTailLines = 20;
 
+// The signal that asks a stalled rank for its stacks (hvd.v1.StackDump; the workers' environment
+// names it as HVD_STACK_DUMP_SIGNAL). A real-time signal (SIGRTMIN + 6 with glibc, within musl's
+// range too) that programs rarely take for themselves; its default action ends a process, so an
+// agent sends it only to processes that catch it.
+inline constexpr int kStackDumpSignal = 40;
+
 struct JobFailure {
   int rank = -1;  // -1: no rank to blame (the job never fit, the launcher stopped)
   std::string host;
@@ -148,6 +154,9 @@ struct OutputLine {
 // numbered anew after a launcher restart, whose seq jumps (not lines dropped).
 inline constexpr std::string_view kOutputDroppedNote = "output dropped: ";
 inline constexpr std::string_view kOutputRenumberedNote = "output renumbered: ";
+// And a third, said whether or not the watcher is verbose: a stalled rank was asked for its
+// stacks (they follow on its stderr).
+inline constexpr std::string_view kStacksAskedNote = "stacks: ";
 
 // One item of WatchJob's stream.
 struct JobEvent {

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "control/job_model.h"
+
 namespace hvd::control {
 namespace {
 
@@ -9,7 +11,7 @@ namespace {
 // MASTER_PORT are not among them: a job that runs its own store elsewhere may name it. hvd's and
 // Horovod's names, then torchrun's.
 // clang-format off
-constexpr std::array<const char*, 36> kReserved = {
+constexpr std::array<const char*, 37> kReserved = {
     "HVD_RANK", "HVD_SIZE", "HVD_LOCAL_RANK",
     "HVD_LOCAL_SIZE", "HVD_CROSS_RANK", "HVD_CROSS_SIZE",
     "HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK",
@@ -22,6 +24,7 @@ constexpr std::array<const char*, 36> kReserved = {
     "HVD_RENDEZVOUS_CA", "HVD_RENDEZVOUS_CRL", "HVD_ELASTIC",
     "HOROVOD_ELASTIC", "HVD_WORKER_ID", "HVD_ELASTIC_TIMEOUT_SECONDS",
     "HVD_ELASTIC_RESET_LIMIT", "HVD_JOB_SECRET_FD", "HVD_JOB_SECRET_FILE",
+    "HVD_STACK_DUMP_SIGNAL",
 };
 // clang-format on
 
@@ -55,6 +58,9 @@ std::map<std::string, std::string> WorkerEnv(const WorkerEnvInput& in) {
   env["HVD_JOB_ID"] = in.job_id;
   env["HVD_ATTEMPT"] = std::to_string(in.attempt);
   env["HVD_JOB_SECRET"] = in.job_secret;
+  // The signal a stalled rank is sent for its stacks (StackDump): hvd.torch registers Python's
+  // faulthandler for it.
+  env["HVD_STACK_DUMP_SIGNAL"] = std::to_string(kStackDumpSignal);
   // The placement host, so the runtime's own host grouping agrees with the local ranks above.
   env["HVD_HOSTNAME"] = p.host;
   env["HOROVOD_HOSTNAME"] = p.host;

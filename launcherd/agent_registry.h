@@ -36,6 +36,8 @@ class AgentLink {
   // Tells the agent that its rank events up to `through_seq` were applied (RankEventAck), so it
   // stops keeping them for a resend. Links that cannot carry it refuse it.
   virtual bool SendRankEventAck(uint64_t through_seq) { return false; }
+  // Asks the agent for ranks' stacks (hvd.v1.StackDump). Links that cannot carry it refuse it.
+  virtual bool SendStackDump(const StackDumpCommand& command) { return false; }
   // Ends the stream (another connection took over the agent's id, or the launcher stops).
   virtual void Close() = 0;
 };

@@ -41,6 +41,12 @@ bool StreamLink::SendMasterPort(const MasterPortCommand& command) {
   return Enqueue(std::move(m));
 }
 
+bool StreamLink::SendStackDump(const StackDumpCommand& command) {
+  v1::LauncherMessage m;
+  ToProto(command, m.mutable_stack_dump());
+  return Enqueue(std::move(m));
+}
+
 bool StreamLink::SendRankEventAck(uint64_t through_seq) {
   v1::LauncherMessage m;
   m.mutable_event_ack()->set_through_seq(through_seq);

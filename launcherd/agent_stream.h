@@ -71,6 +71,7 @@ class StreamLink final : public AgentLink {
   bool SendProbe(const ProbeCommand& command) override;
   bool SendMasterPort(const MasterPortCommand& command) override;
   bool SendRankEventAck(uint64_t through_seq) override;
+  bool SendStackDump(const StackDumpCommand& command) override;
   // Ends the stream (another connection took over the agent's id, or the launcher stops).
   void Close() override {
     End(grpc::Status(grpc::StatusCode::CANCELLED, "closed by the launcher"));

@@ -70,6 +70,27 @@ void Job::QueueStops(const std::string& reason) {
   }
 }
 
+void Job::AskForStacks(const std::set<int>& ranks, const std::string& why) {
+  std::map<std::string, std::vector<int>> by_agent;
+  for (int r : ranks) {
+    if (r < 0 || r >= static_cast<int>(status.ranks.size()) || !RankLive(status.ranks[r].state) ||
+        !stacks_asked.insert(r).second) {
+      continue;
+    }
+    by_agent[status.ranks[r].placement.agent_id].push_back(r);
+  }
+  for (auto& [agent, on_agent] : by_agent) {
+    for (int r : on_agent) {
+      log.AddProgress(std::string(control::kStacksAskedNote) + "asked " + RankList({r}) + " on " +
+                      status.ranks[r].placement.host +
+                      " for its stacks (a Python program using hvd.torch writes them to its "
+                      "stderr)");
+    }
+    stack_dumps_.push_back(
+        {agent, {status.id, status.attempt, std::move(on_agent), control::kStackDumpSignal, why}});
+  }
+}
+
 void Job::End(JobState to, const std::string& reason, int exit_code, Instant now) {
   if (terminal()) return;
   // Every rank may exit 0 before the last RUNNING report was processed.
@@ -140,6 +161,7 @@ void Job::NextAttempt(Instant now) {
   status.stall.clear();
   status.stall_since_ms = 0;
   stalls.clear();
+  stacks_asked.clear();
   attempt_log_begin_ = log.end();
   ranks_started = 0;
   at_rendezvous = 0;

@@ -254,6 +254,16 @@ class Job {
     StopJobCommand command;
   };
   std::vector<Stop> TakeStops() { return std::move(stops_); }
+  // StackDump commands asked for by AskForStacks, for the caller to send.
+  struct StackDump {
+    std::string agent_id;
+    StackDumpCommand command;
+  };
+  std::vector<StackDump> TakeStackDumps() { return std::move(stack_dumps_); }
+  // Queues a StackDump for each live rank of `ranks` not asked yet during this stall (the stall
+  // a rank is asked in ends when no report stands: stacks_asked is cleared), and says so in the
+  // job's log. `why`: the stall, for the agent's log.
+  void AskForStacks(const std::set<int>& ranks, const std::string& why);
 
   // --- The record and what the launcher's parts keep about the job. The state changes only
   // through the methods above.
@@ -294,6 +304,7 @@ class Job {
     Clock::time_point received;
   };
   std::map<int, Stall> stalls;  // by reporting rank
+  std::set<int> stacks_asked;   // the ranks asked for their stacks during the standing stall
   // The stall reports, each aged to `now` (its age when written plus the time since).
   std::map<int, StallReport> StallReportsAt(Clock::time_point now) const {
     std::map<int, StallReport> reports;
@@ -341,6 +352,7 @@ class Job {
   const JobRules rules_;
   std::function<void(const Job&)> observer_;
   std::vector<Stop> stops_;
+  std::vector<StackDump> stack_dumps_;
   // RESTARTING: the next attempt starts at this time at the earliest.
   Clock::time_point restart_at_;
 

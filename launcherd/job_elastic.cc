@@ -59,6 +59,7 @@ void Job::NewGeneration(std::vector<int> workers, const std::string& what, Insta
   // The workers' stall reports described waits of the generation that ended: a worker still
   // stalled in the new one reports again after HVD_STALL_CHECK_TIME_SECONDS.
   stalls.clear();
+  stacks_asked.clear();
   status.stall.clear();
   status.stall_since_ms = 0;
   generation_published_ = now.steady;

@@ -25,6 +25,19 @@ void JobManager::SendStopsLocked(Job& job) {
   }
 }
 
+void JobManager::SendStackDumpsLocked(Job& job) {
+  for (Job::StackDump& dump : job.TakeStackDumps()) {
+    std::shared_ptr<AgentLink> link = agents_->Link(dump.agent_id);
+    // A disconnected agent's ranks are not asked: the stall outlives a reconnection, and the
+    // stacks are a diagnosis, not a duty.
+    if (!link || !link->SendStackDump(dump.command)) {
+      HVD_LOG(WARNING) << "job " << job.id() << ": could not ask agent " << dump.agent_id
+                       << " for the stacks of " << RankList(dump.command.ranks)
+                       << " (not connected)";
+    }
+  }
+}
+
 void JobManager::PublishMembershipLocked(Job& job) {
   // The generation's workers first: a worker that reads the newest number finds its list.
   const std::string scope = base::AttemptPrefix(job.id(), job.status.attempt);
@@ -257,6 +270,7 @@ void JobManager::OnRendezvousKey(const std::string& key, const std::string& valu
       break;
     case base::RankKeyKind::kStall:
       supervisor_.StallReport(*job, k.rank, value, Instant::Now());
+      SendStackDumpsLocked(*job);
       break;
     case base::RankKeyKind::kAbsent:
       if (job->WorkersAbsent(k.rank, value, Instant::Now())) SettleLocked(*job);

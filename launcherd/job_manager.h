@@ -215,6 +215,8 @@ class JobManager {
   // An elastic job's new generations, into the rendezvous store (job.h TakePublications).
   void PublishMembershipLocked(Job& job) HVD_REQUIRES(mu_);
   void SendStopsLocked(Job& job) HVD_REQUIRES(mu_);
+  // The StackDump commands the job asked for (Job::AskForStacks).
+  void SendStackDumpsLocked(Job& job) HVD_REQUIRES(mu_);
   // The bodies of OnRankEvent, OnOutput, OnHeartbeat and OnMasterPort, for OnAgentReports.
   void OnRankEventLocked(const std::string& agent_id, const RankEventReport& event)
       HVD_REQUIRES(mu_);

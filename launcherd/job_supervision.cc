@@ -390,11 +390,17 @@ void Supervisor::StallReport(Job& job, int rank, const std::string& value, Insta
     HVD_LOG(WARNING) << "job " << job.id() << " stalled: " << control::LogEscape(summary, 1024);
   } else {
     HVD_LOG(INFO) << "job " << job.id() << " is making progress again";
+    job.stacks_asked.clear();
   }
   job.status.stall = summary;
   job.status.stall_since_ms =
       summary.empty() ? 0 : now.wall_ms - static_cast<int64_t>(oldest * 1000);
   job.Changed(/*marker=*/true);  // watchers (hvdrun) print it
+  if (summary.empty()) return;
+  // Where the ranks the stall ends at are: their stacks, once per stall (JobManager sends the
+  // commands), said after the stall itself.
+  job.AskForStacks(StallCulprits(reports), summary);
+  job.Changed(/*marker=*/false);  // watchers read the note
 }
 
 void Supervisor::WatchEnded(Job& job, Instant now) const {

@@ -74,4 +74,14 @@ struct StopJobCommand {
   int attempt = 0;
 };
 
+// Asks an agent to send `signal` to the processes of these ranks that catch it: a stalled rank's
+// stacks (hvd.v1.StackDump; agent/stack_dump.h).
+struct StackDumpCommand {
+  std::string job_id;
+  int attempt = 0;
+  std::vector<int> ranks;
+  int signal = 0;
+  std::string reason;
+};
+
 }  // namespace hvd::launcherd

@@ -63,4 +63,12 @@ void ToProto(const StopJobCommand& c, v1::StopRanks* p) {
   for (int r : c.ranks) p->add_ranks(r);
 }
 
+void ToProto(const StackDumpCommand& c, v1::StackDump* p) {
+  p->set_job_id(c.job_id);
+  p->set_attempt(c.attempt);
+  for (int r : c.ranks) p->add_ranks(r);
+  p->set_signal(c.signal);
+  p->set_reason(c.reason);
+}
+
 }  // namespace hvd::launcherd

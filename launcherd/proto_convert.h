@@ -25,5 +25,6 @@ void ToProto(const StartRankCommand& c, v1::StartRank* p);
 void ToProto(const StopJobCommand& c, v1::StopJob* p);
 // REQUIRES: !c.ranks.empty().
 void ToProto(const StopJobCommand& c, v1::StopRanks* p);
+void ToProto(const StackDumpCommand& c, v1::StackDump* p);
 
 }  // namespace hvd::launcherd

@@ -25,21 +25,18 @@ namespace hvd::clitest {
 namespace {
 
 constexpr auto kJobTimeout = std::chrono::seconds(90);
-const std::string kPython = "/usr/bin/python3";
 const std::string kProgram = std::string(HVD_SOURCE_DIR) + "/tests/cli/elastic_program.py";
 
 class HvdrunElastic : public ::testing::Test {
  protected:
   void SetUp() override {
-    ProcResult r =
-        RunProcess({kPython, "-c", "import torch"}, dir_.path(), std::chrono::seconds(30));
-    if (r.exit_code != 0) GTEST_SKIP() << kPython << " cannot import torch: " << r.err;
+    if (const std::string why = TorchMissing(dir_.path()); !why.empty()) GTEST_SKIP() << why;
   }
   void TearDown() override { EXPECT_EQ(Leftovers(), std::vector<std::string>{}); }
 
   ProcResult Hvdrun(std::vector<std::string> args, const std::vector<std::string>& program_args) {
     args.insert(args.begin(), HVDRUN_PATH);
-    args.push_back(kPython);
+    args.push_back(kTestPython);
     args.push_back(kProgram);
     args.insert(args.end(), program_args.begin(), program_args.end());
     return RunProcess(

@@ -222,4 +222,12 @@ inline bool ProcessAlive(pid_t pid) {
   return close != std::string::npos && stat.size() > close + 2 && stat[close + 2] != 'Z';
 }
 
+// The interpreter the Python end-to-end tests run ranks with (Debian's, which has torch), and why
+// it cannot run them here ("": it can); `dir` is a scratch directory for its output.
+inline const std::string kTestPython = "/usr/bin/python3";
+inline std::string TorchMissing(const std::string& dir) {
+  ProcResult r = RunProcess({kTestPython, "-c", "import torch"}, dir, std::chrono::seconds(30));
+  return r.exit_code == 0 ? "" : kTestPython + " cannot import torch: " + r.err;
+}
+
 }  // namespace hvd::clitest

@@ -1,0 +1,70 @@
+// A stalled rank's stacks, end to end (docs/reliability.md, "Where a stalled rank is"): the real
+// hvdrun in local mode runs tests/cli/stack_dump_program.py, whose rank 1 stops taking part in
+// a function of its own; the stall's report makes the launcher ask rank 1 (only: rank 0 waits in
+// hvd) for its stacks, its agent signals the rank's process (not the child it forked, which
+// inherits the handler), and Python's faulthandler writes them to rank 1's stderr, which hvdrun
+// shows. Nothing the job started outlives it. Skips when /usr/bin/python3 has no torch.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "testutil/expect.h"
+
+#include "hvdrun_process.h"
+
+namespace hvd::clitest {
+namespace {
+
+const std::string kProgram = std::string(HVD_SOURCE_DIR) + "/tests/cli/stack_dump_program.py";
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+class HvdrunStackDump : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = TorchMissing(dir_.path()); !why.empty()) GTEST_SKIP() << why;
+  }
+  void TearDown() override { EXPECT_EQ(Leftovers(), std::vector<std::string>{}); }
+
+  TempDir dir_;
+};
+
+TEST_F(HvdrunStackDump, AStalledPythonRankShowsWhereItIs) {
+  ProcResult r =
+      RunProcess({HVDRUN_PATH, "-np", "2", "--stall-check-time", "1", "--stall-timeout", "8",
+                  "--kill-grace", "1", kTestPython, kProgram},
+                 dir_.path(), std::chrono::seconds(90),
+                 {"HVD_LAUNCHER=", "HVD_TOKEN_FILE=", std::string("PYTHONPATH=") + HVD_PYTHON_DIR},
+                 dir_.path());
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_HAS(all, "rank 1 goes to load data");
+  EXPECT_HAS(r.err, "stalled: ");
+  // The launcher asked rank 1 once, and rank 1's stacks came out on its stderr: the function it
+  // sits in, called from the program's top level.
+  EXPECT_EQ(Count(all, "for its stacks"), 1u) << all;
+  EXPECT_HAS(all, "asked rank 1 on ");
+  EXPECT_HAS(all, "[1]<stderr>:");
+  EXPECT_HAS(all, "stack_dump_program.py\", line ");
+  EXPECT_HAS(all, " in stuck_in_the_data_loader");
+  EXPECT_HAS(all, "in <module>");
+  // Not rank 0 (it waits in hvd, the stall does not end at it), nor rank 1's forked child.
+  EXPECT_EQ(all.find("[0]<stderr>:Stack"), std::string::npos) << all;
+  EXPECT_EQ(all.find("forked_helper_waits"), std::string::npos) << all;
+  // One dump, as it happened (the failure's stderr tail shows it again, not from a rank).
+  EXPECT_EQ(Count(all, "<stderr>:Current thread 0x") + Count(all, "<stderr>:Thread 0x"), 1u) << all;
+  // The child went with the job (Leftovers checks every process, this one by name).
+  std::ifstream pid_file(dir_.path() + "/child.pid");
+  int child = 0;
+  ASSERT_TRUE(pid_file >> child) << "rank 1 wrote no child.pid";
+  EXPECT_FALSE(ProcessAlive(child)) << "rank 1's child " << child << " outlived the job";
+}
+
+}  // namespace
+}  // namespace hvd::clitest
