@@ -1,12 +1,12 @@
 #include "cli/follow.h"
 
 #include <algorithm>
-#include <cctype>
 #include <thread>
 
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "cli/job_format.h"
+#include "cli/stall_news.h"
 #include "control/job_state.h"
 
 namespace hvd::cli {
@@ -22,31 +22,6 @@ constexpr std::chrono::milliseconds kPendingQuiet{2000};
 constexpr std::chrono::milliseconds kDroppedRepeat{5000};
 // Then again this often while it waits, with how long it has.
 constexpr std::chrono::milliseconds kPendingRepeat{60000};
-
-// A stall summary with its durations ("for 3 s", "for 2.5 s") blanked: the launcher updates the
-// summary as the stall ages, but the same stall is news once, not once a check interval.
-std::string StallShape(const std::string& stall) {
-  const auto digit = [&](size_t k) {
-    return k < stall.size() && std::isdigit(static_cast<unsigned char>(stall[k]));
-  };
-  std::string out;
-  size_t i = 0;
-  while (i < stall.size()) {
-    if (!digit(i) || (i > 0 && std::isalnum(static_cast<unsigned char>(stall[i - 1])))) {
-      out += stall[i++];
-      continue;
-    }
-    size_t j = i;
-    while (digit(j) || (stall[j] == '.' && digit(j + 1))) ++j;
-    size_t unit = j < stall.size() && stall[j] == ' ' ? j + 1 : j;  // "3 s" or "3s"
-    const bool seconds =
-        unit < stall.size() && stall[unit] == 's' &&
-        (unit + 1 == stall.size() || !std::isalnum(static_cast<unsigned char>(stall[unit + 1])));
-    out += seconds ? "#" : stall.substr(i, j - i);
-    i = j;
-  }
-  return out;
-}
 
 // Errors a retry cannot fix: the job or the token is wrong.
 bool Permanent(const Status& s) {
@@ -202,9 +177,8 @@ class Follower {
     const bool reason_changed = st.reason != result_->status.reason;
     // A stall is news whether or not --verbose asked for progress: it is what a silent hang
     // looks like from outside.
-    if (StallShape(st.stall) != StallShape(result_->status.stall)) {
-      sink_->Message(st.stall.empty() ? "hvdrun: job " + job_id_ + " is making progress again"
-                                      : "hvdrun: job " + job_id_ + " stalled: " + st.stall);
+    if (std::string news = StallNews(job_id_, result_->status, st); !news.empty()) {
+      sink_->Message(news);
     }
     // An elastic job's membership changes too: a worker left, the job goes on smaller.
     SayMembershipEvents(st.elastic.events);

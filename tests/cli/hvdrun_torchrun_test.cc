@@ -83,17 +83,24 @@ TEST_F(HvdrunTorchrun, TorchrunsFlagsAndRestartCount) {
 }
 
 TEST_F(HvdrunTorchrun, UsersOwnMasterPortWins) {
-  // A port free now, outside what the agent would choose.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  close(fd);
-  const std::string port = std::to_string(ntohs(a.sin_port));
-  ProcResult r = Hvdrun({"-np", "2", "-x", "MASTER_PORT=" + port});
+  // A port free now, outside what the agent would choose (the kernel's ephemeral range). Another
+  // test's connection may take it before rank 0's store binds it: then (only then) another port,
+  // a bounded number of times.
+  std::string port;
+  ProcResult r;
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a = {};
+    a.sin_family = AF_INET;
+    ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+    close(fd);
+    port = std::to_string(ntohs(a.sin_port));
+    r = Hvdrun({"-np", "2", "-x", "MASTER_PORT=" + port});
+    if (r.exit_code == 0 || (r.out + r.err).find("already in use") == std::string::npos) break;
+  }
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_HAS(r.out,
