@@ -76,6 +76,17 @@ std::vector<GroupMember> GroupMembers(pid_t pgid) {
   return out;
 }
 
+pid_t ProcessGroupOf(pid_t pid) {
+  char state = 0;
+  int ppid = 0;
+  int pgid = 0;
+  if (pid <= 0 || std::sscanf(StatTail(pid).c_str(), "%c %d %d", &state, &ppid, &pgid) != 3 ||
+      state == 'Z') {
+    return -1;
+  }
+  return pgid;
+}
+
 bool CatchesSignal(pid_t pid, int signal) {
   if (signal < 1 || signal > 64) return false;
   std::istringstream in(ReadSmallFile("/proc/" + std::to_string(pid) + "/status"));

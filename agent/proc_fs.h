@@ -30,6 +30,9 @@ struct GroupMember {
 };
 std::vector<GroupMember> GroupMembers(pid_t pgid);
 
+// The process group of `pid`, or -1 when it does not exist or is a zombie.
+pid_t ProcessGroupOf(pid_t pid);
+
 // Whether `pid` has a handler for `signal` (its SigCgt mask in /proc/<pid>/status): false when
 // the signal would take its default action or be ignored, or the process is gone.
 bool CatchesSignal(pid_t pid, int signal);

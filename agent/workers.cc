@@ -8,6 +8,7 @@
 #include "base/clock.h"
 #include "base/logging.h"
 #include "base/net.h"
+#include "control/job_model.h"
 
 namespace hvd::agent {
 
@@ -247,13 +248,24 @@ int Workers::Stop(const std::string& job_id, const std::function<bool(const Key&
 std::map<int, std::vector<pid_t>> Workers::DumpStacks(const std::string& job_id, int attempt,
                                                       const std::vector<int>& ranks, int signal,
                                                       const std::string& reason) {
+  // Only the signal hvd.torch registers: any other (SIGINT, which every Python rank catches) would
+  // do what it does, not show a stack.
+  if (signal != control::kStackDumpSignal) {
+    HVD_LOG(WARNING) << "job " << job_id << ": a stack dump with signal " << signal
+                     << " was refused (only " << control::kStackDumpSignal << ")";
+    return {};
+  }
   const std::set<int> chosen(ranks.begin(), ranks.end());
   std::map<int, pid_t> leaders;
   {
     base::MutexLock lock(&mu_);
     for (const auto& [key, entry] : entries_) {
       const auto& [job, att, rank] = key;
-      if (job != job_id || att != attempt || !chosen.count(rank) || entry.runner->done()) continue;
+      // Not a rank being stopped: its interpreter may be putting the default action back.
+      if (job != job_id || att != attempt || !chosen.count(rank) || entry.stop_requested ||
+          entry.runner->done()) {
+        continue;
+      }
       if (entry.runner->pid() > 0) leaders[rank] = entry.runner->pid();
     }
   }

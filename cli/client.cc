@@ -97,6 +97,19 @@ Status Client::Cancel(const std::string& job_id, const std::string& reason,
   return Status::OK();
 }
 
+Status Client::DumpStacks(const std::string& job_id, const std::vector<int>& ranks,
+                          const std::string& reason, std::vector<int>* asked) {
+  auto ctx = control::NewClientContext(token_, timeout_);
+  v1::DumpStacksRequest req;
+  req.set_job_id(job_id);
+  for (int r : ranks) req.add_ranks(r);
+  req.set_reason(reason);
+  v1::DumpStacksResponse resp;
+  HVD_RETURN_IF_ERROR(FromGrpc(stub_->DumpStacks(ctx.get(), req, &resp), "DumpStacks"));
+  asked->assign(resp.ranks().begin(), resp.ranks().end());
+  return Status::OK();
+}
+
 Status Client::UpdateJobHosts(const std::string& job_id,
                               const std::vector<control::HostSlots>& hosts) {
   auto ctx = control::NewClientContext(token_, timeout_);

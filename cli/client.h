@@ -40,6 +40,10 @@ class Client {
   // `signal`: the first signal the ranks get (CancelJobRequest.signal; 0: SIGTERM).
   Status Cancel(const std::string& job_id, const std::string& reason, control::JobState* state,
                 int signal = 0);
+  // Asks ranks of a running job for their stacks (Launcher.DumpStacks; `ranks` empty: every
+  // rank); *asked: the ranks asked (those running).
+  Status DumpStacks(const std::string& job_id, const std::vector<int>& ranks,
+                    const std::string& reason, std::vector<int>* asked);
   Status ListAgents(std::vector<control::AgentInfo>* agents);
   // An elastic job's hosts from --host-discovery-script (Launcher.UpdateJobHosts).
   Status UpdateJobHosts(const std::string& job_id, const std::vector<control::HostSlots>& hosts);

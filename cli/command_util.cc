@@ -89,10 +89,13 @@ std::string MainUsage(const control::FlagSet& run_flags) {
       "  hvdrun list                                     every job\n"
       "  hvdrun cancel JOB                               end a job and its ranks\n"
       "  hvdrun logs JOB [-f]                            a job's output (-f: follow)\n"
+      "  hvdrun stacks JOB [--rank N]                    where its ranks are: their stacks, in "
+      "its output\n"
       "  hvdrun agents                                   the agents and their slots\n"
       "  hvdrun --version | --check-build\n"
       "Each command takes --help. --launcher, --token-file and --timeout may also come before "
-      "the command\n(hvdrun --launcher HOST:PORT --token-file FILE list).\n";
+      "the command\n(hvdrun --launcher HOST:PORT --token-file FILE list). An attached hvdrun "
+      "shows its ranks'\nstacks on SIGQUIT (Ctrl-\\).\n";
   return out;
 }
 

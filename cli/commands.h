@@ -21,6 +21,7 @@ int StatusCommand(int argc, char** argv, int first);  // status_command.cc
 int ListCommand(int argc, char** argv, int first);    // list_command.cc
 int CancelCommand(int argc, char** argv, int first);  // cancel_command.cc
 int LogsCommand(int argc, char** argv, int first);    // logs_command.cc
+int StacksCommand(int argc, char** argv, int first);  // stacks_command.cc
 int AgentsCommand(int argc, char** argv, int first);  // list_command.cc
 
 // What this build of hvd supports (`hvdrun --check-build`).

@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"submit", hvd::cli::SubmitCommand}, {"status", hvd::cli::StatusCommand},
     {"list", hvd::cli::ListCommand},     {"cancel", hvd::cli::CancelCommand},
     {"logs", hvd::cli::LogsCommand},     {"agents", hvd::cli::AgentsCommand},
+    {"stacks", hvd::cli::StacksCommand},
 };
 
 // The flags every command takes (ClusterFlags: where the launcher is and how to talk to it), so

@@ -50,6 +50,7 @@ constexpr std::chrono::milliseconds kKillCallTimeout{2000};
 // bound, or at once after a second signal (local mode: once the SIGKILLed ranks are reported gone,
 // within kKillReportWait). Runs its own thread: the signal watcher's must stay free to report the
 // next signal while a CancelJob call is in flight.
+// SIGQUIT (Ctrl-\) is no stop: it asks the job's ranks for their stacks (DumpStacks), each time.
 class CancelOnSignal {
  public:
   CancelOnSignal(OutputSink* sink, std::chrono::milliseconds bound, bool local)
@@ -67,6 +68,11 @@ class CancelOnSignal {
     base::MutexLock lock(&mu_);
     if (signo_ == 0) signo_ = signo;
     count_ = count;
+    cv_.NotifyAll();
+  }
+  void OnQuit() {
+    base::MutexLock lock(&mu_);
+    stacks_wanted_ = true;
     cv_.NotifyAll();
   }
   // Once the job exists. A signal that came earlier cancels it now.
@@ -95,6 +101,15 @@ class CancelOnSignal {
   void Loop() {
     base::MutexLock lock(&mu_);
     while (!done_) {
+      if (stacks_wanted_) {
+        stacks_wanted_ = false;
+        Client* client = client_;
+        const std::string id = job_id_;
+        lock.Unlock();
+        AskForStacks(client, id);
+        lock.Lock();
+        continue;
+      }
       if (signo_ != 0 && client_ != nullptr && !cancel_sent_) {
         cancel_sent_ = true;
         deadline_ = Clock::now() + bound_;
@@ -142,6 +157,22 @@ class CancelOnSignal {
     }
   }
 
+  // The launcher's note ("asked ranks 0, 1 for their stacks") comes back in the job's events.
+  void AskForStacks(Client* client, const std::string& id) {
+    if (client == nullptr) {
+      sink_->Message("hvdrun: SIGQUIT: no job runs yet whose ranks could show their stacks");
+      return;
+    }
+    std::vector<int> asked;
+    Status s = client->DumpStacks(id, {}, "hvdrun received SIGQUIT", &asked);
+    if (!s.ok()) {
+      sink_->Message("hvdrun: SIGQUIT: asking job " + id +
+                     "'s ranks for their stacks failed: " + s.message());
+    } else if (asked.empty()) {
+      sink_->Message("hvdrun: SIGQUIT: none of job " + id + "'s ranks runs now");
+    }
+  }
+
   static constexpr std::chrono::milliseconds kZero{0};
   OutputSink* sink_;
   const std::chrono::milliseconds bound_;
@@ -156,6 +187,7 @@ class CancelOnSignal {
   bool cancel_sent_ HVD_GUARDED_BY(mu_) = false;
   bool kill_sent_ HVD_GUARDED_BY(mu_) = false;
   bool interrupted_ HVD_GUARDED_BY(mu_) = false;
+  bool stacks_wanted_ HVD_GUARDED_BY(mu_) = false;
   Clock::time_point deadline_ HVD_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts once every member above is initialized
 };
@@ -284,7 +316,8 @@ int RunCommand(int argc, char** argv, int first) {
   // Destroyed in reverse: the watcher (which calls the canceller) goes before the canceller.
   CancelOnSignal canceller(sink.get(), kLocalKillGrace + kCancelSlack, local);
   std::unique_ptr<SignalWatcher> signals;
-  s = SignalWatcher::Start([&](int signo, int n) { canceller.OnSignal(signo, n); }, &signals);
+  s = SignalWatcher::Start([&](int signo, int n) { canceller.OnSignal(signo, n); }, &signals,
+                           [&] { canceller.OnQuit(); });
   if (!s.ok()) return ReportError(s);
 
   std::unique_ptr<EmbeddedCluster> cluster;

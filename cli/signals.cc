@@ -38,7 +38,7 @@ void Handler(int signo) {
 }  // namespace
 
 Status SignalWatcher::Start(std::function<void(int, int)> on_signal,
-                            std::unique_ptr<SignalWatcher>* out) {
+                            std::unique_ptr<SignalWatcher>* out, std::function<void()> on_quit) {
   if (g_active.exchange(true)) return Internal("a SignalWatcher is already running");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -51,12 +51,14 @@ Status SignalWatcher::Start(std::function<void(int, int)> on_signal,
   g_write_fd = fds[1];
   std::unique_ptr<SignalWatcher> w(new SignalWatcher());
   w->on_signal_ = std::move(on_signal);
+  w->on_quit_ = std::move(on_quit);
   struct sigaction sa;
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_handler = Handler;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int s : kSignals) sigaction(s, &sa, nullptr);
+  if (w->on_quit_) sigaction(SIGQUIT, &sa, nullptr);
   w->thread_ = std::thread([raw = w.get()] { raw->Loop(); });
   *out = std::move(w);
   return Status::OK();
@@ -70,6 +72,10 @@ void SignalWatcher::Loop() {
     const ssize_t n = read(g_read_fd, &a, sizeof a);
     if (n < 0 && errno == EINTR) continue;
     if (n != static_cast<ssize_t>(sizeof a) || a.signo == 0) return;  // 0: the stop record
+    if (a.signo == SIGQUIT) {  // a request, not a stop: each one is passed on
+      on_quit_();
+      continue;
+    }
     // Signals within kSameSignal of the last one passed on are that one: `timeout -s INT` and
     // `kill -INT -PGID` deliver it to hvdrun and again to its process group microseconds apart,
     // and a service manager may send SIGTERM and SIGHUP together; each counted as a second
@@ -85,6 +91,7 @@ SignalWatcher::~SignalWatcher() {
   std::memset(&sa, 0, sizeof(sa));
   sa.sa_handler = SIG_DFL;
   for (int s : kSignals) sigaction(s, &sa, nullptr);
+  if (on_quit_) sigaction(SIGQUIT, &sa, nullptr);
   const int wfd = g_write_fd.exchange(-1);
   const Arrival stop{0, 0};
   (void)!write(wfd, &stop, sizeof stop);

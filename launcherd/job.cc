@@ -70,25 +70,37 @@ void Job::QueueStops(const std::string& reason) {
   }
 }
 
-void Job::AskForStacks(const std::set<int>& ranks, const std::string& why) {
+std::vector<int> Job::AskForStacks(const std::set<int>& ranks, const std::string& why,
+                                   bool once_per_stall) {
+  // A stall blames a few ranks; a report blaming many (a coordinator missing half the job) asks
+  // the first few, not a flood of stacks into the job's capped log.
+  constexpr size_t kMaxPerStall = 4;
   std::map<std::string, std::vector<int>> by_agent;
+  std::vector<int> asked;
   for (int r : ranks) {
-    if (r < 0 || r >= static_cast<int>(status.ranks.size()) || !RankLive(status.ranks[r].state) ||
-        !stacks_asked.insert(r).second) {
+    if (r < 0 || r >= static_cast<int>(status.ranks.size()) || !RankLive(status.ranks[r].state)) {
+      continue;
+    }
+    if (once_per_stall && (stacks_asked.size() >= kMaxPerStall || !stacks_asked.insert(r).second)) {
       continue;
     }
     by_agent[status.ranks[r].placement.agent_id].push_back(r);
+    asked.push_back(r);
   }
+  if (asked.empty()) return asked;
+  // An elastic job's numbers are its workers' (as its stall reports and membership lines say).
+  const std::string who = !elastic()          ? RankList(asked)
+                          : asked.size() == 1 ? "worker " + RankList(asked, false)
+                                              : "workers " + RankList(asked, false);
+  log.AddProgress(std::string(control::kStacksAskedNote) + "asked " + who +
+                  (asked.size() == 1 ? " on " + status.ranks[asked[0]].placement.host + " for its"
+                                     : " for their") +
+                  " stacks (a Python program using hvd.torch writes them to its stderr)");
   for (auto& [agent, on_agent] : by_agent) {
-    for (int r : on_agent) {
-      log.AddProgress(std::string(control::kStacksAskedNote) + "asked " + RankList({r}) + " on " +
-                      status.ranks[r].placement.host +
-                      " for its stacks (a Python program using hvd.torch writes them to its "
-                      "stderr)");
-    }
     stack_dumps_.push_back(
         {agent, {status.id, status.attempt, std::move(on_agent), control::kStackDumpSignal, why}});
   }
+  return asked;
 }
 
 void Job::End(JobState to, const std::string& reason, int exit_code, Instant now) {

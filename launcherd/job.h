@@ -260,10 +260,12 @@ class Job {
     StackDumpCommand command;
   };
   std::vector<StackDump> TakeStackDumps() { return std::move(stack_dumps_); }
-  // Queues a StackDump for each live rank of `ranks` not asked yet during this stall (the stall
-  // a rank is asked in ends when no report stands: stacks_asked is cleared), and says so in the
-  // job's log. `why`: the stall, for the agent's log.
-  void AskForStacks(const std::set<int>& ranks, const std::string& why);
+  // Queues a StackDump for each live rank of `ranks` (grouped by agent) and says so in the job's
+  // log; returns the ranks asked. `once_per_stall`: only those not asked yet during this stall
+  // (the stall a rank is asked in ends when no report stands: stacks_asked is cleared). `why`:
+  // for the agents' logs.
+  std::vector<int> AskForStacks(const std::set<int>& ranks, const std::string& why,
+                                bool once_per_stall);
 
   // --- The record and what the launcher's parts keep about the job. The state changes only
   // through the methods above.

@@ -34,6 +34,9 @@ void JobManager::SendStackDumpsLocked(Job& job) {
       HVD_LOG(WARNING) << "job " << job.id() << ": could not ask agent " << dump.agent_id
                        << " for the stacks of " << RankList(dump.command.ranks)
                        << " (not connected)";
+      job.log.AddProgress(std::string(control::kStacksAskedNote) + "the agent of " +
+                          RankList(dump.command.ranks) + " is not connected: no stacks from there");
+      for (int r : dump.command.ranks) job.stacks_asked.erase(r);  // the next report asks again
     }
   }
 }

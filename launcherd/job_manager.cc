@@ -205,6 +205,33 @@ Status JobManager::Cancel(const std::string& id, const std::string& reason, JobS
   return Status::OK();
 }
 
+Status JobManager::DumpStacks(const std::string& id, const std::vector<int>& ranks,
+                              const std::string& why, std::vector<int>* asked) {
+  base::MutexLock lock(&mu_);
+  JobPtr job = table_.Find(id);
+  if (!job) return NotFound(NoJob(id) + "; list jobs with: hvdrun list");
+  if (job->terminal()) {
+    return FailedPrecondition("job " + id + " has ended (" + control::JobStateName(job->state()) +
+                              "): none of its ranks runs to be asked for its stacks");
+  }
+  const int n = static_cast<int>(job->status.ranks.size());
+  std::set<int> chosen;
+  for (int r : ranks) {
+    if (r < 0 || r >= n) {
+      return InvalidArgument("rank " + std::to_string(r) + ": job " + id + " has ranks 0 to " +
+                             std::to_string(n - 1));
+    }
+    chosen.insert(r);
+  }
+  if (ranks.empty()) {
+    for (int r = 0; r < n; ++r) chosen.insert(r);
+  }
+  *asked = job->AskForStacks(chosen, why, /*once_per_stall=*/false);
+  if (!asked->empty()) job->Changed(/*marker=*/false);  // watchers read the note
+  SendStackDumpsLocked(*job);
+  return Status::OK();
+}
+
 void JobManager::Schedule() {
   base::MutexLock lock(&mu_);
   ScheduleLocked();

@@ -109,6 +109,10 @@ class JobManager {
   // but whose ranks still run kills them now instead (hvdrun's second Ctrl-C).
   Status Cancel(const std::string& id, const std::string& reason, JobState* state, int signal = 0)
       HVD_EXCLUDES(mu_);
+  // Asks ranks of a running job for their stacks (Launcher.DumpStacks): `ranks` empty, every rank
+  // that runs. *asked: those asked (the ones running).
+  Status DumpStacks(const std::string& id, const std::vector<int>& ranks, const std::string& why,
+                    std::vector<int>* asked);
 
   // An elastic job's hosts from hvdrun's --host-discovery-script: checked as -H is, then the
   // job's host list (Scheduler::Grow starts workers on new ones). NotFound, or

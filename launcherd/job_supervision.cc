@@ -399,7 +399,7 @@ void Supervisor::StallReport(Job& job, int rank, const std::string& value, Insta
   if (summary.empty()) return;
   // Where the ranks the stall ends at are: their stacks, once per stall (JobManager sends the
   // commands), said after the stall itself.
-  job.AskForStacks(StallCulprits(reports), summary);
+  job.AskForStacks(StallCulprits(reports), summary, /*once_per_stall=*/true);
   job.Changed(/*marker=*/false);  // watchers read the note
 }
 

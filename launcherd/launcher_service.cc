@@ -130,6 +130,20 @@ grpc::Status LauncherService::CancelJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status LauncherService::DumpStacks(grpc::ServerContext* context,
+                                         const v1::DumpStacksRequest* request,
+                                         v1::DumpStacksResponse* response) {
+  // The reason only goes to the agents' logs: a long one is cut, not refused.
+  std::string why = request->reason().empty() ? "asked by a client" : request->reason();
+  if (why.size() > 200) why = why.substr(0, 200) + "...";
+  std::vector<int> asked;
+  Status s = jobs_->DumpStacks(request->job_id(),
+                               {request->ranks().begin(), request->ranks().end()}, why, &asked);
+  if (!s.ok()) return control::ToGrpc(s);
+  for (int r : asked) response->add_ranks(r);
+  return grpc::Status::OK;
+}
+
 grpc::Status LauncherService::UpdateJobHosts(grpc::ServerContext* context,
                                              const v1::UpdateJobHostsRequest* request,
                                              v1::UpdateJobHostsResponse* response) {

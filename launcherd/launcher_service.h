@@ -26,6 +26,8 @@ class LauncherService final : public v1::Launcher::Service {
                         v1::ListJobsResponse* response) override;
   grpc::Status CancelJob(grpc::ServerContext* context, const v1::CancelJobRequest* request,
                          v1::CancelJobResponse* response) override;
+  grpc::Status DumpStacks(grpc::ServerContext* context, const v1::DumpStacksRequest* request,
+                          v1::DumpStacksResponse* response) override;
   grpc::Status UpdateJobHosts(grpc::ServerContext* context,
                               const v1::UpdateJobHostsRequest* request,
                               v1::UpdateJobHostsResponse* response) override;

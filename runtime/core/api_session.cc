@@ -131,7 +131,10 @@ Status Shutdown() {
   // The background thread cannot wait for itself to stop (std::thread::join would throw and
   // terminate the process).
   HVD_RETURN_IF_ERROR(NotFromCallback("hvd::Shutdown"));
-  if (InForkedChild()) {
+  // The kernel's pid, not the cached one: a child made without fork() (clone, _Fork) ran no
+  // atfork handler, and tearing the session down there would close the parent's connections.
+  const pid_t init_pid = g_init_pid.load();
+  if (InForkedChild() || (init_pid != 0 && init_pid != getpid())) {
     AbandonInForkedChild();
     return Status::OK();
   }

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,7 +27,7 @@ constexpr int kSignal = control::kStackDumpSignal;
 int g_report_fd = -1;
 
 void Report(int) {
-  const char c = 'D';
+  const char c = 'D';  // a dump
   (void)!write(g_report_fd, &c, 1);
 }
 
@@ -36,8 +37,11 @@ void Catch() {
   sigaction(kSignal, &sa, nullptr);
 }
 
-// Sleeps in the child until killed; alarm() bounds it if the test dies first.
+// Says it is ready (its handler set), then sleeps in the child until killed; alarm() bounds it
+// if the test dies first.
 [[noreturn]] void Linger() {
+  const char c = 'R';
+  (void)!write(g_report_fd, &c, 1);
   alarm(30);
   for (;;) pause();
 }
@@ -70,13 +74,9 @@ class Group {
     }
     close(fds[1]);
     setpgid(leader_, leader_);  // either side may run first
-    const size_t want = 1 + children_catch.size();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    // Until every member is there with its handler set (each sets it right after the fork).
-    while (GroupMembers(leader_).size() < want && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Until every member said it is ready (its handler set), for at most 10 s.
+    EXPECT_EQ(Read('R', 1 + children_catch.size(), std::chrono::seconds(10)),
+              1 + children_catch.size());
   }
   ~Group() {
     kill(-leader_, SIGKILL);
@@ -84,15 +84,17 @@ class Group {
     close(read_fd_);
   }
   pid_t leader() const { return leader_; }
-  // How many reports came from handlers within `wait`.
-  int Reports(std::chrono::milliseconds wait) {
-    int n = 0;
+  // How many dumps the handlers reported within `wait` (and 200 ms after the first, for more).
+  size_t Reports(std::chrono::milliseconds wait) { return Read('D', SIZE_MAX, wait); }
+  // Reads until `want` bytes `c` came, or none came for `wait`; returns how many did.
+  size_t Read(char c, size_t want, std::chrono::milliseconds wait) {
+    size_t n = 0;
     pollfd p = {read_fd_, POLLIN, 0};
-    while (poll(&p, 1, static_cast<int>(wait.count())) == 1) {
-      char c;
-      if (read(read_fd_, &c, 1) != 1) break;
-      ++n;
-      wait = std::chrono::milliseconds(200);  // for any more after the first
+    while (n < want && poll(&p, 1, static_cast<int>(wait.count())) == 1) {
+      char got;
+      if (read(read_fd_, &got, 1) != 1) break;
+      if (got == c) ++n;
+      if (c == 'D') wait = std::chrono::milliseconds(200);
     }
     return n;
   }
@@ -108,7 +110,7 @@ TEST(StackDump, OnlyTheTopmostCatchingProcessOfTheGroupIsSignalled) {
   ASSERT_EQ(GroupMembers(g.leader()).size(), 3u);
   EXPECT_EQ(StackDumpTargets(g.leader(), kSignal), std::vector<pid_t>{g.leader()});
   EXPECT_EQ(SendStackDump(g.leader(), kSignal), std::vector<pid_t>{g.leader()});
-  EXPECT_EQ(g.Reports(std::chrono::seconds(5)), 1);
+  EXPECT_EQ(g.Reports(std::chrono::seconds(5)), 1u);
   EXPECT_TRUE(g.LeaderAlive());
 }
 
@@ -120,7 +122,7 @@ TEST(StackDump, ACatchingChildOfALeaderThatDoesNotCatchIsTheTarget) {
   const pid_t child = members[0] == g.leader() ? members[1] : members[0];
   EXPECT_EQ(StackDumpTargets(g.leader(), kSignal), std::vector<pid_t>{child});
   EXPECT_EQ(SendStackDump(g.leader(), kSignal), std::vector<pid_t>{child});
-  EXPECT_EQ(g.Reports(std::chrono::seconds(5)), 1);
+  EXPECT_EQ(g.Reports(std::chrono::seconds(5)), 1u);
   EXPECT_TRUE(g.LeaderAlive());
 }
 

@@ -3,11 +3,15 @@
 // a function of its own; the stall's report makes the launcher ask rank 1 (only: rank 0 waits in
 // hvd) for its stacks, its agent signals the rank's process (not the child it forked, which
 // inherits the handler), and Python's faulthandler writes them to rank 1's stderr, which hvdrun
-// shows. Nothing the job started outlives it. Skips when /usr/bin/python3 has no torch.
+// shows. And SIGQUIT to an attached hvdrun asks every rank, at any time. Nothing the job started
+// outlives it. Skips when /usr/bin/python3 has no torch.
 #include <gtest/gtest.h>
+
+#include <signal.h>
 
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "testutil/expect.h"
 
@@ -22,6 +26,17 @@ size_t Count(const std::string& text, const std::string& what) {
   size_t n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
+}
+
+// Polls `done` every 20 ms for up to `limit`.
+template <typename F>
+bool WaitUntil(F done, std::chrono::milliseconds limit) {
+  const auto deadline = Clock::now() + limit;
+  while (!done()) {
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
 }
 
 class HvdrunStackDump : public ::testing::Test {
@@ -55,7 +70,8 @@ TEST_F(HvdrunStackDump, AStalledPythonRankShowsWhereItIs) {
   EXPECT_HAS(all, " in stuck_in_the_data_loader");
   EXPECT_HAS(all, "in <module>");
   // Not rank 0 (it waits in hvd, the stall does not end at it), nor rank 1's forked child.
-  EXPECT_EQ(all.find("[0]<stderr>:Stack"), std::string::npos) << all;
+  EXPECT_EQ(all.find("[0]<stderr>:Current thread"), std::string::npos) << all;
+  EXPECT_EQ(all.find("[0]<stderr>:Thread 0x"), std::string::npos) << all;
   EXPECT_EQ(all.find("forked_helper_waits"), std::string::npos) << all;
   // One dump, as it happened (the failure's stderr tail shows it again, not from a rank).
   EXPECT_EQ(Count(all, "<stderr>:Current thread 0x") + Count(all, "<stderr>:Thread 0x"), 1u) << all;
@@ -64,6 +80,39 @@ TEST_F(HvdrunStackDump, AStalledPythonRankShowsWhereItIs) {
   int child = 0;
   ASSERT_TRUE(pid_file >> child) << "rank 1 wrote no child.pid";
   EXPECT_FALSE(ProcessAlive(child)) << "rank 1's child " << child << " outlived the job";
+}
+
+// SIGQUIT (Ctrl-\) to an attached hvdrun asks every rank for its stacks, and the job goes on: a
+// thread dump on demand, as a JVM gives one, before any stall check would.
+TEST_F(HvdrunStackDump, SigquitShowsEveryRanksStacksAndTheJobGoesOn) {
+  Proc p({HVDRUN_PATH, "-np", "2", kTestPython, kProgram, "--loop"}, dir_.path(),
+         {"HVD_LAUNCHER=", "HVD_TOKEN_FILE=", std::string("PYTHONPATH=") + HVD_PYTHON_DIR},
+         dir_.path());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const std::string out = p.Out();
+        return out.find("[0]<stdout>:rank 0 looping") != std::string::npos &&
+               out.find("[1]<stdout>:rank 1 looping") != std::string::npos;
+      },
+      std::chrono::seconds(60)))
+      << p.Out() << p.Err();
+  p.Signal(SIGQUIT);
+  // Both ranks' stacks, each showing the loop it is in.
+  const auto dumped = [&](int rank) {
+    const std::string all = p.Out() + p.Err(), tag = "[" + std::to_string(rank) + "]<stderr>:";
+    return all.find(tag + "Current thread 0x") != std::string::npos &&
+           all.find(tag + "  File \"" + kProgram + "\", line ") != std::string::npos;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return dumped(0) && dumped(1); }, std::chrono::seconds(30)))
+      << p.Out() << p.Err();
+  { std::ofstream(dir_.path() + "/stop") << "\n"; }
+  ProcResult r = p.Wait(std::chrono::seconds(60));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const std::string all = r.out + r.err;
+  EXPECT_HAS(all, "hvdrun: asked ranks 0, 1 for their stacks");
+  EXPECT_HAS(all, " in training_step_loop");
+  EXPECT_EQ(all.find("cancelling"), std::string::npos) << "SIGQUIT is no stop: " << all;
 }
 
 }  // namespace

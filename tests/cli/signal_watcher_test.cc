@@ -1,6 +1,7 @@
 // cli/signals.h: signals reach hvdrun's watcher thread counted, and one signal delivered twice at
 // once (`timeout -s INT`, a process-group kill), or two sent together, count once: they are not
-// taken for a second Ctrl-C. Real signals, raised in this process.
+// taken for a second Ctrl-C; SIGQUIT, where asked for, is a request that is never counted. Real
+// signals, raised in this process.
 #include "cli/signals.h"
 
 #include <gtest/gtest.h>
@@ -52,6 +53,25 @@ TEST(SignalWatcher, SignalsAtOnceCountOnce) {
   w.reset();
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(seen.WaitFor(2).size(), 2u) << "a repeat passed on late";
+}
+
+// SIGQUIT, where asked for, is a request (an attached hvdrun's stacks), not a stop: each one runs
+// `on_quit`, none is counted or taken for the same signal as a stop signal near it.
+TEST(SignalWatcher, SigquitIsARequestNotAStop) {
+  Seen seen;
+  std::unique_ptr<SignalWatcher> w;
+  ASSERT_TRUE(
+      SignalWatcher::Start([&](int s, int c) { seen.Add(s, c); }, &w, [&] { seen.Add(SIGQUIT, 0); })
+          .ok());
+  raise(SIGQUIT);
+  raise(SIGQUIT);
+  raise(SIGINT);
+  EXPECT_EQ(seen.WaitFor(3),
+            (std::vector<std::pair<int, int>>{{SIGQUIT, 0}, {SIGQUIT, 0}, {SIGINT, 1}}));
+  w.reset();  // SIGQUIT's default disposition is back (not raised: it would end the test)
+  struct sigaction now = {};
+  sigaction(SIGQUIT, nullptr, &now);
+  EXPECT_EQ(now.sa_handler, SIG_DFL);
 }
 
 }  // namespace

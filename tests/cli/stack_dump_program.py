@@ -1,7 +1,12 @@
-"""A job whose rank 1 stalls outside hvd (tests/cli/hvdrun_stack_dump_test.cc): after a first
-allreduce it forks a child (as a DataLoader does: the child inherits hvd.torch's stack-dump
-handler) and then sits in a function whose name the test looks for in its stacks, while rank 0
-waits in the next allreduce. Every wait is bounded: --stall-timeout ends the job first."""
+"""Jobs for tests/cli/hvdrun_stack_dump_test.cc. Every wait is bounded.
+
+Default: rank 1 stalls outside hvd. After a first allreduce it forks a child (as a DataLoader
+does: the child inherits hvd.torch's stack-dump handler) and then sits in a function whose name
+the test looks for in its stacks, while rank 0 waits in the next allreduce (--stall-timeout ends
+the job first).
+
+--loop: every rank allreduces in a loop until the file "stop" appears in the working directory
+(at most 60 s), so that hvdrun's SIGQUIT finds them in training_step_loop."""
 import os
 import sys
 import time
@@ -19,9 +24,24 @@ def stuck_in_the_data_loader():
     time.sleep(120)
 
 
+def training_step_loop(t):
+    print("rank %d looping" % hvd.rank(), flush=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        # Every rank decides alike (a collective on the file's presence), so all stop together.
+        stop = torch.tensor([1.0 if os.path.exists("stop") else 0.0])
+        if hvd.allreduce(stop, name="stop", op=hvd.Max).item() > 0:
+            return
+        hvd.allreduce(t, name="step")
+        time.sleep(0.01)
+
+
 hvd.init()
 t = torch.ones(4)
 hvd.allreduce(t, name="first")
+if "--loop" in sys.argv:
+    training_step_loop(t)
+    sys.exit(0)
 if hvd.rank() == 1:
     child = os.fork()
     if child == 0:

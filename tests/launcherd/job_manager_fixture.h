@@ -27,10 +27,16 @@ class FakeLink : public AgentLink {
     stops.push_back(c);
     return true;
   }
+  bool SendStackDump(const StackDumpCommand& c) override {
+    std::lock_guard<std::mutex> lock(mu);
+    dumps.push_back(c);
+    return true;
+  }
   void Close() override {}
   std::mutex mu;
   std::vector<StartRankCommand> starts;
   std::vector<StopJobCommand> stops;
+  std::vector<StackDumpCommand> dumps;
 };
 
 class JobManagerFixture : public ::testing::Test {

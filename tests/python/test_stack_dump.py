@@ -1,7 +1,8 @@
 """hvd.init() registers the stack dump that hvdrun's stall diagnosis asks for (the signal
 HVD_STACK_DUMP_SIGNAL names, set by hvdrun's agent; docs/reliability.md): the rank then catches
 it, and the signal writes every Python thread's stack to stderr while the program goes on. A
-handler the program set for that signal itself is kept; a malformed value is said, not raised.
+handler the program set for that signal itself (from Python or from C) is kept; a malformed value
+is said, not raised.
 The end-to-end path (a stall, the launcher's request, the agent's signal) is
 tests/cli/hvdrun_stack_dump_test.cc."""
 import os
@@ -30,11 +31,14 @@ def test_a_rank_under_hvdrun_catches_the_stack_dump_signal():
 # Each case in a fresh interpreter: the registration is once per process.
 _PROGRAM = r"""
 import os, signal, sys
-from hvd.common import basics
+from hvd.common import stack_dump
 mode = sys.argv[1]
 if mode == "own":
     signal.signal(40, lambda *a: print("the program's own handler", flush=True))
-basics._register_stack_dump()
+if mode == "ignored_in_c":  # set where Python's signal module does not see it
+    import ctypes
+    ctypes.CDLL(None).signal(40, ctypes.c_void_p(1))  # SIG_IGN
+stack_dump.register()
 def where_the_rank_is():
     os.kill(os.getpid(), 40)
 if mode != "bad":
@@ -62,6 +66,13 @@ def test_a_handler_of_the_programs_own_is_kept():
     assert r.returncode == 0, r.stderr
     assert "the program's own handler" in r.stdout
     assert "most recent call first" not in r.stderr
+
+
+def test_a_disposition_set_from_c_is_kept():
+    r = _run("ignored_in_c")
+    assert r.returncode == 0, r.stderr
+    assert "most recent call first" not in r.stderr
+    assert "went on" in r.stdout
 
 
 def test_a_malformed_signal_is_said():

@@ -12,14 +12,12 @@ is released around every foreign call; the runtime never calls back into Python)
 """
 import atexit
 import ctypes
-import faulthandler
 import os
-import signal
-import sys
 import threading
 
 from hvd.common import build_info as _build_info
 from hvd.common import exceptions as _exc
+from hvd.common import stack_dump as _stack_dump
 from hvd.common.util import is_iterable
 
 ABI_VERSION = 2
@@ -263,30 +261,6 @@ def add_init_hook(fn):
     _init_hooks.append(fn)
 
 
-_stack_dump_pid = None  # the process that registered the stack dump (a forked child inherits it)
-
-
-def _register_stack_dump():
-    """Lets hvdrun show where a stalled rank is: the launcher asks a stall's culprit for its
-    stacks with the signal HVD_STACK_DUMP_SIGNAL names (set by hvdrun's agent), and Python's
-    faulthandler writes the stack of every thread to stderr, from a C signal handler, even while
-    the main thread is blocked in a collective or in C code. A signal the program already handles
-    is left to it (the agent sends the signal only to processes that catch it)."""
-    global _stack_dump_pid
-    value = os.environ.get("HVD_STACK_DUMP_SIGNAL", "")
-    if not value or _stack_dump_pid is not None:
-        return
-    _stack_dump_pid = os.getpid()
-    try:
-        signum = int(value)
-        if signal.getsignal(signum) not in (signal.SIG_DFL, None):
-            return
-        faulthandler.register(signum, file=sys.__stderr__ or 2, all_threads=True, chain=False)
-    except (ValueError, OSError, RuntimeError) as e:
-        sys.stderr.write("hvd: HVD_STACK_DUMP_SIGNAL=%s: %s; a stall will not show this rank's "
-                         "stacks\n" % (value, e))
-
-
 def _int_array(values):
     values = list(values)
     return (ctypes.c_int * max(1, len(values)))(*values)
@@ -339,7 +313,7 @@ def init(comm=None, process_sets=None):
         if not _atexit_registered:
             atexit.register(_shutdown_at_exit, os.getpid())
             _atexit_registered = True
-        _register_stack_dump()
+        _stack_dump.register()
         job_size = size()
         if comm_ranks is not None and comm_ranks != list(range(job_size)):
             if not was_initialized:  # a failed init leaves nothing initialized
