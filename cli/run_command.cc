@@ -86,6 +86,7 @@ class CancelOnSignal {
   void Done() {
     base::MutexLock lock(&mu_);
     client_ = nullptr;
+    job_over_ = true;
   }
   int signo() {
     base::MutexLock lock(&mu_);
@@ -101,15 +102,6 @@ class CancelOnSignal {
   void Loop() {
     base::MutexLock lock(&mu_);
     while (!done_) {
-      if (stacks_wanted_) {
-        stacks_wanted_ = false;
-        Client* client = client_;
-        const std::string id = job_id_;
-        lock.Unlock();
-        AskForStacks(client, id);
-        lock.Lock();
-        continue;
-      }
       if (signo_ != 0 && client_ != nullptr && !cancel_sent_) {
         cancel_sent_ = true;
         deadline_ = Clock::now() + bound_;
@@ -144,6 +136,25 @@ class CancelOnSignal {
         lock.Lock();
         continue;
       }
+      // After the stop signals (a Ctrl-C never waits behind it), on a client of its own with a
+      // short deadline; not once the job is being cancelled.
+      if (stacks_wanted_) {
+        stacks_wanted_ = false;
+        const std::string why = cancel_sent_         ? "its job is being cancelled"
+                                : job_over_          ? "its job has ended"
+                                : client_ == nullptr ? "no job runs yet"
+                                                     : "";
+        if (!why.empty()) {
+          sink_->Message("hvdrun: SIGQUIT: no stacks to ask for: " + why);
+          continue;
+        }
+        const std::string address = client_->address(), token = client_->token();
+        const std::string id = job_id_;
+        lock.Unlock();
+        AskForStacks(address, token, id);
+        lock.Lock();
+        continue;
+      }
       const bool give_up = cancel_sent_ && Clock::now() >= deadline_;
       if (give_up && client_ != nullptr && !interrupted_) {
         interrupted_ = true;
@@ -158,13 +169,10 @@ class CancelOnSignal {
   }
 
   // The launcher's note ("asked ranks 0, 1 for their stacks") comes back in the job's events.
-  void AskForStacks(Client* client, const std::string& id) {
-    if (client == nullptr) {
-      sink_->Message("hvdrun: SIGQUIT: no job runs yet whose ranks could show their stacks");
-      return;
-    }
+  void AskForStacks(const std::string& address, const std::string& token, const std::string& id) {
+    Client asker(address, token, kKillCallTimeout);
     std::vector<int> asked;
-    Status s = client->DumpStacks(id, {}, "hvdrun received SIGQUIT", &asked);
+    Status s = asker.DumpStacks(id, {}, "hvdrun received SIGQUIT", &asked);
     if (!s.ok()) {
       sink_->Message("hvdrun: SIGQUIT: asking job " + id +
                      "'s ranks for their stacks failed: " + s.message());
@@ -188,6 +196,7 @@ class CancelOnSignal {
   bool kill_sent_ HVD_GUARDED_BY(mu_) = false;
   bool interrupted_ HVD_GUARDED_BY(mu_) = false;
   bool stacks_wanted_ HVD_GUARDED_BY(mu_) = false;
+  bool job_over_ HVD_GUARDED_BY(mu_) = false;
   Clock::time_point deadline_ HVD_GUARDED_BY(mu_);
   std::thread thread_;  // last: starts once every member above is initialized
 };

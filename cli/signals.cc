@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
 
 namespace hvd::cli {
 namespace {
@@ -17,6 +18,9 @@ constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
 std::atomic<int> g_write_fd{-1};
 std::atomic<bool> g_active{false};
 int g_read_fd = -1;
+// The dispositions found at Start (kSignals, then SIGQUIT), put back by the destructor: a signal a
+// script had hvdrun ignore stays ignored after it.
+struct sigaction g_previous[std::size(kSignals) + 1];
 
 // One signal as the handler saw it. Written whole (a pipe write under PIPE_BUF is atomic), so the
 // reader always reads whole records.
@@ -57,8 +61,8 @@ Status SignalWatcher::Start(std::function<void(int, int)> on_signal,
   sa.sa_handler = Handler;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int s : kSignals) sigaction(s, &sa, nullptr);
-  if (w->on_quit_) sigaction(SIGQUIT, &sa, nullptr);
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &sa, &g_previous[i]);
+  if (w->on_quit_) sigaction(SIGQUIT, &sa, &g_previous[std::size(kSignals)]);
   w->thread_ = std::thread([raw = w.get()] { raw->Loop(); });
   *out = std::move(w);
   return Status::OK();
@@ -87,11 +91,8 @@ void SignalWatcher::Loop() {
 }
 
 SignalWatcher::~SignalWatcher() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof(sa));
-  sa.sa_handler = SIG_DFL;
-  for (int s : kSignals) sigaction(s, &sa, nullptr);
-  if (on_quit_) sigaction(SIGQUIT, &sa, nullptr);
+  for (size_t i = 0; i < std::size(kSignals); ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
+  if (on_quit_) sigaction(SIGQUIT, &g_previous[std::size(kSignals)], nullptr);
   const int wfd = g_write_fd.exchange(-1);
   const Arrival stop{0, 0};
   (void)!write(wfd, &stop, sizeof stop);

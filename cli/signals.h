@@ -28,7 +28,7 @@ class SignalWatcher {
   // not a stop signal, so it is neither counted nor passed to `on_signal`.
   static Status Start(std::function<void(int signo, int count)> on_signal,
                       std::unique_ptr<SignalWatcher>* out, std::function<void()> on_quit = {});
-  // Restores the default dispositions and joins the thread.
+  // Restores the dispositions found at Start and joins the thread.
   ~SignalWatcher();
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;

@@ -2,8 +2,11 @@
 // agent signal the rank (a Python program using hvd.torch writes the stack of every thread to its
 // stderr; docs/reliability.md, "Where a stalled rank is"); the stacks follow in the job's output
 // (`hvdrun logs JOB`). An attached hvdrun does the same on SIGQUIT (Ctrl-\).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -54,8 +57,8 @@ int StacksCommand(int argc, char** argv, int first) {
   s = client->DumpStacks(args[0], ranks, "hvdrun stacks", &asked);
   if (!s.ok()) return ReportError(s, kExitError);
   if (asked.empty()) {
-    std::printf("job %s: none of %s runs now\n", args[0].c_str(),
-                ranks.empty() ? "its ranks" : control::RankList(ranks).c_str());
+    std::fprintf(stderr, "hvdrun: job %s: none of %s runs now\n", args[0].c_str(),
+                 ranks.empty() ? "its ranks" : control::RankList(ranks).c_str());
     return kExitError;
   }
   std::printf(

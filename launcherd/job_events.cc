@@ -34,9 +34,12 @@ void JobManager::SendStackDumpsLocked(Job& job) {
       HVD_LOG(WARNING) << "job " << job.id() << ": could not ask agent " << dump.agent_id
                        << " for the stacks of " << RankList(dump.command.ranks)
                        << " (not connected)";
+      // Said once: the ranks stay marked as asked for this stall (a later report does not ask,
+      // and say, again).
       job.log.AddProgress(std::string(control::kStacksAskedNote) + "the agent of " +
-                          RankList(dump.command.ranks) + " is not connected: no stacks from there");
-      for (int r : dump.command.ranks) job.stacks_asked.erase(r);  // the next report asks again
+                          (job.elastic() ? "worker(s) " + RankList(dump.command.ranks, false)
+                                         : RankList(dump.command.ranks)) +
+                          " is not connected: no stacks from there");
     }
   }
 }

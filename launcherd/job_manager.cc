@@ -218,8 +218,9 @@ Status JobManager::DumpStacks(const std::string& id, const std::vector<int>& ran
   std::set<int> chosen;
   for (int r : ranks) {
     if (r < 0 || r >= n) {
-      return InvalidArgument("rank " + std::to_string(r) + ": job " + id + " has ranks 0 to " +
-                             std::to_string(n - 1));
+      return InvalidArgument(
+          "rank " + std::to_string(r) + ": job " + id +
+          (n == 0 ? std::string(" has no ranks yet") : " has ranks 0 to " + std::to_string(n - 1)));
     }
     chosen.insert(r);
   }

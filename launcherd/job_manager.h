@@ -112,7 +112,7 @@ class JobManager {
   // Asks ranks of a running job for their stacks (Launcher.DumpStacks): `ranks` empty, every rank
   // that runs. *asked: those asked (the ones running).
   Status DumpStacks(const std::string& id, const std::vector<int>& ranks, const std::string& why,
-                    std::vector<int>* asked);
+                    std::vector<int>* asked) HVD_EXCLUDES(mu_);
 
   // An elastic job's hosts from hvdrun's --host-discovery-script: checked as -H is, then the
   // job's host list (Scheduler::Grow starts workers on new ones). NotFound, or

@@ -5,6 +5,7 @@
 #include "control/grpc_util.h"
 #include "control/job_state_proto.h"
 #include "control/spec_limits.h"
+#include "control/text.h"
 #include "launcherd/proto_convert.h"
 #include "launcherd/stdin_service.h"
 
@@ -135,7 +136,7 @@ grpc::Status LauncherService::DumpStacks(grpc::ServerContext* context,
                                          v1::DumpStacksResponse* response) {
   // The reason only goes to the agents' logs: a long one is cut, not refused.
   std::string why = request->reason().empty() ? "asked by a client" : request->reason();
-  if (why.size() > 200) why = why.substr(0, 200) + "...";
+  if (why.size() > 200) why = std::string(control::Utf8Prefix(why, 200)) + "...";
   std::vector<int> asked;
   Status s = jobs_->DumpStacks(request->job_id(),
                                {request->ranks().begin(), request->ranks().end()}, why, &asked);

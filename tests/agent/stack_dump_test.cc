@@ -50,7 +50,9 @@ void Catch() {
 // `children_catch` (each inherits the leader's before setting its own).
 class Group {
  public:
-  Group(bool leader_catches, std::vector<bool> children_catch) {
+  // `grandchild`: the first child, which does not catch, forks one that catches (a handler set
+  // again below a process that reset it: inherited from the leader all the same).
+  Group(bool leader_catches, std::vector<bool> children_catch, bool grandchild = false) {
     int fds[2];
     EXPECT_EQ(pipe(fds), 0);
     read_fd_ = fds[0];
@@ -60,12 +62,16 @@ class Group {
       g_report_fd = fds[1];
       setpgid(0, 0);
       if (leader_catches) Catch();
-      for (bool c : children_catch) {
+      for (size_t i = 0; i < children_catch.size(); ++i) {
         if (fork() == 0) {
-          if (c) {
+          if (children_catch[i]) {
             Catch();
           } else {
             signal(kSignal, SIG_DFL);
+          }
+          if (i == 0 && grandchild && fork() == 0) {
+            Catch();
+            Linger();
           }
           Linger();
         }
@@ -75,8 +81,8 @@ class Group {
     close(fds[1]);
     setpgid(leader_, leader_);  // either side may run first
     // Until every member said it is ready (its handler set), for at most 10 s.
-    EXPECT_EQ(Read('R', 1 + children_catch.size(), std::chrono::seconds(10)),
-              1 + children_catch.size());
+    const size_t members = 1 + children_catch.size() + (grandchild ? 1 : 0);
+    EXPECT_EQ(Read('R', members, std::chrono::seconds(10)), members);
   }
   ~Group() {
     kill(-leader_, SIGKILL);
@@ -112,6 +118,12 @@ TEST(StackDump, OnlyTheTopmostCatchingProcessOfTheGroupIsSignalled) {
   EXPECT_EQ(SendStackDump(g.leader(), kSignal), std::vector<pid_t>{g.leader()});
   EXPECT_EQ(g.Reports(std::chrono::seconds(5)), 1u);
   EXPECT_TRUE(g.LeaderAlive());
+}
+
+TEST(StackDump, ACatcherBelowACatchingAncestorIsNotAskedWhateverIsBetween) {
+  Group g(/*leader_catches=*/true, {false}, /*grandchild=*/true);
+  ASSERT_EQ(GroupMembers(g.leader()).size(), 3u);
+  EXPECT_EQ(StackDumpTargets(g.leader(), kSignal), std::vector<pid_t>{g.leader()});
 }
 
 TEST(StackDump, ACatchingChildOfALeaderThatDoesNotCatchIsTheTarget) {

@@ -74,5 +74,22 @@ TEST(SignalWatcher, SigquitIsARequestNotAStop) {
   EXPECT_EQ(now.sa_handler, SIG_DFL);
 }
 
+// A disposition found at Start is the one left after it: a SIGINT a script had hvdrun ignore
+// (a background job's) stays ignored.
+TEST(SignalWatcher, PutsBackTheDispositionsItFound) {
+  signal(SIGINT, SIG_IGN);
+  {
+    std::unique_ptr<SignalWatcher> w;
+    ASSERT_TRUE(SignalWatcher::Start([](int, int) {}, &w).ok());
+    struct sigaction during = {};
+    sigaction(SIGINT, nullptr, &during);
+    EXPECT_NE(during.sa_handler, SIG_IGN);
+  }
+  struct sigaction after = {};
+  sigaction(SIGINT, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, SIG_IGN);
+  signal(SIGINT, SIG_DFL);
+}
+
 }  // namespace
 }  // namespace hvd::cli

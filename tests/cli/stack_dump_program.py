@@ -27,10 +27,11 @@ def stuck_in_the_data_loader():
 def training_step_loop(t):
     print("rank %d looping" % hvd.rank(), flush=True)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        # Every rank decides alike (a collective on the file's presence), so all stop together.
-        stop = torch.tensor([1.0 if os.path.exists("stop") else 0.0])
-        if hvd.allreduce(stop, name="stop", op=hvd.Max).item() > 0:
+    while True:
+        # Every rank decides alike (a collective on the file's presence and its own deadline), so
+        # all stop together.
+        done = os.path.exists("stop") or time.monotonic() >= deadline
+        if hvd.allreduce(torch.tensor([1.0 if done else 0.0]), name="stop", op=hvd.Max).item() > 0:
             return
         hvd.allreduce(t, name="step")
         time.sleep(0.01)

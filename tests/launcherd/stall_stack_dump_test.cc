@@ -64,6 +64,18 @@ TEST(SupervisorTest, AStallAsksTheRankItEndsAtForItsStacksOnce) {
   EXPECT_EQ(dumps[0].command.ranks, std::vector<int>{2});
 }
 
+// A report that blames many ranks (a coordinator missing half the job) asks the first four, not a
+// flood of stacks into the job's capped log.
+TEST(SupervisorTest, AStallAsksAtMostFourRanks) {
+  const Supervisor sup(testing::Options());
+  auto job = StartedJob(8);
+  sup.StallReport(*job, 0, WaitReport(1, {1, 2, 3, 4, 5, 6, 7}), At(0ms));
+  size_t asked = 0;
+  for (const Job::StackDump& d : job->TakeStackDumps()) asked += d.command.ranks.size();
+  EXPECT_EQ(asked, 4u);
+  EXPECT_EQ(job->stacks_asked, (std::set<int>{1, 2, 3, 4}));
+}
+
 TEST(SupervisorTest, AStallAsksNoRankThatIsNotRunning) {
   const Supervisor sup(testing::Options());
   auto job = StartedJob(2);
