@@ -88,11 +88,7 @@ std::vector<int> Job::AskForStacks(const std::set<int>& ranks, const std::string
     asked.push_back(r);
   }
   if (asked.empty()) return asked;
-  // An elastic job's numbers are its workers' (as its stall reports and membership lines say).
-  const std::string who = !elastic()          ? RankList(asked)
-                          : asked.size() == 1 ? "worker " + RankList(asked, false)
-                                              : "workers " + RankList(asked, false);
-  log.AddProgress(std::string(control::kStacksAskedNote) + "asked " + who +
+  log.AddProgress(std::string(control::kStacksAskedNote) + "asked " + RanksText(asked) +
                   (asked.size() == 1 ? " on " + status.ranks[asked[0]].placement.host + " for its"
                                      : " for their") +
                   " stacks (a Python program using hvd.torch writes them to its stderr)");

@@ -266,6 +266,12 @@ class Job {
   // for the agents' logs.
   std::vector<int> AskForStacks(const std::set<int>& ranks, const std::string& why,
                                 bool once_per_stall);
+  // "rank 2" or "ranks 0, 1"; an elastic job's numbers are its workers' ("worker 2"), as its stall
+  // reports and membership lines say.
+  std::string RanksText(const std::vector<int>& ids) const {
+    if (!elastic()) return RankList(ids);
+    return (ids.size() == 1 ? "worker " : "workers ") + RankList(ids, false);
+  }
 
   // --- The record and what the launcher's parts keep about the job. The state changes only
   // through the methods above.

@@ -37,8 +37,7 @@ void JobManager::SendStackDumpsLocked(Job& job) {
       // Said once: the ranks stay marked as asked for this stall (a later report does not ask,
       // and say, again).
       job.log.AddProgress(std::string(control::kStacksAskedNote) + "the agent of " +
-                          (job.elastic() ? "worker(s) " + RankList(dump.command.ranks, false)
-                                         : RankList(dump.command.ranks)) +
+                          job.RanksText(dump.command.ranks) +
                           " is not connected: no stacks from there");
     }
   }
