@@ -98,6 +98,12 @@ class TokenGateTest : public ::testing::Test {
       v1::CancelJobResponse resp;
       return launcher_stub_->CancelJob(ctx, req, &resp);
     };
+    calls["Launcher.DumpStacks"] = [this](grpc::ClientContext* ctx) {
+      v1::DumpStacksRequest req;
+      req.set_job_id(job_id_);
+      v1::DumpStacksResponse resp;
+      return launcher_stub_->DumpStacks(ctx, req, &resp);
+    };
     calls["Launcher.UpdateJobHosts"] = [this](grpc::ClientContext* ctx) {
       v1::UpdateJobHostsRequest req;
       req.set_job_id(job_id_);
