@@ -17,7 +17,12 @@ std::string StatTail(int pid) {
   return close == std::string::npos || close + 2 > stat.size() ? "" : stat.substr(close + 2);
 }
 
-// Calls fn(pid, state, ppid, pgid) for each process in /proc (fields 3-5 of its stat).
+// Fields 3-5 of /proc/<pid>/stat: state, parent, process group. False when unreadable.
+bool StatFields(pid_t pid, char* state, int* ppid, int* pgid) {
+  return std::sscanf(StatTail(pid).c_str(), "%c %d %d", state, ppid, pgid) == 3;
+}
+
+// Calls fn(pid, state, ppid, pgid) for each process in /proc.
 template <typename Fn>
 void ForEachProcess(Fn fn) {
   DIR* d = opendir("/proc");
@@ -28,9 +33,7 @@ void ForEachProcess(Fn fn) {
     char state = 0;
     int ppid = 0;
     int pgid = 0;
-    if (std::sscanf(StatTail(pid).c_str(), "%c %d %d", &state, &ppid, &pgid) == 3) {
-      fn(pid, state, ppid, pgid);
-    }
+    if (StatFields(pid, &state, &ppid, &pgid)) fn(pid, state, ppid, pgid);
   }
   closedir(d);
 }
@@ -80,10 +83,7 @@ pid_t ProcessGroupOf(pid_t pid) {
   char state = 0;
   int ppid = 0;
   int pgid = 0;
-  if (pid <= 0 || std::sscanf(StatTail(pid).c_str(), "%c %d %d", &state, &ppid, &pgid) != 3 ||
-      state == 'Z') {
-    return -1;
-  }
+  if (pid <= 0 || !StatFields(pid, &state, &ppid, &pgid) || state == 'Z') return -1;
   return pgid;
 }
 
