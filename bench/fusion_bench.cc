@@ -2,14 +2,20 @@
 // cache, fusion buffer, background thread). One step is ResNet-50's backward pass as the runtime
 // sees it: 161 float32 gradients submitted with AllreduceAsync in reverse layer order, then
 // waited for. The same steps run with fusion on (HVD_FUSION_THRESHOLD, 128 MiB by default) and
-// off (0), interleaved over several rounds so drift in a noisy machine hits both alike.
+// off (0), interleaved so that drift in a noisy machine hits both alike.
 //
-//   fusion_bench -np 4 [--steps 10] [--warmup 3] [--rounds 3] [--threshold 128M]
+//   fusion_bench -np 4 [--steps 10] [--warmup 3] [--rounds 3] [--blocks 2] [--threshold 128M]
 //
-// HVD_FUSION_THRESHOLD is read at Init, so every configuration of every round is a separate launch
-// of np ranks (bench_util.h's launcher). Under hvdrun (HVD_SIZE set) it is one rank of one launch
-// and measures the configuration the environment gives. After the timed steps every rank refills
-// its gradients with rank-dependent small integers, runs one more step and checks every element
+// HVD_FUSION_THRESHOLD is read at Init. A round is one launch of np ranks (bench_util.h's
+// launcher); in it the ranks run `--blocks` pairs of sessions (Init, warmup, timed steps,
+// Shutdown), one fused and one unfused, back to back over the same gradient memory, the pair's
+// order swapped every block. Why in one launch: on this VM a launch's placement and the machine's
+// phase (a step 4x slower for seconds) decided more than fusion did when each configuration was a
+// launch of its own; a pair of sessions a few hundred milliseconds apart sees the same phase and
+// the same pages, so the ratio within each pair is the figure (the median over all pairs).
+// Under hvdrun (HVD_SIZE set) it is one rank of one launch and measures the configuration the
+// environment gives, in one session. After each session's timed steps every rank refills its
+// gradients with rank-dependent small integers, runs one more step and checks every element
 // exactly. Exit status: 0 ok, 1 wrong results, 2 bad arguments, 3 a rank failed.
 #include <signal.h>
 #include <sys/mman.h>
@@ -34,26 +40,28 @@ namespace {
 using runtime::core::EngineStats;
 
 constexpr int kMaxSteps = 1000;
+constexpr int kMaxBlocks = 20;
 constexpr size_t kDefaultThreshold = size_t{128} << 20;  // the runtime's own default
 
 struct Options {
   int np = 2;
   bool np_given = false;
-  int steps = 10, warmup = 3, rounds = 3;
+  int steps = 10, warmup = 3, rounds = 3, blocks = 2;
   size_t threshold = kDefaultThreshold;
 };
 
 [[noreturn]] void Usage(const std::string& error) {
   if (!error.empty()) std::fprintf(stderr, "fusion_bench: %s\n", error.c_str());
   std::fprintf(error.empty() ? stdout : stderr,
-               "usage: fusion_bench -np N [--steps 10] [--warmup 3] [--rounds 3] "
+               "usage: fusion_bench -np N [--steps 10] [--warmup 3] [--rounds 3] [--blocks 2] "
                "[--threshold 128M]\n"
                "  -np          ranks to fork (1..64); under HVD_SIZE it must match or be left out\n"
-               "  --steps      timed steps per launch (1..%d)\n"
-               "  --warmup     untimed steps per launch before them (the first one negotiates)\n"
-               "  --rounds     fused/unfused launch pairs, interleaved (1..100)\n"
+               "  --steps      timed steps per session (1..%d)\n"
+               "  --warmup     untimed steps per session before them (the first one negotiates)\n"
+               "  --rounds     launches (1..100)\n"
+               "  --blocks     fused/unfused session pairs per launch, order swapped each (1..%d)\n"
                "  --threshold  HVD_FUSION_THRESHOLD of the fused configuration; suffix K, M, G\n",
-               kMaxSteps);
+               kMaxSteps, kMaxBlocks);
   std::exit(error.empty() ? 0 : kExitUsage);
 }
 
@@ -72,6 +80,9 @@ Options ParseArgs(int argc, char** argv) {
                    } else if (flag == "--rounds") {
                      if (!ParseInt(v, 1, 100, &n)) bad("a round count 1..100");
                      o.rounds = static_cast<int>(n);
+                   } else if (flag == "--blocks") {
+                     if (!ParseInt(v, 1, kMaxBlocks, &n)) bad("a block count 1..20");
+                     o.blocks = static_cast<int>(n);
                    } else if (flag == "--threshold") {
                      if (!ParseBytes(v, &o.threshold))
                        bad("a byte count >= 1 like 65536, 64K or 128M");
@@ -88,14 +99,18 @@ Options ParseArgs(int argc, char** argv) {
 // torchvision.models.resnet50()'s 161 gradients (gpu/resnet50_shapes.h, shared with gpu_bench).
 using Param = ParamShape;
 
-std::vector<Param> ResNet50() { return ResNet50Shapes(); }
+std::vector<Param> ResNet50() {
+  return ResNet50Shapes();
+}
 
-int64_t NumElements(const Param& p) { return p.elements(); }
+int64_t NumElements(const Param& p) {
+  return p.elements();
+}
 
 // ---- One rank of one launch ----
 
-// What rank 0 hands back to the launcher (in memory shared across fork).
-struct LaunchResult {
+// What rank 0 hands back to the launcher for each session (in memory shared across fork).
+struct SessionResult {
   bool done = false;
   int64_t wrong = 0;                    // summed over ranks
   EngineStats timed;                    // rank 0's engine counters over the timed steps
@@ -141,19 +156,12 @@ EngineStats Delta(const EngineStats& a, const EngineStats& b) {
   return d;
 }
 
-int RunRank(const Options& o, const RankEnv& env, const std::vector<Param>& params,
-            LaunchResult* out) {
-  auto fail = [&](const Status& s) {
-    std::fprintf(stderr, "fusion_bench: rank %d: %s\n", env.rank, s.ToString().c_str());
-    Shutdown();
-    return kExitFailed;
-  };
-  signal(SIGPIPE, SIG_IGN);  // a dead peer must be an error status, not a silent exit
-  Status s = Init();         // reads HVD_RANK, HVD_SIZE, HVD_RENDEZVOUS, HVD_FUSION_THRESHOLD
-  if (!s.ok()) return fail(s);
-
-  // One contiguous allocation, as frameworks keep gradients; each tensor is a view into it.
-  std::vector<float> storage(kResNet50Params);
+// One session: Init (with the environment's HVD_FUSION_THRESHOLD), warmup, the timed steps, the
+// exact check, Shutdown. `grads` views `storage`, which outlives the session.
+Status RunSession(const Options& o, const RankEnv& env, const std::vector<Param>& params,
+                  std::vector<float>& storage, SessionResult* out) {
+  Status s = Init();  // reads HVD_RANK, HVD_SIZE, HVD_RENDEZVOUS, HVD_FUSION_THRESHOLD
+  if (!s.ok()) return s;
   std::vector<Tensor> grads;
   for (size_t i = 0, offset = 0; i < params.size(); offset += NumElements(params[i]), ++i) {
     grads.push_back(Tensor{storage.data() + offset, DataType::kFloat32, params[i].shape});
@@ -163,7 +171,6 @@ int RunRank(const Options& o, const RankEnv& env, const std::vector<Param>& para
 
   for (int i = 0; i < o.warmup && s.ok(); ++i) s = Step(params, grads, handles);
   if (s.ok()) s = Barrier();  // start the timed steps together
-  if (!s.ok()) return fail(s);
   const EngineStats before = runtime::core::CurrentEngineStats();
   std::vector<double> seconds(o.steps);
   for (int i = 0; i < o.steps && s.ok(); ++i) {
@@ -191,14 +198,38 @@ int RunRank(const Options& o, const RankEnv& env, const std::vector<Param>& para
     s = Allreduce("fusion_bench.wrong", MakeTensor(&wrong, DataType::kInt64, 1),
                   MakeTensor(&wrong, DataType::kInt64, 1), With(ReduceOp::kSum));
   }
-  if (!s.ok()) return fail(s);
-  s = Shutdown();
-  if (!s.ok()) return fail(s);
-  if (env.rank == 0) {
-    out->wrong = wrong;
-    out->timed = timed;
-    std::copy(seconds.begin(), seconds.end(), out->step_seconds);
-    out->done = true;
+  Status down = Shutdown();
+  if (!s.ok()) return s;
+  if (!down.ok()) return down;
+  out->wrong = wrong;
+  out->timed = timed;
+  std::copy(seconds.begin(), seconds.end(), out->step_seconds);
+  out->done = true;
+  return Status::OK();
+}
+
+// The sessions of one launch: `thresholds` in order (the environment's configuration alone when
+// it is empty). Rank 0 hands each session's figures back in `out`.
+int RunRank(const Options& o, const RankEnv& env, const std::vector<Param>& params,
+            const std::vector<size_t>& thresholds, SessionResult* out) {
+  signal(SIGPIPE, SIG_IGN);  // a dead peer must be an error status, not a silent exit
+  // One contiguous allocation, as frameworks keep gradients; each tensor is a view into it.
+  std::vector<float> storage(kResNet50Params);
+  const size_t sessions = std::max<size_t>(thresholds.size(), 1);
+  int64_t wrong = 0;
+  for (size_t k = 0; k < sessions; ++k) {
+    if (!thresholds.empty()) {
+      setenv("HVD_FUSION_THRESHOLD", std::to_string(thresholds[k]).c_str(), 1);
+    }
+    SessionResult r;
+    Status s = RunSession(o, env, params, storage, &r);
+    if (!s.ok()) {
+      std::fprintf(stderr, "fusion_bench: rank %d, session %zu: %s\n", env.rank, k + 1,
+                   s.ToString().c_str());
+      return kExitFailed;
+    }
+    wrong += r.wrong;
+    if (env.rank == 0) out[k] = r;
   }
   return wrong == 0 ? 0 : kExitWrong;
 }
@@ -225,75 +256,98 @@ void PrintHeader(const Options& o, int np, const std::vector<Param>& params) {
   std::printf("# machine: %s\n", MachineLine().c_str());
   std::printf("# %zu float32 tensors (%zu under 64 KiB), %lld parameters, %.1f MB per step\n",
               params.size(), small, static_cast<long long>(kResNet50Params), GradientBytes() / 1e6);
-  std::printf("# HVD_CYCLE_TIME %s ms; %d timed steps after %d warmup per launch\n",
+  std::printf("# HVD_CYCLE_TIME %s ms; %d timed steps after %d warmup per session\n",
               Env("HVD_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "1 (default)").c_str(), o.steps,
               o.warmup);
   std::printf(
       "# step: the slowest rank's; GB/s: gradient bytes / step; per-step counts: rank 0's"
       " engine over the timed steps\n");
-  std::printf("# %-8s %5s %11s %10s %10s %8s %10s %8s %10s %8s %6s\n", "config", "round",
+  std::printf("# %-8s %7s %11s %10s %10s %8s %10s %8s %10s %8s %6s\n", "config", "session",
               "threshold", "median(ms)", "min(ms)", "GB/s", "coll/step", "cyc/step", "hits/step",
               "negot.", "#wrong");
 }
 
-void PrintRow(const char* config, int round, const std::string& threshold,
-              const std::vector<double>& steps, const LaunchResult& r) {
+void PrintRow(const char* config, const std::string& session, const std::string& threshold,
+              const std::vector<double>& steps, const SessionResult& r) {
   const double n = static_cast<double>(steps.size()), med = Median(steps);
-  std::printf("  %-8s %5d %11s %10.2f %10.2f %8.3f %10.1f %8.1f %10.1f %8llu %6lld\n", config,
-              round, threshold.c_str(), med * 1e3,
+  std::printf("  %-8s %7s %11s %10.2f %10.2f %8.3f %10.1f %8.1f %10.1f %8llu %6lld\n", config,
+              session.c_str(), threshold.c_str(), med * 1e3,
               *std::min_element(steps.begin(), steps.end()) * 1e3, GradientBytes() / med / 1e9,
               r.timed.allreduce_collectives / n, r.timed.cycles / n, r.timed.cache_hits / n,
               static_cast<unsigned long long>(r.timed.negotiated), static_cast<long long>(r.wrong));
   std::fflush(stdout);
 }
 
-// Fused and unfused launches, interleaved; a summary over all rounds' steps.
+// Launches of fused and unfused session pairs; a summary over all steps and over the pairs.
 int LaunchAll(const Options& o, const std::vector<Param>& params) {
-  void* shared = mmap(nullptr, sizeof(LaunchResult), PROT_READ | PROT_WRITE,
-                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  const size_t sessions = 2 * static_cast<size_t>(o.blocks);
+  const size_t bytes = sizeof(SessionResult) * sessions;
+  void* shared = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (shared == MAP_FAILED) {
     std::fprintf(stderr, "fusion_bench: mmap: %s\n", std::strerror(errno));
     return kExitFailed;
   }
-  auto* result = static_cast<LaunchResult*>(shared);
+  auto* results = static_cast<SessionResult*>(shared);
   PrintHeader(o, o.np, params);
   struct Config {
     const char* name;
     size_t threshold;
-    std::vector<double> steps;  // all rounds
-    double collectives = 0;     // per step, all rounds
+    std::vector<double> steps;  // all sessions
+    double collectives = 0;     // over all sessions' steps
   };
   Config configs[2] = {{"fused", o.threshold, {}}, {"unfused", 0, {}}};
-  int status = 0;
-  for (int round = 1; round <= o.rounds && status != kExitFailed; ++round) {
-    for (Config& c : configs) {
-      *result = LaunchResult{};
-      const std::string threshold = std::to_string(c.threshold);
-      int rc = LaunchRanks("fusion_bench", o.np,
-                           [&](const RankEnv& env) { return RunRank(o, env, params, result); },
-                           {{"HVD_FUSION_THRESHOLD", threshold}});
-      status = std::max(status, rc);
-      if (rc == kExitFailed || !result->done) {
-        status = kExitFailed;
-        break;
-      }
-      std::vector<double> steps(result->step_seconds, result->step_seconds + o.steps);
-      PrintRow(c.name, round, threshold, steps, *result);
-      c.steps.insert(c.steps.end(), steps.begin(), steps.end());
-      c.collectives += static_cast<double>(result->timed.allreduce_collectives);
+  // Session k of a launch runs configs[order[k]]: fused first in odd blocks, unfused in even ones.
+  std::vector<int> order;
+  std::vector<size_t> thresholds;
+  for (int b = 0; b < o.blocks; ++b) {
+    for (int c : {b % 2, 1 - b % 2}) {
+      order.push_back(c);
+      thresholds.push_back(configs[c].threshold);
     }
   }
-  munmap(shared, sizeof(LaunchResult));
+  std::vector<double> ratios;  // per pair: the unfused session's median step / the fused one's
+  int status = 0;
+  for (int round = 1; round <= o.rounds && status != kExitFailed; ++round) {
+    for (size_t k = 0; k < sessions; ++k) results[k] = SessionResult{};
+    const int rc = LaunchRanks("fusion_bench", o.np, [&](const RankEnv& env) {
+      return RunRank(o, env, params, thresholds, results);
+    });
+    status = std::max(status, rc);
+    if (rc == kExitFailed ||
+        !std::all_of(results, results + sessions, [](const SessionResult& r) { return r.done; })) {
+      status = kExitFailed;
+      break;
+    }
+    double median[2] = {0, 0};
+    for (size_t k = 0; k < sessions; ++k) {
+      Config& c = configs[order[k]];
+      std::vector<double> steps(results[k].step_seconds, results[k].step_seconds + o.steps);
+      PrintRow(c.name, std::to_string(round) + "." + std::to_string(k / 2 + 1),
+               std::to_string(c.threshold), steps, results[k]);
+      c.steps.insert(c.steps.end(), steps.begin(), steps.end());
+      c.collectives += static_cast<double>(results[k].timed.allreduce_collectives);
+      median[order[k]] = Median(steps);
+      if (k % 2 == 1) ratios.push_back(median[1] / median[0]);
+    }
+  }
+  munmap(shared, bytes);
   if (status == kExitFailed) return status;
-  std::printf("# summary over %d rounds x %d steps (median of all steps)\n", o.rounds, o.steps);
+  std::printf("# summary over %d launches x %d session pairs x %d steps (median of all steps)\n",
+              o.rounds, o.blocks, o.steps);
   for (const Config& c : configs) {
     const double med = Median(c.steps);
     std::printf("  %-8s threshold %11zu: step %8.2f ms, %7.3f GB/s, %6.1f allreduces/step\n",
                 c.name, c.threshold, med * 1e3, GradientBytes() / med / 1e9,
                 c.collectives / c.steps.size());
   }
-  std::printf("# speedup fused/unfused (unfused step / fused step): %.2fx\n",
+  std::printf("# medians of all steps, unfused / fused: %.2fx\n",
               Median(configs[1].steps) / Median(configs[0].steps));
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  const auto faster = std::count_if(ratios.begin(), ratios.end(), [](double r) { return r > 1; });
+  std::printf(
+      "# speedup fused/unfused (unfused step / fused step, median over %zu session pairs): %.2fx "
+      "(pairs %.2f-%.2fx, fused faster in %lld)\n",
+      ratios.size(), Median(ratios), *lo, *hi, static_cast<long long>(faster));
   return status;
 }
 
@@ -319,12 +373,12 @@ int main(int argc, char** argv) {
   }
   if (!env) return LaunchAll(o, params);
 
-  // One rank of a job hvdrun started: one launch, the configuration the environment gives.
-  LaunchResult result;
+  // One rank of a job hvdrun started: one session, the configuration the environment gives.
+  SessionResult result;
   if (env->rank == 0) PrintHeader(o, env->size, params);
-  int rc = RunRank(o, *env, params, &result);
+  int rc = RunRank(o, *env, params, {}, &result);
   if (env->rank == 0 && result.done) {
-    PrintRow("env", 1, Env("HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", "default"),
+    PrintRow("env", "1", Env("HVD_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD", "default"),
              std::vector<double>(result.step_seconds, result.step_seconds + o.steps), result);
   }
   return rc;
