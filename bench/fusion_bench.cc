@@ -9,14 +9,14 @@
 // HVD_FUSION_THRESHOLD is read at Init. A round is one launch of np ranks (bench_util.h's
 // launcher); in it the ranks run `--blocks` pairs of sessions (Init, warmup, timed steps,
 // Shutdown), one fused and one unfused, back to back over the same gradient memory, the pair's
-// order swapped every block. Why in one launch: on this VM a launch's placement and the machine's
-// phase (a step 4x slower for seconds) decided more than fusion did when each configuration was a
-// launch of its own; a pair of sessions a few hundred milliseconds apart sees the same phase and
-// the same pages, so the ratio within each pair is the figure (the median over all pairs).
-// Under hvdrun (HVD_SIZE set) it is one rank of one launch and measures the configuration the
-// environment gives, in one session. After each session's timed steps every rank refills its
-// gradients with rank-dependent small integers, runs one more step and checks every element
-// exactly. Exit status: 0 ok, 1 wrong results, 2 bad arguments, 3 a rank failed.
+// order swapped every block and every launch. Why in one launch: on this VM a launch's placement
+// and the machine's phase (a step 4x slower for seconds) decided more than fusion did when each
+// configuration was a launch of its own; a pair of sessions a few hundred milliseconds apart sees
+// the same phase and the same pages, so the ratio within each pair is the figure (the median over
+// all pairs). Under hvdrun (HVD_SIZE set) it is one rank of one launch and measures the
+// configuration the environment gives, in one session. After each session's timed steps every rank
+// refills its gradients with rank-dependent small integers, runs one more step and checks every
+// element exactly. Exit status: 0 ok, 1 wrong results, 2 bad arguments, 3 a rank failed.
 #include <signal.h>
 #include <sys/mman.h>
 
@@ -60,7 +60,9 @@ struct Options {
                "  --warmup     untimed steps per session before them (the first one negotiates)\n"
                "  --rounds     launches (1..100)\n"
                "  --blocks     fused/unfused session pairs per launch, order swapped each (1..%d)\n"
-               "  --threshold  HVD_FUSION_THRESHOLD of the fused configuration; suffix K, M, G\n",
+               "  --threshold  HVD_FUSION_THRESHOLD of the fused configuration; suffix K, M, G\n"
+               "Under hvdrun (HVD_SIZE set) one session runs the configuration the environment\n"
+               "gives; --rounds, --blocks and --threshold then do not apply.\n",
                kMaxSteps, kMaxBlocks);
   std::exit(error.empty() ? 0 : kExitUsage);
 }
@@ -296,39 +298,41 @@ int LaunchAll(const Options& o, const std::vector<Param>& params) {
     double collectives = 0;     // over all sessions' steps
   };
   Config configs[2] = {{"fused", o.threshold, {}}, {"unfused", 0, {}}};
-  // Session k of a launch runs configs[order[k]]: fused first in odd blocks, unfused in even ones.
-  std::vector<int> order;
-  std::vector<size_t> thresholds;
-  for (int b = 0; b < o.blocks; ++b) {
-    for (int c : {b % 2, 1 - b % 2}) {
-      order.push_back(c);
-      thresholds.push_back(configs[c].threshold);
-    }
-  }
   std::vector<double> ratios;  // per pair: the unfused session's median step / the fused one's
   int status = 0;
   for (int round = 1; round <= o.rounds && status != kExitFailed; ++round) {
+    // Session k runs configs[order[k]]. Which goes first alternates by block and by launch, so
+    // that neither configuration always has a launch's first, cold session (fresh pages, first
+    // Init).
+    std::vector<int> order;
+    std::vector<size_t> thresholds;
+    for (int b = 0; b < o.blocks; ++b) {
+      const int first = (b + round - 1) % 2;
+      for (int c : {first, 1 - first}) {
+        order.push_back(c);
+        thresholds.push_back(configs[c].threshold);
+      }
+    }
     for (size_t k = 0; k < sessions; ++k) results[k] = SessionResult{};
     const int rc = LaunchRanks("fusion_bench", o.np, [&](const RankEnv& env) {
       return RunRank(o, env, params, thresholds, results);
     });
     status = std::max(status, rc);
-    if (rc == kExitFailed ||
-        !std::all_of(results, results + sessions, [](const SessionResult& r) { return r.done; })) {
-      status = kExitFailed;
-      break;
-    }
+    const bool all_done =
+        std::all_of(results, results + sessions, [](const SessionResult& r) { return r.done; });
     double median[2] = {0, 0};
-    for (size_t k = 0; k < sessions; ++k) {
+    for (size_t k = 0; k < sessions && results[k].done; ++k) {  // a failed launch's done ones too
       Config& c = configs[order[k]];
       std::vector<double> steps(results[k].step_seconds, results[k].step_seconds + o.steps);
       PrintRow(c.name, std::to_string(round) + "." + std::to_string(k / 2 + 1),
                std::to_string(c.threshold), steps, results[k]);
+      if (rc == kExitFailed || !all_done) continue;
       c.steps.insert(c.steps.end(), steps.begin(), steps.end());
       c.collectives += static_cast<double>(results[k].timed.allreduce_collectives);
       median[order[k]] = Median(steps);
       if (k % 2 == 1) ratios.push_back(median[1] / median[0]);
     }
+    if (rc == kExitFailed || !all_done) status = kExitFailed;
   }
   munmap(shared, bytes);
   if (status == kExitFailed) return status;

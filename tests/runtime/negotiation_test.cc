@@ -233,6 +233,43 @@ TEST(FusionPlanner, FusesCompatibleAllreducesUnderTheThreshold) {
   EXPECT_EQ(unfused.size(), 5u);
 }
 
+TEST(FusionPlanner, OneResponsePlansAsTheGeneralLoopDoes) {
+  // PlanBatches takes a shortcut for one response of at most one tensor; a copy of it followed by
+  // an empty broadcast takes the general loop, whose first batch must be the same.
+  Response barrier;
+  barrier.type = OpType::kBarrier;
+  barrier.key = "barrier";
+  Response bcast;
+  bcast.type = OpType::kBroadcast;
+  bcast.key = "w";
+  bcast.tensors = {{"w", DataType::kFloat32, {300}}};
+  Response failed = Cached("e", 1);
+  failed.error = "mismatch";
+  Response large_gpu = Cached("G", 100);
+  large_gpu.gpu = true;
+  Response tail;
+  tail.type = OpType::kBarrier;
+  tail.key = "tail";
+  std::vector<fusion::Batch> reused;  // planned into again and again, as the executor does
+  for (const Response& r : {Cached("a", 10), Cached("B", 100), large_gpu, barrier, bcast, failed}) {
+    fusion::PlanBatches({Cached("x", 1), Cached("y", 1), Cached("z", 1)}, {1 << 20, 100}, &reused);
+    fusion::PlanBatches({r}, {1 << 20, 100}, &reused);
+    const std::vector<fusion::Batch> general = fusion::PlanBatches({r, tail}, {1 << 20, 100});
+    SCOPED_TRACE(r.key);
+    ASSERT_EQ(reused.size(), r.ok() ? 1u : 0u);
+    ASSERT_EQ(general.size(), r.ok() ? 2u : 1u);
+    if (!r.ok()) continue;
+    ASSERT_EQ(reused[0].items.size(), 1u);
+    EXPECT_EQ(reused[0].items[0].response, 0u);
+    EXPECT_EQ(reused[0].items[0].tensor, 0u);
+    EXPECT_EQ(reused[0].items[0].in_place, general[0].items[0].in_place);
+    EXPECT_EQ(reused[0].bytes, general[0].bytes);
+  }
+  fusion::PlanBatches({Cached("B", 100)}, {1 << 20, 100}, &reused);
+  EXPECT_TRUE(reused[0].items[0].in_place);  // a large host tensor, as in the general loop
+  EXPECT_EQ(reused[0].bytes, 400);
+}
+
 TEST(FusionPlanner, LargeHostTensorsJoinInPlaceAndLargeDeviceOnesRunAlone) {
   // float32 x count: 40, 400, 40, 400, 40 bytes; tensors above 100 bytes are never packed.
   std::vector<Response> rs = {Cached("a", 10), Cached("B", 100), Cached("c", 10), Cached("D", 100),
