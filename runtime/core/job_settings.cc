@@ -35,6 +35,26 @@ std::string Normalize(const std::string& text) {
   return text;
 }
 
+// A value as a message shows it: hvd.init's process sets ("0,1;2", as published) as the lists of
+// ranks the user passed ("[[0, 1], [2]]"), every other value as published.
+std::string Shown(const std::string& name, const std::string& value) {
+  if (name != "process_sets" || value == "(missing)") return value;
+  std::string out = "[";
+  std::istringstream sets(value);
+  std::string set;
+  for (bool first = true; std::getline(sets, set, ';'); first = false) {
+    if (!first) out += ", ";
+    std::string ranks = set;
+    std::replace(ranks.begin(), ranks.end(), ',', ' ');
+    std::istringstream in(ranks);
+    out += '[';
+    std::string r;
+    for (bool first_rank = true; in >> r; first_rank = false) out += (first_rank ? "" : ", ") + r;
+    out += ']';
+  }
+  return out + "]";
+}
+
 std::map<std::string, std::string> Parse(const std::string& line) {
   std::map<std::string, std::string> values;
   std::istringstream in(line);
@@ -75,8 +95,8 @@ Status CompareJobWideSettings(const std::string& mine, int my_rank, const std::s
   }
   for (const std::string& name : names) {
     auto ia = a.find(name), ib = b.find(name);
-    const std::string va = ia == a.end() ? "(missing)" : ia->second;
-    const std::string vb = ib == b.end() ? "(missing)" : ib->second;
+    const std::string va = Shown(name, ia == a.end() ? "(missing)" : ia->second);
+    const std::string vb = Shown(name, ib == b.end() ? "(missing)" : ib->second);
     if (va == vb) continue;
     return InvalidArgument(name + " is " + vb + " on rank " + std::to_string(their_rank) + " but " +
                            va + " on rank " + std::to_string(my_rank) +

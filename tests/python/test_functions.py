@@ -1,5 +1,7 @@
 """broadcast_parameters, broadcast_optimizer_state (including lazily created state),
 broadcast_object and allgather_object (with joined ranks too)."""
+import pickle
+
 import pytest
 import torch
 
@@ -125,6 +127,32 @@ def test_object_collectives(hvd):
     assert [len(o["payload"]) for o in everyone] == [k * 100 for k in range(n)]
     assert hvd.allgather_object(r % 2 == 0, name="flags") == [k % 2 == 0 for k in range(n)]
     assert hvd.allgather_object(b"" if r else b"abc") == [b"abc"] + [b""] * (n - 1)
+
+
+def test_object_collectives_with_an_object_pickle_refuses(hvd):
+    """The rank whose object pickle refuses still takes part: it raises pickle's error, every
+    other rank a ValueError naming it, and nobody waits for bytes that never come (the job goes
+    on)."""
+    r, n = hvd.rank(), hvd.size()
+    unpicklable = lambda x: x  # noqa: E731 (a lambda is what pickle refuses)
+    refused = (pickle.PicklingError, AttributeError, TypeError)
+    root = n - 1
+    if r == root:
+        with pytest.raises(refused):
+            hvd.broadcast_object(unpicklable, root_rank=root)
+    else:
+        with pytest.raises(ValueError, match=r"broadcast_object: rank %d could not pickle its "
+                                             r"object \(.*\); hvd sends objects with pickle"
+                                             % root):
+            hvd.broadcast_object(None, root_rank=root)
+    if r == 0:
+        with pytest.raises(refused):
+            hvd.allgather_object(unpicklable)
+    else:
+        with pytest.raises(ValueError, match="allgather_object: rank 0 could not pickle"):
+            hvd.allgather_object(r)
+    assert hvd.broadcast_object("after", root_rank=0) == "after"
+    assert hvd.allgather_object(r) == list(range(n))
 
 
 def test_allgather_object_with_joined_ranks(hvd):

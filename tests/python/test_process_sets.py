@@ -133,3 +133,23 @@ def test_sets_at_init(hvd):
         hvd.init(process_sets="dynamic")  # as the session fixture left it
     assert_equal(hvd.allreduce(torch.ones(1), op=hvd.Sum), torch.full((1,), float(n)),
                  "after re-init")
+
+
+def test_init_with_the_global_set_among_its_sets(hvd):
+    """A set equal to the job's ranks duplicates the global set: ValueError as Horovod, saying
+    what it duplicates and that hvd stays initialized, with the global set whole."""
+    n = hvd.size()
+    hvd.barrier()
+    hvd.shutdown()
+    everyone = hvd.ProcessSet(range(n))
+    try:
+        with pytest.raises(ValueError, match=r"entry number 0 is a duplicate: .* \(of the global "
+                                             r"set; hvd is initialized all the same"):
+            hvd.init(process_sets=[everyone])
+        assert hvd.is_initialized() and everyone.process_set_id is None
+        assert hvd.global_process_set.ranks == list(range(n))
+        assert hvd.allgather_object(hvd.rank()) == list(range(n))
+    finally:
+        hvd.barrier()
+        hvd.shutdown()
+        hvd.init(process_sets="dynamic")  # as the session fixture left it

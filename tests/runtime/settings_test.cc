@@ -123,6 +123,19 @@ TEST(SameOnEveryRank, PublishedInNameOrderNormalized) {
       << s.message();
 }
 
+TEST(SameOnEveryRank, ProcessSetsShownAsTheListsOfRanksPassed) {
+  // hvd.init(process_sets=[ProcessSet([rank])]): the published "0" and "1" read as counts.
+  const std::string base = "HVD_SHM=1 dynamic_process_sets=0";
+  Status s = runtime::core::CompareJobWideSettings(base + " process_sets=0", 0,
+                                                   base + " process_sets=1", 1);
+  EXPECT_TRUE(Contains(s.message(), "process_sets is [[1]] on rank 1 but [[0]] on rank 0"))
+      << s.message();
+  s = runtime::core::CompareJobWideSettings(base + " process_sets=0,1;2,3", 2,
+                                            base + " process_sets=", 3);
+  EXPECT_TRUE(Contains(s.message(), "process_sets is [] on rank 3 but [[0, 1], [2, 3]] on rank 2"))
+      << s.message();
+}
+
 TEST(Breadcrumbs, EveryValueFromTheEnvironmentOnceWithItsSource) {
   Setting<int64_t> a("HVD_TEST_CRUMB_A", "HOROVOD_TEST_CRUMB_A", 1, "test");
   Setting<std::string> b("HVD_TEST_CRUMB_SECRET", nullptr, "", "test", base::kSecret);

@@ -78,6 +78,8 @@ def _init_process_sets(process_set_list):
     and fills the global set's ranks."""
     id_to_ranks = _get_process_set_ids_and_ranks()
     ranks_to_id = {tuple(r): i for i, r in id_to_ranks.items()}
+    # First: a duplicate below raises with hvd initialized, whose global set must be whole then too.
+    global_process_set.ranks = list(id_to_ranks[0])
     seen = {0}
     for idx, ps in enumerate(process_set_list):
         ps_id = ranks_to_id.get(tuple(ps.ranks))
@@ -89,10 +91,20 @@ def _init_process_sets(process_set_list):
         if ps_id in seen:
             ps._invalidate()
             raise ValueError("hvd could not be initialized because process_sets entry number %d "
-                             "is a duplicate: %s" % (idx, ps))
+                             "is a duplicate: %s (of %s; hvd is initialized all the same, with "
+                             "the sets before it: pass each set once, and not the job's ranks, "
+                             "which are the global set)"
+                             % (idx, ps, "the global set" if ps_id == 0 else
+                                _entry_with_id(process_set_list[:idx], ps_id)))
         ps.process_set_id = ps_id
         seen.add(ps_id)
-    global_process_set.ranks = list(id_to_ranks[0])
+
+
+def _entry_with_id(process_set_list, ps_id):
+    """'entry K' for the first set of the list with the id ('an earlier entry': the same object
+    passed twice, whose id is gone)."""
+    k = next((k for k, ps in enumerate(process_set_list) if ps.process_set_id == ps_id), None)
+    return "an earlier entry" if k is None else "entry %d" % k
 
 
 def add_process_set(process_set):

@@ -116,6 +116,29 @@ def _initialize_state(optimizer):
                 p.grad = grad
 
 
+# What a rank sends in place of its pickle when pickle refuses its object, followed by the reason:
+# it still takes part in the collective, so the other ranks fail with that reason instead of
+# waiting for bytes that never come. A pickle (protocol 2 or later) starts with the PROTO opcode.
+_PICKLE_FAILED = b"hvd:pickle-failed\0"
+
+
+def _pickled(obj):
+    """(the bytes this rank contributes, pickle's exception or None)."""
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), None
+    except Exception as e:  # PicklingError, or AttributeError/TypeError for local objects
+        why = "%s: %s" % (type(e).__name__, e)
+        return _PICKLE_FAILED + why.encode("utf-8", "replace")[:4096], e
+
+
+def _pickle_failure(what, job_rank, data):
+    why = data[len(_PICKLE_FAILED):].decode("utf-8", "replace")
+    return ValueError(
+        "%s: rank %d could not pickle its object (%s); hvd sends objects with pickle, not "
+        "cloudpickle, so lambdas, local functions and local classes cannot be sent: send data "
+        "pickle takes (a module-level function or class, a state_dict)" % (what, job_rank, why))
+
+
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
     """Returns `obj` of rank `root_rank` on every rank of the set (pickled, sent in one byte
     broadcast: the size needs no separate exchange). Example:
@@ -124,12 +147,18 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
 
     Without a name, calls are numbered (every rank calls in the same order). Horovod names them
     after type(obj), which hangs when the other ranks pass a placeholder of another type
-    (`obj if hvd.rank() == 0 else None`); numbering does not.
+    (`obj if hvd.rank() == 0 else None`); numbering does not. When pickle refuses the root's
+    object, the root raises pickle's error and every other rank a ValueError saying so.
     """
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL) if rank() == root_rank else b""
+    is_root = rank() == root_rank
+    data, error = _pickled(obj) if is_root else (b"", None)
     received = broadcast_bytes(data, root_rank, name, process_set)
-    if rank() == root_rank:
+    if error is not None:
+        raise error
+    if is_root:
         return obj
+    if received.startswith(_PICKLE_FAILED):
+        raise _pickle_failure("broadcast_object", root_rank, received)
     return pickle.loads(received)
 
 
@@ -138,15 +167,21 @@ def allgather_object(obj, name=None, process_set=global_process_set):
     differ in size and type between ranks; without a name, calls are numbered.
 
     A rank that has joined (hvd.join()) contributes no bytes; the other ranks then get
-    HorovodInternalError naming it, as broadcast_object does for a joined root."""
-    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    HorovodInternalError naming it, as broadcast_object does for a joined root. A rank whose
+    object pickle refuses raises pickle's error, and every other rank a ValueError naming it."""
+    data, error = _pickled(obj)
     gathered = allgather_bytes(data, name, process_set)
+    ranks = process_set.ranks
+    # Job ranks, as the runtime's messages name them.
+    job_rank = (lambda k: ranks[k]) if ranks and len(ranks) == len(gathered) else (lambda k: k)
+    if error is not None:
+        raise error
+    failed = [k for k, b in enumerate(gathered) if b.startswith(_PICKLE_FAILED)]
+    if failed:
+        raise _pickle_failure("allgather_object", job_rank(failed[0]), gathered[failed[0]])
     # A pickle is never empty: an empty contribution is a joined rank's.
-    empty = [k for k, b in enumerate(gathered) if len(b) == 0]
+    empty = [job_rank(k) for k, b in enumerate(gathered) if len(b) == 0]
     if empty:
-        ranks = process_set.ranks
-        if ranks and len(ranks) == len(gathered):
-            empty = [ranks[k] for k in empty]  # job ranks, as the runtime's messages name them
         raise HorovodInternalError(
             "allgather_object: %s %s joined and contributed nothing; call allgather_object on "
             "every rank before hvd.join()" % (
