@@ -284,12 +284,17 @@ ResponseList Coordinator::Compute(Clock::time_point now) {
 bool Coordinator::OldestStall(Clock::time_point now, stall::PendingKey* out) const {
   if (table_.empty() || stall_.check_seconds() <= 0) return false;
   bool found = false;
-  for (stall::PendingKey& p : Pending()) {
+  const std::vector<stall::PendingKey> pending = Pending();
+  for (const stall::PendingKey& p : pending) {
     if (p.missing.empty() || (found && p.first_seen >= out->first_seen)) continue;
-    *out = std::move(p);
+    *out = p;
     found = true;
   }
-  return found && now - out->first_seen >= std::chrono::duration<double>(stall_.check_seconds());
+  if (!found || now - out->first_seen < std::chrono::duration<double>(stall_.check_seconds())) {
+    return false;
+  }
+  stall::FindCrossing(pending, out);
+  return true;
 }
 
 bool Coordinator::HasStall(Clock::time_point now, double seconds) const {

@@ -1,5 +1,6 @@
 #include "stall/stall_inspector.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "base/logging.h"
@@ -16,7 +17,38 @@ std::string RankList(const std::vector<int>& ranks) {
   return s;
 }
 
+bool Has(const std::vector<int>& ranks, int r) {
+  return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+}
+
 }  // namespace
+
+void FindCrossing(const std::vector<PendingKey>& pending, PendingKey* p) {
+  p->crossing.clear();
+  const PendingKey* best = nullptr;
+  int by = -1, not_by = -1;
+  for (const PendingKey& q : pending) {
+    if (q.key == p->key || (best != nullptr && q.first_seen >= best->first_seen)) continue;
+    auto submitter = std::find_if(p->missing.begin(), p->missing.end(),
+                                  [&](int r) { return Has(q.submitted, r); });
+    auto waiter = std::find_if(p->submitted.begin(), p->submitted.end(),
+                               [&](int r) { return Has(q.missing, r); });
+    if (submitter == p->missing.end() || waiter == p->submitted.end()) continue;
+    best = &q;
+    by = *submitter;
+    not_by = *waiter;
+  }
+  if (best == nullptr) return;
+  p->crossing = "rank " + std::to_string(by) + " has submitted " + best->op + " '" + best->key +
+                "', which rank " + std::to_string(not_by) + " has not";
+}
+
+std::string CrossingText(const PendingKey& p) {
+  if (p.crossing.empty()) return "";
+  return "; " + p.crossing +
+         ": the ranks wait on each other (they submit collectives in different orders, or under "
+         "different names)";
+}
 
 StallInspector::StallInspector(double check_seconds, double shutdown_seconds)
     : check_seconds_(check_seconds), shutdown_seconds_(shutdown_seconds) {}
@@ -27,7 +59,7 @@ std::string StallInspector::Describe(const PendingKey& p, Clock::time_point now)
                   (p.missing.size() == 1 ? " has" : " have") + " not submitted " + p.op + " '" +
                   p.key + "' for " + std::to_string(static_cast<long long>(age)) + " s (" +
                   (p.submitted.size() == 1 ? "rank " : "ranks ") + RankList(p.submitted) +
-                  (p.submitted.size() == 1 ? " has" : " have") + ")";
+                  (p.submitted.size() == 1 ? " has" : " have") + ")" + CrossingText(p);
   return s;
 }
 
@@ -42,8 +74,9 @@ std::vector<StallVerdict> StallInspector::Inspect(const std::vector<PendingKey>&
   std::vector<StallVerdict> verdicts;
   if (check_seconds_ <= 0 && shutdown_seconds_ <= 0) return verdicts;
   const auto check = std::chrono::duration<double>(check_seconds_);
-  for (const PendingKey& p : pending) {
+  for (PendingKey p : pending) {
     if (p.missing.empty()) continue;
+    FindCrossing(pending, &p);
     const auto age = now - p.first_seen;
     if (shutdown_seconds_ > 0 && age >= std::chrono::duration<double>(shutdown_seconds_)) {
       verdicts.push_back({p, "stalled: " + Describe(p, now) + "; failing it after " +
@@ -54,9 +87,12 @@ std::vector<StallVerdict> StallInspector::Inspect(const std::vector<PendingKey>&
       auto it = last_warned_.find(p.key);
       if (it == last_warned_.end() || now - it->second >= check) {
         last_warned_[p.key] = now;
+        // With a crossing the description already says which (different orders).
         HVD_LOG(WARNING) << "stall: " << Describe(p, now)
-                         << ". A rank is stuck outside hvd or submits tensors in a different "
-                            "order or with different names.";
+                         << (p.crossing.empty() ? ". A rank is stuck outside hvd or submits "
+                                                  "tensors in a different order or with "
+                                                  "different names."
+                                                : ".");
       }
     }
   }

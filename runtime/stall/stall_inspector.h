@@ -19,7 +19,20 @@ struct PendingKey {
   std::vector<int> submitted;  // ranks that submitted it
   std::vector<int> missing;    // ranks that did not (joined ranks are not missing)
   Clock::time_point first_seen;
+  // Another pending key that a missing rank of this one submitted and a submitting rank of this
+  // one did not: the ranks wait on each other (FindCrossing). Empty when there is none.
+  std::string crossing;
 };
+
+// Sets p->crossing to "rank 1 has submitted allreduce 'b', which rank 0 has not" for the oldest
+// key of `pending` (p's own among them or not) that crosses p: submitted by one of p's missing
+// ranks and missing on one of p's submitting ranks. Synchronous calls in different orders on two
+// ranks (rank 0: a then b; rank 1: b then a) leave exactly that, and the oldest key alone would
+// blame one side only.
+void FindCrossing(const std::vector<PendingKey>& pending, PendingKey* p);
+// What a message about p adds for its crossing: "; <crossing>: the ranks wait on each other (...)",
+// or "" without one.
+std::string CrossingText(const PendingKey& p);
 
 struct StallVerdict {
   PendingKey pending;  // the key failed, as it stood

@@ -153,7 +153,7 @@ std::string StallReporter::InspectorMessage(const PendingKey& p, int64_t age_s) 
   return Ranks(p.missing, options_.hosts, options_.worker_ids) +
          (p.missing.size() == 1 ? " has" : " have") + " not submitted " + p.op + " '" + p.key +
          "' for " + std::to_string(age_s) + " s (" + (n == 1 ? "rank " : "ranks ") +
-         Csv(p.submitted) + (n == 1 ? " has" : " have") + ")";
+         Csv(p.submitted) + (n == 1 ? " has" : " have") + ")" + CrossingText(p);
 }
 
 StallReporter::Report StallReporter::Compose(Clock::time_point now) {

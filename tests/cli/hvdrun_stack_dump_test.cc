@@ -82,6 +82,25 @@ TEST_F(HvdrunStackDump, AStalledPythonRankShowsWhereItIs) {
   EXPECT_FALSE(ProcessAlive(child)) << "rank 1's child " << child << " outlived the job";
 }
 
+// Ranks that submit collectives in different orders wait on each other: the job's cause says so,
+// naming both keys, not only the one rank the oldest key waits for.
+TEST_F(HvdrunStackDump, RanksWaitingOnEachOtherAreNamedAsSuch) {
+  ProcResult r =
+      RunProcess({HVDRUN_PATH, "-np", "2", "--stall-check-time", "1", "--stall-timeout", "4",
+                  "--kill-grace", "1", kTestPython, kProgram, "--crossed"},
+                 dir_.path(), std::chrono::seconds(90),
+                 {"HVD_LAUNCHER=", "HVD_TOKEN_FILE=", std::string("PYTHONPATH=") + HVD_PYTHON_DIR},
+                 dir_.path());
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const size_t failed = r.err.find(" failed: stalled for ");
+  ASSERT_NE(failed, std::string::npos) << r.err;
+  const std::string cause = r.err.substr(failed);
+  EXPECT_HAS(cause, "has not submitted allreduce 'allreduce.");
+  EXPECT_HAS(cause, "has submitted allreduce 'allreduce.");
+  EXPECT_HAS(cause, ": the ranks wait on each other (they submit collectives in different orders");
+}
+
 // SIGQUIT (Ctrl-\) to an attached hvdrun asks every rank for its stacks, and the job goes on: a
 // thread dump on demand, as a JVM gives one, before any stall check would.
 TEST_F(HvdrunStackDump, SigquitShowsEveryRanksStacksAndTheJobGoesOn) {

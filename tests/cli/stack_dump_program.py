@@ -6,7 +6,10 @@ the test looks for in its stacks, while rank 0 waits in the next allreduce (--st
 the job first).
 
 --loop: every rank allreduces in a loop until the file "stop" appears in the working directory
-(at most 60 s), so that hvdrun's SIGQUIT finds them in training_step_loop."""
+(at most 60 s), so that hvdrun's SIGQUIT finds them in training_step_loop.
+
+--crossed: rank 0 reduces 'a' then 'b', the others 'b' then 'a' (synchronous calls): the ranks
+wait on each other until --stall-timeout ends the job."""
 import os
 import sys
 import time
@@ -42,6 +45,10 @@ t = torch.ones(4)
 hvd.allreduce(t, name="first")
 if "--loop" in sys.argv:
     training_step_loop(t)
+    sys.exit(0)
+if "--crossed" in sys.argv:
+    for name in ["a", "b"] if hvd.rank() == 0 else ["b", "a"]:
+        hvd.allreduce(t, name=name)
     sys.exit(0)
 if hvd.rank() == 1:
     child = os.fork()

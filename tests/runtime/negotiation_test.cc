@@ -158,6 +158,37 @@ TEST(Coordinator, StallShutdownFailsTheKeyNamingMissingRanks) {
   EXPECT_TRUE(c.verdicts().empty());
 }
 
+TEST(Coordinator, RanksWaitingOnEachOtherAreNamedBothWays) {
+  // Rank 0 reduces a then b, rank 1 b then a (synchronous calls): each waits for the other.
+  Coordinator c(3, 1, 2);
+  auto now = Coordinator::Clock::now();
+  c.Add(List(0, {Allreduce(0, "a", {1})}), now);
+  c.Add(List(1, {Allreduce(1, "b", {1})}), now);
+  c.Add(List(2, {Allreduce(2, "a", {1}), Allreduce(2, "b", {1})}), now);
+  c.Compute(now);
+  stall::PendingKey oldest;
+  ASSERT_TRUE(c.OldestStall(now + std::chrono::milliseconds(1500), &oldest));
+  EXPECT_EQ(oldest.key, "a");
+  EXPECT_EQ(oldest.crossing, "rank 1 has submitted allreduce 'b', which rank 0 has not");
+  // The verdict's message says it too.
+  ResponseList out = c.Compute(now + std::chrono::seconds(3));
+  ASSERT_EQ(out.responses.size(), 2u);
+  EXPECT_NE(out.responses[0].error.find("rank 1 has not submitted allreduce 'a' for 3 s (ranks 0, "
+                                        "2 have); rank 1 has submitted allreduce 'b', which rank "
+                                        "0 has not: the ranks wait on each other"),
+            std::string::npos)
+      << out.responses[0].error;
+
+  // A rank that is merely behind crosses nothing: rank 2 has submitted neither x nor y.
+  Coordinator behind(3, 1, 0);
+  behind.Add(List(0, {Allreduce(0, "x", {1}), Allreduce(0, "y", {1})}), now);
+  behind.Add(List(1, {Allreduce(1, "x", {1})}), now);
+  behind.Compute(now);
+  ASSERT_TRUE(behind.OldestStall(now + std::chrono::seconds(2), &oldest));
+  EXPECT_EQ(oldest.crossing, "") << oldest.key;
+  EXPECT_EQ(stall::CrossingText(oldest), "");
+}
+
 Response Cached(const std::string& key, int64_t n) {
   Response r;
   r.type = OpType::kAllreduce;
