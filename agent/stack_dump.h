@@ -1,8 +1,9 @@
 // Asking a stalled rank where it is: the launcher's StackDump (hvd.v1.StackDump) becomes a signal
 // to the rank's processes that catch it. hvd.torch registers Python's faulthandler for
-// control::kStackDumpSignal, which writes the stacks of all threads to the rank's stderr; the
-// agent forwards them as any other output. The signal's default action would end a process, so a
-// process without a handler for it is never sent it.
+// control::kStackDumpSignal, which writes the stacks of all threads to the rank's stderr, and
+// hvd::Init in a C++ program a handler that writes its main thread's native stack
+// (runtime/stall/native_stacks.h); the agent forwards them as any other output. The signal's
+// default action would end a process, so a process without a handler for it is never sent it.
 #pragma once
 
 #include <sys/types.h>

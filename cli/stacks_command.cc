@@ -1,6 +1,7 @@
 // `hvdrun stacks JOB [--rank N]...`: where a running job's ranks are. The launcher has each rank's
 // agent signal the rank (a Python program using hvd.torch writes the stack of every thread to its
-// stderr; docs/reliability.md, "Where a stalled rank is"); the stacks follow in the job's output
+// stderr, a C++ one its main thread's native stack; docs/reliability.md, "Where a stalled rank
+// is"); the stacks follow in the job's output
 // (`hvdrun logs JOB`). An attached hvdrun does the same on SIGQUIT (Ctrl-\).
 #include <algorithm>
 #include <cstdio>

@@ -105,6 +105,7 @@ int main(int argc, char** argv) {
     params[f] -= lr * grad_b[0];
     if (rank == 0 && (step % 50 == 0 || step == args.steps - 1)) {
       std::printf("step %d loss %.6f\n", step, loss);
+      std::fflush(stdout);  // progress as it happens: under hvdrun stdout is a pipe
     }
   }
 

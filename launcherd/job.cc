@@ -91,7 +91,7 @@ std::vector<int> Job::AskForStacks(const std::set<int>& ranks, const std::string
   log.AddProgress(std::string(control::kStacksAskedNote) + "asked " + RanksText(asked) +
                   (asked.size() == 1 ? " on " + status.ranks[asked[0]].placement.host + " for its"
                                      : " for their") +
-                  " stacks (a Python program using hvd.torch writes them to its stderr)");
+                  " stacks (a rank using hvd writes them to its stderr)");
   for (auto& [agent, on_agent] : by_agent) {
     stack_dumps_.push_back(
         {agent, {status.id, status.attempt, std::move(on_agent), control::kStackDumpSignal, why}});

@@ -10,12 +10,14 @@
 #include <memory>
 #include <string>
 
+#include "base/logging.h"
 #include "base/mutex.h"
 #include "core/api_internal.h"
 #include "core/context.h"
 #include "core/elastic.h"
 #include "core/engine_stats.h"
 #include "hvd/hvd.h"
+#include "stall/native_stacks.h"
 
 namespace hvd {
 namespace {
@@ -99,6 +101,28 @@ using internal::Current;
 using internal::InForkedChild;
 using internal::NotFromCallback;
 
+namespace {
+
+// Where a stalled C++ rank is: the launcher's stack request gets this process's native stack
+// (stall/native_stacks.h). What became of it is said once, where it did not take effect.
+void InstallStackDump(int rank) {
+  std::string detail;
+  switch (runtime::stall::InstallNativeStackDump(rank, &detail)) {
+    case runtime::stall::NativeStacks::kHandled:
+      HVD_LOG(INFO) << "HVD_STACK_DUMP_SIGNAL: the program handles that signal already; a "
+                       "stall's request for this rank's stacks goes to its handler";
+      break;
+    case runtime::stall::NativeStacks::kUnavailable:
+      HVD_LOG(WARNING) << "HVD_STACK_DUMP_SIGNAL: " << detail
+                       << "; a stall will not show this rank's stack";
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
 Status Init() {
   return Init(InitOptions{});
 }
@@ -115,6 +139,7 @@ Status Init(const InitOptions& options) {
   }
   NoteSelfPid();
   g_init_pid.store(g_self_pid.load(std::memory_order_relaxed));
+  InstallStackDump(g_ctx->topology().rank);
   g_shut_down.store(false);
   // A new session numbers unnamed operations from 0 on every rank, whatever the last one did.
   internal::ResetUnnamedNames();

@@ -3,8 +3,9 @@
 // a function of its own; the stall's report makes the launcher ask rank 1 (only: rank 0 waits in
 // hvd) for its stacks, its agent signals the rank's process (not the child it forked, which
 // inherits the handler), and Python's faulthandler writes them to rank 1's stderr, which hvdrun
-// shows. And SIGQUIT to an attached hvdrun asks every rank, at any time. Nothing the job started
-// outlives it. Skips when /usr/bin/python3 has no torch.
+// shows. And SIGQUIT to an attached hvdrun asks every rank, at any time; a C++ rank answers with
+// its native stack. Nothing the job started outlives it. The Python tests skip when
+// /usr/bin/python3 has no torch.
 #include <gtest/gtest.h>
 
 #include <signal.h>
@@ -132,6 +133,45 @@ TEST_F(HvdrunStackDump, SigquitShowsEveryRanksStacksAndTheJobGoesOn) {
   EXPECT_HAS(all, "hvdrun: asked ranks 0, 1 for their stacks");
   EXPECT_HAS(all, " in training_step_loop");
   EXPECT_EQ(all.find("cancelling"), std::string::npos) << "SIGQUIT is no stop: " << all;
+}
+
+// A C++ rank (examples/train.cc) answers too, with its main thread's native stack
+// (runtime/stall/native_stacks.h): SIGQUIT while it trains, then the job is stopped.
+class HvdrunNativeStackDump : public ::testing::Test {
+ protected:
+  void TearDown() override { EXPECT_EQ(Leftovers(), std::vector<std::string>{}); }
+
+  TempDir dir_;
+};
+
+TEST_F(HvdrunNativeStackDump, SigquitShowsACppRanksNativeStackAndTheJobGoesOn) {
+  Proc p({HVDRUN_PATH, "-np", "2", EXAMPLE_TRAIN_PATH, "--steps", "100000000"}, dir_.path(),
+         {"HVD_LAUNCHER=", "HVD_TOKEN_FILE="}, dir_.path());
+  ASSERT_TRUE(
+      WaitUntil([&] { return p.Out().find("[0]<stdout>:step 0 loss") != std::string::npos; },
+                std::chrono::seconds(60)))
+      << p.Out() << p.Err();
+  p.Signal(SIGQUIT);
+  const auto dumped = [&](int rank) {
+    const std::string all = p.Out() + p.Err(), tag = "[" + std::to_string(rank) + "]<stderr>:";
+    return all.find(tag + "hvd: native stack of rank " + std::to_string(rank) + " (pid ") !=
+               std::string::npos &&
+           all.find(tag + "hvd: the process's threads") != std::string::npos;
+  };
+  EXPECT_TRUE(WaitUntil([&] { return dumped(0) && dumped(1); }, std::chrono::seconds(30)))
+      << p.Out() << p.Err();
+  // The frames name the example's binary; the job still trains afterwards.
+  const std::string all = p.Out() + p.Err();
+  EXPECT_HAS(all, "<stderr>:" + std::string(EXAMPLE_TRAIN_PATH) + "(");
+  const size_t steps_before = Count(p.Out(), "<stdout>:step ");
+  EXPECT_TRUE(WaitUntil([&] { return Count(p.Out(), "<stdout>:step ") > steps_before; },
+                        std::chrono::seconds(30)))
+      << p.Out();
+  p.Signal(SIGTERM);
+  ProcResult r = p.Wait(std::chrono::seconds(60));
+  ASSERT_FALSE(r.timed_out) << r.out << r.err;
+  EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.out + r.err, "hvdrun: asked ranks 0, 1 for their stacks");
 }
 
 }  // namespace
