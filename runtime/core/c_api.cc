@@ -10,6 +10,7 @@
 #include "core/c_api_status.h"
 #include "core/operation.h"
 #include "hvd/hvd.h"
+#include "stall/native_stacks.h"
 
 struct hvd_handle {
   hvd::Handle handle;
@@ -370,6 +371,9 @@ int hvd_handle_last_joined_rank(const hvd_handle* h) {
 }
 int hvd_is_homogeneous(void) {
   return hvd::IsHomogeneous() ? 1 : 0;
+}
+int hvd_native_stack_dump_signal(void) {
+  return hvd::runtime::stall::NativeStackDumpSignal();
 }
 
 int hvd_wait_for(hvd_handle* h, int64_t timeout_ms) {

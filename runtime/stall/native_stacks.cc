@@ -1,7 +1,6 @@
 #include "stall/native_stacks.h"
 
 #include <dirent.h>
-#include <dlfcn.h>
 #include <execinfo.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -200,21 +199,36 @@ void Dump(const siginfo_t* info, void* uctx) {
        "0xOFFSET` names it (built with -g); linking with -rdynamic names it here\n";
 }
 
+bool SigpipePending() {
+  sigset_t pending;
+  return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+}
+
 void Handler(int, siginfo_t* info, void* uctx) {
   const int saved_errno = errno;
   bool idle = false;
   if (g_busy.compare_exchange_strong(idle, true)) {
+    // SIGPIPE is blocked while this runs (sa_mask): stderr may be a pipe nobody reads any more
+    // (`prog 2>&1 | head`), and a request for stacks must not end the rank. One the dump raised
+    // is taken back before the mask lifts; one pending before is left as it was.
+    const bool pipe_was_pending = SigpipePending();
     Dump(info, uctx);
+    if (!pipe_was_pending && SigpipePending()) {
+      sigset_t pipe;
+      sigemptyset(&pipe);
+      sigaddset(&pipe, SIGPIPE);
+      const struct timespec now = {0, 0};
+      sigtimedwait(&pipe, nullptr, &now);
+    }
     g_busy.store(false);
   }
   errno = saved_errno;
 }
 
-// Whether this process runs a Python interpreter (one that loaded libhvd through hvd's binding).
-bool RunsPython() {
-  using IsInitialized = int (*)();
-  auto py = reinterpret_cast<IsInitialized>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-  return py != nullptr && py() != 0;
+bool IsOurs(int sig) {
+  struct sigaction cur;
+  return sigaction(sig, nullptr, &cur) == 0 && (cur.sa_flags & SA_SIGINFO) != 0 &&
+         cur.sa_sigaction == Handler;
 }
 
 }  // namespace
@@ -229,8 +243,7 @@ NativeStacks InstallNativeStackDump(int rank, std::string* detail) {
   if (sig == 0) return NativeStacks::kOff;
   g_rank.store(rank);
   base::MutexLock lock(&g_install_mu);
-  if (g_installed == sig) return NativeStacks::kInstalled;
-  if (RunsPython()) return NativeStacks::kPython;
+  if (g_installed == sig) return NativeStacks::kInstalled;  // (or replaced since: left so)
   struct sigaction old;
   if (sigaction(static_cast<int>(sig), nullptr, &old) != 0) {
     *detail = "sigaction(" + std::to_string(sig) + "): " + base::ErrnoText(errno);
@@ -247,12 +260,18 @@ NativeStacks InstallNativeStackDump(int rank, std::string* detail) {
   sa.sa_sigaction = Handler;
   sa.sa_flags = SA_SIGINFO | SA_RESTART;
   sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGPIPE);
   if (sigaction(static_cast<int>(sig), &sa, nullptr) != 0) {
     *detail = "sigaction(" + std::to_string(sig) + "): " + base::ErrnoText(errno);
     return NativeStacks::kUnavailable;
   }
   g_installed = static_cast<int>(sig);
   return NativeStacks::kInstalled;
+}
+
+int NativeStackDumpSignal() {
+  base::MutexLock lock(&g_install_mu);
+  return g_installed != 0 && IsOurs(g_installed) ? g_installed : 0;
 }
 
 }  // namespace hvd::runtime::stall

@@ -1,7 +1,7 @@
 #include "stall/stall_inspector.h"
 
-#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "base/logging.h"
 
@@ -17,26 +17,46 @@ std::string RankList(const std::vector<int>& ranks) {
   return s;
 }
 
-bool Has(const std::vector<int>& ranks, int r) {
-  return std::find(ranks.begin(), ranks.end(), r) != ranks.end();
+// Keys whose crossing one Inspect looks for, at most: each look reads every pending key, and a
+// job with thousands stalled at once would otherwise pay that thousands of times.
+constexpr int kCrossingsPerInspect = 4;
+
+// ranks as a membership table over 0..(largest rank).
+std::vector<char> Members(const std::vector<int>& ranks) {
+  std::vector<char> in;
+  for (int r : ranks) {
+    if (r < 0) continue;
+    if (static_cast<size_t>(r) >= in.size()) in.resize(r + 1, 0);
+    in[r] = 1;
+  }
+  return in;
+}
+
+// The first of `ranks` in `members`, or -1.
+int FirstIn(const std::vector<int>& ranks, const std::vector<char>& members) {
+  for (int r : ranks) {
+    if (r >= 0 && static_cast<size_t>(r) < members.size() && members[r]) return r;
+  }
+  return -1;
 }
 
 }  // namespace
 
 void FindCrossing(const std::vector<PendingKey>& pending, PendingKey* p) {
   p->crossing.clear();
+  // Linear in the pending keys and their ranks.
+  const std::vector<char> missing = Members(p->missing), submitted = Members(p->submitted);
   const PendingKey* best = nullptr;
   int by = -1, not_by = -1;
   for (const PendingKey& q : pending) {
-    if (q.key == p->key || (best != nullptr && q.first_seen >= best->first_seen)) continue;
-    auto submitter = std::find_if(p->missing.begin(), p->missing.end(),
-                                  [&](int r) { return Has(q.submitted, r); });
-    auto waiter = std::find_if(p->submitted.begin(), p->submitted.end(),
-                               [&](int r) { return Has(q.missing, r); });
-    if (submitter == p->missing.end() || waiter == p->submitted.end()) continue;
+    if ((best != nullptr && q.first_seen >= best->first_seen) || q.key == p->key) continue;
+    const int submitter = FirstIn(q.submitted, missing);  // missing p, submitted q
+    if (submitter < 0) continue;
+    const int waiter = FirstIn(q.missing, submitted);  // submitted p, missing q
+    if (waiter < 0) continue;
     best = &q;
-    by = *submitter;
-    not_by = *waiter;
+    by = submitter;
+    not_by = waiter;
   }
   if (best == nullptr) return;
   p->crossing = "rank " + std::to_string(by) + " has submitted " + best->op + " '" + best->key +
@@ -74,19 +94,30 @@ std::vector<StallVerdict> StallInspector::Inspect(const std::vector<PendingKey>&
   std::vector<StallVerdict> verdicts;
   if (check_seconds_ <= 0 && shutdown_seconds_ <= 0) return verdicts;
   const auto check = std::chrono::duration<double>(check_seconds_);
-  for (PendingKey p : pending) {
-    if (p.missing.empty()) continue;
-    FindCrossing(pending, &p);
-    const auto age = now - p.first_seen;
+  int crossings = kCrossingsPerInspect;
+  // Only for a key this call reports: most calls report none, and a copy of every key costs.
+  auto with_crossing = [&](const PendingKey& key) {
+    PendingKey p = key;
+    if (crossings > 0) {
+      --crossings;
+      FindCrossing(pending, &p);
+    }
+    return p;
+  };
+  for (const PendingKey& key : pending) {
+    if (key.missing.empty()) continue;
+    const auto age = now - key.first_seen;
     if (shutdown_seconds_ > 0 && age >= std::chrono::duration<double>(shutdown_seconds_)) {
+      PendingKey p = with_crossing(key);
       verdicts.push_back({p, "stalled: " + Describe(p, now) + "; failing it after " +
                                  ShutdownSetting(shutdown_seconds_)});
       continue;
     }
     if (check_seconds_ > 0 && age >= check) {
-      auto it = last_warned_.find(p.key);
+      auto it = last_warned_.find(key.key);
       if (it == last_warned_.end() || now - it->second >= check) {
-        last_warned_[p.key] = now;
+        last_warned_[key.key] = now;
+        const PendingKey p = with_crossing(key);
         // With a crossing the description already says which (different orders).
         HVD_LOG(WARNING) << "stall: " << Describe(p, now)
                          << (p.crossing.empty() ? ". A rank is stuck outside hvd or submits "

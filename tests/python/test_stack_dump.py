@@ -38,7 +38,11 @@ if mode == "own":
 if mode == "ignored_in_c":  # set where Python's signal module does not see it
     import ctypes
     ctypes.CDLL(None).signal(40, ctypes.c_void_p(1))  # SIG_IGN
-stack_dump.register()
+if mode == "init":  # libhvd's hvd_init installs its native handler; the binding replaces it
+    import hvd.torch as hvd
+    hvd.init()
+else:
+    stack_dump.register()
 def where_the_rank_is():
     os.kill(os.getpid(), 40)
 if mode != "bad":
@@ -48,7 +52,9 @@ print("went on", flush=True)
 
 
 def _run(mode, value="40"):
-    env = dict(os.environ, HVD_STACK_DUMP_SIGNAL=value)
+    # A job of its own (one process), not a rank of the job running these tests.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HVD_", "HOROVOD_"))}
+    env["HVD_STACK_DUMP_SIGNAL"] = value
     return subprocess.run([sys.executable, "-c", _PROGRAM, mode], env=env, capture_output=True,
                           text=True, timeout=60)
 
@@ -58,6 +64,14 @@ def test_the_signal_writes_the_stacks_and_the_program_goes_on():
     assert r.returncode == 0, r.stderr
     assert "most recent call first" in r.stderr
     assert "in where_the_rank_is" in r.stderr
+    assert "went on" in r.stdout
+
+
+def test_hvd_init_gives_pythons_stacks_not_the_native_ones():
+    r = _run("init")
+    assert r.returncode == 0, r.stderr
+    assert "in where_the_rank_is" in r.stderr
+    assert "hvd: native stack" not in r.stderr
     assert "went on" in r.stdout
 
 

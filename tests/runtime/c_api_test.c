@@ -510,6 +510,7 @@ int main(void) {
   unsetenv("HVD_SIZE");
   unsetenv("HOROVOD_SIZE");
   unsetenv("HVD_RANK");
+  unsetenv("HVD_STACK_DUMP_SIGNAL");
   float x[5] = {1, 2, 3, 4, 5};
   int64_t shape[1] = {5};
 
@@ -522,6 +523,8 @@ int main(void) {
   CHECK(hvd_init() == 0, "hvd_init: %s", hvd_last_error());
   CHECK(hvd_is_initialized() == 1 && hvd_rank() == 0 && hvd_size() == 1, "topology");
   CHECK(hvd_local_size() == 1 && hvd_cross_size() == 1, "local/cross sizes");
+  /* No HVD_STACK_DUMP_SIGNAL (hvdrun's agent sets it): no stack dump handler. */
+  CHECK(hvd_native_stack_dump_signal() == 0, "a native stack handler without the variable");
 
   hvd_handle* h = hvd_allreduce_async("x", x, x, HVD_FLOAT32, 1, shape, HVD_SUM, 2.0, 1.0);
   CHECK(hvd_wait(h) == 0, "allreduce: %s", hvd_last_error());

@@ -138,6 +138,7 @@ _PROTOTYPES = {
 _OPTIONAL_PROTOTYPES = {
     "hvd_elastic_enabled": (_c_int, []),
     "hvd_elastic_generation": (_c_int, [_c_i64_p, _c_i64_p, _c_int_p]),
+    "hvd_native_stack_dump_signal": (_c_int, []),
 }
 
 
@@ -313,7 +314,7 @@ def init(comm=None, process_sets=None):
         if not _atexit_registered:
             atexit.register(_shutdown_at_exit, os.getpid())
             _atexit_registered = True
-        _stack_dump.register()
+        _stack_dump.register(getattr(lib, "hvd_native_stack_dump_signal", None))
         job_size = size()
         if comm_ranks is not None and comm_ranks != list(range(job_size)):
             if not was_initialized:  # a failed init leaves nothing initialized

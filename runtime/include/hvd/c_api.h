@@ -167,6 +167,9 @@ HVD_C_EXPORT hvd_handle* hvd_enqueue_join(int process_set);
 HVD_C_EXPORT int hvd_handle_last_joined_rank(const hvd_handle* h);
 /* 1 when every host runs the same number of ranks, else 0 (0 before init). */
 HVD_C_EXPORT int hvd_is_homogeneous(void);
+/* The signal hvd's native stack dump handler (hvd_init installs it for HVD_STACK_DUMP_SIGNAL) is
+ * this process's handler for, else 0: a binding that writes stacks of its own may replace it. */
+HVD_C_EXPORT int hvd_native_stack_dump_signal(void);
 /* *last_joined_rank (may be NULL): the job rank that joined last. */
 HVD_C_EXPORT int hvd_process_set_join(int process_set, int* last_joined_rank);
 
