@@ -75,6 +75,8 @@ void Start(Child* c, Before before) {
   c->pid = fork();
   ASSERT_GE(c->pid, 0);
   if (c->pid == 0) {
+    close(err[0]);  // the parent is the only reader (one test closes its end)
+    close(ready[0]);
     dup2(err[1], STDERR_FILENO);
     setenv("HVD_STACK_DUMP_SIGNAL", std::to_string(kSignal).c_str(), 1);
     before();
@@ -145,6 +147,22 @@ TEST(NativeStacks, TheSignalWritesTheStackAndTheThreadsAndTheProcessGoesOn) {
   }
   EXPECT_HAS(second, "hvd: native stack of rank 7");
   EXPECT_EQ(waitpid(c.pid, nullptr, WNOHANG), 0);
+}
+
+TEST(NativeStacks, AStderrNobodyReadsDoesNotEndTheProcess) {
+  // `prog 2>&1 | head`: the reader is gone, and a write raises SIGPIPE, whose default ends a
+  // process. The dump must not.
+  Child c;
+  Start(&c, [] { signal(SIGPIPE, SIG_DFL); });  // as a program has it (this one may not)
+  ASSERT_EQ(ReadByte(c.ready), '0' + static_cast<int>(NativeStacks::kInstalled));
+  ASSERT_EQ(ReadByte(c.ready), 'r');
+  close(c.err);
+  c.err = -1;
+  ASSERT_EQ(kill(c.pid, kSignal), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  int status = 0;
+  EXPECT_EQ(waitpid(c.pid, &status, WNOHANG), 0)
+      << "the child ended: " << (WIFSIGNALED(status) ? WTERMSIG(status) : -1);
 }
 
 void Noted(int) {}
