@@ -199,9 +199,33 @@ void Dump(const siginfo_t* info, void* uctx) {
        "0xOFFSET` names it (built with -g); linking with -rdynamic names it here\n";
 }
 
-bool SigpipePending() {
-  sigset_t pending;
-  return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+// Whether SIGPIPE is pending on this thread itself (SigPnd in /proc/thread-self/status): a write
+// raises it there. sigpending() would add the process's pending set, where a SIGPIPE that every
+// thread blocks (a program's sigwait thread collects it) may wait, and the dump's own would then be
+// left behind.
+bool ThreadSigpipePending() {
+  char status[2048];
+  const int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n;
+  do {
+    n = read(fd, status, sizeof(status) - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return false;
+  status[n] = '\0';
+  const char* at = strstr(status, "\nSigPnd:");
+  if (at == nullptr) return false;
+  at += std::strlen("\nSigPnd:");
+  while (*at == ' ' || *at == '\t') ++at;
+  uint64_t mask = 0;
+  for (; *at != '\0' && *at != '\n'; ++at) {
+    const char c = *at;
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return false;
+    mask = mask << 4 | static_cast<uint64_t>(digit);
+  }
+  return (mask >> (SIGPIPE - 1) & 1) != 0;
 }
 
 void Handler(int, siginfo_t* info, void* uctx) {
@@ -211,9 +235,9 @@ void Handler(int, siginfo_t* info, void* uctx) {
     // SIGPIPE is blocked while this runs (sa_mask): stderr may be a pipe nobody reads any more
     // (`prog 2>&1 | head`), and a request for stacks must not end the rank. One the dump raised
     // is taken back before the mask lifts; one pending before is left as it was.
-    const bool pipe_was_pending = SigpipePending();
+    const bool pipe_was_pending = ThreadSigpipePending();
     Dump(info, uctx);
-    if (!pipe_was_pending && SigpipePending()) {
+    if (!pipe_was_pending && ThreadSigpipePending()) {
       sigset_t pipe;
       sigemptyset(&pipe);
       sigaddset(&pipe, SIGPIPE);

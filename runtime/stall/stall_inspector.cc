@@ -1,5 +1,6 @@
 #include "stall/stall_inspector.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -94,8 +95,26 @@ std::vector<StallVerdict> StallInspector::Inspect(const std::vector<PendingKey>&
   std::vector<StallVerdict> verdicts;
   if (check_seconds_ <= 0 && shutdown_seconds_ <= 0) return verdicts;
   const auto check = std::chrono::duration<double>(check_seconds_);
+  const auto shutdown = std::chrono::duration<double>(shutdown_seconds_);
+  auto failing = [&](const PendingKey& key) {
+    return shutdown_seconds_ > 0 && now - key.first_seen >= shutdown;
+  };
+  auto warned = [&](const PendingKey& key) {
+    return check_seconds_ > 0 && now - key.first_seen >= check;
+  };
+  // The keys this call may report, verdicts first and each kind oldest first, so that the
+  // crossings it looks for (kCrossingsPerInspect) go where they matter most: a verdict's message
+  // becomes the ranks' error. Most calls have none.
+  std::vector<const PendingKey*> reported;
+  for (const PendingKey& key : pending) {
+    if (!key.missing.empty() && (failing(key) || warned(key))) reported.push_back(&key);
+  }
+  if (reported.empty()) return verdicts;
+  std::stable_sort(reported.begin(), reported.end(), [&](const PendingKey* a, const PendingKey* b) {
+    if (failing(*a) != failing(*b)) return failing(*a);
+    return a->first_seen < b->first_seen;
+  });
   int crossings = kCrossingsPerInspect;
-  // Only for a key this call reports: most calls report none, and a copy of every key costs.
   auto with_crossing = [&](const PendingKey& key) {
     PendingKey p = key;
     if (crossings > 0) {
@@ -104,28 +123,22 @@ std::vector<StallVerdict> StallInspector::Inspect(const std::vector<PendingKey>&
     }
     return p;
   };
-  for (const PendingKey& key : pending) {
-    if (key.missing.empty()) continue;
-    const auto age = now - key.first_seen;
-    if (shutdown_seconds_ > 0 && age >= std::chrono::duration<double>(shutdown_seconds_)) {
-      PendingKey p = with_crossing(key);
+  for (const PendingKey* key : reported) {
+    if (failing(*key)) {
+      PendingKey p = with_crossing(*key);
       verdicts.push_back({p, "stalled: " + Describe(p, now) + "; failing it after " +
                                  ShutdownSetting(shutdown_seconds_)});
       continue;
     }
-    if (check_seconds_ > 0 && age >= check) {
-      auto it = last_warned_.find(key.key);
-      if (it == last_warned_.end() || now - it->second >= check) {
-        last_warned_[key.key] = now;
-        const PendingKey p = with_crossing(key);
-        // With a crossing the description already says which (different orders).
-        HVD_LOG(WARNING) << "stall: " << Describe(p, now)
-                         << (p.crossing.empty() ? ". A rank is stuck outside hvd or submits "
-                                                  "tensors in a different order or with "
-                                                  "different names."
-                                                : ".");
-      }
-    }
+    auto it = last_warned_.find(key->key);
+    if (it != last_warned_.end() && now - it->second < check) continue;
+    last_warned_[key->key] = now;
+    const PendingKey p = with_crossing(*key);
+    // With a crossing the description already says which (different orders).
+    HVD_LOG(WARNING) << "stall: " << Describe(p, now)
+                     << (p.crossing.empty() ? ". A rank is stuck outside hvd or submits tensors "
+                                              "in a different order or with different names."
+                                            : ".");
   }
   return verdicts;
 }

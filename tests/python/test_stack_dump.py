@@ -52,8 +52,11 @@ print("went on", flush=True)
 
 
 def _run(mode, value="40"):
-    # A job of its own (one process), not a rank of the job running these tests.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HVD_", "HOROVOD_"))}
+    # A job of its own (one process), not a rank of the job running these tests; what says which
+    # libraries to load is kept (local_launch's rule).
+    from local_launch import rank_env
+    env = {k: v for k, v in rank_env(0, 1, "").items()
+           if not k.startswith(("HVD_RANK", "HVD_SIZE", "HVD_RENDEZVOUS"))}
     env["HVD_STACK_DUMP_SIGNAL"] = value
     return subprocess.run([sys.executable, "-c", _PROGRAM, mode], env=env, capture_output=True,
                           text=True, timeout=60)

@@ -67,8 +67,10 @@ struct Child {
 
 // Forks a child that sets HVD_STACK_DUMP_SIGNAL, lets `before` set its dispositions, installs the
 // handler as rank 7, writes what InstallNativeStackDump returned as one byte to `ready` and waits.
+// With `pause_loop` the child waits in pause() instead, and writes 'p' to `ready` each time a
+// handler has run (pause returns after it).
 template <typename Before>
-void Start(Child* c, Before before) {
+void Start(Child* c, Before before, bool pause_loop = false) {
   int err[2], ready[2];
   ASSERT_EQ(pipe2(err, O_CLOEXEC), 0);
   ASSERT_EQ(pipe2(ready, O_CLOEXEC), 0);
@@ -95,6 +97,14 @@ void Start(Child* c, Before before) {
     const char result =
         static_cast<char>('0' + static_cast<int>(InstallNativeStackDump(7, &detail)));
     (void)!write(ready[1], &result, 1);
+    if (pause_loop) {
+      const char r = 'r', p = 'p';
+      (void)!write(ready[1], &r, 1);
+      for (int i = 0; i < 100; ++i) {
+        pause();
+        (void)!write(ready[1], &p, 1);
+      }
+    }
     ChildWaitsHere(ready[1]);
     _exit(0);
   }
@@ -153,13 +163,16 @@ TEST(NativeStacks, AStderrNobodyReadsDoesNotEndTheProcess) {
   // `prog 2>&1 | head`: the reader is gone, and a write raises SIGPIPE, whose default ends a
   // process. The dump must not.
   Child c;
-  Start(&c, [] { signal(SIGPIPE, SIG_DFL); });  // as a program has it (this one may not)
+  Start(
+      &c, [] { signal(SIGPIPE, SIG_DFL); }, /*pause_loop=*/true);  // as programs have it
   ASSERT_EQ(ReadByte(c.ready), '0' + static_cast<int>(NativeStacks::kInstalled));
   ASSERT_EQ(ReadByte(c.ready), 'r');
   close(c.err);
   c.err = -1;
   ASSERT_EQ(kill(c.pid, kSignal), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The handler has run and returned (the mask lifted) once the child says 'p'; a SIGPIPE left
+  // pending would have ended it before.
+  EXPECT_EQ(ReadByte(c.ready), 'p');
   int status = 0;
   EXPECT_EQ(waitpid(c.pid, &status, WNOHANG), 0)
       << "the child ended: " << (WIFSIGNALED(status) ? WTERMSIG(status) : -1);

@@ -2,11 +2,14 @@
 // cache's slot discipline, the fusion planner and the topology arithmetic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/context.h"
 #include "fusion/fusion_planner.h"
 #include "negotiation/coordinator.h"
 #include "negotiation/message.h"
 #include "negotiation/response_cache.h"
+#include "stall/stall_inspector.h"
 
 namespace hvd::runtime {
 namespace {
@@ -187,6 +190,32 @@ TEST(Coordinator, RanksWaitingOnEachOtherAreNamedBothWays) {
   ASSERT_TRUE(behind.OldestStall(now + std::chrono::seconds(2), &oldest));
   EXPECT_EQ(oldest.crossing, "") << oldest.key;
   EXPECT_EQ(stall::CrossingText(oldest), "");
+}
+
+TEST(StallInspector, VerdictsOldestFirstGetTheCrossingsAWarningWouldTake) {
+  // Six old keys rank 1 has not submitted, each crossed by a young key rank 0 has not; named so
+  // that the table's (name) order is the reverse of their age. One call looks for 4 crossings:
+  // they go to the verdicts, oldest first, and the verdicts come oldest first.
+  const auto now = stall::Clock::now();
+  std::vector<stall::PendingKey> pending;
+  const std::vector<std::string> by_age = {"z", "y", "x", "w", "v", "u"};
+  for (size_t i = 0; i < by_age.size(); ++i) {
+    pending.push_back({by_age[i], "allreduce", {0}, {1}, now - std::chrono::seconds(20 - i), ""});
+  }
+  pending.push_back({"c", "allreduce", {1}, {0}, now, ""});
+  std::sort(pending.begin(), pending.end(),
+            [](const stall::PendingKey& a, const stall::PendingKey& b) { return a.key < b.key; });
+  stall::StallInspector inspector(1, 5);
+  const std::vector<stall::StallVerdict> verdicts = inspector.Inspect(pending, now);
+  ASSERT_EQ(verdicts.size(), by_age.size());
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    EXPECT_EQ(verdicts[i].pending.key, by_age[i]);
+    EXPECT_EQ(verdicts[i].pending.crossing.empty(), i >= 4) << by_age[i];
+  }
+  EXPECT_EQ(verdicts[0].pending.crossing,
+            "rank 1 has submitted allreduce 'c', which rank 0 has not");
+  EXPECT_NE(verdicts[0].message.find("the ranks wait on each other"), std::string::npos)
+      << verdicts[0].message;
 }
 
 Response Cached(const std::string& key, int64_t n) {
