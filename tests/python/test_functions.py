@@ -155,6 +155,21 @@ def test_object_collectives_with_an_object_pickle_refuses(hvd):
     assert hvd.allgather_object(r) == list(range(n))
 
 
+def test_root_rank_must_be_an_integer(hvd):
+    """Horovod's binding (pybind11) refuses 0.0; int(1.5) would name rank 1 without a word.
+    Refused alike on every rank, before anything is enqueued."""
+    for bad in (0.0, 1.5, "0", None):
+        with pytest.raises(TypeError, match="root_rank must be an integer"):
+            hvd.broadcast(torch.ones(1), bad)
+        with pytest.raises(TypeError, match="root_rank must be an integer"):
+            hvd.broadcast_(torch.ones(1), bad)
+        with pytest.raises(TypeError, match="root_rank must be an integer"):
+            hvd.broadcast_object("x", bad)
+    # What indexes as an integer is one (a 0-d integer tensor, as some scripts pass).
+    got = hvd.broadcast(torch.full((2,), float(hvd.rank())), torch.tensor(0), name="root_index")
+    assert_equal(got, torch.zeros(2), "broadcast from a tensor root")
+
+
 def test_allgather_object_with_joined_ranks(hvd):
     """A joined rank contributes no bytes: the others get HorovodInternalError naming it, not
     pickle's EOFError. Named: the joined ranks do not call it, so a numbered name would differ."""

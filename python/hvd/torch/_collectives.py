@@ -146,6 +146,7 @@ def sparse_allreduce_async(tensor, name, op, process_set=global_process_set):
 def _broadcast(tensor, inplace, root_rank, name, process_set):
     """Enqueues a broadcast into `tensor` (in place) or a copy of it; (ptr, keep, finish)."""
     ps_id = _h.set_id(process_set)
+    root = _h.root_index(root_rank, "broadcast")
     dtype, device = _h.check_tensor(tensor, "broadcast")
     if inplace:
         d, keep, finish = _h.inplace(tensor, dtype, device)
@@ -153,7 +154,7 @@ def _broadcast(tensor, inplace, root_rank, name, process_set):
         keep = tensor.clone(memory_format=torch.contiguous_format)
         d = _h.desc(keep, dtype, device)
         finish = None  # the result is keep
-    ptr = _lib.hvd_enqueue_broadcast(_h.op_name("broadcast", name), d, int(root_rank), ps_id)
+    ptr = _lib.hvd_enqueue_broadcast(_h.op_name("broadcast", name), d, root, ps_id)
     return ptr, keep, finish
 
 
@@ -385,10 +386,11 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 def broadcast_bytes(data, root_rank, name, process_set):
     """`data` of rank `root_rank` on every rank of the set (other ranks' `data` is ignored)."""
     ps_id = _h.set_id(process_set)
-    is_root = _b.rank() == root_rank
+    root = _h.root_index(root_rank, "broadcast_object")
+    is_root = _b.rank() == root
     data = bytes(data) if is_root else b""
     ptr = _lib.hvd_enqueue_broadcast_bytes(_h.op_name("broadcast_object", name), data or None,
-                                           len(data), int(root_rank), ps_id)
+                                           len(data), root, ps_id)
     return _h.run(ptr, data, lambda p, k: data if is_root else _h.output_bytes(p))
 
 

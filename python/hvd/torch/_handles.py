@@ -22,6 +22,7 @@ finished.
 """
 import ctypes
 import itertools
+import operator
 
 import torch
 
@@ -62,6 +63,16 @@ def host_dtype(tensor):
     if isinstance(tensor, torch.Tensor) and tensor.is_cpu and tensor.layout is _STRIDED:
         return DTYPES.get(tensor.dtype)
     return None
+
+
+def root_index(root_rank, what):
+    """`root_rank` as the int the C ABI takes. TypeError for what is not an integer (1.0, "1"), as
+    Horovod's binding (pybind11) refuses it; int(1.5) would silently name rank 1."""
+    try:
+        return operator.index(root_rank)
+    except TypeError:
+        raise TypeError("%s: root_rank must be an integer (a job rank), got %s %r"
+                        % (what, type(root_rank).__name__, root_rank)) from None
 
 
 def check_tensor(tensor, what):

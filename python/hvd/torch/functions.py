@@ -8,6 +8,7 @@ from hvd.common.basics import rank
 from hvd.common.exceptions import HorovodInternalError
 from hvd.common.process_sets import global_process_set
 from hvd.torch._collectives import allgather_bytes, broadcast_bytes, broadcast_async_
+from hvd.torch._handles import root_index as _root_index
 from hvd.torch._handles import synchronize
 
 
@@ -150,6 +151,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     (`obj if hvd.rank() == 0 else None`); numbering does not. When pickle refuses the root's
     object, the root raises pickle's error and every other rank a ValueError saying so.
     """
+    root_rank = _root_index(root_rank, "broadcast_object")
     is_root = rank() == root_rank
     data, error = _pickled(obj) if is_root else (b"", None)
     received = broadcast_bytes(data, root_rank, name, process_set)
