@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "base/settings.h"
+#include "core/process_set_table.h"
 
 namespace hvd::runtime::core {
 namespace {
@@ -38,19 +39,12 @@ std::string Normalize(const std::string& text) {
 // A value as a message shows it: hvd.init's process sets ("0,1;2", as published) as the lists of
 // ranks the user passed ("[[0, 1], [2]]"), every other value as published.
 std::string Shown(const std::string& name, const std::string& value) {
-  if (name != "process_sets" || value == "(missing)") return value;
+  std::vector<std::vector<int>> sets;
+  if (name != "process_sets" || !ParseProcessSets(value, &sets).ok()) return value;
   std::string out = "[";
-  std::istringstream sets(value);
-  std::string set;
-  for (bool first = true; std::getline(sets, set, ';'); first = false) {
-    if (!first) out += ", ";
-    std::string ranks = set;
-    std::replace(ranks.begin(), ranks.end(), ',', ' ');
-    std::istringstream in(ranks);
-    out += '[';
-    std::string r;
-    for (bool first_rank = true; in >> r; first_rank = false) out += (first_rank ? "" : ", ") + r;
-    out += ']';
+  for (size_t i = 0; i < sets.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += RanksText(sets[i]);
   }
   return out + "]";
 }

@@ -283,16 +283,16 @@ ResponseList Coordinator::Compute(Clock::time_point now) {
 
 bool Coordinator::OldestStall(Clock::time_point now, stall::PendingKey* out) const {
   if (table_.empty() || stall_.check_seconds() <= 0) return false;
-  bool found = false;
   const std::vector<stall::PendingKey> pending = Pending();
+  const stall::PendingKey* oldest = nullptr;
   for (const stall::PendingKey& p : pending) {
-    if (p.missing.empty() || (found && p.first_seen >= out->first_seen)) continue;
-    *out = p;
-    found = true;
+    if (!p.missing.empty() && (oldest == nullptr || p.first_seen < oldest->first_seen)) oldest = &p;
   }
-  if (!found || now - out->first_seen < std::chrono::duration<double>(stall_.check_seconds())) {
+  if (oldest == nullptr ||
+      now - oldest->first_seen < std::chrono::duration<double>(stall_.check_seconds())) {
     return false;
   }
+  *out = *oldest;
   stall::FindCrossing(pending, out);
   return true;
 }

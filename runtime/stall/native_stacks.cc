@@ -35,6 +35,31 @@ int g_installed HVD_GUARDED_BY(g_install_mu) = 0;  // the signal this process's 
 
 // ---- Async-signal-safe helpers: system calls and fixed buffers only, no malloc, no stdio ----
 
+// v in decimal at out (at most 20 characters, no terminator); returns the end.
+char* AppendDecimal(char* out, unsigned long long v) {
+  char digits[20];
+  int n = 0;
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  while (n > 0) *out++ = digits[--n];
+  return out;
+}
+
+// Up to size - 1 bytes of the file at `path` into out, NUL-terminated; the count, or -1.
+ssize_t ReadSmallFile(const char* path, char* out, size_t size) {
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n;
+  do {
+    n = read(fd, out, size - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n >= 0) out[n] = '\0';
+  return n;
+}
+
 class Writer {
  public:
   explicit Writer(int fd) : fd_(fd) {}
@@ -47,16 +72,11 @@ class Writer {
     return *this;
   }
   Writer& operator<<(long long v) {
-    char digits[24];
-    int n = 0;
-    const bool negative = v < 0;
-    unsigned long long u = negative ? 0ULL - static_cast<unsigned long long>(v) : v;
-    do {
-      digits[n++] = static_cast<char>('0' + u % 10);
-      u /= 10;
-    } while (u != 0);
-    if (negative) Put('-');
-    while (n > 0) Put(digits[--n]);
+    char text[24];
+    char* end = text;
+    if (v < 0) *end++ = '-';
+    end = AppendDecimal(end, v < 0 ? 0ULL - static_cast<unsigned long long>(v) : v);
+    for (const char* c = text; c != end; ++c) Put(*c);
     return *this;
   }
   void Flush() {
@@ -87,15 +107,9 @@ class Writer {
 
 // "/proc/self/task/<tid>/<file>" into out (64 bytes).
 void TaskPath(long tid, const char* file, char* out) {
-  char digits[24];
-  int n = 0;
-  do {
-    digits[n++] = static_cast<char>('0' + tid % 10);
-    tid /= 10;
-  } while (tid > 0);
   char* p = out;
   for (const char* s = "/proc/self/task/"; *s != '\0';) *p++ = *s++;
-  while (n > 0) *p++ = digits[--n];
+  p = AppendDecimal(p, static_cast<unsigned long long>(tid));
   *p++ = '/';
   while (*file != '\0') *p++ = *file++;
   *p = '\0';
@@ -103,22 +117,13 @@ void TaskPath(long tid, const char* file, char* out) {
 
 // The file's first line (at most size - 1 bytes, no newline) into out; "?" when unreadable.
 void ReadLine(const char* path, char* out, size_t size) {
-  out[0] = '?';
-  out[1] = '\0';
-  const int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  ssize_t n;
-  do {
-    n = read(fd, out, size - 1);
-  } while (n < 0 && errno == EINTR);
-  close(fd);
-  if (n <= 0) {
+  if (ReadSmallFile(path, out, size) <= 0) {
     out[0] = '?';
-    n = 1;
+    out[1] = '\0';
+    return;
   }
-  out[n] = '\0';
-  for (ssize_t i = 0; i < n; ++i) {
-    if (out[i] == '\n') out[i] = '\0';
+  for (char* c = out; *c != '\0'; ++c) {
+    if (*c == '\n') *c = '\0';
   }
 }
 
@@ -205,15 +210,7 @@ void Dump(const siginfo_t* info, void* uctx) {
 // left behind.
 bool ThreadSigpipePending() {
   char status[2048];
-  const int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t n;
-  do {
-    n = read(fd, status, sizeof(status) - 1);
-  } while (n < 0 && errno == EINTR);
-  close(fd);
-  if (n <= 0) return false;
-  status[n] = '\0';
+  if (ReadSmallFile("/proc/thread-self/status", status, sizeof(status)) <= 0) return false;
   const char* at = strstr(status, "\nSigPnd:");
   if (at == nullptr) return false;
   at += std::strlen("\nSigPnd:");

@@ -384,13 +384,13 @@ def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=A
 # ---- bytes (object collectives) -----------------------------------------------------------------
 
 def broadcast_bytes(data, root_rank, name, process_set):
-    """`data` of rank `root_rank` on every rank of the set (other ranks' `data` is ignored)."""
+    """`data` of rank `root_rank` (an int: broadcast_object checked it) on every rank of the set
+    (other ranks' `data` is ignored)."""
     ps_id = _h.set_id(process_set)
-    root = _h.root_index(root_rank, "broadcast_object")
-    is_root = _b.rank() == root
+    is_root = _b.rank() == root_rank
     data = bytes(data) if is_root else b""
     ptr = _lib.hvd_enqueue_broadcast_bytes(_h.op_name("broadcast_object", name), data or None,
-                                           len(data), root, ps_id)
+                                           len(data), root_rank, ps_id)
     return _h.run(ptr, data, lambda p, k: data if is_root else _h.output_bytes(p))
 
 
