@@ -13,7 +13,7 @@ namespace hvd::cli {
 namespace {
 
 constexpr const char* kGroup =
-    "horovodrun compatibility (docs/deployment.md, \"Coming from "
+    "horovodrun compatibility (docs/migrating.md, \"Coming from "
     "horovodrun\")";
 
 constexpr const char* kAutotune =

@@ -4,7 +4,7 @@
 // what hvd does instead; none is accepted and ignored. The flags hvd already had under its own
 // name get Horovod's spelling as an alias (-hostfile, --network-interfaces,
 // --stall-check-warning-time-seconds, --ssh-identity-file). `hvdrun --help` lists them under
-// "horovodrun compatibility"; docs/deployment.md ("Coming from horovodrun") explains each choice.
+// "horovodrun compatibility"; docs/migrating.md ("Coming from horovodrun") explains each choice.
 #pragma once
 
 #include <cstdint>

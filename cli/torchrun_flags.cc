@@ -17,7 +17,7 @@ bool ParseCount(const std::string& text, int64_t* out) {
 }
 
 constexpr const char* kGroup =
-    "torchrun compatibility (docs/deployment.md, \"Coming from torchrun\")";
+    "torchrun compatibility (docs/migrating.md, \"Coming from torchrun\")";
 
 constexpr const char* kRendezvous =
     "not needed: hvdrun's launcher places the ranks and rank 0's agent chooses MASTER_ADDR and "

@@ -1,7 +1,7 @@
 // torchrun's job shape on hvdrun's command line: `--nproc-per-node N` (or --nproc_per_node) ranks
 // on each of `--nnodes M` hosts become hvd's -np N*M, with N slots on each host -H/--hostfile
 // names. Everything that would mean something else than under torchrun is refused, saying what to
-// pass instead (docs/deployment.md, "Coming from torchrun").
+// pass instead (docs/migrating.md, "Coming from torchrun").
 #pragma once
 
 #include <cstdint>

@@ -2,28 +2,19 @@
  * exercising init, an async allreduce, allgather output access and error reporting; then a second
  * session through hvd_init_with_process_sets calling every entry point added in ABI version 2
  * (tensor descriptors, grouped and byte collectives, process sets, timeline control, handle
- * outputs) and their error paths. */
+ * outputs) and their error paths; c_api_bad_args.c has the refusals of bad arguments. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "c_api_test.h"
 #include "hvd/c_api.h"
-
-#define CHECK(cond, ...)                                          \
-  do {                                                            \
-    if (!(cond)) {                                                \
-      fprintf(stderr, "c_api_test: %s:%d: ", __FILE__, __LINE__); \
-      fprintf(stderr, __VA_ARGS__);                               \
-      fprintf(stderr, "\n");                                      \
-      return 1;                                                   \
-    }                                                             \
-  } while (0)
 
 /* ---- ABI version 2 ----------------------------------------------------------------------------
  */
 
-static hvd_tensor Desc(void* data, hvd_dtype_t dtype, int ndim, const int64_t* shape) {
+hvd_tensor Desc(void* data, hvd_dtype_t dtype, int ndim, const int64_t* shape) {
   hvd_tensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
@@ -43,7 +34,7 @@ static int WaitOk(hvd_handle* h, const char* what) {
 
 /* An operation that must fail: hvd_wait returns non-zero and hvd_last_error says something (and
  * contains `part` when given). Releases the handle. */
-static int ExpectFails(hvd_handle* h, const char* what, const char* part) {
+int ExpectFails(hvd_handle* h, const char* what, const char* part) {
   if (h == NULL) {
     fprintf(stderr, "c_api_test: %s: NULL handle\n", what);
     return 1;
@@ -431,73 +422,7 @@ static int AbiVersion2(void) {
     return 1;
   CHECK(strstr(hvd_last_error(), "") != NULL && rc == 3, "adding the global set's ranks");
 
-  /* NULL arguments and bad descriptors: a handle that fails with a message. */
-  if (ExpectFails(hvd_enqueue_allreduce("n", NULL, &tout, HVD_SUM, 1, 1, 0), "allreduce NULL",
-                  "NULL") ||
-      ExpectFails(hvd_enqueue_allreduce("n", &tin, NULL, HVD_SUM, 1, 1, 0), "allreduce NULL out",
-                  "NULL") ||
-      ExpectFails(hvd_enqueue_grouped_allreduce("n", 2, NULL, NULL, HVD_SUM, 1, 1, 0),
-                  "grouped allreduce NULL", "NULL") ||
-      ExpectFails(hvd_enqueue_grouped_allreduce("n", 0, NULL, NULL, HVD_SUM, 1, 1, 0),
-                  "grouped allreduce of none", NULL) ||
-      ExpectFails(hvd_enqueue_allgather("n", NULL, 0), "allgather NULL", "NULL") ||
-      ExpectFails(hvd_enqueue_grouped_allgather("n", 1, NULL, 0), "grouped allgather NULL",
-                  "NULL") ||
-      ExpectFails(hvd_enqueue_broadcast("n", NULL, 0, 0), "broadcast NULL", "NULL") ||
-      ExpectFails(hvd_enqueue_alltoall("n", NULL, NULL, 0, 0), "alltoall NULL", "NULL") ||
-      ExpectFails(hvd_enqueue_reducescatter("n", NULL, HVD_SUM, 1, 1, 0), "reducescatter NULL",
-                  "NULL") ||
-      ExpectFails(hvd_enqueue_grouped_reducescatter("n", 3, NULL, HVD_SUM, 1, 1, 0),
-                  "grouped reducescatter NULL", "NULL") ||
-      ExpectFails(hvd_enqueue_allgather_bytes("n", NULL, 5, 0), "allgather_bytes NULL", "null") ||
-      ExpectFails(hvd_enqueue_broadcast_bytes("n", NULL, 5, 0, 0), "broadcast_bytes NULL",
-                  "null") ||
-      /* SIZE_MAX was a "negative dimension in shape [-1]" */
-      ExpectFails(hvd_enqueue_allgather_bytes("n", in, SIZE_MAX, 0), "allgather_bytes SIZE_MAX",
-                  "more than any buffer holds") ||
-      ExpectFails(hvd_enqueue_broadcast_bytes("n", in, SIZE_MAX, 0, 0),
-                  "broadcast_bytes SIZE_MAX", "more than any buffer holds"))
-    return 1;
-  hvd_tensor no_data = Desc(NULL, HVD_FLOAT32, 1, shape4);
-  hvd_tensor no_shape = Desc(in, HVD_FLOAT32, 1, NULL);
-  hvd_tensor neg_ndim = Desc(in, HVD_FLOAT32, -1, shape4);
-  hvd_tensor bad_dtype = Desc(in, (hvd_dtype_t)42, 1, shape4);
-  hvd_tensor on_gpu = Desc(in, HVD_FLOAT32, 1, shape4);
-  on_gpu.device = 0;
-  if (ExpectFails(hvd_enqueue_allreduce("d", &no_data, &tout, HVD_SUM, 1, 1, 0), "data NULL",
-                  "null") ||
-      ExpectFails(hvd_enqueue_allreduce("d", &bad_dtype, &bad_dtype, HVD_SUM, 1, 1, 0), "dtype 42",
-                  "dtype") ||
-      ExpectFails(hvd_enqueue_allreduce("d", &on_gpu, &on_gpu, HVD_SUM, 1, 1, 0), "device 0",
-                  "CUDA") ||
-      ExpectFails(hvd_enqueue_allreduce("d", &tin, &tout, (hvd_reduce_op_t)17, 1, 1, 0), "op 17",
-                  "op") ||
-      ExpectFails(hvd_enqueue_allreduce("d", &tin, &tout, HVD_SUM, 1, 1, 9), "unknown set 9",
-                  "process set 9") ||
-      ExpectFails(hvd_enqueue_allgather("d", &no_shape, 0), "ndim 1 with shape NULL", "shape") ||
-      ExpectFails(hvd_enqueue_allgather("d", &neg_ndim, 0), "ndim -1", "ndim") ||
-      ExpectFails(hvd_enqueue_allreduce("d", &no_shape, &no_shape, HVD_SUM, 1, 1, 0),
-                  "allreduce ndim 1 with shape NULL", "NULL shape") ||
-      ExpectFails(hvd_enqueue_broadcast("d", &no_shape, 0, 0), "broadcast shape NULL",
-                  "NULL shape") ||
-      ExpectFails(hvd_enqueue_grouped_reducescatter("d", 1, &neg_ndim, HVD_SUM, 1, 1, 0),
-                  "grouped reducescatter ndim -1", "negative"))
-    return 1;
-  /* The first calls (a buffer, ndim, shape) refuse the same shapes: they reduced one element. */
-  int64_t split[1] = {4};
-  if (ExpectFails(hvd_allreduce_async("l", in, out, HVD_FLOAT32, 1, NULL, HVD_SUM, 1, 1),
-                  "hvd_allreduce_async shape NULL", "NULL shape") ||
-      ExpectFails(hvd_allreduce_async("l", in, out, HVD_FLOAT32, -1, shape4, HVD_SUM, 1, 1),
-                  "hvd_allreduce_async ndim -1", "negative") ||
-      ExpectFails(hvd_allgather_async("l", in, HVD_FLOAT32, 1, NULL), "hvd_allgather_async",
-                  "NULL shape") ||
-      ExpectFails(hvd_broadcast_async("l", in, HVD_FLOAT32, 1, NULL, 0), "hvd_broadcast_async",
-                  "NULL shape") ||
-      ExpectFails(hvd_alltoall_async("l", in, HVD_FLOAT32, -2, shape4, split),
-                  "hvd_alltoall_async", "negative") ||
-      ExpectFails(hvd_reducescatter_async("l", in, HVD_FLOAT32, 1, NULL, HVD_SUM),
-                  "hvd_reducescatter_async", "NULL shape"))
-    return 1;
+  if (BadArguments() != 0) return 1;
 
   CHECK(hvd_shutdown() == 0, "shutdown: %s", hvd_last_error());
   CHECK(hvd_shutdown() == 0, "second shutdown: %s", hvd_last_error());
