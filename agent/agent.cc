@@ -32,6 +32,7 @@
 #include "base/mutex.h"
 #include "base/net.h"
 #include "control/grpc_util.h"
+#include "control/host_spec.h"
 
 #ifndef HVD_AGENT_VERSION
 #define HVD_AGENT_VERSION "dev"
@@ -473,6 +474,15 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   };
   HVD_LOG(INFO) << "workers start through " << workers.wrapper;
   const std::string host_name = options.host.empty() ? base::LocalHostName() : options.host;
+  // The launcher refuses such a name at every registration: said once, here, instead.
+  if (Status hs = control::CheckHostName(host_name); !hs.ok()) {
+    return InvalidArgument(options.host.empty() ? "this machine's host name: " + hs.message() +
+                                                      "; name the host with --host NAME"
+                                                : "--host: " + hs.message());
+  }
+  if (!options.advertise_addr.empty()) {
+    HVD_RETURN_IF_ERROR_CTX(control::CheckAddress(options.advertise_addr), "--advertise-addr");
+  }
   workers.allow_run_as_root = options.allow_run_as_root;
   workers.rendezvous_ca_pem = options.tls.ca_pem;
   workers.rendezvous_crl_pem = options.tls.crl_pem;

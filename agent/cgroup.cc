@@ -284,4 +284,35 @@ void CgroupTree::RemoveAll() const {
   RemoveTree(base_);
 }
 
+int CgroupTree::RemoveDeadAgents() const {
+  const std::string parent = base_.substr(0, base_.rfind('/'));
+  const std::string prefix = parent + "/hvd-agent.pid";
+  int removed = 0;
+  for (const std::string& dir : SubDirs(parent)) {
+    if (dir == base_ || dir.rfind(prefix, 0) != 0) continue;
+    const std::string digits = dir.substr(prefix.size());
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    // Alive, or a pid reused by a process we may not signal: not ours to judge.
+    const int pid = std::stoi(digits);
+    if (pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    // Its wrappers end their workers when it dies (PR_SET_PDEATHSIG), so the directories are
+    // normally empty. Processes there may be an agent's in another pid namespace that shares
+    // this cgroup: said, not killed.
+    const std::vector<int> left = LiveProcesses(dir);
+    if (!left.empty()) {
+      HVD_LOG(WARNING) << dir << " holds " << left.size() << " process(es) (pid " << left[0]
+                       << ") and no agent pid " << pid << " runs here: left as it is";
+      continue;
+    }
+    CgroupTree(kind_, dir).RemoveAll();
+    HVD_LOG(INFO) << "removed " << dir << ", the empty cgroup of agent pid " << pid
+                  << ", which ended without removing it";
+    ++removed;
+  }
+  return removed;
+}
+
 }  // namespace hvd::agent

@@ -58,6 +58,10 @@ class CgroupTree {
   std::vector<std::string> JobDirs() const;
   // Kills and removes every job dir, then the base itself (the agent stops).
   void RemoveAll() const;
+  // Removes every "hvd-agent.pid<N>" beside base (an agent without --state-dir) whose process N
+  // is gone and which holds no process: an agent killed outright (SIGKILL, the OOM killer)
+  // removed nothing. Returns the directories removed.
+  int RemoveDeadAgents() const;
 
  private:
   CgroupTree(CgroupKind kind, std::string base) : kind_(kind), base_(std::move(base)) {}

@@ -164,6 +164,10 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  // A daemon outlives whatever reads its log (`| tee`, a collector that restarts): a write to a
+  // reader gone is an error to drop, not SIGPIPE ending the agent and every job on it. Workers
+  // start with default dispositions (process_spawn.cc resets them).
+  signal(SIGPIPE, SIG_IGN);
   if (stop_on_eof) hvd::agent::SigtermOnEof(0);
 
   std::unique_ptr<hvd::agent::Agent> agent;

@@ -36,6 +36,7 @@ Status CleanUpPreviousRun(const AgentOptions& options, WorkersOptions* workers) 
                         "by the worker wrapper, unless the wrapper itself is killed.";
     return Status::OK();
   }
+  tree->RemoveDeadAgents();
   for (const std::string& dir : tree->JobDirs()) {
     HVD_LOG(WARNING) << "killing what is left in " << dir << " from a previous run";
     Status ks = tree->KillAndRemove(dir);

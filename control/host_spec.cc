@@ -1,5 +1,7 @@
 #include "control/host_spec.h"
 
+#include <arpa/inet.h>
+
 #include <cctype>
 #include <cstdint>
 #include <set>
@@ -193,6 +195,17 @@ Status ParseHostfile(std::string_view content, const std::string& source,
 
 Status CheckHostName(std::string_view host) {
   return CheckHost(host);
+}
+
+Status CheckAddress(std::string_view address) {
+  HVD_RETURN_IF_ERROR(CheckHost(address));
+  // Only digits and dots is meant as an IPv4 address: 127.0.0.300 or 8.8.8.8.8 would otherwise
+  // go to the resolver as a name and fail far from the flag that gave it.
+  if (address.find_first_not_of("0123456789.") != std::string_view::npos) return Status::OK();
+  in_addr parsed;
+  if (inet_pton(AF_INET, std::string(address).c_str(), &parsed) == 1) return Status::OK();
+  return InvalidArgument("'" + std::string(address) +
+                         "' is no IPv4 address: four numbers from 0 to 255 joined by '.'");
 }
 
 int TotalSlots(const std::vector<HostSlots>& hosts) {

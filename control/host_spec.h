@@ -46,6 +46,9 @@ Status ParseHostfile(std::string_view content, const std::string& source,
 // names with it too (control/spec_limits.h), so both ends agree on what a host is.
 inline constexpr size_t kMaxHostNameBytes = 253;
 Status CheckHostName(std::string_view host);
+// An address other hosts dial (hvd-agent --advertise-addr, hvd-launcherd --advertise-host): a
+// host name as CheckHostName accepts it, and digits and dots only when it is a valid IPv4 address.
+Status CheckAddress(std::string_view address);
 
 // Sum of the slots.
 int TotalSlots(const std::vector<HostSlots>& hosts);

@@ -16,6 +16,7 @@
 #include "base/logging.h"
 #include "control/flags.h"
 #include "control/grpc_util.h"
+#include "control/host_spec.h"
 #include "control/tls.h"
 #include "control/token.h"
 #include "launcherd/launcher.h"
@@ -184,6 +185,13 @@ int main(int argc, char** argv) {
     options.rendezvous_listen =
         (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":7071";
   }
+  if (!advertise_host.empty()) {
+    s = hvd::control::CheckAddress(advertise_host);
+    if (!s.ok()) {
+      std::cerr << "hvd-launcherd: --advertise-host: " << s.message() << "\n";
+      return kUsageError;
+    }
+  }
   options.advertise_host = advertise_host;
   options.state_dir = state_dir;
   options.heartbeat_interval = std::chrono::milliseconds(heartbeat_ms);
@@ -248,6 +256,10 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A daemon outlives whatever reads its log (`| tee`, a collector that restarts): a write to a
+  // reader gone is an error to drop, not SIGPIPE ending the launcher and, without --state-dir,
+  // every job it holds.
+  signal(SIGPIPE, SIG_IGN);
 
   std::unique_ptr<hvd::launcherd::Launcher> launcher;
   s = hvd::launcherd::Launcher::Start(options, &launcher);

@@ -140,5 +140,28 @@ TEST_F(RealCgroup, ARankDirThatNeverHeldAProcessIsRemovedWithItsEmptyJobDir) {
   EXPECT_TRUE(tree_->JobDirs().empty());
 }
 
+// An agent without --state-dir killed outright leaves "hvd-agent.pid<N>"; the next agent removes
+// it when process N is gone and nothing runs there, and leaves a live agent's alone.
+TEST_F(RealCgroup, ADeadAgentsEmptyDirectoryIsRemovedALiveOnesIsKept) {
+  const std::string parent = tree_->base().substr(0, tree_->base().rfind('/'));
+  const pid_t gone = fork();
+  ASSERT_GE(gone, 0);
+  if (gone == 0) _exit(0);
+  ASSERT_EQ(waitpid(gone, nullptr, 0), gone);
+  std::unique_ptr<CgroupTree> dead, live;
+  ASSERT_TRUE(CgroupTree::OpenAt(tree_->kind(), parent, "pid" + std::to_string(gone), &dead).ok());
+  std::string rank_dir;
+  ASSERT_TRUE(dead->CreateRankDir("j", 0, 1, &rank_dir).ok());
+  ASSERT_TRUE(
+      CgroupTree::OpenAt(tree_->kind(), parent, "pid" + std::to_string(getpid()), &live).ok());
+
+  EXPECT_EQ(tree_->RemoveDeadAgents(), 1);
+  struct stat st;
+  EXPECT_NE(stat(dead->base().c_str(), &st), 0) << dead->base() << " was left behind";
+  EXPECT_EQ(stat(live->base().c_str(), &st), 0) << live->base() << " of a live pid was removed";
+  EXPECT_EQ(tree_->RemoveDeadAgents(), 0);
+  live->RemoveAll();
+}
+
 }  // namespace
 }  // namespace hvd::agent

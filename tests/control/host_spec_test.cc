@@ -278,5 +278,18 @@ TEST(ParseHostfile, BadHostNames) {
   EXPECT_HAS(FileError("a,b slots=2"), "contains ','");
 }
 
+TEST(CheckAddress, TakesNamesAndIpv4AddressesAndRefusesBadDottedNumbers) {
+  for (const char* ok : {"127.0.0.1", "10.0.0.255", "node-a", "node1.cluster.local", "a1.2"}) {
+    EXPECT_TRUE(CheckAddress(ok).ok()) << ok << ": " << CheckAddress(ok).message();
+  }
+  for (const char* bad : {"127.0.0.300", "8.8.8.8.8", "1.2.3", "10..0.1"}) {
+    Status s = CheckAddress(bad);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("is no IPv4 address"), std::string::npos) << s.message();
+  }
+  EXPECT_NE(CheckAddress("not an address").message().find("contains ' '"), std::string::npos);
+  EXPECT_FALSE(CheckAddress("").ok());
+}
+
 }  // namespace
 }  // namespace hvd::control

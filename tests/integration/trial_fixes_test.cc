@@ -3,6 +3,12 @@
 // real hvdrun): global flags before a command, `status` text per state, one JSON shape for
 // hvdrun --json and REST, the queue timeout and how long a job waited, --verbose saying the final
 // state once, the daemons' --version, a busy port and their log levels.
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include "tests/integration/cluster_harness.h"
 
 namespace hvd::integrationtest {
@@ -198,6 +204,106 @@ TEST_F(Cluster, DaemonsHaveVersionsClearPortErrorsAndInfoLogs) {
   EXPECT_HAS(launcher_->Err(), " registered (2 slots)");
   for (const std::string& log : {launcher_->Err(), agents_[0]->Err(), agents_[1]->Err()}) {
     EXPECT_EQ(log.find("WARNING"), std::string::npos) << log;
+  }
+}
+
+// Starts argv with stdout and stderr into a pipe nobody reads (its read end closed at once, as
+// when `| tee` or a log collector exits): every write the process makes fails with EPIPE, or
+// raises SIGPIPE where it is not ignored. Its environment is this one's plus the marker.
+pid_t StartIntoClosedPipe(const std::vector<std::string>& argv, const std::string& marker) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return -1;
+  std::vector<std::string> env = {"HVD_IT_MARKER=" + marker};
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string v = *e;
+    if (v.rfind("HVD_LAUNCHER=", 0) != 0 && v.rfind("HVD_TOKEN_FILE=", 0) != 0) env.push_back(v);
+  }
+  std::vector<char*> args, envp;  // made before fork: the child only calls async-signal-safe ones
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  args.push_back(nullptr);
+  envp.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    setpgid(0, 0);
+    dup2(fds[1], STDOUT_FILENO);  // the copies lose O_CLOEXEC
+    dup2(fds[1], STDERR_FILENO);
+    execve(args[0], args.data(), envp.data());
+    _exit(127);
+  }
+  close(fds[0]);
+  close(fds[1]);
+  return pid;
+}
+
+// SIGTERM, then its exit status (bounded; SIGKILL and -1 when it did not exit in time).
+int StopAndReap(pid_t pid) {
+  kill(pid, SIGTERM);
+  int status = 0;
+  for (int i = 0; i < 500; ++i) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return status;
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+// The second cluster trial: a daemon died of SIGPIPE when the reader of its log went away (the
+// launcher at its start line, an agent at its second log line), and malformed addresses and host
+// names were accepted (an agent advertising "not an address" was READY; a host name with a space
+// was retried forever).
+TEST_F(Cluster, DaemonsOutliveTheReaderOfTheirLogAndRefuseMalformedAddresses) {
+  const pid_t agent = StartIntoClosedPipe(
+      {HVD_AGENT_PATH, "--launcher", grpc_, "--token-file", token_file_, "--host", "node-pipe"},
+      marker_);
+  ASSERT_GT(agent, 0);
+  pids_.insert(agent);
+  json agents;
+  const bool ready = WaitFor(
+      [&] {
+        agents = Get("/v1/agents", /*quiet=*/true);
+        if (!agents.contains("agents")) return false;
+        for (const json& a : agents["agents"]) {
+          if (a["host"] == "node-pipe" && a["state"] == "READY") return true;
+        }
+        return false;
+      },
+      kStartTimeout);
+  EXPECT_TRUE(ready) << agents.dump();
+  int status = StopAndReap(agent);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "hvd-agent: status " << status << (WIFSIGNALED(status) ? " (signal)" : "");
+
+  const int http = FreePort();
+  const pid_t launcher = StartIntoClosedPipe(
+      {HVD_LAUNCHERD_PATH, "--listen", "127.0.0.1:0", "--rendezvous-listen", "127.0.0.1:0",
+       "--http", "127.0.0.1:" + std::to_string(http), "--token-file", token_file_},
+      marker_);
+  ASSERT_GT(launcher, 0);
+  pids_.insert(launcher);
+  EXPECT_TRUE(WaitFor([&] { return HttpGet(http, "/v1/agents").status == 200; }, kStartTimeout));
+  status = StopAndReap(launcher);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "hvd-launcherd: status " << status << (WIFSIGNALED(status) ? " (signal)" : "");
+
+  const std::pair<std::vector<std::string>, std::string> refused[] = {
+      {{HVD_AGENT_PATH, "--advertise-addr", "127.0.0.300"},
+       "hvd-agent: --advertise-addr: '127.0.0.300' is no IPv4 address"},
+      {{HVD_AGENT_PATH, "--advertise-addr", "not an address"},
+       "hvd-agent: --advertise-addr: host 'not an address' contains ' '"},
+      {{HVD_AGENT_PATH, "--host", "bad host"}, "hvd-agent: --host: host 'bad host' contains ' '"},
+      {{HVD_LAUNCHERD_PATH, "--listen", "127.0.0.1:0", "--advertise-host", "8.8.8.8.8"},
+       "hvd-launcherd: --advertise-host: '8.8.8.8.8' is no IPv4 address"}};
+  for (const auto& [argv, said] : refused) {
+    std::vector<std::string> a = argv;
+    if (a[0] == HVD_AGENT_PATH) a.insert(a.end(), {"--launcher", grpc_});
+    a.insert(a.end(), {"--token-file", token_file_});
+    ProcResult r = Run(a, seconds(10));
+    EXPECT_FALSE(r.timed_out) << ::testing::PrintToString(a);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_HAS(r.err, said);
   }
 }
 

@@ -471,8 +471,7 @@ def test_timeline(hvd):
         hvd.start_timeline(path)  # already recording
     hvd.allreduce(torch.ones(4), name="timeline.tensor")
     hvd.stop_timeline()
-    with pytest.raises(ValueError):
-        hvd.stop_timeline()
+    hvd.stop_timeline()  # none recording: nothing to do, as Horovod's returns then
     if hvd.rank() == 0:
         with open(path) as f:
             text = f.read()

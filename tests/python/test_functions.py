@@ -186,3 +186,26 @@ def test_allgather_object_with_joined_ranks(hvd):
     assert str(e.value) == ("allgather_object: %s joined and contributed nothing; call "
                             "allgather_object on every rank before hvd.join()" % names)
     assert hvd.join() in range(n)
+
+
+def test_in_place_on_an_expanded_tensor_is_refused_before_it_runs(hvd):
+    """An expanded tensor's elements share memory: the result cannot be written back, so an
+    in-place operation refuses it up front (it failed after the collective, copying back; Horovod
+    refuses every non-contiguous tensor)."""
+    t = torch.ones(1).expand(4)
+    for call in (hvd.allreduce_, hvd.allreduce_async_, lambda x: hvd.broadcast_(x, 0)):
+        with pytest.raises(ValueError, match="shares memory between elements"):
+            call(t)
+    # A strided slice has memory of its own per element: in place works on it, writing only it.
+    base = torch.zeros(6)
+    view = base[::2]
+    view.fill_(1.0)
+    hvd.allreduce_(view, op=hvd.Sum)
+    assert_equal(base, torch.tensor([hvd.size(), 0, hvd.size(), 0, hvd.size(), 0],
+                                    dtype=torch.float32), "strided in place")
+
+
+def test_check_extension_is_horovods(hvd):
+    hvd.check_extension("horovod.torch", "HOROVOD_WITH_PYTORCH", __file__, "mpi_lib_v2")
+    with pytest.raises(ImportError, match="binds PyTorch only"):
+        hvd.check_extension("horovod.tensorflow", "HOROVOD_WITH_TENSORFLOW", __file__, "mpi_lib")

@@ -1,5 +1,7 @@
 """Process sets: registered at init and added/removed later (dynamic), collectives and
 DistributedOptimizer on a subset, errors for non-members and duplicates, re-init."""
+import os
+
 import pytest
 import torch
 
@@ -115,6 +117,9 @@ def test_sets_at_init(hvd):
     with pytest.raises(ValueError, match="subset needs MPI"):
         hvd.init(comm=[0, 0] if n > 1 else [5])
     assert not hvd.is_initialized()
+    # The session's hvd.init(process_sets="dynamic") set Horovod's variable, as Horovod's does:
+    # static sets alone need it gone.
+    dynamic_env = os.environ.pop("HOROVOD_DYNAMIC_PROCESS_SETS", None)
     hvd.init(process_sets=[first, rest])
     try:
         assert hvd.is_initialized() and hvd.size() == n
@@ -128,11 +133,41 @@ def test_sets_at_init(hvd):
         with pytest.raises(ValueError, match="dynamic"):
             hvd.add_process_set([0, 1])
     finally:
+        if dynamic_env is not None:
+            os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = dynamic_env
         hvd.barrier()
         hvd.shutdown()
         hvd.init(process_sets="dynamic")  # as the session fixture left it
     assert_equal(hvd.allreduce(torch.ones(1), op=hvd.Sum), torch.full((1,), float(n)),
                  "after re-init")
+
+
+def test_dynamic_sets_survive_a_reinit(hvd):
+    """hvd.init(process_sets="dynamic"), then shutdown(); init() as hvd.elastic.run's reset does:
+    sets may still be added (Horovod's init sets HOROVOD_DYNAMIC_PROCESS_SETS=1). A set object
+    kept from before names nothing now: ids are given afresh."""
+    n = hvd.size()
+    if n < 2:
+        pytest.skip("needs two ranks (a set of one rank out of one is the global set)")
+    kept = hvd.add_process_set([0])
+    hvd.barrier()
+    hvd.shutdown()
+    saved = os.environ.pop("HOROVOD_DYNAMIC_PROCESS_SETS", None)
+    try:
+        hvd.init(process_sets="dynamic")
+        assert os.environ.get("HOROVOD_DYNAMIC_PROCESS_SETS") == "1"
+        hvd.barrier()
+        hvd.shutdown()
+        hvd.init()
+        assert kept.process_set_id is None
+        with pytest.raises(ValueError, match="hvd was shut down since it was registered"):
+            hvd.allreduce(torch.ones(1), process_set=kept)
+        other = hvd.add_process_set([n - 1])
+        assert other.process_set_id is not None and other.ranks == [n - 1]
+        assert hvd.remove_process_set(other) is True
+    finally:
+        if saved is not None:
+            os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = saved
 
 
 def test_init_with_the_global_set_among_its_sets(hvd):

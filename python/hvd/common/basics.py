@@ -249,6 +249,7 @@ def wait(handle_ptr):
 # ---- lifecycle ----------------------------------------------------------------------------------
 
 _NOT_INITIALIZED = "Horovod has not been initialized; use hvd.init()."
+_FAILED_PRECONDITION = 6  # hvd::StatusCode::kFailedPrecondition, as the C ABI returns it
 # init() succeeded and shutdown() has not been called since: a flag the asynchronous calls read
 # instead of asking the runtime (True does not mean the runtime still runs: a peer's failure may
 # have stopped it, which their synchronize() says).
@@ -297,6 +298,9 @@ def init(comm=None, process_sets=None):
             raise ValueError("process_sets must be a list of hvd.ProcessSet or \"dynamic\", not %r"
                              % (process_sets,))
         sets, dynamic = [], True
+        # As Horovod: the process keeps dynamic sets, so the shutdown(); init() of an elastic
+        # reset (or a user's) keeps them too.
+        os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = "1"
     else:
         sets = list(process_sets)
         for i, ps in enumerate(sets):
@@ -438,11 +442,12 @@ def start_timeline(file_path, mark_cycles=False):
 
 
 def stop_timeline():
-    """Stops the timeline; the file is then complete JSON. ValueError when not recording."""
+    """Stops the timeline; the file is then complete JSON. Nothing to do when none is recording
+    (as Horovod's, which returns then)."""
     if not is_initialized():
         raise ValueError(_NOT_INITIALIZED)
     code = lib.hvd_stop_timeline()
-    if code != 0:
+    if code != 0 and code != _FAILED_PRECONDITION:  # that one: no timeline is being recorded
         raise ValueError(last_error())
 
 

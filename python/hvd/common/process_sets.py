@@ -10,6 +10,7 @@ Ranks are always job ranks (hvd.rank()); a set keeps them sorted. Every collecti
 `process_set` (default: global_process_set, id 0, every rank).
 """
 import ctypes as _ctypes
+import weakref as _weakref
 
 from hvd.common import basics as _basics
 from hvd.common import exceptions as _exc
@@ -72,6 +73,25 @@ def _temp_process_set_object(process_set_id):
 global_process_set = ProcessSet([])
 global_process_set.process_set_id = 0
 
+# Every set given an id in this session. A new session numbers its sets afresh, so an object kept
+# across shutdown() and init() would name another set (or none): it is invalidated instead.
+_registered = _weakref.WeakSet()
+
+
+def _registered_as(ps, ps_id):
+    ps.process_set_id = ps_id
+    _registered.add(ps)
+    return ps
+
+
+def _forget_sets():
+    for ps in list(_registered):
+        ps._invalidate()
+    _registered.clear()
+
+
+_basics.add_init_hook(_forget_sets)
+
 
 def _init_process_sets(process_set_list):
     """After init: gives each passed set its id (a duplicate of an earlier entry is invalidated)
@@ -96,7 +116,7 @@ def _init_process_sets(process_set_list):
                              "which are the global set)"
                              % (idx, ps, "the global set" if ps_id == 0 else
                                 _entry_with_id(process_set_list[:idx], ps_id)))
-        ps.process_set_id = ps_id
+        _registered_as(ps, ps_id)
         seen.add(ps_id)
 
 
@@ -117,8 +137,7 @@ def add_process_set(process_set):
     ps_id = _add_process_set_impl(process_set.ranks)
     if ps_id is None:
         raise ValueError("Attempted to add a duplicate process set: %s" % process_set)
-    process_set.process_set_id = ps_id
-    return process_set
+    return _registered_as(process_set, ps_id)
 
 
 def remove_process_set(process_set):
@@ -135,9 +154,7 @@ def process_set_by_id(process_set_id):
     """A ProcessSet for a registered id (e.g. one from HVD_PROCESS_SETS)."""
     if process_set_id == 0:
         return global_process_set
-    ps = ProcessSet(_process_set_ranks(process_set_id))
-    ps.process_set_id = process_set_id
-    return ps
+    return _registered_as(ProcessSet(_process_set_ranks(process_set_id)), process_set_id)
 
 
 def process_set_ids():

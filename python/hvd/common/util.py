@@ -55,3 +55,14 @@ def gpu_available(ext_base_name, verbose=False):
         return False
     from hvd.common.build_info import cuda_built  # needs libhvd.so: imported when asked
     return cuda_built()
+
+
+def check_extension(ext_name, ext_env_var, pkg_path, *args):
+    """Horovod's horovod.common.util.check_extension: ImportError unless the framework extension
+    `ext_name` was built. hvd's PyTorch binding is libhvd.so through ctypes, loaded when
+    hvd.common.basics is imported (which raises if it cannot be); other frameworks have none."""
+    if ext_name not in ("torch", "horovod.torch", "hvd.torch"):
+        raise ImportError("Extension %s has not been built: hvd binds PyTorch only (hvd.torch, or "
+                          "horovod.torch through its compatibility package); %s has no effect"
+                          % (ext_name, ext_env_var))
+    from hvd.common import basics  # noqa: F401  (raises when libhvd.so cannot be loaded)

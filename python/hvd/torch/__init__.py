@@ -11,7 +11,7 @@
 Run with hvdrun: `hvdrun -np 4 python3 train.py`.
 """
 from hvd.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
-from hvd.common.util import split_list
+from hvd.common.util import check_extension, split_list
 from hvd.torch.compression import Compression
 from hvd.torch.functions import allgather_object, broadcast_object, broadcast_optimizer_state, \
     broadcast_parameters

@@ -188,11 +188,25 @@ def inplace(tensor, dtype, device):
     return desc(buf, dtype, device), keep, finish
 
 
+def _overlaps(tensor):
+    """Whether elements of `tensor` share memory (an expanded tensor: stride 0)."""
+    has = getattr(torch, "_debug_has_internal_overlap", None)
+    if has is not None:
+        return has(tensor) == 1  # 0: no, 1: yes, 2: too hard to tell
+    return any(st == 0 and n > 1 for st, n in zip(tensor.stride(), tensor.shape))
+
+
 def inplace_buffer(tensor):
     """(buffer, keep, finish) for an in-place operation on `tensor`: as inplace(), with the
     contiguous buffer the runtime works in instead of its descriptor."""
     if tensor.is_contiguous():
         return tensor, tensor, None  # the result is `tensor` itself
+    if _overlaps(tensor):
+        # Checked before anything is submitted: the copy back would fail after the collective.
+        raise ValueError("an in-place operation needs a tensor whose elements each have memory of "
+                         "their own; this one (shape %s, strides %s) shares memory between "
+                         "elements (made by expand()?): pass tensor.clone(), or use the "
+                         "out-of-place form" % (list(tensor.shape), list(tensor.stride())))
     buf = tensor.contiguous()
 
     def copy_back(ptr, keep):
@@ -251,7 +265,9 @@ def set_id(process_set):
     ps_id = process_set.process_set_id
     if ps_id is None:
         raise ValueError("%s is not registered: pass it to hvd.init(process_sets=[...]) or "
-                         "hvd.add_process_set() first (or it was removed)" % process_set)
+                         "hvd.add_process_set() first (or it was removed, or hvd was shut down "
+                         "since it was registered: sets are numbered afresh by each hvd.init())"
+                         % process_set)
     return ps_id
 
 
