@@ -68,6 +68,8 @@ constexpr Ms kDefaultHeartbeat{1000};
 constexpr Ms kOwnStopGrace{5000};
 // On Stop(), how long the final rank events may take to reach a connected launcher.
 constexpr Ms kFinalFlush{2000};
+// On Stop(), how long the goodbye may take after that (a launcher that stopped reading).
+constexpr Ms kGoodbyeWait{500};
 constexpr Ms kLeaseCheck{100};
 constexpr std::chrono::seconds kRepeatErrorLog{30};
 
@@ -117,8 +119,17 @@ class AgentImpl : public Agent {
       outbox_.Wake();
       std::this_thread::sleep_for(Ms(10));
     }
+    // Then the goodbye (the writer's, after whatever it still sends): the launcher lists this
+    // agent STOPPED at once instead of LOST at its lease, with a warning, as if it had crashed.
     {
       base::MutexLock lock(&mu_);
+      goodbye_due_ = true;
+    }
+    outbox_.Wake();
+    {
+      base::MutexLock lock(&mu_);
+      cv_.WaitFor(lock, kGoodbyeWait,
+                  [&]() HVD_REQUIRES(mu_) { return goodbye_sent_ || stream_ == nullptr; });
       writer_stop_ = true;
       if (stream_ != nullptr) stream_->Cancel();
       if (opening_ != nullptr) opening_->Cancel();
@@ -369,6 +380,21 @@ class AgentImpl : public Agent {
           for (const std::string& job : running) hb.mutable_heartbeat()->add_running_jobs(job);
           if (!stream->Write(hb)) stream->Cancel();  // the connector notices and reconnects
         }
+        bool goodbye;
+        {
+          base::MutexLock lock(&mu_);
+          goodbye = goodbye_due_ && !goodbye_sent_ && stream_ == stream && ok;
+        }
+        if (goodbye) {
+          hvd::v1::AgentMessage bye;
+          bye.mutable_goodbye()->set_reason("hvd-agent on " + host_ + " was stopped");
+          stream->Write(bye);  // failed or not, it was the last word
+          {
+            base::MutexLock lock(&mu_);
+            goodbye_sent_ = true;
+          }
+          cv_.NotifyAll();
+        }
       }
       workers_.Reap();
       // Without a stream nothing can be flushed: waiting for what is due would spin while an
@@ -427,6 +453,8 @@ class AgentImpl : public Agent {
   Clock::time_point next_heartbeat_ HVD_GUARDED_BY(mu_);
   bool stop_started_ HVD_GUARDED_BY(mu_) = false;
   bool writer_stop_ HVD_GUARDED_BY(mu_) = false;
+  bool goodbye_due_ HVD_GUARDED_BY(mu_) = false;  // Stop() asks the writer to say goodbye
+  bool goodbye_sent_ HVD_GUARDED_BY(mu_) = false;
   bool stopped_ HVD_GUARDED_BY(mu_) = false;
   std::thread writer_;
   std::thread connector_;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -123,10 +124,22 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
   return p;
 }
 
-std::string ExecHint(int err) {
+// What to do about execve's `err` for `program` (as the worker gave it, relative to `dir`).
+std::string ExecHint(int err, const std::string& program, const std::string& dir) {
   switch (err) {
-    case EACCES:
+    case EACCES: {
+      // execve says EACCES for a directory too; "chmod +x" would send the user the wrong way.
+      struct stat st;
+      const std::string path =
+          program.find('/') == std::string::npos || program[0] == '/' || dir.empty()
+              ? program
+              : dir + "/" + program;
+      if (program.find('/') != std::string::npos && stat(path.c_str(), &st) == 0 &&
+          S_ISDIR(st.st_mode)) {
+        return " (it is a directory: name the program in it)";
+      }
       return " (is it executable? chmod +x, and check the directories' permissions)";
+    }
     case ENOEXEC:
       return " (not a binary this host runs; a script needs a #! line)";
     default:
@@ -381,7 +394,8 @@ Status SpawnProcess(const SpawnRequest& request, SpawnedProcess* out) {
         FailedPrecondition(RunAsFailureText(r.b, r.a, request.run_as, request.working_dir)));
   }
   if (r.kind == WrapperReport::kExecFailed) {
-    std::string msg = "exec " + request.argv[0] + ": " + std::strerror(r.a) + ExecHint(r.a);
+    std::string msg = "exec " + request.argv[0] + ": " + std::strerror(r.a) +
+                      ExecHint(r.a, request.argv[0], request.working_dir);
     const std::vector<std::string> candidates = ExecCandidates(request.argv[0], path_var);
     if (candidates.size() > 1 || candidates[0] != request.argv[0]) {
       msg += " (searched PATH=" + path_var + ")";

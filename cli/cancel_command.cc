@@ -26,7 +26,10 @@ int CancelCommand(int argc, char** argv, int first) {
   control::JobState state = control::JobState::kUnspecified;
   s = client->Cancel(args[0], reason, &state);
   if (!s.ok()) return ReportError(s, kExitError);
-  std::printf("job %s: %s\n", args[0].c_str(), JobStateText(state));
+  // Succeeded or failed: it had ended before the cancel came, which then changed nothing.
+  const bool ended = state == control::JobState::kSucceeded || state == control::JobState::kFailed;
+  std::printf("job %s: %s%s\n", args[0].c_str(), JobStateText(state),
+              ended ? " (it had ended already: nothing to cancel)" : "");
   return kExitOk;
 }
 

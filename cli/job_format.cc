@@ -237,16 +237,17 @@ std::string AgentTable(const std::vector<control::AgentInfo>& agents, int64_t no
   constexpr int kMaxReasons = 5;
   std::vector<const control::AgentInfo*> lost;
   for (const control::AgentInfo& a : agents) {
-    if (a.state == "LOST" && !a.lost_reason.empty()) lost.push_back(&a);
+    if ((a.state == "LOST" || a.state == "STOPPED") && !a.lost_reason.empty()) lost.push_back(&a);
   }
   std::stable_sort(lost.begin(), lost.end(), [](const auto* x, const auto* y) {
     return x->last_heartbeat_ms < y->last_heartbeat_ms;
   });
   std::string out = Table(rows);
   const size_t first = lost.size() > kMaxReasons ? lost.size() - kMaxReasons : 0;
-  if (first > 0) out += std::to_string(first) + " LOST agents lost earlier not shown\n";
+  if (first > 0) out += std::to_string(first) + " agents lost or stopped earlier not shown\n";
   for (size_t i = first; i < lost.size(); ++i) {
-    out += lost[i]->id + " lost: " + lost[i]->lost_reason + "\n";
+    out += lost[i]->id + (lost[i]->state == "STOPPED" ? " stopped: " : " lost: ") +
+           lost[i]->lost_reason + "\n";
   }
   return out;
 }

@@ -16,9 +16,12 @@ namespace hvd::control {
 Status ReadTokenFile(const std::string& path, std::string* token) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
+    // hvdrun and the agents need the launcher's own token; only a launcher starts from a new one.
     return InvalidArgument("token file " + path + ": " + std::strerror(errno) +
-                           " (create one with: head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' "
-                           "> FILE; chmod 600 FILE)");
+                           " (the cluster's token: the file hvd-launcherd --token-file reads, or "
+                           "the one it wrote into its --state-dir; for a new launcher, create one "
+                           "with: head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > FILE; "
+                           "chmod 600 FILE)");
   }
   if (st.st_mode & (S_IRWXG | S_IRWXO)) {
     return InvalidArgument("token file " + path +
@@ -30,7 +33,8 @@ Status ReadTokenFile(const std::string& path, std::string* token) {
   const auto first = line.find_first_not_of(" \t\r\n");
   const auto last = line.find_last_not_of(" \t\r\n");
   if (first == std::string::npos) {
-    return InvalidArgument("token file " + path + " is empty; put the cluster token on its first line");
+    return InvalidArgument("token file " + path +
+                           " is empty; put the cluster token on its first line");
   }
   *token = line.substr(first, last - first + 1);
   return Status::OK();
@@ -39,7 +43,8 @@ Status ReadTokenFile(const std::string& path, std::string* token) {
 Status WriteNewTokenFile(const std::string& path, std::string* token) {
   *token = RandomHex(32);
   int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return InvalidArgument("cannot create token file " + path + ": " + std::strerror(errno));
+  if (fd < 0)
+    return InvalidArgument("cannot create token file " + path + ": " + std::strerror(errno));
   std::string line = *token + "\n";
   ssize_t n = write(fd, line.data(), line.size());
   int err = errno;

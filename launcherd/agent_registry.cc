@@ -43,6 +43,14 @@ Status AgentRegistry::RegisterUnique(AgentInfo info, std::shared_ptr<AgentLink> 
           "cluster, e.g. the pod's or container's name), or stop the other one");
     }
     replaced = RegisterLocked(std::move(info), std::move(link), id);
+    // The host's earlier agents that are gone for good (LOST, STOPPED) are this one's past: an
+    // agent without --state-dir comes back under a new id, and `hvdrun status` counted each
+    // restart as another agent ("3 ready of 6").
+    const std::string& host = agents_[*id].info.host;
+    for (auto it = agents_.begin(); it != agents_.end();) {
+      const bool past = it->first != *id && it->second.lost && it->second.info.host == host;
+      it = past ? agents_.erase(it) : std::next(it);
+    }
   }
   if (replaced) replaced->Close();
   return Status::OK();
@@ -70,6 +78,7 @@ std::shared_ptr<AgentLink> AgentRegistry::RegisterLocked(AgentInfo info,
   r.last_seen = Clock::now();
   r.restored = false;
   r.lost = false;
+  r.stop_reason.clear();
   HVD_LOG(INFO) << "agent " << id << " on " << control::LogEscape(r.info.host) << " registered ("
                 << r.info.slots << " slots" << (known ? ", reconnected" : "") << ")";
   *id_out = id;
@@ -101,11 +110,39 @@ void AgentRegistry::Disconnected(const std::string& id, const AgentLink* link) {
   base::MutexLock lock(&mu_);
   auto it = agents_.find(id);
   if (it == agents_.end() || it->second.link.get() != link) return;
-  it->second.link.reset();
-  it->second.dropped_at = Clock::now();
-  if (!it->second.lost) it->second.info.state = "DISCONNECTED";
+  Record& r = it->second;
+  r.link.reset();
+  r.dropped_at = Clock::now();
+  if (!r.stop_reason.empty()) {
+    // Said goodbye: gone on purpose, not to wait out a lease (lost: the sweep skips it).
+    r.lost = true;
+    r.info.state = "STOPPED";
+    r.info.lost_reason = std::move(r.stop_reason);
+    r.stop_reason.clear();
+    HVD_LOG(INFO) << "agent " << id << " on " << control::LogEscape(r.info.host)
+                  << " stopped: " << r.info.lost_reason;
+    return;
+  }
+  if (!r.lost) r.info.state = "DISCONNECTED";
   HVD_LOG(INFO) << "agent " << id << " disconnected; LOST unless it reconnects within "
                 << lease_.count() << " ms";
+}
+
+void AgentRegistry::Stopping(const std::string& id, const AgentLink* link,
+                             const std::string& reason) {
+  base::MutexLock lock(&mu_);
+  auto it = agents_.find(id);
+  if (it == agents_.end() || it->second.link.get() != link) return;
+  it->second.stop_reason =
+      reason.empty() ? "the agent was stopped" : control::LogEscape(reason, 256);
+}
+
+bool AgentRegistry::StoppedAgent(const std::string& id, AgentInfo* out) const {
+  base::MutexLock lock(&mu_);
+  auto it = agents_.find(id);
+  if (it == agents_.end() || it->second.info.state != "STOPPED") return false;
+  *out = it->second.info;
+  return true;
 }
 
 std::string AgentRegistry::LossReason(const Record& r, Clock::time_point now) const {

@@ -70,11 +70,17 @@ class AgentRegistry {
   void Touch(const std::string& id, const AgentLink* link);
   // The stream of `link` ended. Ignored when a newer link has taken over.
   void Disconnected(const std::string& id, const AgentLink* link);
+  // The agent said goodbye on `link` (it is stopped on purpose): when that stream ends it is
+  // STOPPED, with `reason`, instead of DISCONNECTED, and never LOST. Ignored for a replaced link.
+  void Stopping(const std::string& id, const AgentLink* link, const std::string& reason);
+  // The record of a STOPPED agent in `out`; false for any other.
+  bool StoppedAgent(const std::string& id, AgentInfo* out) const;
   // Marks agents silent for longer than the lease as LOST and returns them (each once), with
   // lost_reason saying whether its connection had closed or stayed open while it was silent.
   std::vector<AgentInfo> ExpireLeases(Clock::time_point now);
 
-  // Every agent (READY, DISCONNECTED and LOST), in registration order; slots_in_use left 0.
+  // Every agent (READY, DISCONNECTED, LOST and STOPPED), in registration order; slots_in_use
+  // left 0.
   std::vector<AgentInfo> List() const;
   // READY agents for placement; busy slots left empty for the caller to fill.
   std::vector<control::AgentSlots> Schedulable() const;
@@ -95,7 +101,8 @@ class AgentRegistry {
     Clock::time_point last_seen;
     Clock::time_point dropped_at;  // when its last stream ended (Disconnected)
     bool restored = false;         // known from a restored job (Expect), not registered since
-    bool lost = false;
+    bool lost = false;             // LOST, or STOPPED: gone for good unless it registers again
+    std::string stop_reason;       // its goodbye's, on the current link (Stopping)
   };
 
   // Why an agent whose lease just ran out is lost, from what its record saw. REQUIRES: mu_ held.

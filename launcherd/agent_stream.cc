@@ -313,6 +313,12 @@ std::optional<InboxEntry> AgentStream::Translate(v1::AgentMessage& m) {
       for (const v1::OutputLine& l : m.output().lines()) output.lines.push_back(FromProto(l));
       return AgentReport(std::move(output));
     }
+    case v1::AgentMessage::kGoodbye:
+      // Noted here, on the stream's thread, before its end can be: the end then makes it
+      // STOPPED (AgentRegistry::Disconnected) and JobManager hears of it after every report the
+      // stream queued before (StreamEnded).
+      host_->agents()->Stopping(id_, link_.get(), m.goodbye().reason());
+      return std::nullopt;
     case v1::AgentMessage::kProbeReport:
       return FromProto(m.probe_report());
     case v1::AgentMessage::kMasterPort:

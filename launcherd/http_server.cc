@@ -325,10 +325,10 @@ class HttpServerImpl final : public HttpServer {
                 status == 404   ? NoSuchEndpoint(req)
                 : status == 413 ? "the request is too large for the REST endpoint"
                 : status == 414 ? "the request's URI is too long for the REST endpoint"
-                : status < 500  ? "the request could not be read (HTTP " + std::to_string(status) +
-                                     "); the REST endpoint takes GET, HEAD and OPTIONS requests"
-                                : "the REST endpoint failed to answer (HTTP " +
-                                     std::to_string(status) + ")");
+                : status < 500
+                    ? "the request could not be read (HTTP " + std::to_string(status) +
+                          "); the REST endpoint takes GET, HEAD and OPTIONS requests"
+                    : "the REST endpoint failed to answer (HTTP " + std::to_string(status) + ")");
     });
     server_.set_exception_handler(
         [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
@@ -345,7 +345,8 @@ class HttpServerImpl final : public HttpServer {
 
   std::string Metrics() const {
     std::ostringstream m;
-    std::map<std::string, int> agent_states = {{"READY", 0}, {"DISCONNECTED", 0}, {"LOST", 0}};
+    std::map<std::string, int> agent_states = {
+        {"READY", 0}, {"DISCONNECTED", 0}, {"LOST", 0}, {"STOPPED", 0}};
     for (const AgentInfo& a : agents_->List()) ++agent_states[a.state];
     m << "# HELP hvd_agents Agents known to the launcher, by state.\n# TYPE hvd_agents gauge\n";
     for (const auto& [state, n] : agent_states) {

@@ -261,7 +261,7 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
     if (status.state == JobState::kStarting &&
         (elastic() ? AllLiveRunning() : ranks_started == np)) {
       SetState(JobState::kRunning,
-               "all " + std::to_string(np) + " rank" + (np == 1 ? "" : "s") + " running");
+               np == 1 ? "its one rank running" : "all " + std::to_string(np) + " ranks running");
     }
     Changed(/*marker=*/false);
     if (ev.state == RankState::kRunning) return false;
@@ -296,7 +296,7 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
       End(JobState::kSucceeded,
           elastic() ? "the " + n + " worker" + (n == "1" ? "" : "s") + " of generation " +
                           std::to_string(status.elastic.generation) + " exited with code 0"
-                    : "all " + n + " rank" + (np == 1 ? "" : "s") + " exited with code 0",
+                    : (np == 1 ? "its one rank" : "all " + n + " ranks") + " exited with code 0",
           0, now);
     }
     return true;

@@ -188,7 +188,12 @@ void JobManager::OnHeartbeatLocked(const std::string& agent_id,
 
 void JobManager::OnAgentLost(const AgentInfo& agent) {
   base::MutexLock lock(&mu_);
-  const std::string cause = "agent on " + agent.host + " lost";
+  OnAgentGoneLocked(agent, /*stopped=*/false);
+}
+
+void JobManager::OnAgentGoneLocked(const AgentInfo& agent, bool stopped) {
+  // A stopped agent ended its ranks and reported each before its goodbye: normally none is left.
+  const std::string cause = "agent on " + agent.host + (stopped ? " stopped" : " lost");
   std::vector<JobPtr> jobs = table_.jobs();
   for (const JobPtr& job : jobs) {
     if (job->finished) continue;
@@ -214,6 +219,13 @@ void JobManager::OnAgentLost(const AgentInfo& agent) {
 void JobManager::OnAgentDisconnected(const std::string& agent_id) {
   base::MutexLock lock(&mu_);
   if (shutdown_ || watch_.closed()) return;  // the launcher stops: streams end on purpose
+  AgentInfo stopped;
+  if (agents_->StoppedAgent(agent_id, &stopped)) {
+    // It said goodbye, after its ranks' ends (applied before this, in the stream's order): it
+    // will not be back to report any other, and no lease will run out for it.
+    OnAgentGoneLocked(stopped, /*stopped=*/true);
+    return;
+  }
   const Instant now = Instant::Now();
   const AgentConnected connected = [this](const std::string& agent) { return Connected(agent); };
   std::vector<JobPtr> jobs = table_.jobs();

@@ -230,6 +230,10 @@ class JobManager {
       HVD_REQUIRES(mu_);
   void OnMasterPortLocked(const std::string& agent_id, const MasterPortAnswer& answer)
       HVD_REQUIRES(mu_);
+  // The agent is gone (lost at its lease, or stopped: its goodbye, at its stream's end): its
+  // ranks still live in the launcher's view are ended, and their jobs fail (or, elastic, go on
+  // without them).
+  void OnAgentGoneLocked(const AgentInfo& agent, bool stopped) HVD_REQUIRES(mu_);
   // Passes of the scheduler over the pending jobs, in submit order (job_manager.cc).
   void ScheduleLocked() HVD_REQUIRES(mu_);
   // A new Job, observed by the table (persistence) and the watchers.

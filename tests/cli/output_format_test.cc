@@ -408,7 +408,7 @@ TEST(AgentTable, ALostAgentsReasonFollowsTheTable) {
   }
   many[0].last_heartbeat_ms = 5000;  // registered first, lost last
   const std::string m = AgentTable(many, 10000);
-  EXPECT_HAS(m, "\n3 LOST agents lost earlier not shown\nold4 lost: reason 4\n");
+  EXPECT_HAS(m, "\n3 agents lost or stopped earlier not shown\nold4 lost: reason 4\n");
   EXPECT_HAS(m, "old7 lost: reason 7\nold0 lost: reason 0\n");
   EXPECT_EQ(m.find("old3 lost"), std::string::npos) << m;
 }

@@ -307,5 +307,59 @@ TEST_F(Cluster, DaemonsOutliveTheReaderOfTheirLogAndRefuseMalformedAddresses) {
   }
 }
 
+// An agent stopped on purpose (SIGTERM) was listed LOST at its lease with a warning, as if it had
+// crashed, and every restart without --state-dir added a record ("3 ready of 6"). It says
+// goodbye now: STOPPED at once, with why, and its successor on the host replaces the record.
+TEST_F(Cluster, AStoppedAgentIsStoppedNotLostAndItsSuccessorReplacesIt) {
+  const auto states = [&] {
+    std::map<std::string, std::vector<std::string>> by_host;  // host -> states, in list order
+    json agents = Get("/v1/agents", /*quiet=*/true);
+    if (agents.contains("agents")) {
+      for (const json& a : agents["agents"]) {
+        by_host[a["host"].get<std::string>()].push_back(a["state"].get<std::string>());
+      }
+    }
+    return by_host;
+  };
+  const auto stopped_at = Clock::now();
+  agents_[1]->Signal(SIGTERM);
+  ProcResult r = agents_[1]->Wait(kStopTimeout);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  // Within the lease (5 s by default): no wait for it to run out.
+  EXPECT_TRUE(WaitFor([&] { return states()["node-b"] == std::vector<std::string>{"STOPPED"}; },
+                      seconds(3)))
+      << Get("/v1/agents").dump();
+  EXPECT_LT(Clock::now() - stopped_at, seconds(4));
+  json agents = Get("/v1/agents");
+  for (const json& a : agents["agents"]) {
+    if (a["host"] == "node-b") EXPECT_EQ(a["lost_reason"], "hvd-agent on node-b was stopped");
+  }
+  EXPECT_HAS(Metrics(), "hvd_agents{state=\"STOPPED\"} 1\n");
+  ProcResult listed = Run(Hvdrun("agents", {}, false));
+  EXPECT_HAS(listed.out, " stopped: hvd-agent on node-b was stopped\n");
+  EXPECT_EQ(launcher_->Err().find("WARNING"), std::string::npos) << launcher_->Err();
+
+  StartAgent(1);  // no --state-dir: a new id
+  ASSERT_NO_FATAL_FAILURE(WaitAgentsReady());
+  EXPECT_EQ(states()["node-b"], std::vector<std::string>{"READY"});
+  EXPECT_EQ(Run(Hvdrun("", {"-np", "4", "/bin/true"}, true)).exit_code, 0);
+}
+
+// Cancelling a job that had succeeded printed its state as if the cancel had done something; a
+// directory given as the program was said to need chmod +x.
+TEST_F(Cluster, CancellingAnEndedJobSaysSoAndADirectoryIsNoProgram) {
+  const std::string id = Submit({"-np", "1", "/bin/true"});
+  ASSERT_FALSE(id.empty());
+  WaitJob(id, NoRankAlive);
+  ProcResult r = Run(Hvdrun("cancel", {id}, false));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "job " + id + ": SUCCEEDED (it had ended already: nothing to cancel)\n");
+
+  r = Run(Hvdrun("", {"-np", "1", "-H", "node-a:1", dir_.path()}, true));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_HAS(r.err, "(it is a directory: name the program in it)");
+  EXPECT_EQ(r.err.find("chmod"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace hvd::integrationtest

@@ -83,7 +83,7 @@ TEST_F(JobRecovery, EndedJobsComeBackAsTheyEnded) {
   EXPECT_TRUE(Restart().empty());  // nothing runs: no agent to wait for
   const JobStatus st = Get(id);
   EXPECT_EQ(st.state, JobState::kSucceeded);
-  EXPECT_EQ(st.reason, "all 1 rank exited with code 0");
+  EXPECT_EQ(st.reason, "its one rank exited with code 0");
 }
 
 TEST_F(JobRecovery, ARunningJobContinuesWhenItsAgentComesBackRunningIt) {
