@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 
@@ -23,10 +25,11 @@ std::string Shown(const std::string& command) {
   return control::LogEscape(command, 200);
 }
 
-// Reads both pipes until they close, the deadline passes or too much came.
-void ReadUntil(int out_fd, int err_fd, Clock::time_point deadline, std::string* out,
-               std::string* err, bool* timed_out) {
-  pollfd fds[2] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}};
+// Reads both pipes until they close, the deadline passes, too much came or `cancel_fd` (when not
+// -1) becomes readable.
+void ReadUntil(int out_fd, int err_fd, int cancel_fd, Clock::time_point deadline, std::string* out,
+               std::string* err, bool* timed_out, bool* cancelled) {
+  pollfd fds[3] = {{out_fd, POLLIN, 0}, {err_fd, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
   std::string* into[2] = {out, err};
   int open = 2;
   char buf[4096];
@@ -37,7 +40,11 @@ void ReadUntil(int out_fd, int err_fd, Clock::time_point deadline, std::string* 
       *timed_out = left.count() <= 0;
       return;
     }
-    if (poll(fds, 2, static_cast<int>(left.count())) < 0 && errno != EINTR) return;
+    if (poll(fds, 3, static_cast<int>(left.count())) < 0 && errno != EINTR) return;
+    if (fds[2].revents != 0) {
+      *cancelled = true;
+      return;
+    }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
       const ssize_t n = read(fds[i].fd, buf, sizeof buf);
@@ -51,10 +58,26 @@ void ReadUntil(int out_fd, int err_fd, Clock::time_point deadline, std::string* 
   }
 }
 
+// A script's stderr in a message: its lines joined with "; " (LogEscape showed them as "\n").
+std::string OneLine(std::string text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  std::string joined;
+  for (size_t at = 0; at <= text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(at, end - at);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) joined += (joined.empty() ? "" : "; ") + line;
+    at = end + 1;
+  }
+  return control::LogEscape(joined, 300);
+}
+
 }  // namespace
 
 Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds timeout,
-                          int default_slots, std::vector<control::HostSlots>* hosts) {
+                          int default_slots, std::vector<control::HostSlots>* hosts,
+                          int cancel_fd) {
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -80,8 +103,9 @@ Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds 
     return Internal(std::string("fork: ") + std::strerror(errno));
   }
   std::string text, errors;
-  bool timed_out = false;
-  ReadUntil(out[0], err[0], Clock::now() + timeout, &text, &errors, &timed_out);
+  bool timed_out = false, cancelled = false;
+  ReadUntil(out[0], err[0], cancel_fd, Clock::now() + timeout, &text, &errors, &timed_out,
+            &cancelled);
   close(out[0]);
   close(err[0]);
   kill(-pid, SIGKILL);  // done or not: nothing it started outlives the run
@@ -89,6 +113,7 @@ Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds 
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const std::string what = "--host-discovery-script '" + Shown(command) + "'";
+  if (cancelled) return Status(StatusCode::kCancelled, what + " was stopped: the job ends");
   if (timed_out) {
     return Unavailable(what + " did not finish within " + std::to_string(timeout.count() / 1000) +
                        " s");
@@ -98,7 +123,7 @@ Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds 
                        (WIFEXITED(status)
                             ? "exit code " + std::to_string(WEXITSTATUS(status))
                             : "killed by signal " + std::to_string(WTERMSIG(status))) +
-                       ")" + (errors.empty() ? "" : ": " + control::LogEscape(errors, 300)));
+                       ")" + (errors.empty() ? "" : ": " + OneLine(errors)));
   }
   hosts->clear();
   size_t start = 0;
@@ -137,10 +162,12 @@ HostDiscovery::HostDiscovery(Options options, std::vector<control::HostSlots> in
       current_(std::move(initial)),
       update_(std::move(update)),
       say_(std::move(say)),
+      stop_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
       thread_([this] { Loop(); }) {}
 
 HostDiscovery::~HostDiscovery() {
   Stop();
+  if (stop_fd_ >= 0) close(stop_fd_);
 }
 
 void HostDiscovery::Stop() {
@@ -148,6 +175,12 @@ void HostDiscovery::Stop() {
     base::MutexLock lock(&mu_);
     stop_ = true;
     cv_.NotifyAll();
+  }
+  // A script running now is ended at once: a hung one held hvdrun's exit, and Ctrl-C, for up to
+  // its timeout (10 s).
+  const uint64_t one = 1;
+  if (stop_fd_ >= 0 && write(stop_fd_, &one, sizeof one) < 0) {
+    // EAGAIN: the counter is full, so the script is being stopped already
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -160,8 +193,9 @@ void HostDiscovery::Loop() {
       if (cv_.WaitFor(lock, options_.interval, [&]() HVD_REQUIRES(mu_) { return stop_; })) return;
     }
     std::vector<control::HostSlots> hosts;
-    Status s =
-        RunDiscoveryScript(options_.command, options_.timeout, options_.default_slots, &hosts);
+    Status s = RunDiscoveryScript(options_.command, options_.timeout, options_.default_slots,
+                                  &hosts, stop_fd_);
+    if (s.code() == StatusCode::kCancelled) return;  // Stop(): nothing to say of it
     if (s.ok() && hosts != current_) {
       s = update_(hosts);
       if (s.ok()) {

@@ -22,9 +22,11 @@ namespace hvd::cli {
 
 // Runs `command` with /bin/sh -c, waiting at most `timeout` (then kills it), and parses its
 // standard output. InvalidArgument naming the command and the line for output that is not host
-// lines or names no host; Unavailable when it exits non-zero or times out (with its stderr).
+// lines or names no host; Unavailable when it exits non-zero or times out (with its stderr);
+// Cancelled, the script killed, once `cancel_fd` (when not -1) becomes readable.
 Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds timeout,
-                          int default_slots, std::vector<control::HostSlots>* hosts);
+                          int default_slots, std::vector<control::HostSlots>* hosts,
+                          int cancel_fd = -1);
 
 class HostDiscovery {
  public:
@@ -54,6 +56,7 @@ class HostDiscovery {
   base::Mutex mu_;
   base::CondVar cv_;
   bool stop_ HVD_GUARDED_BY(mu_) = false;
+  const int stop_fd_;   // an eventfd Stop() writes: ends a script that is running
   std::thread thread_;  // last: starts once the members above are initialized
 };
 

@@ -68,6 +68,20 @@ void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
   // Before every first worker met, nobody re-forms: they meet in this generation directly, as
   // if the job had started with these workers (not a reset, as under Horovod).
   const bool reset = at_rendezvous >= status.spec.np;
+  // A re-form like a loss's, so it counts against --reset-limit (as Horovod's driver counts
+  // every reset); the limit was checked only on losses, and a growing job passed it freely.
+  const int limit = status.spec.reset_limit;
+  if (reset && limit > 0 && status.elastic.resets >= limit) {
+    JobFailure f;
+    f.rank = ids[0];
+    f.host = status.ranks[ids[0]].placement.host;
+    f.message = "worker" + std::string(ids.size() == 1 ? " " : "s ") + who +
+                " joined; the job already changed membership " + std::to_string(limit) + " time" +
+                (limit == 1 ? "" : "s") + " (--reset-limit " + std::to_string(limit) +
+                "; a worker joining re-forms the job too)";
+    Fail(f, control::kGenericFailureExitCode, now);
+    return;
+  }
   NewGeneration(std::move(live),
                 "generation " + std::to_string(status.elastic.generation + 1) + ": worker" +
                     (ids.size() == 1 ? " " : "s ") + who + " joined; " + std::to_string(n) +

@@ -289,6 +289,10 @@ void JobManager::GrowLocked(bool force) {
   Scheduler::Pass view = scheduler_.BeginPass(table_.jobs());
   for (const JobPtr& job : growing) {
     if (!scheduler_.Grow(*job, &view, Instant::Now())) continue;
+    if (job->terminal()) {  // growing passed --reset-limit: its workers, new ones too, stop
+      SettleLocked(*job);
+      continue;
+    }
     PublishMembershipLocked(*job);
     watch_.Notify(job->id());
   }

@@ -163,6 +163,30 @@ TEST(JobElasticTest, LossesWithinASecondAreOneChangeForTheResetLimit) {
   EXPECT_HAS(job->status.reason, "(--reset-limit 1)");
 }
 
+// A worker joining after the first meeting re-forms the job: it counts against --reset-limit, as
+// Horovod's driver counts every reset (it passed the limit freely).
+TEST(JobElasticTest, GrowthCountsAgainstTheResetLimit) {
+  auto job = ElasticJob(2, 1, 600000, /*reset_limit=*/1);
+  job->status.spec.max_np = 4;
+  job->at_rendezvous = 2;  // the first workers met
+  for (int id : {2, 3}) {
+    RankStatus added = job->status.ranks[1];
+    added.placement.rank = id;
+    added.state = RankState::kStarting;
+    job->status.ranks.push_back(added);
+    job->ElasticGrew({id}, At(std::chrono::seconds(id)));
+    if (id == 2) {
+      EXPECT_EQ(job->state(), JobState::kRunning);
+      EXPECT_EQ(job->status.elastic.resets, 1);
+    }
+  }
+  EXPECT_EQ(job->state(), JobState::kFailed);
+  EXPECT_EQ(job->status.exit_code, control::kGenericFailureExitCode);
+  EXPECT_HAS(job->status.reason,
+             "worker 3 on h-b joined; the job already changed membership 1 "
+             "time (--reset-limit 1; a worker joining re-forms the job too)");
+}
+
 TEST(JobElasticTest, BelowMinNpWaitsThenFailsNamingTheLostWorkers) {
   auto job = ElasticJob(4, 3, /*timeout_ms=*/1500);
   job->TakePublications();
