@@ -350,6 +350,13 @@ Status BuildJobSpec(const JobFlags& f, const std::vector<std::string>& program,
                            " slots but the hosts offer " + std::to_string(total) + " (" +
                            control::FormatHostList(hosts) + "); lower -np or add slots");
   }
+  {
+    // Before the program is looked up: a value missing from --blacklist-cooldown-range MIN MAX
+    // took the program as MAX, and the user was told the program's first argument did not exist.
+    control::JobSpec elastic;
+    elastic.np = static_cast<int>(np);
+    HVD_RETURN_IF_ERROR(f.elastic.Apply(f.flag_set, &elastic));
+  }
   std::map<std::string, std::string> env;
   HVD_RETURN_IF_ERROR(ParseEnvFlags(f.env, host.getenv, &env));
   const std::map<std::string, std::string> x_env = env;  // -x alone: it wins over a config file

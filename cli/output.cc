@@ -93,6 +93,12 @@ FILE* OutputSink::FileFor(int rank, bool is_stderr) {
     MessageLocked("hvdrun: " + s.message() + "; rank " + std::to_string(rank) +
                   "'s output is shown here but not saved");
   files_[key] = f;
+  // A rank Create did not make files for (an elastic job's worker added later) gets both, as the
+  // others have: an empty stderr says it wrote none.
+  if (f != nullptr && np_ > 0 && rank >= np_ && !files_.count({rank, !is_stderr})) {
+    const std::string other = rank_dir + (is_stderr ? "/stdout" : "/stderr");
+    files_[{rank, !is_stderr}] = std::fopen(other.c_str(), "we");
+  }
   return f;
 }
 

@@ -245,6 +245,12 @@ TEST_F(JobOptions, ElasticFlags) {
             &spec)
           .message(),
       "0 < MIN <= MAX");
+  // One value: the program became MAX, and its first argument was said not to exist.
+  EXPECT_HAS(Build({"-np", "2", "--min-np", "1", "--blacklist-cooldown-range", "5", "/bin/echo",
+                    "no-such-program-hvd"},
+                   &spec)
+                 .message(),
+             "--blacklist-cooldown-range: give two numbers of seconds MIN MAX");
   // With -np, the others default to it.
   ASSERT_TRUE(Build({"-np", "4", "--min-np", "2", "/bin/true"}, &spec).ok());
   EXPECT_EQ(spec.np, 4);

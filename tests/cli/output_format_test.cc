@@ -103,6 +103,22 @@ TEST_F(Output, ExistingDirectoryIsFineAndFilesAreTruncated) {
   EXPECT_EQ(ReadAll(dir_ + "/rank.0/stdout"), "new run\n");
 }
 
+// An elastic job's worker added later (id >= np) gets a stdout and a stderr file as the first
+// ranks do, whichever it writes first (it had only the one it wrote to).
+TEST_F(Output, AWorkerAddedLaterGetsBothFiles) {
+  std::unique_ptr<OutputSink> sink;
+  ASSERT_TRUE(OutputSink::Create(dir_, 2, out_, err_, &sink).ok());
+  sink->Write(Line(2, false, "joined"));
+  sink->Write(Line(3, true, "warning"));
+  sink->Write(Line(3, false, "out"));
+  EXPECT_EQ(ReadAll(dir_ + "/rank.2/stdout"), "joined\n");
+  EXPECT_EQ(ReadAll(dir_ + "/rank.2/stderr"), "");
+  struct stat st;
+  EXPECT_EQ(stat((dir_ + "/rank.2/stderr").c_str(), &st), 0);
+  EXPECT_EQ(ReadAll(dir_ + "/rank.3/stderr"), "warning\n");
+  EXPECT_EQ(ReadAll(dir_ + "/rank.3/stdout"), "out\n");
+}
+
 TEST_F(Output, BadDirectoryFailsUpFront) {
   std::ofstream(dir_ + "/file") << "x";
   std::unique_ptr<OutputSink> sink;
