@@ -130,6 +130,11 @@ class AgentImpl : public Agent {
       base::MutexLock lock(&mu_);
       cv_.WaitFor(lock, kGoodbyeWait,
                   [&]() HVD_REQUIRES(mu_) { return goodbye_sent_ || stream_ == nullptr; });
+      // The launcher ends the call once it has read the goodbye (the connector then drops the
+      // stream): only a launcher that does not is cancelled below.
+      if (goodbye_sent_) {
+        cv_.WaitFor(lock, kGoodbyeWait, [&]() HVD_REQUIRES(mu_) { return stream_ == nullptr; });
+      }
       writer_stop_ = true;
       if (stream_ != nullptr) stream_->Cancel();
       if (opening_ != nullptr) opening_->Cancel();
@@ -206,6 +211,7 @@ class AgentImpl : public Agent {
           policy_.Disconnected(Clock::now());
           lease = policy_.lease();
         }
+        cv_.NotifyAll();  // Stop() waits for the stream's end after its goodbye
         if (stopping()) break;
         HVD_LOG(WARNING) << "lost the stream to the " << s.message()
                          << "; reconnecting (jobs on this host end if it stays unreachable for "
@@ -388,7 +394,9 @@ class AgentImpl : public Agent {
         if (goodbye) {
           hvd::v1::AgentMessage bye;
           bye.mutable_goodbye()->set_reason("hvd-agent on " + host_ + " was stopped");
-          stream->Write(bye);  // failed or not, it was the last word
+          // Then half-closed, not cancelled: a cancel may discard what was written just before.
+          // The launcher ends the call once it has read everything; Stop() waits for that.
+          if (stream->Write(bye)) stream->WritesDone();
           {
             base::MutexLock lock(&mu_);
             goodbye_sent_ = true;
@@ -504,9 +512,11 @@ Status Agent::Start(const AgentOptions& options, std::unique_ptr<Agent>* out) {
   const std::string host_name = options.host.empty() ? base::LocalHostName() : options.host;
   // The launcher refuses such a name at every registration: said once, here, instead.
   if (Status hs = control::CheckHostName(host_name); !hs.ok()) {
-    return InvalidArgument(options.host.empty() ? "this machine's host name: " + hs.message() +
-                                                      "; name the host with --host NAME"
-                                                : "--host: " + hs.message());
+    return InvalidArgument(
+        options.host.empty()
+            ? "this machine's host name: " + hs.message() +
+                  "; name the host with hvd-agent --host NAME (hvdrun: -H NAME:SLOTS)"
+            : "--host: " + hs.message());
   }
   if (!options.advertise_addr.empty()) {
     HVD_RETURN_IF_ERROR_CTX(control::CheckAddress(options.advertise_addr), "--advertise-addr");

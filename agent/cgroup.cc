@@ -307,7 +307,9 @@ int CgroupTree::RemoveDeadAgents() const {
                        << ") and no agent pid " << pid << " runs here: left as it is";
       continue;
     }
-    CgroupTree(kind_, dir).RemoveAll();
+    // Removed, never killed: rmdir fails (EBUSY) for a directory a process joined since.
+    RemoveTree(dir);
+    if (Exists(dir)) continue;
     HVD_LOG(INFO) << "removed " << dir << ", the empty cgroup of agent pid " << pid
                   << ", which ended without removing it";
     ++removed;

@@ -111,6 +111,13 @@ bool LauncherStream::Write(const hvd::v1::AgentMessage& msg) {
   return !write_failed_;
 }
 
+bool LauncherStream::WritesDone() {
+  base::MutexLock lock(&write_mu_);
+  if (write_failed_ || finished_ || stream_ == nullptr) return false;
+  if (!stream_->WritesDone()) write_failed_ = true;
+  return !write_failed_;
+}
+
 void LauncherStream::Cancel() {
   context_->TryCancel();
 }

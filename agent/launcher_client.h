@@ -40,6 +40,9 @@ class LauncherStream {
   bool Read(hvd::v1::LauncherMessage* msg);
   // One Write at a time (the sync API allows no more); false once the stream is broken.
   bool Write(const hvd::v1::AgentMessage& msg);
+  // Half-closes the stream: nothing more will be written, and the launcher, having read all of
+  // it, ends the call (Read then returns false). Under Write's rules.
+  bool WritesDone();
   // Ends the stream from any thread: Read and Write return false soon after.
   void Cancel();
   // The stream's final status, after Read returned false (or Register failed). Idempotent.

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/clock.h"
 #include "control/log_escape.h"
 
 namespace hvd::cli {
@@ -78,6 +79,11 @@ std::string OneLine(std::string text) {
 Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds timeout,
                           int default_slots, std::vector<control::HostSlots>* hosts,
                           int cancel_fd) {
+  const std::string what = "--host-discovery-script '" + Shown(command) + "'";
+  if (cancel_fd >= 0) {  // stopped already: not started at all
+    pollfd stop = {cancel_fd, POLLIN, 0};
+    if (poll(&stop, 1, 0) > 0) return Status(StatusCode::kCancelled, what + " was not started");
+  }
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return Internal(std::string("pipe: ") + std::strerror(errno));
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -95,6 +101,9 @@ Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds 
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  // Here too: the group must exist before a kill below, which may come at once. Once the child
+  // has exec'd this fails (EACCES), its own call having made the group.
+  if (pid > 0) setpgid(pid, pid);
   close(out[1]);
   close(err[1]);
   if (pid < 0) {
@@ -109,14 +118,13 @@ Status RunDiscoveryScript(const std::string& command, std::chrono::milliseconds 
   close(out[0]);
   close(err[0]);
   kill(-pid, SIGKILL);  // done or not: nothing it started outlives the run
+  kill(pid, SIGKILL);   // and the script itself, whatever its group
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  const std::string what = "--host-discovery-script '" + Shown(command) + "'";
   if (cancelled) return Status(StatusCode::kCancelled, what + " was stopped: the job ends");
   if (timed_out) {
-    return Unavailable(what + " did not finish within " + std::to_string(timeout.count() / 1000) +
-                       " s");
+    return Unavailable(what + " did not finish within " + base::SecondsText(timeout));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return Unavailable(what + " failed (" +

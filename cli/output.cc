@@ -84,9 +84,9 @@ FILE* OutputSink::FileFor(int rank, bool is_stderr) {
   FILE* f = nullptr;
   Status s = MakeDirs(rank_dir);
   if (s.ok()) {
-    // Created empty up front when np is known (Create); otherwise truncated now: the files hold
-    // this job's output only, as horovodrun's do.
-    f = std::fopen(path.c_str(), np_ > 0 ? "ae" : "we");
+    // Created empty up front for the first np ranks (Create); otherwise (a worker added later,
+    // or np unknown) truncated now: the files hold this job's output only, as horovodrun's do.
+    f = std::fopen(path.c_str(), np_ > 0 && rank < np_ ? "ae" : "we");
     if (f == nullptr) s = InvalidArgument("cannot open " + path + ": " + std::strerror(errno));
   }
   if (!s.ok())
@@ -97,7 +97,12 @@ FILE* OutputSink::FileFor(int rank, bool is_stderr) {
   // others have: an empty stderr says it wrote none.
   if (f != nullptr && np_ > 0 && rank >= np_ && !files_.count({rank, !is_stderr})) {
     const std::string other = rank_dir + (is_stderr ? "/stdout" : "/stderr");
-    files_[{rank, !is_stderr}] = std::fopen(other.c_str(), "we");
+    FILE* o = std::fopen(other.c_str(), "we");
+    if (o == nullptr) {
+      MessageLocked("hvdrun: cannot open " + other + ": " + std::strerror(errno) + "; rank " +
+                    std::to_string(rank) + "'s output is shown here but not saved");
+    }
+    files_[{rank, !is_stderr}] = o;
   }
   return f;
 }

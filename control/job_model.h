@@ -178,10 +178,12 @@ struct AgentInfo {
   std::string version;
   int64_t last_heartbeat_ms = 0;  // wall clock
   int slots_in_use = 0;           // filled by whoever combines registry and jobs
-  std::string state;              // "READY", "DISCONNECTED" (stream gone, lease running), "LOST"
+  // "READY", "DISCONNECTED" (stream gone, lease running), "LOST", "STOPPED" (said goodbye)
+  std::string state;
   std::vector<NetInterface> interfaces;  // every IPv4 address of its host
   std::string advertise_iface;           // the interface holding advertise_addr
-  // Set once LOST (AgentRegistry::ExpireLeases): how it went, for the jobs it ran ranks of.
+  // Set once LOST (AgentRegistry::ExpireLeases) or STOPPED (its goodbye's reason): how it went,
+  // for the jobs it ran ranks of.
   std::string lost_reason;
 };
 

@@ -216,7 +216,9 @@ void AgentInbox::Apply(Stream& stream, std::deque<InboxEntry> entries) {
         jobs_->Schedule();                          // pending jobs may fit now
       }
     } else {
-      jobs_->OnAgentDisconnected(stream.agent_id);  // a no-op when a newer stream took over
+      const auto& ended = std::get<StreamEnded>(entry);
+      // A no-op when a newer stream took over, unless the agent had said goodbye.
+      jobs_->OnAgentDisconnected(stream.agent_id, ended.stopped ? &*ended.stopped : nullptr);
     }
   }
   flush();

@@ -26,6 +26,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <variant>
@@ -44,7 +45,11 @@ class NetworkCheck;
 // The stream registered (JobManager::OnAgentRegistered, then placement) or ended
 // (JobManager::OnAgentDisconnected); queued so that they keep their place among the reports.
 struct StreamRegistered {};
-struct StreamEnded {};
+struct StreamEnded {
+  // The agent had said goodbye on this stream: STOPPED, as the registry made it when the stream
+  // ended (carried here: a successor may have replaced the record by the time this is applied).
+  std::optional<AgentInfo> stopped;
+};
 using InboxEntry = std::variant<AgentReport, ProbeReport, StreamRegistered, StreamEnded>;
 
 class AgentInbox {

@@ -106,10 +106,10 @@ void AgentRegistry::Touch(const std::string& id, const AgentLink* link) {
   it->second.info.last_heartbeat_ms = base::WallMs();
 }
 
-void AgentRegistry::Disconnected(const std::string& id, const AgentLink* link) {
+bool AgentRegistry::Disconnected(const std::string& id, const AgentLink* link, AgentInfo* stopped) {
   base::MutexLock lock(&mu_);
   auto it = agents_.find(id);
-  if (it == agents_.end() || it->second.link.get() != link) return;
+  if (it == agents_.end() || it->second.link.get() != link) return false;
   Record& r = it->second;
   r.link.reset();
   r.dropped_at = Clock::now();
@@ -121,11 +121,13 @@ void AgentRegistry::Disconnected(const std::string& id, const AgentLink* link) {
     r.stop_reason.clear();
     HVD_LOG(INFO) << "agent " << id << " on " << control::LogEscape(r.info.host)
                   << " stopped: " << r.info.lost_reason;
-    return;
+    if (stopped != nullptr) *stopped = r.info;
+    return true;
   }
   if (!r.lost) r.info.state = "DISCONNECTED";
   HVD_LOG(INFO) << "agent " << id << " disconnected; LOST unless it reconnects within "
                 << lease_.count() << " ms";
+  return false;
 }
 
 void AgentRegistry::Stopping(const std::string& id, const AgentLink* link,
@@ -135,14 +137,6 @@ void AgentRegistry::Stopping(const std::string& id, const AgentLink* link,
   if (it == agents_.end() || it->second.link.get() != link) return;
   it->second.stop_reason =
       reason.empty() ? "the agent was stopped" : control::LogEscape(reason, 256);
-}
-
-bool AgentRegistry::StoppedAgent(const std::string& id, AgentInfo* out) const {
-  base::MutexLock lock(&mu_);
-  auto it = agents_.find(id);
-  if (it == agents_.end() || it->second.info.state != "STOPPED") return false;
-  *out = it->second.info;
-  return true;
 }
 
 std::string AgentRegistry::LossReason(const Record& r, Clock::time_point now) const {

@@ -68,13 +68,12 @@ class AgentRegistry {
   void Expect(const std::vector<AgentInfo>& agents);
   // Any message from the agent over `link`: renews its lease. Ignored for a replaced link.
   void Touch(const std::string& id, const AgentLink* link);
-  // The stream of `link` ended. Ignored when a newer link has taken over.
-  void Disconnected(const std::string& id, const AgentLink* link);
+  // The stream of `link` ended. Ignored when a newer link has taken over. True when the agent
+  // had said goodbye on it (Stopping): it is STOPPED now, its record copied to `stopped`.
+  bool Disconnected(const std::string& id, const AgentLink* link, AgentInfo* stopped = nullptr);
   // The agent said goodbye on `link` (it is stopped on purpose): when that stream ends it is
   // STOPPED, with `reason`, instead of DISCONNECTED, and never LOST. Ignored for a replaced link.
   void Stopping(const std::string& id, const AgentLink* link, const std::string& reason);
-  // The record of a STOPPED agent in `out`; false for any other.
-  bool StoppedAgent(const std::string& id, AgentInfo* out) const;
   // Marks agents silent for longer than the lease as LOST and returns them (each once), with
   // lost_reason saying whether its connection had closed or stayed open while it was silent.
   std::vector<AgentInfo> ExpireLeases(Clock::time_point now);

@@ -217,9 +217,12 @@ void AgentStream::ReadSideEnded() {
     Refuse(grpc::Status(grpc::StatusCode::CANCELLED, "the agent closed before registering"));
     return;
   }
-  host_->agents()->Disconnected(id_, link_.get());
+  AgentInfo stopped;
+  const bool said_goodbye = host_->agents()->Disconnected(id_, link_.get(), &stopped);
   // A job failing now names this agent as its cause (a no-op when a newer stream took over).
-  Queue(StreamEnded{}, Then::kEnd);
+  StreamEnded ended;
+  if (said_goodbye) ended.stopped = std::move(stopped);
+  Queue(std::move(ended), Then::kEnd);
 }
 
 void AgentStream::Queue(InboxEntry entry, Then then) {
@@ -315,8 +318,9 @@ std::optional<InboxEntry> AgentStream::Translate(v1::AgentMessage& m) {
     }
     case v1::AgentMessage::kGoodbye:
       // Noted here, on the stream's thread, before its end can be: the end then makes it
-      // STOPPED (AgentRegistry::Disconnected) and JobManager hears of it after every report the
-      // stream queued before (StreamEnded).
+      // STOPPED (AgentRegistry::Disconnected), and JobManager hears of it in order with the
+      // stream's reports (StreamEnded). Its ranks' ends were acknowledged before it said goodbye
+      // (the agent flushes its outbox, acks included, first).
       host_->agents()->Stopping(id_, link_.get(), m.goodbye().reason());
       return std::nullopt;
     case v1::AgentMessage::kProbeReport:

@@ -216,14 +216,13 @@ void JobManager::OnAgentGoneLocked(const AgentInfo& agent, bool stopped) {
   }
 }
 
-void JobManager::OnAgentDisconnected(const std::string& agent_id) {
+void JobManager::OnAgentDisconnected(const std::string& agent_id, const AgentInfo* stopped) {
   base::MutexLock lock(&mu_);
   if (shutdown_ || watch_.closed()) return;  // the launcher stops: streams end on purpose
-  AgentInfo stopped;
-  if (agents_->StoppedAgent(agent_id, &stopped)) {
-    // It said goodbye, after its ranks' ends (applied before this, in the stream's order): it
-    // will not be back to report any other, and no lease will run out for it.
-    OnAgentGoneLocked(stopped, /*stopped=*/true);
+  if (stopped != nullptr) {
+    // It said goodbye, after its ranks' ends were acknowledged: it will not be back to report
+    // any other, and no lease will run out for it.
+    OnAgentGoneLocked(*stopped, /*stopped=*/true);
     return;
   }
   const Instant now = Instant::Now();

@@ -289,7 +289,7 @@ void JobManager::GrowLocked(bool force) {
   Scheduler::Pass view = scheduler_.BeginPass(table_.jobs());
   for (const JobPtr& job : growing) {
     if (!scheduler_.Grow(*job, &view, Instant::Now())) continue;
-    if (job->terminal()) {  // growing passed --reset-limit: its workers, new ones too, stop
+    if (job->state() != JobState::kRunning) {  // passed --reset-limit: failed, or restarting
       SettleLocked(*job);
       continue;
     }

@@ -150,7 +150,9 @@ class JobManager {
   // The agent's stream dropped (it crashed, or its host or the network went): not LOST yet (it may
   // reconnect within the lease), but a failing job with ranks there names "agent on <host> lost"
   // as its cause instead of a rank that died because its peer vanished (job_events.cc).
-  void OnAgentDisconnected(const std::string& agent_id) HVD_EXCLUDES(mu_);
+  // `stopped`: the agent had said goodbye (its record as it stopped), else null.
+  void OnAgentDisconnected(const std::string& agent_id, const AgentInfo* stopped = nullptr)
+      HVD_EXCLUDES(mu_);
   // An agent's answer to a MasterPortRequest (job_master_port.cc).
   void OnMasterPort(const std::string& agent_id, const MasterPortAnswer& answer) HVD_EXCLUDES(mu_);
   // The agent (re-)registered: after a reconnect, a restart of the agent or of the launcher, its

@@ -243,12 +243,7 @@ bool Supervisor::CheckLeftBeforeInit(Job& job, Instant now) const {
 }
 
 bool Supervisor::CheckQueueTimeout(Job& job, Instant now) const {
-  // An elastic job without --queue-timeout waits for its slots as long as it would wait below
-  // --min-np once running (Horovod's driver bounds its wait for the first slots by the same
-  // --elastic-timeout): a discovery script naming a host no agent runs on waited forever.
-  const control::JobSpec& spec = job.status.spec;
-  const bool elastic_bound = spec.queue_timeout_ms <= 0 && job.elastic();
-  const int64_t timeout_ms = elastic_bound ? spec.elastic_timeout_ms : spec.queue_timeout_ms;
+  const int64_t timeout_ms = job.status.spec.queue_timeout_ms;
   // queued_since_ms is wall clock because it is part of the record (a restarted launcher resumes
   // the count); a job restored from before the field existed (0) starts counting now.
   if (timeout_ms <= 0) return false;
@@ -259,9 +254,9 @@ bool Supervisor::CheckQueueTimeout(Job& job, Instant now) const {
   const int64_t waited_ms = now.wall_ms - job.status.queued_since_ms;
   if (waited_ms < timeout_ms) return false;
   JobFailure f;
-  f.message = "waited " + Seconds(std::chrono::milliseconds(waited_ms)) + " for slots (" +
-              (elastic_bound ? "--elastic-timeout " : "--queue-timeout ") +
-              Seconds(std::chrono::milliseconds(timeout_ms)) + "): " + job.status.reason;
+  f.message = "waited " + Seconds(std::chrono::milliseconds(waited_ms)) +
+              " for slots (--queue-timeout " + Seconds(std::chrono::milliseconds(timeout_ms)) +
+              "): " + job.status.reason;
   // Never restarted: waiting again would not help.
   job.Fail(f, control::kGenericFailureExitCode, now, /*permanent=*/true);
   return true;

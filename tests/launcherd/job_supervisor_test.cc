@@ -16,12 +16,12 @@ namespace {
 using namespace std::chrono_literals;
 
 using testing::At;
-using testing::Event;
 using testing::kConnected;
 using testing::kT0;
-using testing::NewJob;
+using testing::Event;
 using testing::Options;
 using testing::StartedJob;
+using testing::NewJob;
 
 TEST(SupervisorTest, StartTimeoutNamesTheRanksThatNeverArrived) {
   const Supervisor sup(Options());
@@ -279,31 +279,6 @@ TEST(SupervisorTest, QueueTimeoutCountsOnlyTheTimeWaitingForSlots) {
   EXPECT_EQ(job->state(), JobState::kFailed);
   EXPECT_EQ(job->status.failure.message,
             "waited 0.5 s for slots (--queue-timeout 0.5 s): needs 1 slot; no agent registered");
-}
-
-// An elastic job waits for its first slots as long as --elastic-timeout (as Horovod's driver
-// does), unless --queue-timeout says otherwise: a host no agent runs on kept it waiting forever.
-TEST(SupervisorTest, AnElasticJobWaitsForSlotsAtMostItsElasticTimeout) {
-  const Supervisor sup(Options());
-  auto job = NewJob(2);
-  job->status.spec.min_np = 1;
-  job->status.spec.max_np = 4;
-  job->status.spec.elastic_timeout_ms = 5000;
-  job->status.reason = "no agent on host node-z yet";
-  EXPECT_EQ(sup.Check(*job, At(4999ms), kConnected), Supervisor::Next::kNothing);
-  EXPECT_EQ(sup.Check(*job, At(5000ms), kConnected), Supervisor::Next::kSettle);
-  EXPECT_EQ(job->state(), JobState::kFailed);
-  EXPECT_EQ(job->status.failure.message,
-            "waited 5.0 s for slots (--elastic-timeout 5.0 s): no agent on host node-z yet");
-
-  auto queued = NewJob(2);  // its own --queue-timeout wins
-  queued->status.spec.min_np = 1;
-  queued->status.spec.elastic_timeout_ms = 5000;
-  queued->status.spec.queue_timeout_ms = 8000;
-  EXPECT_EQ(sup.Check(*queued, At(7999ms), kConnected), Supervisor::Next::kNothing);
-  EXPECT_EQ(sup.Check(*queued, At(8000ms), kConnected), Supervisor::Next::kSettle);
-  EXPECT_NE(queued->status.failure.message.find("(--queue-timeout 8.0 s)"), std::string::npos)
-      << queued->status.failure.message;
 }
 
 TEST(SupervisorTest, MasterPortDeadlineFailsASilentAgentNotAGoneOne) {

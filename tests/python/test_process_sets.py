@@ -166,7 +166,9 @@ def test_dynamic_sets_survive_a_reinit(hvd):
         assert other.process_set_id is not None and other.ranks == [n - 1]
         assert hvd.remove_process_set(other) is True
     finally:
-        if saved is not None:
+        if saved is None:  # the environment as it was (the running session is dynamic as before)
+            os.environ.pop("HOROVOD_DYNAMIC_PROCESS_SETS", None)
+        else:
             os.environ["HOROVOD_DYNAMIC_PROCESS_SETS"] = saved
 
 
