@@ -68,7 +68,8 @@ constexpr Ms kDefaultHeartbeat{1000};
 constexpr Ms kOwnStopGrace{5000};
 // On Stop(), how long the final rank events may take to reach a connected launcher.
 constexpr Ms kFinalFlush{2000};
-// On Stop(), how long the goodbye may take after that (a launcher that stopped reading).
+// On Stop(), after that: how long the goodbye may take to be written, and then the launcher to
+// end the call (up to twice this in all; a launcher that stopped reading is cancelled then).
 constexpr Ms kGoodbyeWait{500};
 constexpr Ms kLeaseCheck{100};
 constexpr std::chrono::seconds kRepeatErrorLog{30};
@@ -349,7 +350,9 @@ class AgentImpl : public Agent {
       {
         base::MutexLock lock(&mu_);
         if (writer_stop_) break;
-        stream = stream_;
+        // After the goodbye nothing more: a write after the half-close fails, and the cancel
+        // that follows a failed write could discard the goodbye itself.
+        stream = goodbye_sent_ ? nullptr : stream_;
         if (stream != nullptr) {
           heartbeat = now >= next_heartbeat_;
           if (heartbeat) next_heartbeat_ = now + heartbeat_interval_;

@@ -100,7 +100,8 @@ FILE* OutputSink::FileFor(int rank, bool is_stderr) {
     FILE* o = std::fopen(other.c_str(), "we");
     if (o == nullptr) {
       MessageLocked("hvdrun: cannot open " + other + ": " + std::strerror(errno) + "; rank " +
-                    std::to_string(rank) + "'s output is shown here but not saved");
+                    std::to_string(rank) + "'s " + (is_stderr ? "stdout" : "stderr") +
+                    " is shown here but not saved");
     }
     files_[{rank, !is_stderr}] = o;
   }

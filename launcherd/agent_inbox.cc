@@ -217,8 +217,11 @@ void AgentInbox::Apply(Stream& stream, std::deque<InboxEntry> entries) {
       }
     } else {
       const auto& ended = std::get<StreamEnded>(entry);
-      // A no-op when a newer stream took over, unless the agent had said goodbye.
-      jobs_->OnAgentDisconnected(stream.agent_id, ended.stopped ? &*ended.stopped : nullptr);
+      // A goodbye counts while no newer stream holds the id: the agent restarted under it (a
+      // --state-dir) may have registered, and been given ranks, before this was applied.
+      const bool stopped = ended.stopped && agents_->Link(stream.agent_id) == nullptr;
+      // A no-op when a newer stream took over.
+      jobs_->OnAgentDisconnected(stream.agent_id, stopped ? &*ended.stopped : nullptr);
     }
   }
   flush();

@@ -213,7 +213,7 @@ std::vector<control::AgentSlots> AgentRegistry::Schedulable() const {
   std::vector<control::AgentSlots> out;
   base::MutexLock lock(&mu_);
   for (const auto& [id, r] : agents_) {
-    if (r.lost || !r.link) continue;
+    if (r.lost || !r.link || !r.stop_reason.empty()) continue;  // gone, or said goodbye
     control::AgentSlots a;
     a.id = id;
     a.host = r.info.host;

@@ -319,8 +319,8 @@ std::optional<InboxEntry> AgentStream::Translate(v1::AgentMessage& m) {
     case v1::AgentMessage::kGoodbye:
       // Noted here, on the stream's thread, before its end can be: the end then makes it
       // STOPPED (AgentRegistry::Disconnected), and JobManager hears of it in order with the
-      // stream's reports (StreamEnded). Its ranks' ends were acknowledged before it said goodbye
-      // (the agent flushes its outbox, acks included, first).
+      // stream's reports (StreamEnded). Its ranks' ends came before it on the stream (the agent
+      // flushes its outbox first, for up to 2 s, acks included).
       host_->agents()->Stopping(id_, link_.get(), m.goodbye().reason());
       return std::nullopt;
     case v1::AgentMessage::kProbeReport:

@@ -220,8 +220,8 @@ void JobManager::OnAgentDisconnected(const std::string& agent_id, const AgentInf
   base::MutexLock lock(&mu_);
   if (shutdown_ || watch_.closed()) return;  // the launcher stops: streams end on purpose
   if (stopped != nullptr) {
-    // It said goodbye, after its ranks' ends were acknowledged: it will not be back to report
-    // any other, and no lease will run out for it.
+    // It said goodbye, after reporting its ranks' ends: it will not be back to report any
+    // other, and no lease will run out for it.
     OnAgentGoneLocked(*stopped, /*stopped=*/true);
     return;
   }

@@ -105,5 +105,41 @@ TEST(AgentIdentity, GatewayRefusesDuplicateHostWithTheFlagToSet) {
   launcher->Stop();
 }
 
+// An agent that said goodbye is given no more work; its stream's end makes it STOPPED (reported
+// once, with its record); it coming back under its id (a --state-dir) is READY again, and an
+// agent registering for the host under a new id replaces the STOPPED record.
+TEST(AgentIdentity, AStoppingAgentIsNotScheduledAndItsSuccessorReplacesIt) {
+  AgentRegistry registry(5000ms);
+  auto link = std::make_shared<NullLink>();
+  std::string id;
+  ASSERT_TRUE(registry.RegisterUnique(Info("node"), link, &id).ok());
+  ASSERT_EQ(registry.Schedulable().size(), 1u);
+  registry.Stopping(id, link.get(), "hvd-agent on node was stopped");
+  EXPECT_TRUE(registry.Schedulable().empty());
+  AgentInfo stopped;
+  ASSERT_TRUE(registry.Disconnected(id, link.get(), &stopped));
+  EXPECT_EQ(stopped.state, "STOPPED");
+  EXPECT_EQ(stopped.lost_reason, "hvd-agent on node was stopped");
+  EXPECT_FALSE(registry.Disconnected(id, link.get(), &stopped)) << "once";
+  EXPECT_TRUE(registry.ExpireLeases(std::chrono::steady_clock::now() + 60s).empty());
+
+  std::string again;
+  ASSERT_TRUE(registry.RegisterUnique(Info("node", id), std::make_shared<NullLink>(), &again).ok());
+  EXPECT_EQ(again, id);
+  ASSERT_EQ(registry.List().size(), 1u);
+  EXPECT_EQ(registry.List()[0].state, "READY");
+
+  // Stopped once more, then a successor without --state-dir (a new id): one record, READY.
+  auto second = registry.Link(id);
+  registry.Stopping(id, second.get(), "");
+  ASSERT_TRUE(registry.Disconnected(id, second.get(), &stopped));
+  EXPECT_EQ(stopped.lost_reason, "the agent was stopped");
+  std::string fresh;
+  ASSERT_TRUE(registry.RegisterUnique(Info("node"), std::make_shared<NullLink>(), &fresh).ok());
+  EXPECT_NE(fresh, id);
+  ASSERT_EQ(registry.List().size(), 1u);
+  EXPECT_EQ(registry.List()[0].id, fresh);
+}
+
 }  // namespace
 }  // namespace hvd::launcherd::testing
