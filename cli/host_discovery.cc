@@ -7,12 +7,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cctype>
 #include <cerrno>
 #include <cstring>
 
 #include "base/clock.h"
 #include "control/log_escape.h"
+#include "control/text.h"
 
 namespace hvd::cli {
 namespace {
@@ -60,16 +60,12 @@ void ReadUntil(int out_fd, int err_fd, int cancel_fd, Clock::time_point deadline
 }
 
 // A script's stderr in a message: its lines joined with "; " (LogEscape showed them as "\n").
-std::string OneLine(std::string text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+std::string OneLine(const std::string& text) {
   std::string joined;
-  for (size_t at = 0; at <= text.size();) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(at, end - at);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (!line.empty()) joined += (joined.empty() ? "" : "; ") + line;
-    at = end + 1;
+  for (std::string_view line : control::SplitLines(control::TrimRight(text))) {
+    if (line.empty()) continue;
+    if (!joined.empty()) joined += "; ";
+    joined += line;
   }
   return control::LogEscape(joined, 300);
 }
