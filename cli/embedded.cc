@@ -76,6 +76,7 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     lo.listen = "127.0.0.1:0";
     lo.token = token_;
     lo.kill_grace = o.kill_grace;
+    lo.closed_cluster = true;  // its one agent is started below; nobody else has the token
     HVD_RETURN_IF_ERROR_CTX(launcherd::Launcher::Start(lo, &launcher_), "embedded launcher");
     address_ = launcher_->grpc_address();
     agent::AgentOptions ao;

@@ -240,6 +240,13 @@ class Job {
   // Below --min-np for longer than --elastic-timeout: fails the job naming what was lost.
   bool ElasticDue(Clock::time_point now) const;
   void ElasticTimeout(Instant now);
+  // Below --min-np, waiting for workers (not finishing, not ended).
+  bool ElasticWaiting() const;
+  // Whether `host` is left out of the job for its life (not for a --blacklist-cooldown-range).
+  bool HostLeftOutForGood(const std::string& host) const;
+  // Below --min-np where no worker can ever come (`why`: where the slots went): fails the job
+  // now, naming what was lost, rather than after --elastic-timeout.
+  void ElasticStranded(const std::string& why, Instant now);
   // Generations to write to the store (base::ElasticGenerationKey), oldest first.
   struct Publication {
     int64_t generation = 0;
@@ -391,6 +398,10 @@ class Job {
   std::map<std::string, Clock::time_point> excluded_hosts_;
   std::map<std::string, int> exclusions_;
   void ExcludeHost(const std::string& host, Clock::time_point now);
+  // "the job already changed membership 2 times (--reset-limit 2" (the caller closes it).
+  std::string ResetLimitReached() const;
+  // The losses since the job was last at --min-np or more, oldest first, as said.
+  std::string LossesSinceMinNp() const;
   // A worker exited 0: the training is over, the job ends as its workers do and never grows
   // again (a new worker would only load the final state and exit).
   bool elastic_finishing_ = false;

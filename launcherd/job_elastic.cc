@@ -240,8 +240,7 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
   const int limit = status.spec.reset_limit;
   if (limit > 0 && counts && status.elastic.resets >= limit) {
     JobFailure g = f;
-    g.message = left + "; the job already changed membership " + std::to_string(limit) + " time" +
-                (limit == 1 ? "" : "s") + " (--reset-limit " + std::to_string(limit) + ")";
+    g.message = left + "; " + ResetLimitReached() + ")";
     Fail(g, exit_code, now);
     return;
   }
@@ -375,10 +374,14 @@ bool Job::ElasticDue(Clock::time_point now) const {
          now - below_min_since_ >= std::chrono::milliseconds(status.spec.elastic_timeout_ms);
 }
 
-void Job::ElasticTimeout(Instant now) {
-  JobFailure f;
+std::string Job::ResetLimitReached() const {
+  const int limit = status.spec.reset_limit;
+  return "the job already changed membership " + std::to_string(limit) + " time" +
+         (limit == 1 ? "" : "s") + " (--reset-limit " + std::to_string(limit);
+}
+
+std::string Job::LossesSinceMinNp() const {
   const auto& events = status.elastic.events;
-  // The losses since the job was last at --min-np or more, oldest first.
   std::string lost;
   int n = 0;
   for (auto it = events.rbegin(); it != events.rend() && n < 8; ++it, ++n) {
@@ -387,11 +390,36 @@ void Job::ElasticTimeout(Instant now) {
     if (it->what.find(" (left out of generation ") != std::string::npos) continue;  // said before
     lost = it->what.substr(0, it->what.find("; ")) + (lost.empty() ? "" : "; " + lost);
   }
+  return lost;
+}
+
+void Job::ElasticTimeout(Instant now) {
+  JobFailure f;
   int live = 0;
   for (const RankStatus& r : status.ranks) live += RankLive(r.state);
   f.message = "fewer than --min-np " + std::to_string(status.spec.min_np) + " workers (" +
               std::to_string(live) + " live) for " + Seconds(status.spec.elastic_timeout_ms) +
-              " (--elastic-timeout): " + lost;
+              " (--elastic-timeout): " + LossesSinceMinNp();
+  Fail(f, control::kGenericFailureExitCode, now);
+}
+
+bool Job::ElasticWaiting() const {
+  return elastic() && !terminal() && !elastic_finishing_ && status.elastic.below_min_since_ms != 0;
+}
+
+bool Job::HostLeftOutForGood(const std::string& host) const {
+  auto it = excluded_hosts_.find(host);
+  return it != excluded_hosts_.end() && it->second == Clock::time_point::max();
+}
+
+void Job::ElasticStranded(const std::string& why, Instant now) {
+  if (!ElasticWaiting()) return;
+  JobFailure f;
+  int live = 0;
+  for (const RankStatus& r : status.ranks) live += RankLive(r.state);
+  f.message = "fewer than --min-np " + std::to_string(status.spec.min_np) + " workers (" +
+              std::to_string(live) + " live), and no worker can come: " + why +
+              "; not waiting --elastic-timeout: " + LossesSinceMinNp();
   Fail(f, control::kGenericFailureExitCode, now);
 }
 

@@ -252,7 +252,28 @@ void JobManager::Tick() {
   }
   // An elastic job below --max-np that became RUNNING since (no event schedules then).
   GrowLocked(/*force=*/true);
+  if (options_.closed_cluster) FailStrandedLocked();
   table_.Flush();  // the changes batched since the last tick, one transaction (job_table.h)
+}
+
+void JobManager::FailStrandedLocked() {
+  std::vector<JobPtr> waiting;
+  for (const JobPtr& job : table_.jobs()) {
+    if (job->ElasticWaiting()) waiting.push_back(job);
+  }
+  if (waiting.empty()) return;
+  // An agent that is not READY (its stream broke and it reconnects, or it stops) may yet come
+  // back with slots: no conclusion until every agent is.
+  for (const AgentInfo& a : agents_->List()) {
+    if (a.state != "READY") return;
+  }
+  const Scheduler::Pass view = scheduler_.BeginPass(table_.jobs());
+  for (const JobPtr& job : waiting) {
+    std::string why;
+    if (Scheduler::CouldGrow(*job, view, &why)) continue;
+    job->ElasticStranded(why, Instant::Now());
+    SettleLocked(*job);
+  }
 }
 
 void JobManager::SetAgentBacklog(AgentBacklog backlog) {

@@ -75,10 +75,8 @@ void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
     JobFailure f;
     f.rank = ids[0];
     f.host = status.ranks[ids[0]].placement.host;
-    f.message = "worker" + std::string(ids.size() == 1 ? " " : "s ") + who +
-                " joined; the job already changed membership " + std::to_string(limit) + " time" +
-                (limit == 1 ? "" : "s") + " (--reset-limit " + std::to_string(limit) +
-                "; a worker joining re-forms the job too)";
+    f.message = "worker" + std::string(ids.size() == 1 ? " " : "s ") + who + " joined; " +
+                ResetLimitReached() + "; a worker joining re-forms the job too)";
     Fail(f, control::kGenericFailureExitCode, now);
     return;
   }
@@ -159,6 +157,41 @@ bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
   if (added.empty()) return false;
   job.ElasticGrew(added, now);  // logs the event
   return true;
+}
+
+bool Scheduler::CouldGrow(const Job& job, const Pass& pass, std::string* why) {
+  if (pass.agents.empty()) return true;
+  std::map<std::string, int> held;  // agent id -> slots its live workers hold
+  for (const RankStatus& r : job.status.ranks) held[r.placement.agent_id] += RankLive(r.state);
+  int slots = 0, live = 0, failed = 0;
+  std::vector<std::string> left_out;
+  for (const control::AgentSlots& a : pass.agents) {
+    if (job.HostLeftOutForGood(a.host)) {
+      left_out.push_back(a.host);
+      continue;
+    }
+    const int h = held[a.id], d = job.DroppedSlotsOn(a.id);
+    if (a.slots - h - d > 0) return true;
+    slots += a.slots;
+    live += h;
+    failed += d;
+  }
+  std::string text;
+  if (slots > 0) {
+    text = "the agents' " + std::to_string(slots) + " slot" + (slots == 1 ? "" : "s") + ": " +
+           std::to_string(live) + " held by live workers, " + std::to_string(failed) +
+           " of failed workers (a failed worker's slot is not used again)";
+  }
+  if (!left_out.empty()) {
+    std::string hosts;
+    for (size_t i = 0; i < left_out.size() && i < 8; ++i) hosts += (i ? ", " : "") + left_out[i];
+    if (left_out.size() > 8) hosts += " and " + std::to_string(left_out.size() - 8) + " more";
+    text += (text.empty() ? "" : "; ") + hosts + (left_out.size() == 1 ? " is" : " are") +
+            " left out of the job for its life (two of its workers failed there, or its agent "
+            "was lost; hvdrun --blacklist-cooldown-range lets a host come back)";
+  }
+  *why = text;
+  return false;
 }
 
 }  // namespace hvd::launcherd

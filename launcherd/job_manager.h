@@ -81,6 +81,9 @@ struct JobManagerOptions {
   // (job_master_port.cc). 0: no MASTER_PORT is chosen and ranks get none (JobManager tests whose
   // fake agents do not answer); the launcher always sets it.
   std::chrono::milliseconds master_port_timeout{0};
+  // No agent will register but those here now and their reconnections (hvdrun's local mode: its
+  // own agent): an elastic job below --min-np with no slot left it could use fails at once.
+  bool closed_cluster = false;
 };
 
 class JobManager {
@@ -218,6 +221,9 @@ class JobManager {
   // Elastic RUNNING jobs below --max-np get workers on free slots (Scheduler::Grow).
   // `force`: the supervisor's tick, not rate limited.
   void GrowLocked(bool force) HVD_REQUIRES(mu_);
+  // With closed_cluster: fails each elastic job below --min-np that no worker can ever join
+  // (Scheduler::CouldGrow) rather than letting it wait --elastic-timeout for nothing.
+  void FailStrandedLocked() HVD_REQUIRES(mu_);
   // An elastic job's new generations, into the rendezvous store (job.h TakePublications).
   void PublishMembershipLocked(Job& job) HVD_REQUIRES(mu_);
   void SendStopsLocked(Job& job) HVD_REQUIRES(mu_);

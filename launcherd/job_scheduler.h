@@ -105,6 +105,12 @@ class Scheduler {
   // its workers failed, not an excluded host), up to --max-np. True when it started any (the
   // job has a new generation to publish).
   bool Grow(Job& job, Pass* pass, Instant now);
+  // Whether an elastic job could ever get another worker on the pass's agents: one of their
+  // slots that none of its live workers holds and none of its failed workers held, on a host not
+  // left out for the job's life. Slots other jobs hold count (they free up), and so do hosts its
+  // -H list leaves out (a discovery script may name them later). False only for agents that
+  // exist: with none, who knows. `why` (when false): where the slots went.
+  static bool CouldGrow(const Job& job, const Pass& pass, std::string* why);
 
  private:
   // PlaceStep over the pass's view, with its index and its first-fit results.

@@ -130,6 +130,7 @@ class LauncherImpl final : public Launcher {
     jo.reconcile_after = options_.kill_grace + 2 * options_.heartbeat_interval + options_.lease;
     jo.start_timeout = options_.start_timeout;
     jo.client_lease = options_.client_lease.count() > 0 ? options_.client_lease : options_.lease;
+    jo.closed_cluster = options_.closed_cluster;
     if (!options_.state_dir.empty()) {
       HVD_RETURN_IF_ERROR_CTX(JobStore::Open(options_.state_dir, &job_store_), "--state-dir");
       jo.job_store = job_store_.get();

@@ -40,6 +40,8 @@ struct LauncherOptions {
   std::chrono::milliseconds start_timeout{30000};
   // An attached job whose hvdrun has been gone this long is cancelled; 0: the lease.
   std::chrono::milliseconds client_lease{0};
+  // hvdrun's local mode: no agent registers but its own (JobManagerOptions::closed_cluster).
+  bool closed_cluster = false;
 };
 
 class Launcher {

@@ -2,7 +2,7 @@
 // script (tests/cli/elastic_program.py: hvd.elastic.run, TorchState, commit) on real processes;
 // workers die with kill -9 or an exit code mid-training; the survivors re-form in place, restore
 // the last commit and finish with the exact model a run from that commit at the smaller size
-// gives. Falling below --min-np fails the job after --elastic-timeout naming what was lost;
+// gives. Falling below --min-np with no slot left fails the job at once naming what was lost;
 // --reset-limit bounds the changes. Nothing the job started outlives it (Leftovers). Skips when
 // /usr/bin/python3 has no torch.
 #include <gtest/gtest.h>
@@ -187,16 +187,19 @@ TEST_F(HvdrunElastic, TwoLossesMakeTwoGenerations) {
   EXPECT_HAS(r.out, "[3]<stdout>:worker 3 final: rank 1/2 weight 26 steps 10");
 }
 
-TEST_F(HvdrunElastic, BelowMinNpFailsAfterTheElasticTimeoutNamingTheLoss) {
-  ProcResult r =
-      Hvdrun({"-np", "2", "--min-np", "2", "--elastic-timeout", "2"},
-             {"--steps", "1000", "--die-worker", "1", "--die-at-step", "2", "--die-code", "5"});
+// Local mode's agent has --max-np slots, and a failed worker's slot is not used again: below
+// --min-np there, no worker can ever come, and the job fails at once instead of waiting
+// --elastic-timeout (600 s) for nothing. (The wait itself: job_elastic_test, job_stranded_test.)
+TEST_F(HvdrunElastic, BelowMinNpWithNoSlotLeftFailsAtOnceNamingTheLoss) {
+  ProcResult r = Hvdrun({"-np", "2", "--min-np", "2"}, {"--steps", "1000", "--die-worker", "1",
+                                                        "--die-at-step", "2", "--die-code", "5"});
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_NE(r.exit_code, 0) << r.out << r.err;
-  EXPECT_HAS(r.err, "1 worker left, fewer than --min-np 2: waiting up to --elastic-timeout 2 s");
+  EXPECT_HAS(r.err, "1 worker left, fewer than --min-np 2: waiting up to --elastic-timeout 600 s");
   EXPECT_HAS(r.err,
-             "fewer than --min-np 2 workers (1 live) for 2 s (--elastic-timeout): worker 1 "
-             "on ");
+             "fewer than --min-np 2 workers (1 live), and no worker can come: the agents' 2 "
+             "slots: 1 held by live workers, 1 of failed workers (a failed worker's slot is not "
+             "used again); not waiting --elastic-timeout: worker 1 on ");
   EXPECT_HAS(r.err, "exited with code 5");
   EXPECT_LT(r.seconds, 40) << r.err;  // the survivor waiting in hvd.init() was ended, not waited
 }
