@@ -118,6 +118,8 @@ const char* RankKeyKindName(RankKeyKind kind) {
       return "abort";
     case RankKeyKind::kAbsent:
       return "absent";
+    case RankKeyKind::kCommitted:
+      return "committed";
   }
   return "?";
 }
@@ -173,9 +175,11 @@ Status ParseRankKey(std::string_view key, RankKeyParts* out) {
     kind = RankKeyKind::kAbort;
   } else if (parts[4] == "absent") {
     kind = RankKeyKind::kAbsent;
+  } else if (parts[4] == "committed") {
+    kind = RankKeyKind::kCommitted;
   } else {
     return InvalidArgument(shown + ": '" + std::string(parts[4]) +
-                           "' is not a rank key's kind (host, stall, abort or absent)");
+                           "' is not a rank key's kind (host, stall, abort, absent or committed)");
   }
   int64_t rank = 0;
   if (!Decimal(parts[5], INT32_MAX, &rank)) {

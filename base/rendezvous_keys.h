@@ -73,8 +73,11 @@ std::string FormatElasticAbsence(const ElasticAbsence& a);
 Status ParseElasticAbsence(const std::string& text, ElasticAbsence* out);
 
 // The keys of one rank under an attempt's scope.
-enum class RankKeyKind { kHost, kStall, kAbort, kAbsent };
-// "host", "stall", "abort", "absent".
+// kCommitted ("committed/<worker>", an elastic worker's, its value the generation it joined): the
+// worker synced and committed the training state in that generation (its session's first
+// ElasticGeneration() call, from a commit), so the launcher may count it as holding the state.
+enum class RankKeyKind { kHost, kStall, kAbort, kAbsent, kCommitted };
+// "host", "stall", "abort", "absent", "committed".
 const char* RankKeyKindName(RankKeyKind kind);
 // "host/3", relative to the attempt's scope.
 std::string RankKey(RankKeyKind kind, int rank);
@@ -100,8 +103,9 @@ struct RankKeyParts {
   int rank = 0;
 };
 // InvalidArgument naming the key and what is wrong with it (not under job/<id>/attempt/<n>/, an
-// attempt or rank that is not a decimal number, a kind other than host, stall, abort or absent, or
-// more parts, as the re-Init keys under init/<k>/ have: only a process's first meeting counts).
+// attempt or rank that is not a decimal number, a kind other than host, stall, abort, absent or
+// committed, or more parts, as the re-Init keys under init/<k>/ have: only a process's first
+// meeting counts).
 Status ParseRankKey(std::string_view key, RankKeyParts* out);
 
 // Where generation g's k-th meeting keeps its keys under the attempt's scope: the scope itself

@@ -194,6 +194,8 @@ void Job::NextAttempt(Instant now) {
   finished_by_.clear();
   first_loss_.clear();
   removing_.clear();
+  shrink_pending_ = false;
+  committed_.clear();
   member_since_.clear();
   running_since_.clear();
   recent_members_.clear();
@@ -320,17 +322,19 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
     // A worker the launcher stopped (RemoveWorkers): its end by the stop is its removal; one
     // that exited on its own first (a crash) says that.
     const auto removed = removing_.find(ev.rank);
+    bool failed = true;
     if (removed != removing_.end()) {
       if (ev.state == RankState::kKilled) {
         f.message = "rank " + std::to_string(ev.rank) + " on " + f.host +
                     " was removed: " + removed->second.reason;
         code = control::kGenericFailureExitCode;
+        failed = removed->second.failed;
       } else {
         f.message += " while the launcher was removing it";
       }
       removing_.erase(removed);
     }
-    WorkerLost(f, code, now);  // the others go on without it
+    WorkerLost(f, code, now, false, {}, failed);  // the others go on without it
   } else if (ev.state == RankState::kExited) {
     RankFailed(f, code, r.end_time_ms, connected, now);
   } else {

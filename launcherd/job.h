@@ -184,9 +184,11 @@ class Job {
   // `agent_lost`, which excludes its host from the job). Its slot is not used again by the job,
   // nor its host once two of the job's workers failed there (Horovod's blacklist, without a
   // cool-down). REQUIRES: elastic(), and its RankStatus already shows it ended.
-  // `also`: every worker that left with it (an agent's), f.rank first.
+  // `also`: every worker that left with it (an agent's), f.rank first. `failed` false: stopped
+  // at the job's own request (its host left the discovery script's list): its slot stays usable
+  // and its host is not held against.
   void WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost = false,
-                  const std::vector<int>& also = {});
+                  const std::vector<int>& also = {}, bool failed = true);
   // Worker `reporter`'s runtime waited HVD_PEER_TIMEOUT_SECONDS at a re-form meeting for workers
   // it had run with (absent/<worker>; `value` a base::ElasticAbsence): those of the current
   // generation still live are stopped (a Stop naming their ranks), and their end reads as their
@@ -205,8 +207,23 @@ class Job {
   // Stops the live members of the current generation named in `why` (each one's reason, said in
   // its event and, when it ends, in its leaving; `short_reason` in the agent's StopRanks); those
   // already being removed are skipped. True when a stop was queued.
+  // `failed` false: the job no longer wants them (WorkerLost's `failed`).
   bool RemoveWorkers(const std::map<int, std::string>& why, const std::string& short_reason,
-                     Instant now);
+                     Instant now, bool failed = true);
+  // Shrinking by the discovery script (job_shrink.cc): the live workers beyond the job's host
+  // list (on a host it no longer names, or above a named host's slots, the newest first), each
+  // with why. `advertise`: agent id -> its advertised address (a list may name a host by it).
+  std::map<int, std::string> WorkersBeyondHosts(
+      const std::map<std::string, std::string>& advertise) const;
+  // Stops `beyond`'s workers, unless the lowest worker id that stays (rank 0 after them, whose
+  // state the others sync to) does not hold the training state (it was not started with the job
+  // and has not committed since it joined: NoteCommitted); then they go on and shrink_pending()
+  // says to try again later. True when a stop was queued.
+  bool ShrinkTo(const std::map<int, std::string>& beyond, Instant now);
+  bool shrink_pending() const { return shrink_pending_; }
+  // Worker `worker` committed its state after it joined (base::ElasticCommittedKey): it holds
+  // the training state from now on.
+  void NoteCommitted(int worker);
   // An elastic job's answer to --stall-timeout: the workers the stall ends at (`culprits`, live)
   // are stopped with `why` and the others re-form without them. kPending: some are being
   // removed already, or none is a member of the current generation; kNo: the job cannot go on
@@ -413,8 +430,12 @@ class Job {
     std::string reason;
     std::string short_reason;
     Clock::time_point sent;
+    bool failed = true;  // RemoveWorkers's
   };
   std::map<int, Removal> removing_;
+  // Workers beyond the host list wait for a state holder to stay (ShrinkTo); said once.
+  bool shrink_pending_ = false;
+  std::set<int> committed_;  // NoteCommitted's workers (in memory only)
   // Queues StopRanks for `ids` (in removing_), grouped by agent.
   void QueueRemovalStops(const std::vector<int>& ids, int signal, std::chrono::milliseconds grace,
                          Clock::time_point now);

@@ -150,7 +150,7 @@ void Job::WorkerFinished(int rank, Instant now) {
 }
 
 void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent_lost,
-                     const std::vector<int>& also) {
+                     const std::vector<int>& also, bool failed) {
   if (terminal() || status.state == JobState::kRestarting) return;
   if (elastic_finishing_) {
     // Horovod's rule: once a worker finished, the job has succeeded; the others end as they do
@@ -169,7 +169,7 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
     Changed(/*marker=*/false);
     return;
   }
-  if (f.rank >= 0 && f.rank < static_cast<int>(status.ranks.size())) {
+  if (failed && f.rank >= 0 && f.rank < static_cast<int>(status.ranks.size())) {
     const control::RankSlot& p = status.ranks[f.rank].placement;
     dropped_slots_.insert({p.agent_id, p.slot});
     if (agent_lost || ++failures_by_host_[p.host] >= 2) {
@@ -299,7 +299,7 @@ bool Job::WorkersAbsent(int reporter, const std::string& value, Instant now) {
 }
 
 bool Job::RemoveWorkers(const std::map<int, std::string>& why, const std::string& short_reason,
-                        Instant now) {
+                        Instant now, bool failed) {
   if (!elastic() || terminal() || elastic_finishing_) return false;
   const std::set<int> members(status.elastic.workers.begin(), status.elastic.workers.end());
   std::vector<int> ids;
@@ -308,7 +308,7 @@ bool Job::RemoveWorkers(const std::map<int, std::string>& why, const std::string
         !RankLive(status.ranks[id].state)) {
       continue;
     }
-    removing_[id] = Removal{reason, short_reason, now.steady};
+    removing_[id] = Removal{reason, short_reason, now.steady, failed};
     ids.push_back(id);
     AddMembershipEvent("worker " + std::to_string(id) + " on " + status.ranks[id].placement.host +
                            " is being removed: " + reason,

@@ -250,6 +250,10 @@ void JobManager::Tick() {
         break;
     }
   }
+  // Workers beyond a host list that waited for a state holder (Job::ShrinkTo).
+  for (const JobPtr& job : jobs) {
+    if (job->shrink_pending()) ShrinkLocked(*job);
+  }
   // An elastic job below --max-np that became RUNNING since (no event schedules then).
   GrowLocked(/*force=*/true);
   if (options_.closed_cluster) FailStrandedLocked();
@@ -311,6 +315,10 @@ void JobManager::OnRendezvousKey(const std::string& key, const std::string& valu
       break;
     case base::RankKeyKind::kAbsent:
       if (job->WorkersAbsent(k.rank, value, Instant::Now())) SettleLocked(*job);
+      break;
+    case base::RankKeyKind::kCommitted:  // k.rank: an elastic worker's id
+      job->NoteCommitted(k.rank);
+      if (job->shrink_pending()) ShrinkLocked(*job);  // it may be the holder a shrink waits for
       break;
     case base::RankKeyKind::kAbort:
       // Its coming failure is a consequence of another's; "" withdraws that (the rank went on,

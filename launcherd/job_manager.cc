@@ -175,9 +175,16 @@ Status JobManager::UpdateHosts(const std::string& id,
   job->status.spec.hosts = hosts;
   job->log.AddProgress("hosts from --host-discovery-script: " + text);
   job->Changed(/*marker=*/false);
+  ShrinkLocked(*job);  // stops the workers on hosts it left
   watch_.Notify(id);
   ScheduleLocked();  // grows onto new hosts
   return Status::OK();
+}
+
+void JobManager::ShrinkLocked(Job& job) {
+  std::map<std::string, std::string> advertise;  // agent id -> its advertised address
+  for (const AgentInfo& a : agents_->List()) advertise[a.id] = a.advertise_addr;
+  if (job.ShrinkTo(job.WorkersBeyondHosts(advertise), Instant::Now())) SettleLocked(job);
 }
 
 Status JobManager::Cancel(const std::string& id, const std::string& reason, JobState* state,

@@ -118,7 +118,8 @@ class JobManager {
                     std::vector<int>* asked) HVD_EXCLUDES(mu_);
 
   // An elastic job's hosts from hvdrun's --host-discovery-script: checked as -H is, then the
-  // job's host list (Scheduler::Grow starts workers on new ones). NotFound, or
+  // job's host list (Scheduler::Grow starts workers on new ones; ShrinkLocked stops those beyond
+  // it). NotFound, or
   // FailedPrecondition for a fixed or ended job.
   Status UpdateHosts(const std::string& id, const std::vector<control::HostRequest>& hosts)
       HVD_EXCLUDES(mu_);
@@ -224,6 +225,8 @@ class JobManager {
   // With closed_cluster: fails each elastic job below --min-np that no worker can ever join
   // (Scheduler::CouldGrow) rather than letting it wait --elastic-timeout for nothing.
   void FailStrandedLocked() HVD_REQUIRES(mu_);
+  // Stops the workers beyond an elastic job's host list (Job::WorkersBeyondHosts, ShrinkTo).
+  void ShrinkLocked(Job& job) HVD_REQUIRES(mu_);
   // An elastic job's new generations, into the rendezvous store (job.h TakePublications).
   void PublishMembershipLocked(Job& job) HVD_REQUIRES(mu_);
   void SendStopsLocked(Job& job) HVD_REQUIRES(mu_);

@@ -397,8 +397,9 @@ Status Context::CreateOnce(const InitOptions& options, std::unique_ptr<Context>*
                   << " was superseded while its ranks met; joining the newer one";
     // Who came to it is expected at the next meeting too (AbsenceReporter).
     Status noted = NoteWhoCame(*ctx->store_, ctx->membership_);
-    if (!noted.ok())
+    if (!noted.ok()) {
       HVD_LOG(WARNING) << "elastic: reading who came to a meeting: " << noted.ToString();
+    }
   }
   if (elastic.enabled) {
     *formed = true;
@@ -476,6 +477,7 @@ Status Context::ElasticGeneration(int64_t* joined, int64_t* latest, bool* only_r
         "this is not an elastic job (start it with hvdrun --min-np/--max-np)");
   }
   *joined = membership_.generation;
+  if (!committed_noted_) committed_noted_ = NoteCommitted(*attempt_store_, membership_).ok();
   HVD_RETURN_IF_ERROR(LatestGeneration(*attempt_store_, std::chrono::steady_clock::now(), latest));
   *only_removed = false;
   if (*latest > *joined) {

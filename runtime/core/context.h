@@ -58,6 +58,7 @@ class Context {
   double shutdown_s_ = 10;                            // HVD_SHUTDOWN_TIMEOUT_SECONDS
   std::unique_ptr<rendezvous::Store> attempt_store_;  // elastic: where the membership is
   Membership membership_;                             // elastic: the one this session joined
+  bool committed_noted_ = false;                      // elastic: NoteCommitted written
   std::unique_ptr<rendezvous::Store> store_;
   std::unique_ptr<stall::StallReporter> stall_reporter_;  // outlives the transport that uses it
   std::unique_ptr<transport::Transport> transport_;

@@ -253,6 +253,21 @@ Status AbsenceReporter::Check(rendezvous::Store& meeting_store) {
   return Status::OK();
 }
 
+Status NoteCommitted(rendezvous::Store& attempt_store, const Membership& membership) {
+  if (membership.rank < 0 || membership.rank >= static_cast<int>(membership.workers.size())) {
+    return FailedPrecondition("no membership to note a commit for");
+  }
+  const int worker = membership.workers[membership.rank];
+  Status s = attempt_store.Set(base::RankKey(base::RankKeyKind::kCommitted, worker),
+                               std::to_string(membership.generation));
+  if (!s.ok()) {
+    HVD_LOG(WARNING) << "telling the launcher that worker " << worker
+                     << " holds the training state: " << s.message()
+                     << " (tried again at the next check)";
+  }
+  return s;
+}
+
 bool OnlyRemoved(const std::vector<int>& current, const std::vector<int>& newer) {
   const std::set<int> had(current.begin(), current.end());
   for (int w : newer) {

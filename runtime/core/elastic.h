@@ -127,4 +127,10 @@ std::vector<int> ExpectedAtMeetings();
 // hold the same state, so nothing need be broadcast).
 bool OnlyRemoved(const std::vector<int>& current, const std::vector<int>& newer);
 
+// Writes base::RankKeyKind::kCommitted for this session's worker: it holds the training state,
+// so the launcher may stop workers its discovery script no longer lists (launcherd/job_shrink.cc).
+// Called at a session's first ElasticGeneration(), which a program makes at a commit, after its
+// state was synced. A failed write is logged (the caller tries again at its next check).
+Status NoteCommitted(rendezvous::Store& attempt_store, const Membership& membership);
+
 }  // namespace hvd::runtime::core

@@ -23,11 +23,12 @@ TEST(RendezvousKeysTest, BuildersSpellTheScheme) {
   EXPECT_EQ(RankKey(RankKeyKind::kStall, 0), "stall/0");
   EXPECT_EQ(RankKey(RankKeyKind::kAbort, 12), "abort/12");
   EXPECT_EQ(RankKey(RankKeyKind::kAbsent, 3), "absent/3");
+  EXPECT_EQ(RankKey(RankKeyKind::kCommitted, 5), "committed/5");
 }
 
 TEST(RendezvousKeysTest, WhatTheRuntimeWritesTheLauncherParses) {
-  for (RankKeyKind kind :
-       {RankKeyKind::kHost, RankKeyKind::kStall, RankKeyKind::kAbort, RankKeyKind::kAbsent}) {
+  for (RankKeyKind kind : {RankKeyKind::kHost, RankKeyKind::kStall, RankKeyKind::kAbort,
+                           RankKeyKind::kAbsent, RankKeyKind::kCommitted}) {
     const std::string key = AttemptScope("j-1", 4) + "/" + RankKey(kind, 9);
     RankKeyParts parts;
     ASSERT_TRUE(ParseRankKey(key, &parts).ok()) << key;
@@ -73,7 +74,7 @@ TEST(RendezvousKeysTest, OtherKeysAreRefusedNamingWhatIsWrong) {
             "rendezvous key 'job/a/attempt/-1/host/1': the attempt '-1' is not a decimal number");
   EXPECT_EQ(Refused("job/a/attempt/0/tcp/1"),
             "rendezvous key 'job/a/attempt/0/tcp/1': 'tcp' is not a rank key's kind (host, stall, "
-            "abort or absent)");
+            "abort, absent or committed)");
   EXPECT_EQ(Refused("job/a/attempt/0/host/+1"),
             "rendezvous key 'job/a/attempt/0/host/+1': the rank '+1' is not a decimal number");
   EXPECT_EQ(Refused("job/a/attempt/0/host/99999999999"),

@@ -304,6 +304,36 @@ TEST_F(HvdrunElastic, DiscoveryScriptGrowsTheJobAndGarbageDoesNotDisturbIt) {
   }
 }
 
+// The discovery script's list shrinking: the newest worker above the host's new count is stopped
+// (not as a failure) and the others re-form without it; the slot is used again when the list
+// gives it back.
+TEST_F(HvdrunElastic, DiscoveryScriptShrinksTheJobAndGrowsItBack) {
+  const std::string hosts = dir_ / "hosts";
+  WriteFile(hosts, "localhost:3\n");
+  std::thread changer([&] {
+    for (const char* list : {"localhost:2\n", "localhost:3\n"}) {
+      std::this_thread::sleep_for(std::chrono::seconds(5));
+      WriteFile(hosts + ".new", list);
+      rename((hosts + ".new").c_str(), hosts.c_str());
+    }
+  });
+  ProcResult r = Hvdrun(
+      {"-np", "3", "--min-np", "1", "--max-np", "3", "--host-discovery-script", "cat " + hosts},
+      {"--steps", "400", "--step-sleep", "0.05"});
+  changer.join();
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.err,
+             "worker 2 on localhost is being removed: localhost has 2 slots in "
+             "--host-discovery-script's list now, and 3 of the job's workers");
+  EXPECT_HAS(r.err, "generation 1: worker 2 on localhost was removed: ");
+  EXPECT_HAS(r.err, "generation 2: worker 3 on localhost joined; 3 workers (--max-np 3)");
+  for (const char* w : {"0", "1", "3"}) {
+    EXPECT_HAS(r.out, std::string("<stdout>:worker ") + w + " final: rank ");
+  }
+  EXPECT_HAS(r.out, "/3 weight ");
+}
+
 // A failed worker's slot is not used again: with the discovery script's 3 slots and --max-np 4,
 // the two survivors go on alone (a fourth worker was started in the failed one's place: the
 // host's slots were counted against the live workers only).

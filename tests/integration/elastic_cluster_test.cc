@@ -2,7 +2,9 @@
 // processes on 127.0.0.1 (cluster_harness.h) and the Horovod elastic script of the hvdrun tests
 // (tests/cli/elastic_program.py): the agents are the discovery. An agent that registers mid-job
 // gets workers up to --max-np, which join with the state of rank 0 while the others move at their
-// next commit; an agent killed with kill -9 takes its workers with it and the others go on. The
+// next commit; an agent killed with kill -9 takes its workers with it and the others go on; a
+// discovery script that moves the job to another host has the old workers stopped once the new
+// ones hold the state. The
 // final model is checked exactly, the membership events through REST, and nothing survives.
 // Skips when /usr/bin/python3 has no torch.
 #include "cluster_harness.h"
@@ -113,6 +115,56 @@ TEST_F(ElasticCluster, WorkersAddedAfterTheLastCommitDoNotFailAFinishedJob) {
   EXPECT_HAS(r.err, " joined; 4 workers (--max-np 4)");  // it did grow, after training
   const json j = Get("/v1/jobs/" + id);
   EXPECT_EQ(j["state"], "SUCCEEDED") << j.dump(2);
+  EXPECT_EQ(WorkersLeft(), std::vector<std::string>{});
+}
+
+// The discovery script moves the job from node-a to node-b in one answer: node-b's new workers
+// join (generation 1), but node-a's stay until worker 2, rank 0 after them, holds the training
+// state (it committed after syncing from rank 0); then they are stopped, not as failures, and
+// node-b's go on alone with the model trained so far (generation 2). Stopping them earlier would
+// have the others sync to worker 2's initial model (a failure restores the last commit).
+TEST_F(ElasticCluster, ADiscoveryScriptMovingTheJobStopsTheOldWorkersOnceTheNewHoldTheState) {
+  ASSERT_NO_FATAL_FAILURE(AddAgent("node-b"));
+  const std::string hosts = dir_ / "hosts";
+  clitest::WriteFile(hosts, "node-a:2\n");
+  constexpr int kSteps = 150;
+  std::unique_ptr<Proc> run = Start(
+      Job({"-np", "2", "--min-np", "1", "--max-np", "4", "--host-discovery-script", "cat " + hosts},
+          {"--steps", std::to_string(kSteps), "--step-sleep", "0.1", "--report-first"}));
+  const std::string id = NewJob({});
+  ASSERT_FALSE(id.empty());
+  ASSERT_NO_FATAL_FAILURE(WaitOutput(run.get(), "worker 0 first allreduce"));
+  ASSERT_NO_FATAL_FAILURE(WaitOutput(run.get(), "worker 1 first allreduce"));
+  clitest::WriteFile(hosts + ".new", "node-b:2\n");
+  ASSERT_EQ(rename((hosts + ".new").c_str(), hosts.c_str()), 0);
+  ProcResult r = run->Wait(seconds(90));
+  ASSERT_FALSE(r.timed_out) << r.err;
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_HAS(r.err, "generation 1: workers 2 on node-b, 3 on node-b joined; 4 workers");
+  EXPECT_HAS(r.err,
+             "workers 0, 1 go on though --host-discovery-script's list has no room for "
+             "them any more: no other worker would stay");
+  EXPECT_HAS(r.err, "generation 2: worker ");
+  EXPECT_HAS(r.err,
+             " on node-a was removed: its host node-a is not in --host-discovery-script's "
+             "list any more");
+  // 2 workers until step k1 (node-a's moved to generation 1 at that commit), 4 until k2 (the
+  // commit node-b's went back to when node-a's were stopped), then 2.
+  auto step_of = [&](const std::string& marker) {
+    const size_t at = r.out.find(marker);
+    EXPECT_NE(at, std::string::npos) << marker << "\n" << r.out << r.err;
+    return at == std::string::npos ? -1 : std::atoi(r.out.c_str() + at + marker.size());
+  };
+  const int k1 = step_of("[0]<stdout>:worker 0 reset: rank 0/4 at step ");
+  const int k2 = step_of("[2]<stdout>:worker 2 reset: rank 0/2 at step ");
+  EXPECT_GT(k1, 0);
+  EXPECT_GT(k2, k1);  // worker 2 had committed in generation 1
+  const std::string weight = "weight " +
+                             std::to_string(2 * k1 + 4 * (k2 - k1) + 2 * (kSteps - k2)) +
+                             " steps " + std::to_string(kSteps);
+  EXPECT_HAS(r.out, "[2]<stdout>:worker 2 final: rank 0/2 " + weight);
+  EXPECT_HAS(r.out, "[3]<stdout>:worker 3 final: rank 1/2 " + weight);
+  EXPECT_EQ(r.out.find("worker 0 final"), std::string::npos) << r.out;
   EXPECT_EQ(WorkersLeft(), std::vector<std::string>{});
 }
 

@@ -154,6 +154,26 @@ TEST(ElasticMembershipTest, EachGenerationAndSessionMeetsApart) {
   EXPECT_NE(ElasticScope(a, 0, 1), base::IncarnationScope(a, 1));
 }
 
+// What a session's first ElasticGeneration() writes: the launcher reads the worker's id and the
+// generation from it (launcherd/job_shrink.cc holds off a shrink until rank 0 has committed).
+TEST(ElasticMembershipTest, NoteCommittedNamesTheWorkerAndItsGeneration) {
+  AttemptStore st;
+  Membership m;
+  m.generation = 4;
+  m.workers = {0, 3, 7};
+  m.rank = 2;
+  ASSERT_TRUE(NoteCommitted(*st.attempt, m).ok());
+  std::string v;
+  ASSERT_TRUE(st.attempt->Get("committed/7", &v).ok());
+  EXPECT_EQ(v, "4");
+  base::RankKeyParts k;
+  ASSERT_TRUE(base::ParseRankKey(base::AttemptScope("j1", 0) + "/committed/7", &k).ok());
+  EXPECT_EQ(k.kind, base::RankKeyKind::kCommitted);
+  EXPECT_EQ(k.rank, 7);
+  m.rank = -1;  // not a member: nothing to say
+  EXPECT_EQ(NoteCommitted(*st.attempt, m).code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(ElasticMembershipTest, OnlyRemovedIsHorovodsSkipSync) {
   EXPECT_TRUE(OnlyRemoved({0, 1, 2, 3}, {0, 2, 3}));
   EXPECT_TRUE(OnlyRemoved({0, 1, 2}, {2}));

@@ -90,7 +90,9 @@ struct ElasticGenerationInfo {
   int64_t latest = 0;         // the newest published (>= joined)
   bool only_removed = false;  // the newest only lost workers (no state sync needed)
 };
-// FailedPrecondition when not initialized or not elastic.
+// FailedPrecondition when not initialized or not elastic. Call it where the state is synced (at
+// a commit): a session's first call also tells the launcher that this worker holds the training
+// state, which a shrinking discovery script waits for (docs/elastic.md "Shrinking").
 HVD_EXPORT Status ElasticGeneration(ElasticGenerationInfo* info);
 
 // ---- Process sets (Horovod 0.23+) ----------------------------------------------------------

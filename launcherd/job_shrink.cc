@@ -1,0 +1,107 @@
+// An elastic job shrinking by its discovery script (docs/elastic.md "Shrinking"): when the
+// script's list no longer names a host, or gives it fewer slots than the job's workers there,
+// the workers beyond it are stopped (RemoveWorkers, not as failures: their slots stay usable and
+// their host is not held against) and the others re-form without them, as after a loss.
+//
+// Vocabulary:
+//   beyond  - a live worker on a host the list does not name, or above a named host's slots
+//             (the newest workers of that host first: the oldest keep rank 0 and its state).
+//   holder  - a worker that holds the training state: one started with the job (its workers
+//             all begin from the same state and train together), or one that committed after it
+//             joined (base::RankKeyKind::kCommitted: its state was synced from a holder, then
+//             saved). A new worker that has not committed holds only its initial model: a
+//             failure makes it restore that (hvd.elastic's TorchState, as Horovod's, saves at
+//             commit() only, not at sync()).
+// Why the holder rule: the stop fails the others' collectives, they restore their last commit
+// and sync from rank 0 of the next generation, the lowest worker id that stays. Unless that
+// worker is a holder, the job would go on from its initial model, silently. Horovod fails the
+// job when no host of the previous set stays ("No hosts from previous set remaining"); hvd keeps
+// the workers beyond the list until the next rank 0 holds the state (a new host's workers
+// commit once), then stops them.
+#include <algorithm>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "launcherd/job.h"
+
+namespace hvd::launcherd {
+
+std::map<int, std::string> Job::WorkersBeyondHosts(
+    const std::map<std::string, std::string>& advertise) const {
+  std::map<int, std::string> beyond;
+  const std::vector<control::HostRequest>& hosts = status.spec.hosts;
+  if (!ReForms() || hosts.empty()) return beyond;
+  std::map<std::string, std::vector<int>> on_host;  // the staying workers, oldest first
+  for (int id : StayingWorkers()) on_host[status.ranks[id].placement.host].push_back(id);
+  for (const auto& [host, ids] : on_host) {
+    const control::HostRequest* listed = nullptr;
+    for (const control::HostRequest& h : hosts) {
+      bool named = h.host == host;
+      for (int id : ids) {  // or by an address one of its agents advertises
+        auto a = advertise.find(status.ranks[id].placement.agent_id);
+        named = named || (a != advertise.end() && a->second == h.host);
+      }
+      if (named) {
+        listed = &h;
+        break;
+      }
+    }
+    const int keep = listed == nullptr ? 0 : listed->slots;
+    if (static_cast<int>(ids.size()) <= keep) continue;
+    const std::string why =
+        listed == nullptr
+            ? "its host " + host + " is not in --host-discovery-script's list any more"
+            : host + " has " + std::to_string(keep) + " slot" + (keep == 1 ? "" : "s") +
+                  " in --host-discovery-script's list now, and " + std::to_string(ids.size()) +
+                  " of the job's workers";
+    for (size_t i = static_cast<size_t>(keep); i < ids.size(); ++i) beyond[ids[i]] = why;
+  }
+  return beyond;
+}
+
+bool Job::ShrinkTo(const std::map<int, std::string>& beyond, Instant now) {
+  if (beyond.empty() || !ReForms() || terminal() || elastic_finishing_) {
+    shrink_pending_ = false;
+    return false;
+  }
+  int next_rank0 = -1;  // the lowest worker id that stays
+  for (int id : StayingWorkers()) {
+    if (!beyond.count(id)) {
+      next_rank0 = id;
+      break;
+    }
+  }
+  const bool holder =
+      next_rank0 >= 0 && (next_rank0 < status.spec.np || committed_.count(next_rank0));
+  if (!holder) {
+    if (!shrink_pending_) {
+      std::vector<int> ids;
+      for (const auto& [id, why] : beyond) ids.push_back(id);
+      AddMembershipEvent(
+          "worker" + std::string(ids.size() == 1 ? " " : "s ") + RankList(ids, false) +
+              (ids.size() == 1 ? " goes" : " go") +
+              " on though --host-discovery-script's list has no room for "
+              "them any more: " +
+              (next_rank0 < 0 ? std::string("no other worker would stay; they are stopped "
+                                            "once workers on the listed hosts hold the "
+                                            "training state")
+                              : "worker " + std::to_string(next_rank0) +
+                                    ", rank 0 after them, does not hold the training state "
+                                    "yet (it joined later and has not committed); stopped "
+                                    "once it does"),
+          now);
+      Changed(/*marker=*/true);  // a membership event: watchers show it now
+    }
+    shrink_pending_ = true;
+    return false;
+  }
+  shrink_pending_ = false;
+  return RemoveWorkers(beyond, "left --host-discovery-script's list", now, /*failed=*/false);
+}
+
+void Job::NoteCommitted(int worker) {
+  if (worker >= 0 && worker < static_cast<int>(status.ranks.size())) committed_.insert(worker);
+}
+
+}  // namespace hvd::launcherd

@@ -1,0 +1,154 @@
+// An elastic job shrinking by its discovery script (launcherd/job_shrink.cc, docs/elastic.md
+// "Shrinking"): which workers lie beyond the host list (a host left out, fewer slots, a host
+// named by its agent's address), their stop and their end read as a removal that is not a
+// failure (the slot stays usable, the host is not held against), and the wait until the worker
+// that would be rank 0 after them holds the training state.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "job_elastic_fixture.h"
+#include "testutil/expect.h"
+
+namespace hvd::launcherd {
+namespace {
+
+using namespace std::chrono_literals;
+
+using testing::At;
+using testing::ElasticJob;
+using testing::Ended;
+using testing::Report;
+
+const std::map<std::string, std::string> kAdvertise = {{"a", "addr-a"}, {"b", "addr-b"}};
+
+std::string LastProgress(const Job& job) {
+  for (int64_t i = job.log.end() - 1; i >= job.log.begin(); --i) {
+    if (job.log.at(i).kind == JobLog::Entry::Kind::kProgress) return job.log.at(i).progress;
+  }
+  return "";
+}
+
+TEST(JobShrinkTest, WorkersBeyondTheListAreTheNewestOnEachHost) {
+  auto job = ElasticJob(4, 1);  // workers 0, 1 on h-a; 2, 3 on h-b
+  job->status.spec.hosts = {{"h-a", 2}, {"h-b", 2}};
+  EXPECT_TRUE(job->WorkersBeyondHosts(kAdvertise).empty());
+
+  job->status.spec.hosts = {{"h-a", 2}};
+  EXPECT_EQ(job->WorkersBeyondHosts(kAdvertise),
+            (std::map<int, std::string>{
+                {2, "its host h-b is not in --host-discovery-script's list any more"},
+                {3, "its host h-b is not in --host-discovery-script's list any more"}}));
+
+  job->status.spec.hosts = {{"h-a", 1}, {"h-b", 4}};
+  EXPECT_EQ(job->WorkersBeyondHosts(kAdvertise),
+            (std::map<int, std::string>{
+                {1,
+                 "h-a has 1 slot in --host-discovery-script's list now, and 2 of the job's "
+                 "workers"}}));
+
+  // A list may name a host by the address its agent advertises.
+  job->status.spec.hosts = {{"addr-b", 1}, {"h-a", 2}};
+  EXPECT_EQ(job->WorkersBeyondHosts(kAdvertise).size(), 1u);
+  EXPECT_EQ(job->WorkersBeyondHosts(kAdvertise).count(3), 1u);
+}
+
+TEST(JobShrinkTest, TheWorkersOfAHostLeftOutAreStoppedAndLeaveWithoutFailing) {
+  auto job = ElasticJob(4, 1);
+  job->TakePublications();
+  job->status.spec.hosts = {{"h-a", 2}};
+  ASSERT_TRUE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(1s)));
+  EXPECT_FALSE(job->shrink_pending());
+  std::vector<Job::Stop> stops = job->TakeStops();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].agent_id, "b");
+  EXPECT_EQ(stops[0].command.ranks, (std::vector<int>{2, 3}));
+  EXPECT_HAS(stops[0].command.reason, "elastic workers 2, 3 left --host-discovery-script's list");
+  EXPECT_EQ(job->status.elastic.events.back().what,
+            "worker 3 on h-b is being removed: its host h-b is not in --host-discovery-script's "
+            "list any more");
+
+  Report(*job, Ended(2, RankState::kKilled), At(2s));
+  Report(*job, Ended(3, RankState::kKilled), At(2s));
+  EXPECT_EQ(job->state(), JobState::kRunning);
+  EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1}));
+  const auto& events = job->status.elastic.events;
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[events.size() - 2].what,
+            "generation 1: worker 2 on h-b was removed: its host h-b is not in "
+            "--host-discovery-script's list any more; worker 3, being removed too, left out; 2 "
+            "workers go on");
+  // Not failures: both slots may be used again, and two ends on h-b did not leave it out.
+  EXPECT_EQ(job->DroppedSlotsOn("b"), 0);
+  EXPECT_TRUE(job->ElasticSlotUsable("b", "h-b", 0, testing::kT0.steady + 3s));
+  EXPECT_FALSE(job->HostLeftOutForGood("h-b"));
+}
+
+TEST(JobShrinkTest, NobodyIsStoppedUntilTheNextRankZeroHoldsTheState) {
+  auto job = ElasticJob(2, 1);  // workers 0, 1 on h-a... and h-b (ElasticJob splits them)
+  job->status.spec.max_np = 4;
+  job->at_rendezvous = 2;
+  for (int id : {2, 3}) {  // grown onto h-c
+    RankStatus added = job->status.ranks[1];
+    added.placement.rank = id;
+    added.placement.agent_id = "c";
+    added.placement.host = "h-c";
+    added.state = RankState::kRunning;
+    job->status.ranks.push_back(added);
+  }
+  job->ElasticGrew({2, 3}, At(1s));
+  job->TakeStops();
+  // The list now names only the new host: the workers started with the job would all go, and
+  // the new ones have not committed (they may not have synced yet).
+  job->status.spec.hosts = {{"h-c", 2}};
+  const std::map<int, std::string> beyond = job->WorkersBeyondHosts(kAdvertise);
+  EXPECT_EQ(beyond.size(), 2u);
+  EXPECT_FALSE(job->ShrinkTo(beyond, At(2s)));
+  EXPECT_TRUE(job->shrink_pending());
+  EXPECT_TRUE(job->TakeStops().empty());
+  const std::string said =
+      "workers 0, 1 go on though --host-discovery-script's list has no room for them any more: "
+      "worker 2, rank 0 after them, does not hold the training state yet (it joined later and "
+      "has not committed); stopped once it does";
+  EXPECT_EQ(job->status.elastic.events.back().what, said);
+  EXPECT_EQ(LastProgress(*job), said);
+  const size_t events = job->status.elastic.events.size();
+  EXPECT_FALSE(job->ShrinkTo(beyond, At(3s)));  // said once
+  EXPECT_EQ(job->status.elastic.events.size(), events);
+
+  // Worker 3 committed, but worker 2 would be rank 0: the others would sync to its state.
+  job->NoteCommitted(3);
+  EXPECT_FALSE(job->ShrinkTo(beyond, At(4s)));
+  EXPECT_TRUE(job->TakeStops().empty());
+  job->NoteCommitted(2);
+  EXPECT_TRUE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(5s)));
+  EXPECT_FALSE(job->shrink_pending());
+  size_t stopped = 0;
+  for (const Job::Stop& s : job->TakeStops()) stopped += s.command.ranks.size();
+  EXPECT_EQ(stopped, 2u);
+}
+
+TEST(JobShrinkTest, AListWithoutAnyOfTheJobsHostsStopsNobodyBeforeWorkersStartThere) {
+  auto job = ElasticJob(2, 1);
+  job->status.spec.hosts = {{"h-new", 2}};
+  EXPECT_FALSE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(1s)));
+  EXPECT_TRUE(job->shrink_pending());
+  EXPECT_TRUE(job->TakeStops().empty());
+  EXPECT_EQ(job->status.elastic.events.back().what,
+            "workers 0, 1 go on though --host-discovery-script's list has no room for them any "
+            "more: no other worker would stay; they are stopped once workers on the listed hosts "
+            "hold the training state");
+}
+
+TEST(JobShrinkTest, AFixedJobNeverShrinks) {
+  auto job = testing::JobWithRanks(2, RankState::kRunning);
+  job->status.spec.hosts = {{"elsewhere", 1}};
+  EXPECT_TRUE(job->WorkersBeyondHosts(kAdvertise).empty());
+  EXPECT_FALSE(job->ShrinkTo({{0, "why"}}, At(1s)));
+  EXPECT_TRUE(job->TakeStops().empty());
+}
+
+}  // namespace
+}  // namespace hvd::launcherd
