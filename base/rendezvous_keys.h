@@ -10,6 +10,8 @@
 //     absent/<worker>          an elastic worker waited HVD_PEER_TIMEOUT_SECONDS at a re-form
 //                              meeting for workers it had run with: "<generation> <ids> <ms>"
 //                              (ElasticAbsence); the launcher stops them (docs/elastic.md)
+//     committed/<worker>       an elastic worker saved a synced state (its generation); a
+//                              shrink by the discovery script waits for the next rank 0's
 //     init/<k>/...             the k-th re-Init of the same processes (k >= 1): its own host/
 //                              and transport keys
 //     elastic/latest           an elastic job's newest membership generation ("3"), written by
@@ -26,7 +28,8 @@
 //   The transports keep their addresses under the scope they are given ("tcp/tcp/<rank>",
 //   "shm/shm/<rank>", ...): only ranks read them (runtime/transport/).
 //
-// The launcher watches host/, stall/, abort/ and absent/ keys of an attempt (ParseRankKey), and
+// The launcher watches host/, stall/, abort/, absent/ and committed/ keys of an attempt
+// (ParseRankKey), and
 // the host/ keys of later elastic meetings (ParseElasticMeetingKey).
 #pragma once
 
@@ -74,8 +77,8 @@ Status ParseElasticAbsence(const std::string& text, ElasticAbsence* out);
 
 // The keys of one rank under an attempt's scope.
 // kCommitted ("committed/<worker>", an elastic worker's, its value the generation it joined): the
-// worker synced and committed the training state in that generation (its session's first
-// ElasticGeneration() call, from a commit), so the launcher may count it as holding the state.
+// worker saved a state synced with the others (hvd::ElasticCommitted, at a commit), so the
+// launcher may count it as holding the training state.
 enum class RankKeyKind { kHost, kStall, kAbort, kAbsent, kCommitted };
 // "host", "stall", "abort", "absent", "committed".
 const char* RankKeyKindName(RankKeyKind kind);

@@ -76,7 +76,8 @@ class EmbeddedClusterImpl : public EmbeddedCluster {
     lo.listen = "127.0.0.1:0";
     lo.token = token_;
     lo.kill_grace = o.kill_grace;
-    lo.closed_cluster = true;  // its one agent is started below; nobody else has the token
+    // Its one agent is started below; it listens on 127.0.0.1 with a token only this user reads.
+    lo.closed_cluster = true;
     HVD_RETURN_IF_ERROR_CTX(launcherd::Launcher::Start(lo, &launcher_), "embedded launcher");
     address_ = launcher_->grpc_address();
     agent::AgentOptions ao;

@@ -385,10 +385,19 @@ int RunCommand(int argc, char** argv, int first) {
     if (flags.Given("--slots-per-host")) {
       o.default_slots = static_cast<int>(f.job.horovod.slots_per_host);
     }
+    const bool rename_local = !local && !f.ssh.enabled;  // as the first answer was
     discovery = std::make_unique<HostDiscovery>(
         o, initial,
-        [&client, job_id](const std::vector<control::HostSlots>& hosts) {
-          return client->UpdateJobHosts(job_id, hosts);
+        [&client, job_id, rename_local](const std::vector<control::HostSlots>& hosts) {
+          if (!rename_local) return client->UpdateJobHosts(job_id, hosts);
+          // "localhost" is this host's agent, by the name it registered under: otherwise the
+          // launcher would find the workers here beyond the list and stop them.
+          control::JobSpec named;
+          for (const control::HostSlots& h : hosts) named.hosts.push_back({h.host, h.slots});
+          LocalhostToHostName(&named);
+          std::vector<control::HostSlots> renamed;
+          for (const control::HostRequest& h : named.hosts) renamed.push_back({h.host, h.slots});
+          return client->UpdateJobHosts(job_id, renamed);
         },
         [&sink](const std::string& m) { sink->Message("hvdrun: " + m); });
   }

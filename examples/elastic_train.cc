@@ -141,8 +141,10 @@ int main(int argc, char** argv) {
       state.step() += 1;
       if (static_cast<int>(state.step()) % args.commit_every == 0) {
         committed = state;  // commit
+        // The launcher may now count this worker as holding the state (a shrink waits for it).
+        s = hvd::ElasticCommitted();
         bool updated = false;
-        s = HostsUpdated(&updated);
+        if (s.ok()) s = HostsUpdated(&updated);
         if (s.ok() && updated) {
           s = Reform("workers joined");
           need_sync = true;  // the new workers get the state; nothing goes back

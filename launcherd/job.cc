@@ -195,6 +195,7 @@ void Job::NextAttempt(Instant now) {
   first_loss_.clear();
   removing_.clear();
   shrink_pending_ = false;
+  shrink_waiting_.clear();
   committed_.clear();
   member_since_.clear();
   running_since_.clear();
@@ -324,11 +325,13 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
     const auto removed = removing_.find(ev.rank);
     bool failed = true;
     if (removed != removing_.end()) {
+      // Stopped because the host list left it out: no failure, however it ended (its host may
+      // be going down, and SIGTERM it first).
+      failed = removed->second.failed;
       if (ev.state == RankState::kKilled) {
         f.message = "rank " + std::to_string(ev.rank) + " on " + f.host +
                     " was removed: " + removed->second.reason;
         code = control::kGenericFailureExitCode;
-        failed = removed->second.failed;
       } else {
         f.message += " while the launcher was removing it";
       }

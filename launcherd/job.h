@@ -221,6 +221,16 @@ class Job {
   // says to try again later. True when a stop was queued.
   bool ShrinkTo(const std::map<int, std::string>& beyond, Instant now);
   bool shrink_pending() const { return shrink_pending_; }
+  // Whether worker `id` is beyond the host list and waits for that holder: it does not count
+  // against --max-np meanwhile (the listed hosts' new workers are what the stop waits for).
+  bool ShrinkWaits(int id) const { return shrink_waiting_.count(id) > 0; }
+  // The reason a shrink gives the agent's StopRanks (and so the stopped rank's error).
+  static constexpr const char* kLeftTheList = "left --host-discovery-script's list";
+  // Whether worker `id` is being stopped because the host list left it out (not a failure).
+  bool LeavingTheList(int id) const {
+    auto it = removing_.find(id);
+    return it != removing_.end() && !it->second.failed;
+  }
   // Worker `worker` committed its state after it joined (base::ElasticCommittedKey): it holds
   // the training state from now on.
   void NoteCommitted(int worker);
@@ -435,7 +445,8 @@ class Job {
   std::map<int, Removal> removing_;
   // Workers beyond the host list wait for a state holder to stay (ShrinkTo); said once.
   bool shrink_pending_ = false;
-  std::set<int> committed_;  // NoteCommitted's workers (in memory only)
+  std::set<int> shrink_waiting_;  // ShrinkWaits
+  std::set<int> committed_;       // NoteCommitted's workers (in memory only)
   // Queues StopRanks for `ids` (in removing_), grouped by agent.
   void QueueRemovalStops(const std::vector<int>& ids, int signal, std::chrono::milliseconds grace,
                          Clock::time_point now);

@@ -123,7 +123,8 @@ void Job::ElasticRestored(Instant now) {
     if (r.state == RankState::kExited && r.exit_code == 0 && r.signal == 0) {
       elastic_finishing_ = true;
       if (finished_by_.empty()) finished_by_ = "worker " + std::to_string(p.rank) + " on " + p.host;
-    } else if (control::RankEnded(r.state)) {
+    } else if (control::RankEnded(r.state) &&
+               r.error.find(kLeftTheList) == std::string::npos) {  // not a shrink's
       dropped_slots_.insert({p.agent_id, p.slot});
       const bool agent_lost = r.error.find("agent on ") != std::string::npos;
       if (agent_lost || ++failures_by_host_[p.host] >= 2) {
@@ -132,6 +133,9 @@ void Job::ElasticRestored(Instant now) {
       }
     }
   }
+  // Workers beyond the host list are looked for again at the next tick (a shrink that waited
+  // is not in the record; workers say again that they committed within 10 s).
+  shrink_pending_ = ReForms() && !status.spec.hosts.empty();
 }
 
 void Job::WorkerFinished(int rank, Instant now) {
@@ -168,6 +172,18 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
     }
     Changed(/*marker=*/false);
     return;
+  }
+  // Workers that were leaving the host list (their agent lost as their host went down): no
+  // failure either.
+  const std::vector<int> gone = also.empty() ? std::vector<int>{f.rank} : also;
+  bool leaving = true;
+  for (int id : gone) leaving = leaving && LeavingTheList(id);
+  if (leaving) failed = agent_lost = false;
+  for (int id : gone) {
+    if (id >= 0 && id < static_cast<int>(status.ranks.size()) &&
+        !RankLive(status.ranks[id].state)) {
+      removing_.erase(id);
+    }
   }
   if (failed && f.rank >= 0 && f.rank < static_cast<int>(status.ranks.size())) {
     const control::RankSlot& p = status.ranks[f.rank].placement;
@@ -388,6 +404,9 @@ std::string Job::LossesSinceMinNp() const {
     if (it->what.rfind("generation ", 0) == 0) break;
     if (it->what.find(" is being removed: ") != std::string::npos) continue;  // said when gone
     if (it->what.find(" (left out of generation ") != std::string::npos) continue;  // said before
+    // Not losses: workers joining below --min-np, workers beyond the host list going on.
+    if (it->what.find(" joined; ") != std::string::npos) continue;
+    if (it->what.find(" on though --host-discovery-script's list") != std::string::npos) continue;
     lost = it->what.substr(0, it->what.find("; ")) + (lost.empty() ? "" : "; " + lost);
   }
   return lost;
@@ -404,7 +423,9 @@ void Job::ElasticTimeout(Instant now) {
 }
 
 bool Job::ElasticWaiting() const {
-  return elastic() && !terminal() && !elastic_finishing_ && status.elastic.below_min_since_ms != 0;
+  const JobState state = status.state;
+  return elastic() && (state == JobState::kRunning || state == JobState::kStarting) &&
+         !elastic_finishing_ && status.elastic.below_min_since_ms != 0;
 }
 
 bool Job::HostLeftOutForGood(const std::string& host) const {

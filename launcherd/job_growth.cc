@@ -12,7 +12,7 @@ namespace hvd::launcherd {
 
 bool Job::ElasticWantsWorkers() const {
   if (!ReForms() || status.state != JobState::kRunning || elastic_finishing_) return false;
-  return Tally().live < status.spec.max_np;
+  return Tally().live - static_cast<int>(shrink_waiting_.size()) < status.spec.max_np;
 }
 
 bool Job::ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot,
@@ -90,16 +90,19 @@ void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
 bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
   if (!job.ElasticWantsWorkers()) return false;
   const control::JobSpec& spec = job.status.spec;
-  int live = 0;
+  int live = 0, leaving = 0;
   std::map<std::string, int> live_on_host;
   for (const RankStatus& r : job.status.ranks) {
     if (!RankLive(r.state)) continue;
     // A worker being removed still holds its slot, but not its place in the next generation
     // (Job::StayingWorkers): the new workers' rank and size are counted without it.
     live += !job.BeingRemoved(r.placement.rank);
+    // One beyond the host list keeps its place until the new ones hold the state, but not its
+    // share of --max-np (the job runs above it until then).
+    leaving += job.ShrinkWaits(r.placement.rank);
     ++live_on_host[r.placement.host];
   }
-  int want = spec.max_np - live;
+  int want = spec.max_np - (live - leaving);
   // With -H, only the named hosts, each up to its count.
   auto allowance = [&](const control::AgentSlots& a) -> int {
     if (spec.hosts.empty()) return want;
@@ -161,8 +164,10 @@ bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
 
 bool Scheduler::CouldGrow(const Job& job, const Pass& pass, std::string* why) {
   if (pass.agents.empty()) return true;
-  std::map<std::string, int> held;  // agent id -> slots its live workers hold
-  for (const RankStatus& r : job.status.ranks) held[r.placement.agent_id] += RankLive(r.state);
+  std::map<std::string, int> held;                // agent id -> slots its live workers hold
+  for (const RankStatus& r : job.status.ranks) {  // not those the host list left out: no failure
+    held[r.placement.agent_id] += RankLive(r.state) && !job.LeavingTheList(r.placement.rank);
+  }
   int slots = 0, live = 0, failed = 0;
   std::vector<std::string> left_out;
   for (const control::AgentSlots& a : pass.agents) {

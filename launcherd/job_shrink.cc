@@ -20,6 +20,7 @@
 // commit once), then stops them.
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,25 +33,21 @@ std::map<int, std::string> Job::WorkersBeyondHosts(
   std::map<int, std::string> beyond;
   const std::vector<control::HostRequest>& hosts = status.spec.hosts;
   if (!ReForms() || hosts.empty()) return beyond;
+  std::map<std::string, const control::HostRequest*> listed;  // by the name the list gives
+  for (const control::HostRequest& h : hosts) listed.emplace(h.host, &h);
   std::map<std::string, std::vector<int>> on_host;  // the staying workers, oldest first
   for (int id : StayingWorkers()) on_host[status.ranks[id].placement.host].push_back(id);
   for (const auto& [host, ids] : on_host) {
-    const control::HostRequest* listed = nullptr;
-    for (const control::HostRequest& h : hosts) {
-      bool named = h.host == host;
-      for (int id : ids) {  // or by an address one of its agents advertises
-        auto a = advertise.find(status.ranks[id].placement.agent_id);
-        named = named || (a != advertise.end() && a->second == h.host);
-      }
-      if (named) {
-        listed = &h;
-        break;
-      }
+    auto it = listed.find(host);
+    for (size_t i = 0; i < ids.size() && it == listed.end(); ++i) {
+      // Or by an address one of its agents advertises.
+      auto a = advertise.find(status.ranks[ids[i]].placement.agent_id);
+      if (a != advertise.end()) it = listed.find(a->second);
     }
-    const int keep = listed == nullptr ? 0 : listed->slots;
+    const int keep = it == listed.end() ? 0 : it->second->slots;
     if (static_cast<int>(ids.size()) <= keep) continue;
     const std::string why =
-        listed == nullptr
+        it == listed.end()
             ? "its host " + host + " is not in --host-discovery-script's list any more"
             : host + " has " + std::to_string(keep) + " slot" + (keep == 1 ? "" : "s") +
                   " in --host-discovery-script's list now, and " + std::to_string(ids.size()) +
@@ -61,8 +58,11 @@ std::map<int, std::string> Job::WorkersBeyondHosts(
 }
 
 bool Job::ShrinkTo(const std::map<int, std::string>& beyond, Instant now) {
-  if (beyond.empty() || !ReForms() || terminal() || elastic_finishing_) {
+  const JobState state = status.state;
+  if (beyond.empty() || !ReForms() || elastic_finishing_ ||
+      (state != JobState::kRunning && state != JobState::kStarting)) {
     shrink_pending_ = false;
+    shrink_waiting_.clear();
     return false;
   }
   int next_rank0 = -1;  // the lowest worker id that stays
@@ -75,29 +75,39 @@ bool Job::ShrinkTo(const std::map<int, std::string>& beyond, Instant now) {
   const bool holder =
       next_rank0 >= 0 && (next_rank0 < status.spec.np || committed_.count(next_rank0));
   if (!holder) {
-    if (!shrink_pending_) {
-      std::vector<int> ids;
-      for (const auto& [id, why] : beyond) ids.push_back(id);
+    std::set<int> waiting;
+    for (const auto& [id, why] : beyond) waiting.insert(id);
+    if (!shrink_pending_ || waiting != shrink_waiting_) {  // said once for each set
+      const std::vector<int> ids(waiting.begin(), waiting.end());
+      const bool one = ids.size() == 1;
       AddMembershipEvent(
-          "worker" + std::string(ids.size() == 1 ? " " : "s ") + RankList(ids, false) +
-              (ids.size() == 1 ? " goes" : " go") +
-              " on though --host-discovery-script's list has no room for "
-              "them any more: " +
-              (next_rank0 < 0 ? std::string("no other worker would stay; they are stopped "
-                                            "once workers on the listed hosts hold the "
-                                            "training state")
-                              : "worker " + std::to_string(next_rank0) +
-                                    ", rank 0 after them, does not hold the training state "
-                                    "yet (it joined later and has not committed); stopped "
-                                    "once it does"),
+          "worker" + std::string(one ? " " : "s ") + RankList(ids, false) +
+              (one ? " goes on though --host-discovery-script's list has no room for it"
+                   : " go on though --host-discovery-script's list has no room for them") +
+              " any more: " +
+              (next_rank0 < 0
+                   ? std::string("no other worker would stay; stopped once workers on the "
+                                 "listed hosts hold the training state")
+                   : "worker " + std::to_string(next_rank0) +
+                         ", rank 0 after the stop, does not hold the training state yet (it "
+                         "joined later and has not committed); stopped once it does"),
           now);
       Changed(/*marker=*/true);  // a membership event: watchers show it now
     }
+    // They do not count against --max-np meanwhile: workers on the listed hosts must start.
+    shrink_waiting_ = std::move(waiting);
     shrink_pending_ = true;
     return false;
   }
+  const bool stopped = RemoveWorkers(beyond, kLeftTheList, now, /*failed=*/false);
+  // RemoveWorkers skips a worker not yet in a published generation (one grown below --min-np):
+  // it is stopped at a later try.
+  shrink_waiting_.clear();
   shrink_pending_ = false;
-  return RemoveWorkers(beyond, "left --host-discovery-script's list", now, /*failed=*/false);
+  for (const auto& [id, why] : beyond) {
+    if (!removing_.count(id) && RankLive(status.ranks[id].state)) shrink_pending_ = true;
+  }
+  return stopped;
 }
 
 void Job::NoteCommitted(int worker) {

@@ -188,6 +188,12 @@ Status ElasticGeneration(ElasticGenerationInfo* info) {
   return ctx->ElasticGeneration(&info->joined, &info->latest, &info->only_removed);
 }
 
+Status ElasticCommitted() {
+  auto ctx = Current();
+  if (!ctx) return FailedPrecondition(internal::NotInitialized());
+  return ctx->ElasticCommitted();
+}
+
 bool IsHomogeneous() {
   auto ctx = Current();
   return ctx != nullptr && ctx->topology().homogeneous;

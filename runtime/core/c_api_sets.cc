@@ -74,6 +74,10 @@ int hvd_elastic_generation(int64_t* joined, int64_t* latest, int* only_removed) 
   return code;
 }
 
+int hvd_elastic_committed(void) {
+  return Report(hvd::ElasticCommitted());
+}
+
 int hvd_start_timeline(const char* path, int mark_cycles) {
   if (path == nullptr) return Report(hvd::InvalidArgument("hvd_start_timeline: path is NULL"));
   return Report(hvd::StartTimeline(path, mark_cycles != 0));

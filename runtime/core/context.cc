@@ -471,23 +471,6 @@ Status Context::Shutdown() {
   return engine_->Stop(std::chrono::milliseconds(static_cast<int64_t>(shutdown_s_ * 1000)));
 }
 
-Status Context::ElasticGeneration(int64_t* joined, int64_t* latest, bool* only_removed) {
-  if (!elastic_) {
-    return FailedPrecondition(
-        "this is not an elastic job (start it with hvdrun --min-np/--max-np)");
-  }
-  *joined = membership_.generation;
-  if (!committed_noted_) committed_noted_ = NoteCommitted(*attempt_store_, membership_).ok();
-  HVD_RETURN_IF_ERROR(LatestGeneration(*attempt_store_, std::chrono::steady_clock::now(), latest));
-  *only_removed = false;
-  if (*latest > *joined) {
-    std::vector<int> newer;
-    HVD_RETURN_IF_ERROR(GenerationWorkers(*attempt_store_, *latest, &newer));
-    *only_removed = OnlyRemoved(membership_.workers, newer);
-  }
-  return Status::OK();
-}
-
 Context::~Context() {
   // The engine must stop before the transport it uses is destroyed, and the transport before the
   // stall reporter it tells of its waits.

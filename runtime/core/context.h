@@ -46,6 +46,8 @@ class Context {
   // Elastic jobs (elastic.h): the generation this session joined, the newest one the launcher
   // published, and whether that one only lost workers. FailedPrecondition in a fixed job.
   Status ElasticGeneration(int64_t* joined, int64_t* latest, bool* only_removed);
+  // hvd::ElasticCommitted (context_elastic.cc).
+  Status ElasticCommitted();
 
  private:
   Context() = default;
@@ -58,7 +60,8 @@ class Context {
   double shutdown_s_ = 10;                            // HVD_SHUTDOWN_TIMEOUT_SECONDS
   std::unique_ptr<rendezvous::Store> attempt_store_;  // elastic: where the membership is
   Membership membership_;                             // elastic: the one this session joined
-  bool committed_noted_ = false;                      // elastic: NoteCommitted written
+  // elastic: when NoteCommitted last succeeded in this session (the epoch: never).
+  std::chrono::steady_clock::time_point committed_noted_{};
   std::unique_ptr<rendezvous::Store> store_;
   std::unique_ptr<stall::StallReporter> stall_reporter_;  // outlives the transport that uses it
   std::unique_ptr<transport::Transport> transport_;

@@ -129,8 +129,8 @@ bool OnlyRemoved(const std::vector<int>& current, const std::vector<int>& newer)
 
 // Writes base::RankKeyKind::kCommitted for this session's worker: it holds the training state,
 // so the launcher may stop workers its discovery script no longer lists (launcherd/job_shrink.cc).
-// Called at a session's first ElasticGeneration(), which a program makes at a commit, after its
-// state was synced. A failed write is logged (the caller tries again at its next check).
+// Called by hvd::ElasticCommitted (a program's commit, after its state was synced and saved). A
+// failed write is logged (the caller tries again at its next commit).
 Status NoteCommitted(rendezvous::Store& attempt_store, const Membership& membership);
 
 }  // namespace hvd::runtime::core

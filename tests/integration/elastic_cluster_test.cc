@@ -127,23 +127,28 @@ TEST_F(ElasticCluster, ADiscoveryScriptMovingTheJobStopsTheOldWorkersOnceTheNewH
   ASSERT_NO_FATAL_FAILURE(AddAgent("node-b"));
   const std::string hosts = dir_ / "hosts";
   clitest::WriteFile(hosts, "node-a:2\n");
-  constexpr int kSteps = 150;
-  std::unique_ptr<Proc> run = Start(
-      Job({"-np", "2", "--min-np", "1", "--max-np", "4", "--host-discovery-script", "cat " + hosts},
-          {"--steps", std::to_string(kSteps), "--step-sleep", "0.1", "--report-first"}));
+  // --max-np is -np (2): the workers waiting to leave must not hold node-b's places. 25 s of
+  // training leaves node-b's workers (python3 and torch's import on a loaded machine: 2-5 s)
+  // time to join and commit.
+  constexpr int kSteps = 250;
+  std::unique_ptr<Proc> run =
+      Start(Job({"-np", "2", "--min-np", "1", "--host-discovery-script", "cat " + hosts},
+                {"--steps", std::to_string(kSteps), "--step-sleep", "0.1", "--report-first"}));
   const std::string id = NewJob({});
   ASSERT_FALSE(id.empty());
   ASSERT_NO_FATAL_FAILURE(WaitOutput(run.get(), "worker 0 first allreduce"));
   ASSERT_NO_FATAL_FAILURE(WaitOutput(run.get(), "worker 1 first allreduce"));
   clitest::WriteFile(hosts + ".new", "node-b:2\n");
   ASSERT_EQ(rename((hosts + ".new").c_str(), hosts.c_str()), 0);
-  ProcResult r = run->Wait(seconds(90));
+  ProcResult r = run->Wait(seconds(120));
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_HAS(r.err, "generation 1: workers 2 on node-b, 3 on node-b joined; 4 workers");
+  EXPECT_HAS(r.err,
+             "generation 1: workers 2 on node-b, 3 on node-b joined; 4 workers (--max-np 2)");
   EXPECT_HAS(r.err,
              "workers 0, 1 go on though --host-discovery-script's list has no room for "
-             "them any more: no other worker would stay");
+             "them any more: no other worker would stay; stopped once workers on the listed "
+             "hosts hold the training state");
   EXPECT_HAS(r.err, "generation 2: worker ");
   EXPECT_HAS(r.err,
              " on node-a was removed: its host node-a is not in --host-discovery-script's "

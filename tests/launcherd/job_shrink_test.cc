@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "job_elastic_fixture.h"
+#include "launcherd/job_scheduler.h"
 #include "testutil/expect.h"
 
 namespace hvd::launcherd {
@@ -110,8 +111,8 @@ TEST(JobShrinkTest, NobodyIsStoppedUntilTheNextRankZeroHoldsTheState) {
   EXPECT_TRUE(job->TakeStops().empty());
   const std::string said =
       "workers 0, 1 go on though --host-discovery-script's list has no room for them any more: "
-      "worker 2, rank 0 after them, does not hold the training state yet (it joined later and "
-      "has not committed); stopped once it does";
+      "worker 2, rank 0 after the stop, does not hold the training state yet (it joined later "
+      "and has not committed); stopped once it does";
   EXPECT_EQ(job->status.elastic.events.back().what, said);
   EXPECT_EQ(LastProgress(*job), said);
   const size_t events = job->status.elastic.events.size();
@@ -138,8 +139,80 @@ TEST(JobShrinkTest, AListWithoutAnyOfTheJobsHostsStopsNobodyBeforeWorkersStartTh
   EXPECT_TRUE(job->TakeStops().empty());
   EXPECT_EQ(job->status.elastic.events.back().what,
             "workers 0, 1 go on though --host-discovery-script's list has no room for them any "
-            "more: no other worker would stay; they are stopped once workers on the listed hosts "
-            "hold the training state");
+            "more: no other worker would stay; stopped once workers on the listed hosts hold the "
+            "training state");
+}
+
+// With --max-np at the job's size (the default), the workers waiting to leave must not hold the
+// places the listed hosts' workers need, or nothing would ever hold the state and stop them.
+TEST(JobShrinkTest, WorkersWaitingToLeaveDoNotCountAgainstMaxNp) {
+  auto job = ElasticJob(2, 1);  // --max-np 2
+  EXPECT_FALSE(job->ElasticWantsWorkers());
+  job->status.spec.hosts = {{"h-new", 2}};
+  EXPECT_FALSE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(1s)));
+  EXPECT_TRUE(job->ShrinkWaits(0));
+  EXPECT_TRUE(job->ShrinkWaits(1));
+  EXPECT_TRUE(job->ElasticWantsWorkers());
+}
+
+// Stopped because the list left it out, a worker is no failure however it ends: exiting on its
+// own first (its host going down), or with its agent lost.
+TEST(JobShrinkTest, AWorkerLeavingTheListIsNoFailureHoweverItEnds) {
+  for (const bool agent_lost : {false, true}) {
+    SCOPED_TRACE(agent_lost);
+    auto job = ElasticJob(4, 1);
+    job->status.spec.hosts = {{"h-a", 2}};
+    ASSERT_TRUE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(1s)));
+    EXPECT_TRUE(job->LeavingTheList(2));
+    if (agent_lost) {
+      const std::vector<int> lost = job->KillRanksOnAgent("b", "agent on h-b lost", 2000);
+      ASSERT_EQ(lost, (std::vector<int>{2, 3}));
+      JobFailure f;
+      f.rank = 2;
+      f.host = "h-b";
+      f.message = "agent on h-b lost";
+      job->WorkerLost(f, control::kGenericFailureExitCode, At(2s), /*agent_lost=*/true, lost);
+    } else {
+      Report(*job, Ended(2, RankState::kExited, 143), At(2s));
+      Report(*job, Ended(3, RankState::kExited, 143), At(2s));
+    }
+    EXPECT_EQ(job->state(), JobState::kRunning);
+    EXPECT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1}));
+    EXPECT_EQ(job->DroppedSlotsOn("b"), 0);
+    EXPECT_FALSE(job->HostLeftOutForGood("h-b"));
+    EXPECT_FALSE(job->LeavingTheList(2));
+  }
+}
+
+// A worker grown while the job was below --min-np is in no published generation yet: the stop
+// cannot reach it, and the shrink is tried again rather than forgotten.
+TEST(JobShrinkTest, AWorkerNotYetInAGenerationKeepsTheShrinkPending) {
+  auto job = ElasticJob(4, 4);
+  job->status.spec.max_np = 5;
+  Report(*job, Ended(2, RankState::kExited, 3), At(1s));
+  Report(*job, Ended(3, RankState::kExited, 3), At(1s));
+  RankStatus added = job->status.ranks[1];
+  added.placement.rank = 4;
+  added.placement.agent_id = "c";
+  added.placement.host = "h-c";
+  added.state = RankState::kRunning;
+  job->status.ranks.push_back(added);
+  job->ElasticGrew({4}, At(2s));  // 3 live, --min-np 4: not published
+  job->status.spec.hosts = {{"h-a", 2}, {"h-b", 2}};
+  EXPECT_FALSE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(3s)));
+  EXPECT_TRUE(job->shrink_pending());
+}
+
+// A local job's slot that a worker leaving the list frees is usable again: not stranded.
+TEST(JobShrinkTest, ASlotTheListFreesCountsForGrowth) {
+  auto job = ElasticJob(2, 2);  // 0 on h-a, 1 on h-b
+  job->status.spec.hosts = {{"h-a", 1}};
+  ASSERT_TRUE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(1s)));
+  Scheduler::Pass pass;
+  pass.agents.push_back({"a", "h-a", "addr-a", 1, {}, 0});
+  pass.agents.push_back({"b", "h-b", "addr-b", 1, {}, 1});
+  std::string why;
+  EXPECT_TRUE(Scheduler::CouldGrow(*job, pass, &why)) << why;
 }
 
 TEST(JobShrinkTest, AFixedJobNeverShrinks) {

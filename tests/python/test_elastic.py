@@ -187,9 +187,12 @@ def test_reset_callbacks_run_in_order():
     assert seen == [1, 2, 3]
 
 
-def fake_runtime(monkeypatch, enabled, generation=None):
+def fake_runtime(monkeypatch, enabled, generation=None, calls=None):
+    calls = [] if calls is None else calls
     monkeypatch.setattr(basics, "elastic_enabled", lambda: enabled)
-    monkeypatch.setattr(basics, "elastic_generation", lambda: generation)
+    monkeypatch.setattr(basics, "elastic_generation",
+                        lambda: calls.append("generation") or generation)
+    monkeypatch.setattr(basics, "elastic_committed", lambda: calls.append("committed"))
 
 
 def test_check_host_updates_raises_on_a_newer_generation(monkeypatch):
@@ -231,13 +234,26 @@ def test_check_host_updates_outside_elastic_jobs_never_raises(monkeypatch):
 
 def test_commit_saves_then_checks(monkeypatch):
     state = common_elastic.ObjectState(bcast_object=lambda o: o, get_rank=lambda: 0, epoch=0)
-    fake_runtime(monkeypatch, True, (0, 1, False))
+    calls = []
+    fake_runtime(monkeypatch, True, (0, 1, False), calls)
+    saved = state.save
+    monkeypatch.setattr(state, "save", lambda: calls.append("save") or saved())
     state.epoch = 5
     with pytest.raises(HostsUpdatedInterrupt):
         state.commit()
+    # The launcher hears of the commit after the save (a shrink trusts this worker's state).
+    assert calls == ["save", "committed", "generation"]
     state.epoch = 6
     state.restore()
     assert state.epoch == 5
+
+
+def test_commit_outside_an_elastic_job_tells_no_launcher(monkeypatch):
+    state = common_elastic.ObjectState(bcast_object=lambda o: o, get_rank=lambda: 0, epoch=0)
+    calls = []
+    fake_runtime(monkeypatch, False, None, calls)
+    state.commit()
+    assert calls == []
 
 
 def test_runtime_answers_outside_an_elastic_job(hvd):
@@ -246,6 +262,8 @@ def test_runtime_answers_outside_an_elastic_job(hvd):
     assert basics.elastic_enabled() is False
     with pytest.raises(RuntimeError):
         basics.elastic_generation()
+    with pytest.raises(RuntimeError, match="not an elastic job"):
+        basics.elastic_committed()
     state = torch_elastic.ObjectState(bcast_object=hvd.broadcast_object, get_rank=hvd.rank)
     state.check_host_updates()
 
@@ -256,6 +274,8 @@ def test_missing_elastic_abi_is_a_clear_error(monkeypatch):
         basics.elastic_enabled()
     with pytest.raises(RuntimeError, match="no elastic support.*hvd_elastic_generation"):
         basics.elastic_generation()
+    with pytest.raises(RuntimeError, match="no elastic support.*hvd_elastic_committed"):
+        basics.elastic_committed()
 
 
 # ---- ObjectState -------------------------------------------------------------------------------
@@ -293,6 +313,17 @@ def test_object_state_sync_broadcasts_rank_0(hvd):
 
 
 # ---- TorchState --------------------------------------------------------------------------------
+
+def test_torch_state_commit_tells_the_launcher_once_saved(monkeypatch, hvd):
+    model, optimizer = make_model(hvd.rank())
+    state = torch_elastic.TorchState(model, optimizer, epoch=1)
+    calls = []
+    fake_runtime(monkeypatch, True, (0, 0, False), calls)
+    saved = state.save
+    monkeypatch.setattr(state, "save", lambda: calls.append("save") or saved())
+    state.commit()
+    assert calls == ["save", "committed", "generation"]
+
 
 def test_torch_state_save_restore(hvd):
     model, optimizer = make_model(hvd.rank())

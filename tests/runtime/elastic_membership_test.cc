@@ -154,7 +154,7 @@ TEST(ElasticMembershipTest, EachGenerationAndSessionMeetsApart) {
   EXPECT_NE(ElasticScope(a, 0, 1), base::IncarnationScope(a, 1));
 }
 
-// What a session's first ElasticGeneration() writes: the launcher reads the worker's id and the
+// What hvd::ElasticCommitted writes: the launcher reads the worker's id and the
 // generation from it (launcherd/job_shrink.cc holds off a shrink until rank 0 has committed).
 TEST(ElasticMembershipTest, NoteCommittedNamesTheWorkerAndItsGeneration) {
   AttemptStore st;

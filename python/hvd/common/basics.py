@@ -138,6 +138,7 @@ _PROTOTYPES = {
 _OPTIONAL_PROTOTYPES = {
     "hvd_elastic_enabled": (_c_int, []),
     "hvd_elastic_generation": (_c_int, [_c_i64_p, _c_i64_p, _c_int_p]),
+    "hvd_elastic_committed": (_c_int, []),
     "hvd_native_stack_dump_signal": (_c_int, []),
 }
 
@@ -477,3 +478,10 @@ def elastic_generation():
     check(fn(ctypes.byref(joined), ctypes.byref(latest), ctypes.byref(only_removed)),
           "hvd elastic generation")
     return joined.value, latest.value, bool(only_removed.value)
+
+
+def elastic_committed():
+    """Tells the launcher that this worker saved a state synced with the others (State.commit()
+    calls it): a discovery script's shrinking waits for that before stopping the workers whose
+    state the others would otherwise sync to. RuntimeError when not initialized or not elastic."""
+    check(_elastic_fn("hvd_elastic_committed")(), "hvd elastic committed")

@@ -69,9 +69,17 @@ class State(object):
         """Saves the state (save()), then raises HostsUpdatedInterrupt when the launcher has
         published a new membership (check_host_updates()). Saving copies the state (from the GPU
         too): commit every few batches rather than every batch, trading the steps lost on a
-        failure against the cost per step."""
+        failure against the cost per step. In an elastic job it also tells the launcher that
+        this worker holds the training state (a shrink by the discovery script waits for it)."""
         self.save()
+        self._note_committed()
         self.check_host_updates()
+
+    def _note_committed(self):
+        """After a save: in an elastic job, tells the launcher that this worker holds the
+        training state (docs/elastic.md "Shrinking")."""
+        if _basics.elastic_enabled():
+            _basics.elastic_committed()
 
     def check_host_updates(self):
         """Raises HostsUpdatedInterrupt on every rank when the launcher has published a

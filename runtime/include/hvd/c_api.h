@@ -192,6 +192,9 @@ HVD_C_EXPORT int hvd_elastic_enabled(void);
  * published (latest >= joined); *only_removed = 1 when the newest only lost workers compared with
  * this session's. FAILED_PRECONDITION when not initialized or not elastic. */
 HVD_C_EXPORT int hvd_elastic_generation(int64_t* joined, int64_t* latest, int* only_removed);
+/* After a commit of a synced state: the launcher may count this worker as holding it (hvd.h,
+ * ElasticCommitted). FAILED_PRECONDITION when not initialized or not elastic. */
+HVD_C_EXPORT int hvd_elastic_committed(void);
 
 /* Timeline (written by rank 0). */
 HVD_C_EXPORT int hvd_start_timeline(const char* path, int mark_cycles);

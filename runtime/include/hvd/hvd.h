@@ -90,10 +90,14 @@ struct ElasticGenerationInfo {
   int64_t latest = 0;         // the newest published (>= joined)
   bool only_removed = false;  // the newest only lost workers (no state sync needed)
 };
-// FailedPrecondition when not initialized or not elastic. Call it where the state is synced (at
-// a commit): a session's first call also tells the launcher that this worker holds the training
-// state, which a shrinking discovery script waits for (docs/elastic.md "Shrinking").
+// FailedPrecondition when not initialized or not elastic.
 HVD_EXPORT Status ElasticGeneration(ElasticGenerationInfo* info);
+// Call after saving (committing) a state that was synced with the others: tells the launcher
+// that this worker holds the training state, which a discovery script's shrinking waits for
+// before stopping the workers that would otherwise be rank 0's source (docs/elastic.md
+// "Shrinking"). Cheap: it writes once per session, then at most every 10 s. OK when the write
+// failed (logged; tried again next time); FailedPrecondition when not initialized or not elastic.
+HVD_EXPORT Status ElasticCommitted();
 
 // ---- Process sets (Horovod 0.23+) ----------------------------------------------------------
 // A process set is a subset of the job's ranks that runs collectives among themselves; every

@@ -39,9 +39,11 @@ class TorchState(ObjectState):
 
     def commit(self):
         """Saves the state (save(): local copies only), merges the samplers' processed samples
-        over the ranks, then checks for a new membership (check_host_updates())."""
+        over the ranks, tells the launcher it committed (elastic jobs), then checks for a new
+        membership (check_host_updates())."""
         self.save()
         self._merge_samplers()
+        self._note_committed()
         self.check_host_updates()
 
     def save(self):
