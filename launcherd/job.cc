@@ -323,7 +323,9 @@ bool Job::OnRankEvent(const RankEventReport& ev, const std::string& agent_id,
     // A worker the launcher stopped (RemoveWorkers): its end by the stop is its removal; one
     // that exited on its own first (a crash) says that.
     const auto removed = removing_.find(ev.rank);
-    bool failed = true;
+    // The list's stop reaches the rank's error: that says it after a launcher restart too.
+    bool failed =
+        !(ev.state == RankState::kKilled && ev.error.find(kLeftTheList) != std::string::npos);
     if (removed != removing_.end()) {
       // Stopped because the host list left it out: no failure, however it ended (its host may
       // be going down, and SIGTERM it first).

@@ -224,6 +224,12 @@ class Job {
   // Whether worker `id` is beyond the host list and waits for that holder: it does not count
   // against --max-np meanwhile (the listed hosts' new workers are what the stop waits for).
   bool ShrinkWaits(int id) const { return shrink_waiting_.count(id) > 0; }
+  // Some workers wait to leave the list: the job grows even while others queue (its growth is
+  // what lets them go, and gives back as many slots as it takes).
+  bool ShrinkWaiting() const { return !shrink_waiting_.empty(); }
+  // A shrink that cannot be decided now (an agent of the job is not back in touch: who is
+  // beyond the list is unknown) is tried again at the next tick.
+  void ShrinkLater() { shrink_pending_ = true; }
   // The reason a shrink gives the agent's StopRanks (and so the stopped rank's error).
   static constexpr const char* kLeftTheList = "left --host-discovery-script's list";
   // Whether worker `id` is being stopped because the host list left it out (not a failure).
@@ -231,7 +237,7 @@ class Job {
     auto it = removing_.find(id);
     return it != removing_.end() && !it->second.failed;
   }
-  // Worker `worker` committed its state after it joined (base::ElasticCommittedKey): it holds
+  // Worker `worker` committed its state after it joined (base::RankKeyKind::kCommitted): it holds
   // the training state from now on.
   void NoteCommitted(int worker);
   // An elastic job's answer to --stall-timeout: the workers the stall ends at (`culprits`, live)

@@ -182,6 +182,11 @@ void Job::WorkerLost(const JobFailure& f, int exit_code, Instant now, bool agent
   for (int id : gone) {
     if (id >= 0 && id < static_cast<int>(status.ranks.size()) &&
         !RankLive(status.ranks[id].state)) {
+      RankStatus& r = status.ranks[id];
+      if (LeavingTheList(id) && r.error.find(kLeftTheList) == std::string::npos) {
+        r.error +=
+            std::string(r.error.empty() ? "" : "; ") + "it " + kLeftTheList;  // a restart reads it
+      }
       removing_.erase(id);
     }
   }

@@ -12,7 +12,12 @@ namespace hvd::launcherd {
 
 bool Job::ElasticWantsWorkers() const {
   if (!ReForms() || status.state != JobState::kRunning || elastic_finishing_) return false;
-  return Tally().live - static_cast<int>(shrink_waiting_.size()) < status.spec.max_np;
+  int leaving = 0;  // waiting to leave the list, and not counted otherwise (Grow's count)
+  for (int id : shrink_waiting_) {
+    leaving += id < static_cast<int>(status.ranks.size()) && RankLive(status.ranks[id].state) &&
+               !removing_.count(id);
+  }
+  return Tally().live - leaving < status.spec.max_np;
 }
 
 bool Job::ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot,
@@ -80,10 +85,16 @@ void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
     Fail(f, control::kGenericFailureExitCode, now);
     return;
   }
+  std::string leaving;  // above --max-np until they go (job_shrink.cc)
+  if (!shrink_waiting_.empty()) {
+    const std::vector<int> w(shrink_waiting_.begin(), shrink_waiting_.end());
+    leaving = "; worker" + std::string(w.size() == 1 ? " " : "s ") + RankList(w, false) +
+              (w.size() == 1 ? " leaves" : " leave") + " the list once the new ones hold the state";
+  }
   NewGeneration(std::move(live),
                 "generation " + std::to_string(status.elastic.generation + 1) + ": worker" +
                     (ids.size() == 1 ? " " : "s ") + who + " joined; " + std::to_string(n) +
-                    " workers (--max-np " + std::to_string(status.spec.max_np) + ")",
+                    " workers (--max-np " + std::to_string(status.spec.max_np) + leaving + ")",
                 now, reset);
 }
 
@@ -99,7 +110,7 @@ bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
     live += !job.BeingRemoved(r.placement.rank);
     // One beyond the host list keeps its place until the new ones hold the state, but not its
     // share of --max-np (the job runs above it until then).
-    leaving += job.ShrinkWaits(r.placement.rank);
+    leaving += job.ShrinkWaits(r.placement.rank) && !job.BeingRemoved(r.placement.rank);
     ++live_on_host[r.placement.host];
   }
   int want = spec.max_np - (live - leaving);

@@ -183,7 +183,17 @@ Status JobManager::UpdateHosts(const std::string& id,
 
 void JobManager::ShrinkLocked(Job& job) {
   std::map<std::string, std::string> advertise;  // agent id -> its advertised address
-  for (const AgentInfo& a : agents_->List()) advertise[a.id] = a.advertise_addr;
+  for (const AgentInfo& a : agents_->List()) {
+    if (a.state == "READY") advertise[a.id] = a.advertise_addr;
+  }
+  // An agent of the job not in touch (a launcher restart, before it registered again) has no
+  // known address, and a list may name its host by that: decide once it is back.
+  for (const RankStatus& r : job.status.ranks) {
+    if (RankLive(r.state) && !advertise.count(r.placement.agent_id)) {
+      job.ShrinkLater();
+      return;
+    }
+  }
   if (job.ShrinkTo(job.WorkersBeyondHosts(advertise), Instant::Now())) SettleLocked(job);
 }
 
@@ -280,15 +290,18 @@ void JobManager::ScheduleLocked() {
 }
 
 void JobManager::GrowLocked(bool force) {
-  // Jobs waiting in the queue come first (submit order): growth takes what they leave.
-  if (scheduling_ || table_.AnyPending()) return;
+  // Jobs waiting in the queue come first (submit order): growth takes what they leave, but for a
+  // job whose workers wait to leave its discovery list (Job::ShrinkWaiting).
+  if (scheduling_) return;
+  const bool queued = table_.AnyPending();
   // A pass walks every live rank (BusySlots, issue 22): at most one per 50 ms from the events
   // that schedule (after a big job, one per agent report), the supervisor's tick catches up.
   const auto now = std::chrono::steady_clock::now();
   if (!force && now - last_growth_pass_ < std::chrono::milliseconds(50)) return;
   std::vector<JobPtr> growing;
   for (const JobPtr& job : table_.jobs()) {
-    if (job->ElasticWantsWorkers()) growing.push_back(job);
+    // A job whose workers wait to leave the list grows before the queue: nothing else frees them.
+    if (job->ElasticWantsWorkers() && (!queued || job->ShrinkWaiting())) growing.push_back(job);
   }
   if (growing.empty()) return;  // the pass below walks every live rank: only when needed
   last_growth_pass_ = now;

@@ -92,7 +92,7 @@ void JobManager::ReconcileUnconfirmedLocked(const std::string& agent_id,
                 " was out of touch with the launcher (it came back without them and kept no exit "
                 "report: the agent or the launcher restarted)";
     if (job->elastic()) {  // they leave; the others go on
-      job->WorkerLost(f, control::kGenericFailureExitCode, Instant::Now());
+      job->WorkerLost(f, control::kGenericFailureExitCode, Instant::Now(), false, lost);
       SettleLocked(*job);
       continue;
     }

@@ -54,6 +54,17 @@ std::map<int, std::string> Job::WorkersBeyondHosts(
                   " of the job's workers";
     for (size_t i = static_cast<size_t>(keep); i < ids.size(); ++i) beyond[ids[i]] = why;
   }
+  // Above --max-np: the listed hosts' workers started while others waited to leave, and a later
+  // answer gave those back their room. The newest go.
+  std::vector<int> staying;
+  for (int id : StayingWorkers()) {
+    if (!beyond.count(id)) staying.push_back(id);
+  }
+  const int max_np = status.spec.max_np;
+  for (int i = static_cast<int>(staying.size()) - 1; i >= max_np && max_np > 0; --i) {
+    beyond[staying[i]] = "the job has " + std::to_string(staying.size()) +
+                         " workers on the listed hosts, above --max-np " + std::to_string(max_np);
+  }
   return beyond;
 }
 

@@ -2,7 +2,9 @@
 // transport and its engine. Created by hvd::Init(), destroyed by hvd::Shutdown().
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -60,8 +62,9 @@ class Context {
   double shutdown_s_ = 10;                            // HVD_SHUTDOWN_TIMEOUT_SECONDS
   std::unique_ptr<rendezvous::Store> attempt_store_;  // elastic: where the membership is
   Membership membership_;                             // elastic: the one this session joined
-  // elastic: when NoteCommitted last succeeded in this session (the epoch: never).
-  std::chrono::steady_clock::time_point committed_noted_{};
+  // elastic: when NoteCommitted last succeeded in this session, in steady-clock nanoseconds (0:
+  // never). Atomic: commits may come from more than one of the program's threads.
+  std::atomic<int64_t> committed_noted_ns_{0};
   std::unique_ptr<rendezvous::Store> store_;
   std::unique_ptr<stall::StallReporter> stall_reporter_;  // outlives the transport that uses it
   std::unique_ptr<transport::Transport> transport_;

@@ -31,12 +31,18 @@ Status Context::ElasticCommitted() {
     return FailedPrecondition(
         "this is not an elastic job (start it with hvdrun --min-np/--max-np)");
   }
-  const auto now = std::chrono::steady_clock::now();
-  const bool noted = committed_noted_ != std::chrono::steady_clock::time_point{};
-  if (noted && now - committed_noted_ < kCommitNoteEvery) return Status::OK();
+  const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count();
+  const int64_t noted = committed_noted_ns_.load(std::memory_order_relaxed);
+  if (noted != 0 && now - noted < std::chrono::nanoseconds(kCommitNoteEvery).count()) {
+    return Status::OK();
+  }
   // A failed write is logged by NoteCommitted and tried again at the next commit: the commit
   // itself succeeded, and only a shrink waits for this.
-  if (NoteCommitted(*attempt_store_, membership_).ok()) committed_noted_ = now;
+  if (NoteCommitted(*attempt_store_, membership_).ok()) {
+    committed_noted_ns_.store(now, std::memory_order_relaxed);
+  }
   return Status::OK();
 }
 

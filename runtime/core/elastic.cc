@@ -263,7 +263,7 @@ Status NoteCommitted(rendezvous::Store& attempt_store, const Membership& members
   if (!s.ok()) {
     HVD_LOG(WARNING) << "telling the launcher that worker " << worker
                      << " holds the training state: " << s.message()
-                     << " (tried again at the next check)";
+                     << " (tried again at the next commit)";
   }
   return s;
 }

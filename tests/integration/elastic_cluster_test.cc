@@ -144,7 +144,8 @@ TEST_F(ElasticCluster, ADiscoveryScriptMovingTheJobStopsTheOldWorkersOnceTheNewH
   ASSERT_FALSE(r.timed_out) << r.err;
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_HAS(r.err,
-             "generation 1: workers 2 on node-b, 3 on node-b joined; 4 workers (--max-np 2)");
+             "generation 1: workers 2 on node-b, 3 on node-b joined; 4 workers (--max-np 2; "
+             "workers 0, 1 leave the list once the new ones hold the state)");
   EXPECT_HAS(r.err,
              "workers 0, 1 go on though --host-discovery-script's list has no room for "
              "them any more: no other worker would stay; stopped once workers on the listed "

@@ -201,6 +201,51 @@ TEST(JobShrinkTest, AWorkerNotYetInAGenerationKeepsTheShrinkPending) {
   job->status.spec.hosts = {{"h-a", 2}, {"h-b", 2}};
   EXPECT_FALSE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(3s)));
   EXPECT_TRUE(job->shrink_pending());
+  // A generation with it (another worker joined): the next try stops it.
+  added.placement.rank = 5;
+  added.placement.agent_id = "b";
+  added.placement.host = "h-b";
+  job->status.ranks.push_back(added);
+  job->ElasticGrew({5}, At(4s));
+  ASSERT_EQ(job->status.elastic.workers, (std::vector<int>{0, 1, 4, 5}));
+  job->TakeStops();
+  EXPECT_TRUE(job->ShrinkTo(job->WorkersBeyondHosts(kAdvertise), At(5s)));
+  EXPECT_FALSE(job->shrink_pending());
+  std::vector<Job::Stop> stops = job->TakeStops();
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].command.ranks, (std::vector<int>{4}));
+}
+
+// Workers the listed hosts got while others waited to leave stay above --max-np if a later answer
+// gives the others their room back: the newest go.
+TEST(JobShrinkTest, WorkersAboveMaxNpOnTheListedHostsAreTheNewestBeyond) {
+  auto job = ElasticJob(4, 1);  // --max-np 4
+  job->status.spec.max_np = 3;
+  job->status.spec.hosts = {{"h-a", 2}, {"h-b", 2}};
+  EXPECT_EQ(job->WorkersBeyondHosts(kAdvertise),
+            (std::map<int, std::string>{
+                {3, "the job has 4 workers on the listed hosts, above --max-np 3"}}));
+}
+
+// After a launcher restart the stop's record is gone: the rank's error (the agent's stop
+// reason) still says why it ended, and so does the record a restored job reads.
+TEST(JobShrinkTest, AStopOfTheListReadsAsSuchWithoutItsRecord) {
+  auto job = ElasticJob(4, 1);
+  RankEventReport ev = Ended(3, RankState::kKilled);
+  ev.error = std::string("stopped by the launcher: elastic worker 3 ") + Job::kLeftTheList;
+  Report(*job, ev, At(1s));
+  EXPECT_EQ(job->DroppedSlotsOn("b"), 0);
+
+  auto restored = ElasticJob(4, 1);
+  restored->status.spec.hosts = {{"h-a", 2}};  // the discovery script's last answer
+  restored->status.ranks[3].state = RankState::kKilled;
+  restored->status.ranks[3].error = ev.error;
+  restored->status.ranks[2].state = RankState::kKilled;
+  restored->status.ranks[2].error = "agent on h-b lost; it " + std::string(Job::kLeftTheList);
+  restored->ElasticRestored(At(2s));
+  EXPECT_EQ(restored->DroppedSlotsOn("b"), 0);
+  EXPECT_FALSE(restored->HostLeftOutForGood("h-b"));
+  EXPECT_TRUE(restored->shrink_pending());  // looked at again once its agents are back
 }
 
 // A local job's slot that a worker leaving the list frees is usable again: not stranded.

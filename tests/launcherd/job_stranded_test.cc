@@ -2,7 +2,8 @@
 // Scheduler::CouldGrow over the agents' slots (held by live workers, dropped by failed ones, on
 // hosts left out for good or for a cool-down) and, in a closed cluster (hvdrun's local mode), the
 // manager failing such a job at its next tick rather than after --elastic-timeout; an open
-// cluster keeps waiting, since an agent may register.
+// cluster keeps waiting, since an agent may register. Also the manager's side of a shrink by the
+// discovery script (growth past the queue, the stop on rank 0's commit note).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -122,6 +123,49 @@ TEST_F(StrandedManagerTest, AnOpenClusterWaitsForAnAgentToRegister) {
   EXPECT_NE(st.elastic.below_min_since_ms, 0);
   EXPECT_HAS(st.elastic.events.back().what,
              "fewer than --min-np 2: waiting up to --elastic-timeout");
+}
+
+// The manager's side of a shrink (job_shrink.cc): a discovery answer that moves the job to another
+// host starts workers there though the job is at --max-np and another job queues, and the old
+// workers are stopped once worker 2, rank 0 after them, says it committed (committed/2).
+TEST_F(StrandedManagerTest, AShrinkGrowsPastTheQueueAndStopsOnceRankZeroCommitted) {
+  auto a = AddAgent("h-a", 2);
+  auto b = AddAgent("h-b", 2);
+  JobSpec spec = Spec(2, {{"h-a", 2}});
+  spec.min_np = 1;
+  spec.max_np = 2;
+  const std::string id = Submit(spec);
+  for (int r = 0; r < 2; ++r) Event(a, id, r, RankState::kRunning);
+  ASSERT_EQ(Get(id).state, JobState::kRunning);
+  const std::string queued = Submit(4);  // 4 slots: it waits for this job's
+  ASSERT_EQ(Get(queued).state, JobState::kPending);
+
+  ASSERT_TRUE(jobs_->UpdateHosts(id, {{"h-b", 2}}).ok());
+  jobs_->Tick();
+  JobStatus st = Get(id);
+  ASSERT_EQ(st.ranks.size(), 4u) << "no worker started on h-b";
+  EXPECT_EQ(st.ranks[2].placement.host, "h-b");
+  EXPECT_EQ(st.ranks[3].placement.host, "h-b");
+  EXPECT_EQ(st.elastic.workers, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_HAS(st.elastic.events.back().what,
+             "workers 2 on h-b, 3 on h-b joined; 4 workers (--max-np 2; workers 0, 1 leave the "
+             "list once the new ones hold the state)");
+  {
+    std::lock_guard<std::mutex> lock(a->mu);
+    EXPECT_TRUE(a->stops.empty());
+  }
+  for (int r = 2; r < 4; ++r) Event(b, id, r, RankState::kRunning);
+
+  jobs_->OnRendezvousKey("job/" + id + "/attempt/0/committed/3", "1");  // not rank 0 after them
+  {
+    std::lock_guard<std::mutex> lock(a->mu);
+    EXPECT_TRUE(a->stops.empty());
+  }
+  jobs_->OnRendezvousKey("job/" + id + "/attempt/0/committed/2", "1");
+  std::lock_guard<std::mutex> lock(a->mu);
+  ASSERT_EQ(a->stops.size(), 1u);
+  EXPECT_EQ(a->stops[0].ranks, (std::vector<int>{0, 1}));
+  EXPECT_HAS(a->stops[0].reason, Job::kLeftTheList);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ import atexit
 import ctypes
 import os
 import threading
+import warnings
 
 from hvd.common import build_info as _build_info
 from hvd.common import exceptions as _exc
@@ -483,5 +484,19 @@ def elastic_generation():
 def elastic_committed():
     """Tells the launcher that this worker saved a state synced with the others (State.commit()
     calls it): a discovery script's shrinking waits for that before stopping the workers whose
-    state the others would otherwise sync to. RuntimeError when not initialized or not elastic."""
-    check(_elastic_fn("hvd_elastic_committed")(), "hvd elastic committed")
+    state the others would otherwise sync to. RuntimeError when not initialized or not elastic.
+    A libhvd.so older than the call (HVD_LIBRARY pointing at one) is warned about once and the
+    note skipped: a worker started after the job began then never counts as holding the state,
+    and a shrink that needs one waits, as for a program that never commits."""
+    global _warned_no_commit_note
+    if not hasattr(lib, "hvd_elastic_committed"):
+        if not _warned_no_commit_note:
+            _warned_no_commit_note = True
+            warnings.warn("hvd: %s lacks hvd_elastic_committed; rebuild it (cmake --build build "
+                          "--target hvd_python) so that a --host-discovery-script can shrink "
+                          "this job" % library_path)
+        return
+    check(lib.hvd_elastic_committed(), "hvd elastic committed")
+
+
+_warned_no_commit_note = False
