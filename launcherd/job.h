@@ -224,6 +224,8 @@ class Job {
   // Whether worker `id` is beyond the host list and waits for that holder: it does not count
   // against --max-np meanwhile (the listed hosts' new workers are what the stop waits for).
   bool ShrinkWaits(int id) const { return shrink_waiting_.count(id) > 0; }
+  // How many of those are live and not being removed: what --max-np does not count.
+  int WaitingToLeave() const;
   // Some workers wait to leave the list: the job grows even while others queue (its growth is
   // what lets them go, and gives back as many slots as it takes).
   bool ShrinkWaiting() const { return !shrink_waiting_.empty(); }
@@ -433,6 +435,8 @@ class Job {
   void ExcludeHost(const std::string& host, Clock::time_point now);
   // "the job already changed membership 2 times (--reset-limit 2" (the caller closes it).
   std::string ResetLimitReached() const;
+  // "fewer than --min-np 3 workers (2 live" (the caller closes it).
+  std::string BelowMinNp() const;
   // The losses since the job was last at --min-np or more, oldest first, as said.
   std::string LossesSinceMinNp() const;
   // A worker exited 0: the training is over, the job ends as its workers do and never grows

@@ -417,12 +417,16 @@ std::string Job::LossesSinceMinNp() const {
   return lost;
 }
 
-void Job::ElasticTimeout(Instant now) {
-  JobFailure f;
+std::string Job::BelowMinNp() const {
   int live = 0;
   for (const RankStatus& r : status.ranks) live += RankLive(r.state);
-  f.message = "fewer than --min-np " + std::to_string(status.spec.min_np) + " workers (" +
-              std::to_string(live) + " live) for " + Seconds(status.spec.elastic_timeout_ms) +
+  return "fewer than --min-np " + std::to_string(status.spec.min_np) + " workers (" +
+         std::to_string(live) + " live";
+}
+
+void Job::ElasticTimeout(Instant now) {
+  JobFailure f;
+  f.message = BelowMinNp() + ") for " + Seconds(status.spec.elastic_timeout_ms) +
               " (--elastic-timeout): " + LossesSinceMinNp();
   Fail(f, control::kGenericFailureExitCode, now);
 }
@@ -441,10 +445,7 @@ bool Job::HostLeftOutForGood(const std::string& host) const {
 void Job::ElasticStranded(const std::string& why, Instant now) {
   if (!ElasticWaiting()) return;
   JobFailure f;
-  int live = 0;
-  for (const RankStatus& r : status.ranks) live += RankLive(r.state);
-  f.message = "fewer than --min-np " + std::to_string(status.spec.min_np) + " workers (" +
-              std::to_string(live) + " live), and no worker can come: " + why +
+  f.message = BelowMinNp() + "), and no worker can come: " + why +
               "; not waiting --elastic-timeout: " + LossesSinceMinNp();
   Fail(f, control::kGenericFailureExitCode, now);
 }

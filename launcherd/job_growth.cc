@@ -12,12 +12,7 @@ namespace hvd::launcherd {
 
 bool Job::ElasticWantsWorkers() const {
   if (!ReForms() || status.state != JobState::kRunning || elastic_finishing_) return false;
-  int leaving = 0;  // waiting to leave the list, and not counted otherwise (Grow's count)
-  for (int id : shrink_waiting_) {
-    leaving += id < static_cast<int>(status.ranks.size()) && RankLive(status.ranks[id].state) &&
-               !removing_.count(id);
-  }
-  return Tally().live - leaving < status.spec.max_np;
+  return Tally().live - WaitingToLeave() < status.spec.max_np;
 }
 
 bool Job::ElasticSlotUsable(const std::string& agent_id, const std::string& host, int slot,
@@ -101,19 +96,18 @@ void Job::ElasticGrew(const std::vector<int>& ids, Instant now) {
 bool Scheduler::Grow(Job& job, Pass* pass, Instant now) {
   if (!job.ElasticWantsWorkers()) return false;
   const control::JobSpec& spec = job.status.spec;
-  int live = 0, leaving = 0;
+  int live = 0;
   std::map<std::string, int> live_on_host;
   for (const RankStatus& r : job.status.ranks) {
     if (!RankLive(r.state)) continue;
     // A worker being removed still holds its slot, but not its place in the next generation
     // (Job::StayingWorkers): the new workers' rank and size are counted without it.
     live += !job.BeingRemoved(r.placement.rank);
-    // One beyond the host list keeps its place until the new ones hold the state, but not its
-    // share of --max-np (the job runs above it until then).
-    leaving += job.ShrinkWaits(r.placement.rank) && !job.BeingRemoved(r.placement.rank);
     ++live_on_host[r.placement.host];
   }
-  int want = spec.max_np - (live - leaving);
+  // One beyond the host list keeps its place until the new ones hold the state, but not its
+  // share of --max-np (the job runs above it until then).
+  int want = spec.max_np - (live - job.WaitingToLeave());
   // With -H, only the named hosts, each up to its count.
   auto allowance = [&](const control::AgentSlots& a) -> int {
     if (spec.hosts.empty()) return want;

@@ -121,6 +121,15 @@ bool Job::ShrinkTo(const std::map<int, std::string>& beyond, Instant now) {
   return stopped;
 }
 
+int Job::WaitingToLeave() const {
+  int n = 0;
+  for (int id : shrink_waiting_) {
+    n += id < static_cast<int>(status.ranks.size()) && RankLive(status.ranks[id].state) &&
+         !removing_.count(id);
+  }
+  return n;
+}
+
 void Job::NoteCommitted(int worker) {
   if (worker >= 0 && worker < static_cast<int>(status.ranks.size())) committed_.insert(worker);
 }
